@@ -1,0 +1,72 @@
+#!/usr/bin/env -S npx tsx
+/**
+ * `ulysses`: the one CLI entry point. Subcommands wire library code; they hold no logic of their own.
+ */
+import { Command, InvalidArgumentError } from 'commander';
+import * as testbed from '../experiments/testbed/testbed.ts';
+
+const int = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`${name} must be a non-negative integer, got "${v}"`);
+  return n;
+};
+
+const program = new Command('ulysses').description('SLO-aware control-plane components for Kubernetes');
+
+const tb = program.command('testbed').description('local real Kubernetes testbed (etcd, apiserver, scheduler, kcm, kubelets, kwok)');
+tb.command('up')
+  .description('build (first time) and start the testbed; a healthy running testbed is reused')
+  .option('--real-nodes <n>', 'real nodes (kubelet + containerd)', int('--real-nodes'), 2)
+  .option('--kwok-nodes <n>', 'KWOK nodes', int('--kwok-nodes'), 0)
+  .option('--controllers <list>', 'kube-controller-manager --controllers', '*')
+  .option('--pin-cpus', 'pin control plane to CPU 0 and nodes to CPU 1', false)
+  .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
+  .action(async (o) => {
+    const s = await testbed.up({ realNodes: o.realNodes, kwokNodes: o.kwokNodes, controllers: o.controllers, pinCpus: o.pinCpus, runDir: o.runDir });
+    console.log(`export KUBECONFIG=${s.kubeconfig}`);
+  });
+tb.command('down')
+  .description('stop everything the testbed started and clean up')
+  .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
+  .action(async (o) => testbed.down({ runDir: o.runDir }));
+tb.command('status')
+  .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
+  .option('--json', 'print JSON', false)
+  .action(async (o) => {
+    const s = await testbed.status(o.runDir);
+    if (o.json) return console.log(JSON.stringify(s, null, 2));
+    if (!s.processes.length) return console.log(`no testbed in ${s.runDir}`);
+    console.log(`testbed ${s.up ? 'UP' : 'DEGRADED'} in ${s.runDir}\nkubeconfig: ${s.kubeconfig}`);
+    for (const p of s.processes) console.log(`  ${p.alive ? 'running' : 'DEAD   '}  ${p.name.padEnd(28)} pid ${p.pid}  log ${p.log}`);
+    for (const n of s.nodes) console.log(`  node ${n.name.padEnd(12)} ${n.kind.padEnd(5)} ${n.ready ? 'Ready' : 'NotReady'}`);
+    for (const p of s.problems) console.log(`problem: ${p}`);
+    if (!s.up) process.exitCode = 1;
+  });
+tb.command('kubeconfig')
+  .description('print the admin kubeconfig path')
+  .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
+  .action((o) => {
+    const s = testbed.readState(o.runDir);
+    if (!s) {
+      console.error(`no testbed in ${o.runDir}: run "ulysses testbed up"`);
+      process.exitCode = 1;
+      return;
+    }
+    console.log(s.kubeconfig);
+  });
+
+program
+  .command('demo')
+  .description('testbed with 2 real nodes, a critical UDP echo pod and low-priority load, one node tainted: prints the failover timeline')
+  .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
+  .option('--low-pods <n>', 'low-priority pods (Deployments of 2)', int('--low-pods'), 6)
+  .option('--keep', 'leave the testbed up afterwards', false)
+  .action(async (o) => {
+    const { runDemo } = await import('../experiments/demo.ts');
+    await runDemo({ runDir: o.runDir, lowPods: o.lowPods, keep: o.keep });
+  });
+
+program.parseAsync().catch((err: Error) => {
+  console.error(`ulysses: ${err.message}`);
+  process.exit(1);
+});

@@ -1,0 +1,66 @@
+/**
+ * Locates (building on first use) the pinned Kubernetes, etcd, kwok and containerd binaries. The
+ * build itself is build-binaries.sh: a generated wrapper Go module, cached per version under
+ * $ULYSSES_CACHE (default ~/.cache/ulysses), never rebuilt once present.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const K8S_VERSION = process.env.K8S_VERSION ?? 'v1.36.3';
+export const BINARIES = [
+  'kube-apiserver',
+  'kube-scheduler',
+  'kube-controller-manager',
+  'kubelet',
+  'kubectl',
+  'etcd',
+  'kwok',
+  'containerd',
+  'containerd-shim-runc-v2',
+  'ctr',
+] as const;
+export type Binary = (typeof BINARIES)[number];
+
+export function cacheDir(): string {
+  return process.env.ULYSSES_CACHE ?? join(homedir(), '.cache', 'ulysses');
+}
+
+export function binDir(): string {
+  return join(cacheDir(), 'bin', `k8s-${K8S_VERSION}`);
+}
+
+export function binaryPath(name: Binary): string {
+  return join(binDir(), name);
+}
+
+export function missingBinaries(): Binary[] {
+  return BINARIES.filter((b) => !existsSync(binaryPath(b)));
+}
+
+/** Builds whatever is missing, streaming the script's progress lines to `log`. */
+export async function ensureBinaries(log: (line: string) => void = (l) => process.stderr.write(l + '\n')): Promise<string> {
+  if (missingBinaries().length === 0) return binDir();
+  const script = join(dirname(fileURLToPath(import.meta.url)), 'build-binaries.sh');
+  log(`building ${missingBinaries().join(', ')} into ${binDir()} (first run only)`);
+  await new Promise<void>((resolve, reject) => {
+    const child = spawn('bash', [script, cacheDir()], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, K8S_VERSION } });
+    let tail = '';
+    const onData = (buf: Buffer) => {
+      for (const line of buf.toString().split('\n')) {
+        if (!line) continue;
+        tail = (tail + line + '\n').slice(-4000);
+        if (line.startsWith('[ulysses build]')) log(line);
+      }
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`building binaries failed (exit ${code}):\n${tail}`))));
+  });
+  const still = missingBinaries();
+  if (still.length) throw new Error(`build finished but binaries are missing: ${still.join(', ')}`);
+  return binDir();
+}

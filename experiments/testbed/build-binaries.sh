@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Builds the pinned, real Kubernetes binaries (and etcd, kwok, containerd 2) from Go modules into a
+# per-version cache outside the repo (ulysses-spec.md §6: wrapper module requiring k8s.io/kubernetes
+# with every staging module replaced by the matching v0.x release). A binary already in the cache is
+# never rebuilt. Prints one progress line per binary.
+#
+#   build-binaries.sh [CACHE_DIR]          (default: ${ULYSSES_CACHE:-$HOME/.cache/ulysses})
+set -euo pipefail
+
+K8S_VERSION="${K8S_VERSION:-v1.36.3}"
+ETCD_VERSION="${ETCD_VERSION:-v3.6.8}"        # the etcd client version Kubernetes 1.36 pins
+KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
+CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
+
+CACHE="${1:-${ULYSSES_CACHE:-$HOME/.cache/ulysses}}"
+STAGING_VERSION="v0.${K8S_VERSION#v1.}"
+BIN="$CACHE/bin/k8s-$K8S_VERSION"
+WORK="$CACHE/build"
+mkdir -p "$BIN" "$WORK"
+export GOFLAGS="-mod=mod" CGO_ENABLED="${CGO_ENABLED:-0}" GOTOOLCHAIN=local
+
+STAGING="api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider
+cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api cri-client
+cri-streaming csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms
+kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics mount-utils
+pod-security-admission sample-apiserver sample-cli-plugin sample-controller streaming"
+
+step() { printf '[ulysses build] %s\n' "$*" >&2; }
+have() { [ -x "$BIN/$1" ]; }
+elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
+
+# --- Kubernetes ----------------------------------------------------------------------------------
+K8S_CMDS="kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl"
+missing=""
+for c in $K8S_CMDS; do have "$c" || missing="$missing $c"; done
+if [ -n "$missing" ]; then
+  mod="$WORK/k8s-$K8S_VERSION"
+  mkdir -p "$mod"
+  {
+    echo "module ulysses.local/k8sbin"
+    echo
+    echo "go 1.26"
+    echo
+    echo "require k8s.io/kubernetes $K8S_VERSION"
+    echo
+    echo "replace ("
+    for s in $STAGING; do echo "	k8s.io/$s => k8s.io/$s $STAGING_VERSION"; done
+    echo ")"
+  } > "$mod/go.mod"
+  major="${K8S_VERSION#v}"; major="${major%%.*}"
+  minor="${K8S_VERSION#v*.}"; minor="${minor%%.*}"
+  ldflags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags="$ldflags -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    ldflags="$ldflags -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  (cd "$mod" && [ -f go.sum ] || { step "resolving k8s.io/kubernetes $K8S_VERSION modules"; cd "$mod" && go get "k8s.io/kubernetes/cmd/kubelet@$K8S_VERSION" >/dev/null; })
+  for c in $missing; do
+    t=$(date +%s); step "building $c $K8S_VERSION (cold builds take minutes on 2 cores)"
+    (cd "$mod" && go build -trimpath -ldflags "$ldflags" -o "$BIN/$c.tmp" "k8s.io/kubernetes/cmd/$c")
+    mv "$BIN/$c.tmp" "$BIN/$c"; step "built $c in $(elapsed "$t")"
+  done
+fi
+
+# --- etcd (Debian's etcd-server is 3.4.23, below the >= 3.5.13 Kubernetes requires) -------------
+if ! have etcd; then
+  mod="$WORK/etcd-$ETCD_VERSION"; mkdir -p "$mod"
+  printf 'module ulysses.local/etcdbin\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" > "$mod/go.mod"
+  t=$(date +%s); step "building etcd $ETCD_VERSION"
+  (cd "$mod" && { [ -f go.sum ] || go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null; } \
+     && go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3)
+  mv "$BIN/etcd.tmp" "$BIN/etcd"; step "built etcd in $(elapsed "$t")"
+fi
+
+# --- kwok ----------------------------------------------------------------------------------------
+if ! have kwok; then
+  t=$(date +%s); step "building kwok $KWOK_VERSION"
+  GOBIN="$WORK/gobin-kwok" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  mv "$WORK/gobin-kwok/kwok" "$BIN/kwok"; step "built kwok in $(elapsed "$t")"
+fi
+
+# --- containerd 2 + runc shim (Debian's containerd 1.6 lacks the CRI RuntimeConfig RPC) ----------
+for c in containerd containerd-shim-runc-v2; do
+  if ! have "$c"; then
+    t=$(date +%s); step "building $c $CONTAINERD_VERSION"
+    GOBIN="$WORK/gobin-containerd" go install -trimpath -tags "no_btrfs no_devmapper no_zfs" -ldflags "-s -w" \
+      "github.com/containerd/containerd/v2/cmd/$c@$CONTAINERD_VERSION"
+    mv "$WORK/gobin-containerd/$c" "$BIN/$c"; step "built $c in $(elapsed "$t")"
+  fi
+done
+
+step "binaries ready in $BIN"
+echo "$BIN"

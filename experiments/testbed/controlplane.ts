@@ -1,0 +1,198 @@
+/**
+ * The testbed control plane on loopback: etcd, kube-apiserver, kube-scheduler and the vanilla
+ * kube-controller-manager, with flags as in controller-runtime's envtest plus real authn/authz
+ * (client certificates, Node + RBAC authorization, NodeRestriction).
+ */
+import https from 'node:https';
+import { readFileSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { binaryPath } from './binaries.ts';
+import type { Pki } from './pki.ts';
+import { pollUntil, startProcess, tailFile, type TrackedProcess } from './processes.ts';
+
+export const PORTS = {
+  etcdClient: 23790,
+  etcdPeer: 23800,
+  apiserver: 16443,
+  scheduler: 20259,
+  controllerManager: 20257,
+} as const;
+
+export const APISERVER_URL = `https://127.0.0.1:${PORTS.apiserver}`;
+export const SERVICE_CIDR = '10.96.0.0/16';
+
+/** GET over HTTPS; resolves with [status, body]. `insecure` for components with self-signed serving certs. */
+export function httpsGet(url: string, tls: { ca?: string; cert?: string; key?: string; insecure?: boolean }): Promise<[number, string]> {
+  return new Promise((resolve, reject) => {
+    const req = https.get(
+      url,
+      {
+        ca: tls.ca ? readFileSync(tls.ca) : undefined,
+        cert: tls.cert ? readFileSync(tls.cert) : undefined,
+        key: tls.key ? readFileSync(tls.key) : undefined,
+        rejectUnauthorized: !tls.insecure,
+        timeout: 3000,
+      },
+      (res) => {
+        let body = '';
+        res.on('data', (c) => (body += c));
+        res.on('end', () => resolve([res.statusCode ?? 0, body]));
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+  });
+}
+
+export interface ControlPlaneOptions {
+  runDir: string;
+  pki: Pki;
+  kubeconfigs: { scheduler: string; controllerManager: string };
+  /** --controllers for the vanilla kube-controller-manager (default "*"). */
+  controllers?: string;
+  /** extra kube-scheduler --config file (e.g. with an extender). */
+  schedulerConfig?: string;
+  cpus?: string;
+}
+
+export function etcdSpec(o: ControlPlaneOptions) {
+  const peer = `http://127.0.0.1:${PORTS.etcdPeer}`;
+  const client = `http://127.0.0.1:${PORTS.etcdClient}`;
+  return {
+    name: 'etcd',
+    cmd: binaryPath('etcd'),
+    args: [
+      '--name=default',
+      `--data-dir=${join(o.runDir, 'etcd')}`,
+      `--listen-client-urls=${client}`,
+      `--advertise-client-urls=${client}`,
+      `--listen-peer-urls=${peer}`,
+      `--initial-advertise-peer-urls=${peer}`,
+      `--initial-cluster=default=${peer}`,
+      '--listen-metrics-urls=',
+      '--unsafe-no-fsync=true', // a disposable testbed: trade durability for speed on a shared disk
+      '--quota-backend-bytes=4294967296',
+      '--log-level=warn',
+    ],
+    logFile: join(o.runDir, 'logs', 'etcd.log'),
+    cpus: o.cpus,
+  };
+}
+
+export function apiserverSpec(o: ControlPlaneOptions) {
+  const { pki } = o;
+  const kc = pki.client('apiserver-kubelet-client');
+  return {
+    name: 'kube-apiserver',
+    cmd: binaryPath('kube-apiserver'),
+    args: [
+      `--etcd-servers=http://127.0.0.1:${PORTS.etcdClient}`,
+      '--bind-address=127.0.0.1',
+      '--advertise-address=127.0.0.1',
+      `--secure-port=${PORTS.apiserver}`,
+      `--cert-dir=${join(o.runDir, 'pki')}`,
+      `--tls-cert-file=${pki.apiserverCert}`,
+      `--tls-private-key-file=${pki.apiserverKey}`,
+      `--client-ca-file=${pki.caCert}`,
+      `--service-cluster-ip-range=${SERVICE_CIDR}`,
+      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+      `--service-account-key-file=${pki.saPub}`,
+      `--service-account-signing-key-file=${pki.saKey}`,
+      '--authorization-mode=Node,RBAC',
+      '--enable-admission-plugins=NodeRestriction',
+      `--kubelet-client-certificate=${kc.cert}`,
+      `--kubelet-client-key=${kc.key}`,
+      '--allow-privileged=true',
+      '--profiling=false',
+      '--v=1',
+    ],
+    logFile: join(o.runDir, 'logs', 'kube-apiserver.log'),
+    cpus: o.cpus,
+  };
+}
+
+export function schedulerSpec(o: ControlPlaneOptions) {
+  return {
+    name: 'kube-scheduler',
+    cmd: binaryPath('kube-scheduler'),
+    args: [
+      `--kubeconfig=${o.kubeconfigs.scheduler}`,
+      `--authentication-kubeconfig=${o.kubeconfigs.scheduler}`,
+      `--authorization-kubeconfig=${o.kubeconfigs.scheduler}`,
+      '--bind-address=127.0.0.1',
+      `--secure-port=${PORTS.scheduler}`,
+      '--leader-elect=false',
+      ...(o.schedulerConfig ? [`--config=${o.schedulerConfig}`] : []),
+      '--v=1',
+    ],
+    logFile: join(o.runDir, 'logs', 'kube-scheduler.log'),
+    cpus: o.cpus,
+  };
+}
+
+export function controllerManagerSpec(o: ControlPlaneOptions) {
+  const { pki } = o;
+  return {
+    name: 'kube-controller-manager',
+    cmd: binaryPath('kube-controller-manager'),
+    args: [
+      `--kubeconfig=${o.kubeconfigs.controllerManager}`,
+      `--authentication-kubeconfig=${o.kubeconfigs.controllerManager}`,
+      `--authorization-kubeconfig=${o.kubeconfigs.controllerManager}`,
+      '--bind-address=127.0.0.1',
+      `--secure-port=${PORTS.controllerManager}`,
+      '--leader-elect=false',
+      '--use-service-account-credentials=true',
+      `--service-account-private-key-file=${pki.saKey}`,
+      `--root-ca-file=${pki.caCert}`,
+      `--cluster-signing-cert-file=${pki.caCert}`,
+      `--cluster-signing-key-file=${pki.caKey}`,
+      `--controllers=${o.controllers ?? '*'}`,
+      '--v=1',
+    ],
+    logFile: join(o.runDir, 'logs', 'kube-controller-manager.log'),
+    cpus: o.cpus,
+  };
+}
+
+export async function startEtcd(o: ControlPlaneOptions): Promise<TrackedProcess> {
+  await mkdir(join(o.runDir, 'etcd'), { recursive: true, mode: 0o700 });
+  const p = startProcess(etcdSpec(o));
+  await pollUntil(
+    'etcd /health',
+    async () => {
+      const res = await fetch(`http://127.0.0.1:${PORTS.etcdClient}/health`);
+      return res.ok && (await res.text()).includes('true');
+    },
+    { timeoutMs: 30_000, explain: () => tailFile(p.logFile) },
+  );
+  return p;
+}
+
+export async function waitApiserverReady(o: ControlPlaneOptions, logFile: string, timeoutMs = 90_000): Promise<void> {
+  const admin = o.pki.client('admin');
+  await pollUntil(
+    'kube-apiserver /readyz',
+    async () => (await httpsGet(`${APISERVER_URL}/readyz`, { ca: o.pki.caCert, ...admin }))[0] === 200,
+    { timeoutMs, explain: () => tailFile(logFile) },
+  );
+}
+
+export async function startApiserver(o: ControlPlaneOptions): Promise<TrackedProcess> {
+  const p = startProcess(apiserverSpec(o));
+  await waitApiserverReady(o, p.logFile);
+  return p;
+}
+
+async function startSecureComponent(spec: ReturnType<typeof schedulerSpec>, port: number): Promise<TrackedProcess> {
+  const p = startProcess(spec);
+  await pollUntil(`${spec.name} /healthz`, async () => (await httpsGet(`https://127.0.0.1:${port}/healthz`, { insecure: true }))[0] === 200, {
+    timeoutMs: 60_000,
+    explain: () => tailFile(p.logFile),
+  });
+  return p;
+}
+
+export const startScheduler = (o: ControlPlaneOptions) => startSecureComponent(schedulerSpec(o), PORTS.scheduler);
+export const startControllerManager = (o: ControlPlaneOptions) => startSecureComponent(controllerManagerSpec(o), PORTS.controllerManager);

@@ -1,0 +1,138 @@
+/**
+ * Supervision of the testbed's long-running processes: started detached (so they outlive the CLI
+ * that started them), logs to one file each in the run directory, pids tracked in state.json so a
+ * later `down` stops exactly what `up` started.
+ */
+import { spawn } from 'node:child_process';
+import { openSync, closeSync, readFileSync, existsSync, readdirSync, readlinkSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface ProcessSpec {
+  name: string;
+  cmd: string;
+  args: string[];
+  logFile: string;
+  env?: Record<string, string>;
+  /** CPU list for taskset (e.g. "0" or "1"), when control plane and nodes are pinned apart. */
+  cpus?: string;
+}
+
+export interface TrackedProcess {
+  name: string;
+  pid: number;
+  logFile: string;
+  cmd: string;
+  args: string[];
+  cpus?: string;
+  env?: Record<string, string>;
+}
+
+export function startProcess(spec: ProcessSpec): TrackedProcess {
+  const fd = openSync(spec.logFile, 'a');
+  const [cmd, args] = spec.cpus ? ['taskset', ['-c', spec.cpus, spec.cmd, ...spec.args]] : [spec.cmd, spec.args];
+  const child = spawn(cmd, args, {
+    detached: true,
+    stdio: ['ignore', fd, fd],
+    env: { ...process.env, ...spec.env },
+  });
+  closeSync(fd);
+  if (child.pid === undefined) throw new Error(`${spec.name}: could not start ${spec.cmd}`);
+  child.unref();
+  return { name: spec.name, pid: child.pid, logFile: spec.logFile, cmd: spec.cmd, args: spec.args, cpus: spec.cpus, env: spec.env };
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    // a zombie still answers kill(0): treat it as dead
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^\d+ \(.*\) Z/.test(stat);
+  } catch {
+    return false;
+  }
+}
+
+/** SIGTERM to the process group, then SIGKILL after `graceMs`. Safe on already-dead pids. */
+export async function stopProcess(pid: number, graceMs = 5000): Promise<void> {
+  const signal = (sig: NodeJS.Signals) => {
+    for (const target of [-pid, pid]) {
+      try {
+        process.kill(target, sig);
+      } catch {
+        /* gone */
+      }
+    }
+  };
+  if (!isAlive(pid)) return;
+  signal('SIGTERM');
+  const deadline = Date.now() + graceMs;
+  while (Date.now() < deadline) {
+    if (!isAlive(pid)) return;
+    await sleep(50);
+  }
+  signal('SIGKILL');
+  const killDeadline = Date.now() + 5000;
+  while (isAlive(pid) && Date.now() < killDeadline) await sleep(50);
+}
+
+export function tailFile(file: string, lines = 20): string {
+  if (!existsSync(file)) return '(no log)';
+  const text = readFileSync(file, 'utf8');
+  return text.split('\n').slice(-lines - 1).join('\n');
+}
+
+/** Every pid whose command line contains `needle` (e.g. a containerd socket path or the run dir). */
+export function pidsMatching(needle: string): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const pid = Number(entry);
+    if (pid === process.pid) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      let cwd = '';
+      try {
+        cwd = readlinkSync(`/proc/${entry}/cwd`);
+      } catch {
+        /* kernel thread or gone */
+      }
+      if (cmdline.includes(needle) || cwd.startsWith(needle)) out.push(pid);
+    } catch {
+      /* gone */
+    }
+  }
+  return out;
+}
+
+export class TimeoutError extends Error {}
+
+/** Thrown from a pollUntil check to stop polling at once (e.g. the awaited process died). */
+export class FatalError extends Error {}
+
+/**
+ * Polls `check` until it returns a truthy value or the deadline passes. `explain` adds context
+ * (typically a log tail) to the error. Not a sleep-as-synchronisation: it returns at the first success.
+ */
+export async function pollUntil<T>(
+  what: string,
+  check: () => Promise<T | undefined | false> | T | undefined | false,
+  opts: { timeoutMs: number; intervalMs?: number; explain?: () => string },
+): Promise<T> {
+  const deadline = Date.now() + opts.timeoutMs;
+  let lastErr: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v) return v;
+    } catch (err) {
+      if (err instanceof FatalError) throw err;
+      lastErr = err;
+    }
+    if (Date.now() > deadline) {
+      const extra = opts.explain ? `\n${opts.explain()}` : '';
+      const why = lastErr ? ` (last error: ${(lastErr as Error).message})` : '';
+      throw new TimeoutError(`timed out after ${opts.timeoutMs} ms waiting for ${what}${why}${extra}`);
+    }
+    await sleep(opts.intervalMs ?? 200);
+  }
+}

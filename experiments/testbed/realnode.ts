@@ -1,0 +1,341 @@
+/**
+ * A real worker node on this host: its own containerd 2 instance (Debian's runc and CNI plugins), a
+ * CNI bridge with a per-node pod subnet (the host is the gateway, so it reaches every pod IP), a
+ * cgroup v1 root of its own, and a real kubelet with its own root dir, ports and node name.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, rmdirSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { binaryPath, binDir } from './binaries.ts';
+import { pidsMatching, pollUntil, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
+
+const run = promisify(execFile);
+
+export const CGROUP_V1_ROOT = '/sys/fs/cgroup';
+export const POD_NETWORK = '10.244.0.0/16';
+
+export interface RealNodeSpec {
+  index: number; // 1-based
+  name: string;
+  dir: string;
+  podSubnet: string; // 10.244.<index>.0/24
+  gateway: string; // 10.244.<index>.1, also the node's InternalIP
+  bridge: string;
+  kubeletPort: number;
+  kubeletHealthzPort: number;
+  cgroupRoot: string; // "/<name>"
+  socket: string;
+}
+
+export function realNodeSpec(runDir: string, index: number): RealNodeSpec {
+  const name = `real-${index}`;
+  const dir = join(runDir, 'nodes', name);
+  return {
+    index,
+    name,
+    dir,
+    podSubnet: `10.244.${index}.0/24`,
+    gateway: `10.244.${index}.1`,
+    bridge: `uly-br${index}`,
+    kubeletPort: 21250 + index * 10,
+    kubeletHealthzPort: 21251 + index * 10,
+    cgroupRoot: `/ulysses-${name}`,
+    socket: join(dir, 'containerd', 'containerd.sock'),
+  };
+}
+
+async function sh(cmd: string, args: string[]): Promise<string> {
+  try {
+    return (await run(cmd, args)).stdout;
+  } catch (err) {
+    const e = err as { stderr?: string; message: string };
+    throw new Error(`${cmd} ${args.join(' ')}: ${e.stderr?.trim() || e.message}`);
+  }
+}
+
+function cgroupControllers(): string[] {
+  return readdirSync(CGROUP_V1_ROOT).filter((c) => c !== 'unified' && existsSync(join(CGROUP_V1_ROOT, c, 'cgroup.procs')));
+}
+
+/** The node's cgroup root in every v1 hierarchy (kubelet refuses a cgroupRoot that does not exist). */
+function createCgroupRoot(spec: RealNodeSpec): void {
+  for (const c of cgroupControllers()) {
+    const dir = join(CGROUP_V1_ROOT, c, spec.cgroupRoot);
+    mkdirSync(dir, { recursive: true });
+    if (c === 'cpuset') {
+      for (const f of ['cpuset.cpus', 'cpuset.mems']) {
+        const v = readFileSync(join(CGROUP_V1_ROOT, c, f), 'utf8').trim();
+        writeFileSync(join(dir, f), v);
+      }
+    }
+  }
+}
+
+/** Kills every process left in the node's cgroups (its containers), deepest cgroups first, then removes them. */
+export async function destroyCgroupRoot(cgroupRoot: string): Promise<void> {
+  const all: string[] = [];
+  const walk = (d: string) => {
+    if (!existsSync(d)) return;
+    for (const e of readdirSync(d, { withFileTypes: true })) if (e.isDirectory()) walk(join(d, e.name));
+    all.push(d);
+  };
+  for (const c of cgroupControllers()) walk(join(CGROUP_V1_ROOT, c, cgroupRoot));
+  for (let attempt = 0; attempt < 50; attempt++) {
+    let alive = 0;
+    for (const d of all) {
+      let procs: string[] = [];
+      try {
+        procs = readFileSync(join(d, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean);
+      } catch {
+        continue;
+      }
+      for (const pid of procs) {
+        alive++;
+        try {
+          process.kill(Number(pid), 'SIGKILL');
+        } catch {
+          /* gone */
+        }
+      }
+    }
+    if (alive === 0) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  for (const d of all) {
+    try {
+      rmdirSync(d);
+    } catch {
+      /* busy or gone: reported by the leak check */
+    }
+  }
+}
+
+async function createBridge(spec: RealNodeSpec): Promise<void> {
+  const links = await sh('ip', ['-o', 'link', 'show']);
+  if (!links.includes(` ${spec.bridge}:`)) await sh('ip', ['link', 'add', 'name', spec.bridge, 'type', 'bridge']);
+  const addrs = await sh('ip', ['-o', '-4', 'addr', 'show', 'dev', spec.bridge]);
+  if (!addrs.includes(`${spec.gateway}/24`)) await sh('ip', ['addr', 'add', `${spec.gateway}/24`, 'dev', spec.bridge]);
+  await sh('ip', ['link', 'set', spec.bridge, 'up']);
+  writeFileSync('/proc/sys/net/ipv4/ip_forward', '1');
+}
+
+export async function deleteBridge(bridge: string): Promise<void> {
+  try {
+    await sh('ip', ['link', 'del', bridge]);
+  } catch {
+    /* absent */
+  }
+}
+
+function containerdConfig(spec: RealNodeSpec, cdir: string): string {
+  return `version = 3
+root = "${cdir}/root"
+state = "${cdir}/state"
+temp = "${cdir}/tmp"
+
+[grpc]
+  address = "${spec.socket}"
+[ttrpc]
+  address = "${spec.socket}.ttrpc"
+[debug]
+  address = ""
+  level = "info"
+[metrics]
+  address = ""
+
+[plugins]
+  [plugins.'io.containerd.internal.v1.opt']
+    path = "${cdir}/opt"
+  [plugins.'io.containerd.nri.v1.nri']
+    disable = true
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = "overlayfs"
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = "ulysses.local/pause:1"
+  [plugins.'io.containerd.cri.v1.runtime']
+    # CAP_SYS_RESOURCE is missing on these machines: never try to lower oom_score_adj
+    restrict_oom_score_adj = true
+    netns_mounts_under_state_dir = true
+    disable_apparmor = true
+    cdi_spec_dirs = []
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
+      default_runtime_name = "runc"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+          BinaryName = "/usr/sbin/runc"
+          SystemdCgroup = false
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = ["/usr/lib/cni"]
+      conf_dir = "${cdir}/cni"
+      max_conf_num = 1
+  [plugins.'io.containerd.grpc.v1.cri']
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+`;
+}
+
+function cniConfig(spec: RealNodeSpec): string {
+  return JSON.stringify(
+    {
+      cniVersion: '1.0.0',
+      name: `ulysses-${spec.name}`,
+      plugins: [
+        {
+          type: 'bridge',
+          bridge: spec.bridge,
+          isGateway: true,
+          ipMasq: false,
+          hairpinMode: true,
+          ipam: {
+            type: 'host-local',
+            ranges: [[{ subnet: spec.podSubnet, gateway: spec.gateway }]],
+            routes: [{ dst: '0.0.0.0/0' }],
+            dataDir: join(spec.dir, 'cni-ipam'),
+          },
+        },
+      ],
+    },
+    null,
+    2,
+  );
+}
+
+function kubeletConfig(spec: RealNodeSpec, caCert: string): string {
+  return `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: ${spec.cgroupRoot}
+cgroupsPerQOS: true
+enforceNodeAllocatable: ["pods"]
+containerRuntimeEndpoint: unix://${spec.socket}
+imageServiceEndpoint: unix://${spec.socket}
+address: ${spec.gateway}
+port: ${spec.kubeletPort}
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: ${spec.kubeletHealthzPort}
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: ${caCert}
+authorization:
+  mode: Webhook
+registerNode: true
+failSwapOn: false
+protectKernelDefaults: false
+makeIPTablesUtilChains: false
+resolvConf: ""
+podLogsDir: ${join(spec.dir, 'pod-logs')}
+volumePluginDir: ${join(spec.dir, 'volume-plugins')}
+serializeImagePulls: false
+evictionHard:
+  memory.available: "100Mi"
+  nodefs.available: "1%"
+  imagefs.available: "1%"
+  nodefs.inodesFree: "1%"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+maxPods: 110
+nodeStatusUpdateFrequency: 10s
+nodeStatusReportFrequency: 1m
+localStorageCapacityIsolation: false
+`;
+}
+
+export interface RealNodeHandles {
+  containerd: TrackedProcess;
+  kubelet: TrackedProcess;
+}
+
+export async function startContainerd(spec: RealNodeSpec, cpus?: string): Promise<TrackedProcess> {
+  const cdir = join(spec.dir, 'containerd');
+  for (const d of ['root', 'state', 'tmp', 'opt', 'cni']) await mkdir(join(cdir, d), { recursive: true });
+  await writeFile(join(cdir, 'config.toml'), containerdConfig(spec, cdir));
+  await writeFile(join(cdir, 'cni', '10-ulysses.conflist'), cniConfig(spec));
+  const p = startProcess({
+    name: `containerd/${spec.name}`,
+    cmd: binaryPath('containerd'),
+    args: ['--config', join(cdir, 'config.toml')],
+    logFile: join(spec.dir, 'containerd.log'),
+    env: { PATH: `${binDir()}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}` },
+    cpus,
+  });
+  await pollUntil('containerd socket', () => existsSync(spec.socket), { timeoutMs: 30_000, explain: () => tailFile(p.logFile) });
+  return p;
+}
+
+export async function importImages(spec: RealNodeSpec, tars: string[]): Promise<void> {
+  for (const tar of tars) await sh(binaryPath('ctr'), ['-a', spec.socket, '-n', 'k8s.io', 'images', 'import', '--no-unpack=false', tar]);
+}
+
+export async function startRealNode(
+  spec: RealNodeSpec,
+  opts: { kubeconfig: string; caCert: string; imageTars: string[]; cpus?: string },
+): Promise<RealNodeHandles> {
+  await mkdir(spec.dir, { recursive: true });
+  createCgroupRoot(spec);
+  await createBridge(spec);
+  const containerd = await startContainerd(spec, opts.cpus);
+  await importImages(spec, opts.imageTars);
+  const kdir = join(spec.dir, 'kubelet');
+  await mkdir(kdir, { recursive: true });
+  await writeFile(join(spec.dir, 'kubelet-config.yaml'), kubeletConfig(spec, opts.caCert));
+  const kubelet = startProcess({
+    name: `kubelet/${spec.name}`,
+    cmd: binaryPath('kubelet'),
+    args: [
+      `--config=${join(spec.dir, 'kubelet-config.yaml')}`,
+      `--kubeconfig=${opts.kubeconfig}`,
+      `--root-dir=${kdir}`,
+      `--cert-dir=${join(kdir, 'pki')}`,
+      `--hostname-override=${spec.name}`,
+      `--node-ip=${spec.gateway}`,
+      `--node-labels=ulysses.io/testbed-node=real`,
+      '--v=2',
+    ],
+    logFile: join(spec.dir, 'kubelet.log'),
+    cpus: opts.cpus,
+  });
+  return { containerd, kubelet };
+}
+
+/** Stops a real node: kubelet, its containers (by cgroup), shims, containerd; unmounts; removes the bridge. */
+export async function stopRealNode(spec: RealNodeSpec, pids: number[]): Promise<void> {
+  for (const pid of pids) await stopProcess(pid, 3000); // kubelet first, then containerd
+  await destroyCgroupRoot(spec.cgroupRoot);
+  for (const pid of pidsMatching(spec.socket)) await stopProcess(pid, 1000); // containerd-shim-runc-v2 -address <socket>
+  await unmountUnder(spec.dir);
+  await deleteBridge(spec.bridge);
+}
+
+/** Unmounts every mount point under `dir`, deepest first (overlay rootfs, netns, shm, kubelet volumes). */
+export async function unmountUnder(dir: string): Promise<void> {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const mounts = mountsUnder(dir);
+    if (mounts.length === 0) return;
+    for (const m of mounts.sort((a, b) => b.length - a.length)) {
+      try {
+        await run('umount', [m]);
+      } catch {
+        await run('umount', ['-l', m]).catch(() => undefined);
+      }
+    }
+  }
+}
+
+export function mountsUnder(dir: string): string[] {
+  const text = readFileSync('/proc/self/mountinfo', 'utf8');
+  const out: string[] = [];
+  for (const line of text.split('\n')) {
+    const mp = line.split(' ')[4];
+    if (mp && (mp === dir || mp.startsWith(dir + '/'))) out.push(mp.replace(/\\040/g, ' '));
+  }
+  return out;
+}

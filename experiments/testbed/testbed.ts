@@ -1,0 +1,352 @@
+/**
+ * `ulysses testbed up|down|status|kubeconfig`: a real Kubernetes cluster on this machine's loopback
+ * (etcd, kube-apiserver, kube-scheduler, vanilla kube-controller-manager), real worker nodes
+ * (kubelet + containerd + CNI bridge) and KWOK nodes. Everything it starts is tracked in
+ * <runDir>/state.json, so `down` stops exactly that, and both `up` and `down` are idempotent.
+ */
+import { existsSync, readFileSync, writeFileSync, readdirSync } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { KubeConfig, CoreV1Api, type V1Node } from '@kubernetes/client-node';
+import { ensureBinaries, K8S_VERSION, cacheDir } from './binaries.ts';
+import { buildTestImages } from './images/index.ts';
+import { generatePki, writeKubeconfig, type Pki } from './pki.ts';
+import {
+  APISERVER_URL,
+  apiserverSpec,
+  startApiserver,
+  startControllerManager,
+  startEtcd,
+  startScheduler,
+  waitApiserverReady,
+  type ControlPlaneOptions,
+} from './controlplane.ts';
+import { realNodeSpec, startRealNode, stopRealNode, unmountUnder, mountsUnder, deleteBridge, destroyCgroupRoot, type RealNodeSpec } from './realnode.ts';
+import { createKwokNodes, DEFAULT_KWOK_DELAYS, startKwok, writeKwokStages, type KwokDelays } from './kwok.ts';
+import { FatalError, isAlive, pidsMatching, pollUntil, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
+
+export interface TestbedOptions {
+  runDir?: string;
+  realNodes?: number;
+  kwokNodes?: number;
+  /** --controllers for the vanilla kube-controller-manager; "*" (all) by default. */
+  controllers?: string;
+  /** Pin control-plane processes to CPU 0 and node processes to CPU 1 (needs >= 2 CPUs). */
+  pinCpus?: boolean;
+  kwokDelays?: KwokDelays;
+  log?: (line: string) => void;
+}
+
+export interface TestbedState {
+  version: string;
+  runDir: string;
+  kubeconfig: string;
+  apiserver: string;
+  options: { realNodes: number; kwokNodes: number; controllers: string; pinCpus: boolean };
+  processes: TrackedProcess[];
+  realNodes: RealNodeSpec[];
+  kwokNodes: string[];
+  startedAt: string;
+  ready: boolean;
+}
+
+export function defaultRunDir(): string {
+  return process.env.ULYSSES_RUN_DIR ?? '/tmp/ulysses-testbed';
+}
+
+const stateFile = (runDir: string) => join(runDir, 'state.json');
+
+export function readState(runDir = defaultRunDir()): TestbedState | undefined {
+  const f = stateFile(runDir);
+  if (!existsSync(f)) return undefined;
+  return JSON.parse(readFileSync(f, 'utf8')) as TestbedState;
+}
+
+function saveState(s: TestbedState): void {
+  writeFileSync(stateFile(s.runDir), JSON.stringify(s, null, 2));
+}
+
+export function kubeConfigFor(state: TestbedState): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(state.kubeconfig);
+  return kc;
+}
+
+function nodeReady(n: V1Node): boolean {
+  return n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+}
+
+function controlPlaneOptions(runDir: string, pki: Pki, controllers: string, cpus?: string): ControlPlaneOptions {
+  return {
+    runDir,
+    pki,
+    controllers,
+    cpus,
+    kubeconfigs: {
+      scheduler: join(runDir, 'kubeconfigs', 'kube-scheduler.kubeconfig'),
+      controllerManager: join(runDir, 'kubeconfigs', 'kube-controller-manager.kubeconfig'),
+    },
+  };
+}
+
+function pkiHandle(runDir: string): Pki {
+  const dir = join(runDir, 'pki');
+  const p = (f: string) => join(dir, f);
+  return {
+    dir,
+    caCert: p('ca.crt'),
+    caKey: p('ca.key'),
+    apiserverCert: p('apiserver.crt'),
+    apiserverKey: p('apiserver.key'),
+    saKey: p('sa.key'),
+    saPub: p('sa.pub'),
+    client: (file) => ({ cert: p(`${file}.crt`), key: p(`${file}.key`) }),
+  };
+}
+
+/** Brings the testbed up; returns the state. A healthy testbed already up is returned as is. */
+export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
+  const log = opts.log ?? ((l: string) => process.stderr.write(`${l}\n`));
+  const runDir = opts.runDir ?? defaultRunDir();
+  const existing = readState(runDir);
+  if (existing) {
+    const problems = await statusProblems(existing);
+    if (existing.ready && problems.length === 0) {
+      log(`testbed already up in ${runDir} (${existing.realNodes.length} real, ${existing.kwokNodes.length} kwok nodes)`);
+      return existing;
+    }
+    log(`found a stale or broken testbed in ${runDir} (${problems.join('; ') || 'not ready'}): tearing it down first`);
+    await down({ runDir, log });
+  }
+  const t0 = Date.now();
+  const realCount = opts.realNodes ?? 2;
+  const kwokCount = opts.kwokNodes ?? 0;
+  const controllers = opts.controllers ?? '*';
+  const pinCpus = opts.pinCpus ?? false;
+  const cpCpus = pinCpus ? '0' : undefined;
+  const nodeCpus = pinCpus ? '1' : undefined;
+
+  await ensureBinaries(log);
+  const images = await buildTestImages(cacheDir(), log);
+  await mkdir(join(runDir, 'logs'), { recursive: true });
+  await mkdir(join(runDir, 'kubeconfigs'), { recursive: true });
+  log(`run directory: ${runDir} (logs in ${join(runDir, 'logs')})`);
+
+  const nodes = Array.from({ length: realCount }, (_, i) => realNodeSpec(runDir, i + 1));
+  const kwokNames = Array.from({ length: kwokCount }, (_, i) => `kwok-${i + 1}`);
+  const state: TestbedState = {
+    version: K8S_VERSION,
+    runDir,
+    kubeconfig: join(runDir, 'kubeconfigs', 'admin.kubeconfig'),
+    apiserver: APISERVER_URL,
+    options: { realNodes: realCount, kwokNodes: kwokCount, controllers, pinCpus },
+    processes: [],
+    realNodes: nodes,
+    kwokNodes: kwokNames,
+    startedAt: new Date().toISOString(),
+    ready: false,
+  };
+  saveState(state);
+  const track = (p: TrackedProcess) => {
+    state.processes.push(p);
+    saveState(state);
+    return p;
+  };
+
+  try {
+    const pki = await generatePki(
+      join(runDir, 'pki'),
+      [
+        { file: 'admin', cn: 'ulysses-admin', org: 'system:masters' },
+        { file: 'kube-scheduler', cn: 'system:kube-scheduler' },
+        { file: 'kube-controller-manager', cn: 'system:kube-controller-manager' },
+        { file: 'apiserver-kubelet-client', cn: 'kube-apiserver-kubelet-client', org: 'system:masters' },
+        ...nodes.map((n) => ({ file: `node-${n.name}`, cn: `system:node:${n.name}`, org: 'system:nodes' })),
+      ],
+      ['127.0.0.1', '10.96.0.1'],
+    );
+    const kcDir = join(runDir, 'kubeconfigs');
+    await writeKubeconfig(state.kubeconfig, APISERVER_URL, pki, 'admin', 'admin');
+    await writeKubeconfig(join(kcDir, 'kube-scheduler.kubeconfig'), APISERVER_URL, pki, 'kube-scheduler', 'kube-scheduler');
+    await writeKubeconfig(join(kcDir, 'kube-controller-manager.kubeconfig'), APISERVER_URL, pki, 'kube-controller-manager', 'kube-controller-manager');
+    for (const n of nodes) await writeKubeconfig(join(kcDir, `${n.name}.kubeconfig`), APISERVER_URL, pki, `node-${n.name}`, n.name);
+
+    const cp = controlPlaneOptions(runDir, pki, controllers, cpCpus);
+    log('starting etcd');
+    track(await startEtcd(cp));
+    log('starting kube-apiserver');
+    track(await startApiserver(cp));
+    log('starting kube-scheduler and kube-controller-manager');
+    track(await startScheduler(cp));
+    track(await startControllerManager(cp));
+
+    const kc = kubeConfigFor(state);
+    const core = kc.makeApiClient(CoreV1Api);
+    // the "default" ServiceAccount must exist before pods can be created in a namespace
+    await pollUntil('default ServiceAccount', async () => (await core.readNamespacedServiceAccount({ name: 'default', namespace: 'default' })).metadata?.name, {
+      timeoutMs: 60_000,
+    });
+
+    if (nodes.length) log(`starting ${nodes.length} real node(s): containerd + kubelet`);
+    for (const n of nodes) {
+      const h = await startRealNode(n, {
+        kubeconfig: join(kcDir, `${n.name}.kubeconfig`),
+        caCert: pki.caCert,
+        imageTars: images.map((i) => i.tar),
+        cpus: nodeCpus,
+      });
+      track(h.containerd);
+      track(h.kubelet);
+    }
+    if (kwokNames.length) {
+      log(`starting kwok with ${kwokNames.length} node(s)`);
+      const stages = join(runDir, 'kwok-stages.yaml');
+      await writeKwokStages(stages, opts.kwokDelays ?? DEFAULT_KWOK_DELAYS);
+      track(startKwok(runDir, state.kubeconfig, stages, cpCpus));
+      await createKwokNodes(core, kwokNames);
+    }
+    const expected = [...nodes.map((n) => n.name), ...kwokNames];
+    await pollUntil(
+      `nodes Ready (${expected.length})`,
+      async () => {
+        const dead = state.processes.filter((p) => !isAlive(p.pid));
+        if (dead.length) throw new FatalError(dead.map((p) => `${p.name} exited:\n${tailFile(p.logFile, 15)}`).join('\n'));
+        const list = await core.listNode();
+        const ready = new Set(list.items.filter(nodeReady).map((n) => n.metadata!.name!));
+        return expected.every((n) => ready.has(n));
+      },
+      {
+        timeoutMs: 120_000,
+        intervalMs: 500,
+        explain: () => nodes.map((n) => `--- kubelet ${n.name}:\n${tailFile(join(n.dir, 'kubelet.log'), 15)}`).join('\n'),
+      },
+    );
+    state.ready = true;
+    saveState(state);
+    log(`testbed up in ${((Date.now() - t0) / 1000).toFixed(1)} s: kubeconfig ${state.kubeconfig}`);
+    return state;
+  } catch (err) {
+    log(`testbed up failed: ${(err as Error).message}`);
+    log(`logs kept in ${join(runDir, 'logs')}; tearing down what was started`);
+    await down({ runDir, log });
+    throw err;
+  }
+}
+
+/** Stops everything `up` started (tracked pids, containers, shims), unmounts, removes interfaces and state. */
+export async function down(opts: { runDir?: string; log?: (line: string) => void } = {}): Promise<void> {
+  const log = opts.log ?? ((l: string) => process.stderr.write(`${l}\n`));
+  const runDir = opts.runDir ?? defaultRunDir();
+  const state = readState(runDir);
+  if (!state) {
+    log(`no testbed in ${runDir}`);
+    return;
+  }
+  const byName = (prefix: string) => state.processes.filter((p) => p.name.startsWith(prefix));
+  for (const p of byName('kwok')) await stopProcess(p.pid, 2000);
+  for (const n of state.realNodes) {
+    const pids = [...byName(`kubelet/${n.name}`), ...byName(`containerd/${n.name}`)].map((p) => p.pid);
+    await stopRealNode(n, pids);
+  }
+  for (const name of ['kube-controller-manager', 'kube-scheduler', 'kube-apiserver', 'etcd']) {
+    for (const p of byName(name)) await stopProcess(p.pid, 5000);
+  }
+  // anything else that still refers to the run directory (e.g. a process restarted by a test)
+  for (const pid of pidsMatching(runDir)) await stopProcess(pid, 1000);
+  await unmountUnder(runDir);
+  for (const n of state.realNodes) {
+    await deleteBridge(n.bridge);
+    await destroyCgroupRoot(n.cgroupRoot);
+  }
+  // keep the logs: node logs are moved next to the control-plane ones
+  for (const entry of existsSync(runDir) ? readdirSync(runDir) : []) {
+    if (entry === 'logs') continue;
+    if (entry === 'nodes') {
+      for (const n of state.realNodes) {
+        for (const f of ['kubelet.log', 'containerd.log']) {
+          const src = join(n.dir, f);
+          if (existsSync(src)) writeFileSync(join(runDir, 'logs', `${n.name}-${f}`), readFileSync(src));
+        }
+      }
+    }
+    await rm(join(runDir, entry), { recursive: true, force: true });
+  }
+  log(`testbed down (logs kept in ${join(runDir, 'logs')})`);
+}
+
+/** Problems of a testbed that claims to be up: dead processes (with their log tail) or an unready apiserver. */
+export async function statusProblems(state: TestbedState): Promise<string[]> {
+  const problems: string[] = [];
+  for (const p of state.processes) {
+    if (!isAlive(p.pid)) problems.push(`${p.name} (pid ${p.pid}) is not running; last log lines:\n${tailFile(p.logFile, 10)}`);
+  }
+  return problems;
+}
+
+export interface TestbedStatus {
+  up: boolean;
+  runDir: string;
+  kubeconfig?: string;
+  processes: Array<{ name: string; pid: number; alive: boolean; log: string }>;
+  nodes: Array<{ name: string; ready: boolean; kind: string }>;
+  problems: string[];
+}
+
+export async function status(runDir = defaultRunDir()): Promise<TestbedStatus> {
+  const state = readState(runDir);
+  if (!state) return { up: false, runDir, processes: [], nodes: [], problems: [] };
+  const problems = await statusProblems(state);
+  let nodes: TestbedStatus['nodes'] = [];
+  try {
+    const list = await kubeConfigFor(state).makeApiClient(CoreV1Api).listNode();
+    nodes = list.items.map((n) => ({
+      name: n.metadata!.name!,
+      ready: nodeReady(n),
+      kind: n.metadata?.labels?.['ulysses.io/testbed-node'] ?? 'other',
+    }));
+  } catch (err) {
+    problems.push(`apiserver unreachable: ${(err as Error).message}`);
+  }
+  return {
+    up: state.ready && problems.length === 0,
+    runDir,
+    kubeconfig: state.kubeconfig,
+    processes: state.processes.map((p) => ({ name: p.name, pid: p.pid, alive: isAlive(p.pid), log: p.logFile })),
+    nodes,
+    problems,
+  };
+}
+
+/**
+ * Stops and restarts one control-plane process with the same command line (used to test that our
+ * informers survive an apiserver restart). Resolves once the component is healthy again.
+ */
+export async function restartComponent(name: 'kube-apiserver', opts: { runDir?: string; downtimeMs?: number } = {}): Promise<void> {
+  const runDir = opts.runDir ?? defaultRunDir();
+  const state = readState(runDir);
+  if (!state) throw new Error(`no testbed in ${runDir}`);
+  const idx = state.processes.findIndex((p) => p.name === name);
+  if (idx < 0) throw new Error(`${name} is not tracked in ${runDir}`);
+  const old = state.processes[idx]!;
+  await stopProcess(old.pid, 10_000);
+  if (opts.downtimeMs) await new Promise((r) => setTimeout(r, opts.downtimeMs));
+  const cp = controlPlaneOptions(runDir, pkiHandle(runDir), state.options.controllers, old.cpus);
+  const spec = apiserverSpec(cp);
+  const p = startProcess(spec);
+  state.processes[idx] = p;
+  saveState(state);
+  await waitApiserverReady(cp, p.logFile);
+}
+
+/** What a clean teardown must leave: no process, mount, interface or cgroup of the testbed. */
+export function leftovers(runDir = defaultRunDir(), state?: TestbedState): string[] {
+  const out: string[] = [];
+  for (const pid of pidsMatching(runDir)) out.push(`process ${pid} still refers to ${runDir}`);
+  for (const p of state?.processes ?? []) if (isAlive(p.pid)) out.push(`${p.name} (pid ${p.pid}) still running`);
+  for (const m of mountsUnder(runDir)) out.push(`mount ${m}`);
+  for (const n of state?.realNodes ?? []) {
+    if (existsSync(`/sys/class/net/${n.bridge}`)) out.push(`interface ${n.bridge}`);
+    if (existsSync(join('/sys/fs/cgroup/pids', n.cgroupRoot))) out.push(`cgroup ${n.cgroupRoot}`);
+  }
+  return out;
+}
