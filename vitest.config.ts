@@ -4,6 +4,7 @@ import { defineConfig } from 'vitest/config';
 // (one file at a time: they share the machine's ports, bridges and cgroups).
 export default defineConfig({
   test: {
+    fileParallelism: false,
     projects: [
       {
         test: {
@@ -17,7 +18,6 @@ export default defineConfig({
           name: 'integration',
           include: ['test/integration/**/*.test.ts', '**/*.int.test.ts'],
           exclude: ['**/node_modules/**'],
-          fileParallelism: false,
           testTimeout: 600_000,
           hookTimeout: 1_800_000, // the first testbed `up` on a cold machine builds Kubernetes
         },

@@ -330,7 +330,7 @@ export function endpointSliceCriticality(
 /** Node level: max of the pods bound to `nodeName`, ignoring pods in phase Succeeded/Failed. */
 export function nodeCriticality(nodeName: string, pods: Iterable<V1Pod>, opts?: AggregateOptions): Criticality {
   const acc = new Accumulator(opts?.onError);
-  acc.addPods(pods, (pod) => pod.spec?.nodeName === nodeName , opts);
+  acc.addPods(pods, (pod) => pod.spec?.nodeName === nodeName && !isTerminalPod(pod), opts);
   return acc.level;
 }
 

@@ -78,9 +78,21 @@ if ! have kwok; then
   GOBIN="$WORK/gobin-kwok" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
   mv "$WORK/gobin-kwok/kwok" "$BIN/kwok"; step "built kwok in $(elapsed "$t")"
 fi
+# kwok >= 0.8 needs Stage configs: keep its own general-purpose stages beside the binary
+# (experiments/testbed/kwok.ts sets their delays)
+if [ ! -f "$BIN/kwok-stages/pod-ready.yaml" ]; then
+  src="$(GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+  mkdir -p "$BIN/kwok-stages"
+  cp "$src"/kustomize/stage/node/fast/node-initialize.yaml \
+     "$src"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+     "$src"/kustomize/stage/pod/general/*.yaml "$BIN/kwok-stages/"
+  rm -f "$BIN/kwok-stages/kustomization.yaml"
+  chmod 644 "$BIN"/kwok-stages/*.yaml
+  step "kwok stages copied to $BIN/kwok-stages"
+fi
 
 # --- containerd 2 + runc shim (Debian's containerd 1.6 lacks the CRI RuntimeConfig RPC) ----------
-for c in containerd containerd-shim-runc-v2; do
+for c in containerd containerd-shim-runc-v2 ctr; do
   if ! have "$c"; then
     t=$(date +%s); step "building $c $CONTAINERD_VERSION"
     GOBIN="$WORK/gobin-containerd" go install -trimpath -tags "no_btrfs no_devmapper no_zfs" -ldflags "-s -w" \

@@ -1,0 +1,89 @@
+/**
+ * Kubernetes API access shared by every component: kubeconfig loading and a raw JSON request helper
+ * (used for paginated lists and resources without a typed client), instrumented with the client-go
+ * metric names rest_client_requests_total and rest_client_request_duration_seconds.
+ */
+import fetch from 'node-fetch';
+import { KubeConfig } from '@kubernetes/client-node';
+import { Counter, Histogram } from 'prom-client';
+import { metricsRegistry } from './metrics.ts';
+
+export function loadKubeConfig(file = process.env.KUBECONFIG): KubeConfig {
+  const kc = new KubeConfig();
+  if (file) kc.loadFromFile(file);
+  else kc.loadFromDefault();
+  return kc;
+}
+
+let requestsTotal: Counter<'code' | 'method' | 'host'> | undefined;
+let requestDuration: Histogram<'verb' | 'host'> | undefined;
+function restMetrics() {
+  const registers = [metricsRegistry()];
+  requestsTotal ??= new Counter({
+    name: 'rest_client_requests_total',
+    help: 'Number of HTTP requests, partitioned by status code, method, and host.',
+    labelNames: ['code', 'method', 'host'],
+    registers,
+  });
+  requestDuration ??= new Histogram({
+    name: 'rest_client_request_duration_seconds',
+    help: 'Request latency in seconds. Broken down by verb and host.',
+    labelNames: ['verb', 'host'],
+    buckets: [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60],
+    registers,
+  });
+  return { requestsTotal, requestDuration };
+}
+
+/** Error from the apiserver, carrying the HTTP status and the Status object's reason. */
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly statusCode: number,
+    readonly reason?: string,
+    readonly body?: unknown,
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+export async function apiRequest<T = unknown>(
+  kc: KubeConfig,
+  method: string,
+  path: string,
+  opts: { query?: Record<string, string | number | boolean | undefined>; body?: unknown; contentType?: string; timeoutMs?: number } = {},
+): Promise<T> {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new Error('kubeconfig has no current cluster');
+  const url = new URL(cluster.server + path);
+  for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+  const init = (await kc.applyToFetchOptions({})) as Parameters<typeof fetch>[1] & { headers?: Record<string, string> };
+  init!.method = method;
+  if (opts.body !== undefined) {
+    init!.body = JSON.stringify(opts.body);
+    init!.headers = { ...((init!.headers as Record<string, string> | undefined) ?? {}), 'Content-Type': opts.contentType ?? 'application/json' };
+  }
+  const ctrl = new AbortController();
+  const timer = setTimeout(() => ctrl.abort(), opts.timeoutMs ?? 30_000);
+  init!.signal = ctrl.signal as never;
+  const { requestsTotal, requestDuration } = restMetrics();
+  const end = requestDuration.startTimer({ verb: method, host: url.host });
+  try {
+    const res = await fetch(url.toString(), init);
+    requestsTotal.inc({ code: String(res.status), method, host: url.host });
+    const text = await res.text();
+    const body = text ? (JSON.parse(text) as unknown) : undefined;
+    if (res.status >= 300) {
+      const st = body as { message?: string; reason?: string } | undefined;
+      throw new ApiError(`${method} ${path}: ${res.status} ${st?.message ?? res.statusText}`, res.status, st?.reason, body);
+    }
+    return body as T;
+  } catch (err) {
+    if (!(err instanceof ApiError)) requestsTotal.inc({ code: '<error>', method, host: url.host });
+    throw err;
+  } finally {
+    clearTimeout(timer);
+    end();
+  }
+}
