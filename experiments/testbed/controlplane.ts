@@ -104,6 +104,8 @@ export function apiserverSpec(o: ControlPlaneOptions) {
       `--kubelet-client-certificate=${kc.cert}`,
       `--kubelet-client-key=${kc.key}`,
       '--allow-privileged=true',
+      // reach kubelets by their InternalIP (no DNS on the testbed: never resolve node names)
+      '--kubelet-preferred-address-types=InternalIP',
       '--profiling=false',
       '--v=1',
     ],

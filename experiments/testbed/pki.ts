@@ -4,6 +4,7 @@
  * service-account key pair. EC P-256 keys keep generation fast.
  */
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdir, writeFile, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -47,7 +48,7 @@ export async function generatePki(dir: string, clients: ClientIdentity[], apiser
     await openssl(['req', '-new', '-key', `${name}.key`, '-subj', subj, '-out', `${name}.csr`], dir);
     await writeFile(p(`${name}.ext`), ext);
     await openssl(
-      ['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-sha256', '-days', '3650', '-extfile', `${name}.ext`, '-out', `${name}.crt`],
+      ['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-set_serial', `0x${randomBytes(16).toString('hex')}`, '-sha256', '-days', '3650', '-extfile', `${name}.ext`, '-out', `${name}.crt`],
       dir,
     );
   };

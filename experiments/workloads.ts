@@ -1,0 +1,141 @@
+/**
+ * Workloads and probes shared by the demo, the integration tests and the failover experiments:
+ * the critical UDP echo service, low-priority HTTP Deployments, NoExecute taints, and a UDP client
+ * that sends a packet every 50 ms until the first answer (thesis §4.3.2 "Prio up").
+ */
+import dgram from 'node:dgram';
+import type { AppsV1Api, CoreV1Api, V1Deployment, V1Pod } from '@kubernetes/client-node';
+import { CRITICALITY_LABEL, type Criticality } from '../core/criticality.ts';
+import { TEST_IMAGES } from './testbed/images/index.ts';
+
+export const ECHO_PORT = 5005;
+export const HTTP_PORT = 8080;
+
+export interface DeploymentSpec {
+  namespace: string;
+  name: string;
+  replicas: number;
+  criticality: Criticality;
+  image: 'udp-echo' | 'http-server';
+  /** restrict to these nodes (by kubernetes.io/hostname) */
+  nodes?: string[];
+  /** an extra label on the pods, e.g. to group an experiment's load */
+  labels?: Record<string, string>;
+}
+
+export function deployment(s: DeploymentSpec): V1Deployment {
+  const labels = { app: s.name, [CRITICALITY_LABEL]: s.criticality, ...s.labels };
+  const echo = s.image === 'udp-echo';
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: s.name, namespace: s.namespace, labels: { [CRITICALITY_LABEL]: s.criticality } },
+    spec: {
+      replicas: s.replicas,
+      selector: { matchLabels: { app: s.name } },
+      template: {
+        metadata: { labels },
+        spec: {
+          terminationGracePeriodSeconds: 1,
+          enableServiceLinks: false,
+          automountServiceAccountToken: false,
+          affinity: s.nodes
+            ? {
+                nodeAffinity: {
+                  requiredDuringSchedulingIgnoredDuringExecution: {
+                    nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: s.nodes }] }],
+                  },
+                },
+              }
+            : undefined,
+          containers: [
+            {
+              name: s.image,
+              image: echo ? TEST_IMAGES.udpEcho.name : TEST_IMAGES.httpServer.name,
+              imagePullPolicy: 'Never',
+              ports: [echo ? { containerPort: ECHO_PORT, protocol: 'UDP' } : { containerPort: HTTP_PORT, protocol: 'TCP' }],
+              readinessProbe: echo ? undefined : { httpGet: { path: '/', port: HTTP_PORT }, periodSeconds: 1, failureThreshold: 3 },
+            },
+          ],
+        },
+      },
+    },
+  };
+}
+
+export async function ensureNamespace(core: CoreV1Api, name: string): Promise<void> {
+  try {
+    await core.createNamespace({ body: { metadata: { name } } });
+  } catch (err) {
+    if ((err as { code?: number }).code !== 409) throw err;
+  }
+  // pods need the namespace's default ServiceAccount (created by kube-controller-manager)
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      await core.readNamespacedServiceAccount({ name: 'default', namespace: name });
+      return;
+    } catch (err) {
+      if (Date.now() > deadline) throw new Error(`namespace ${name}: default ServiceAccount never appeared`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
+export async function applyDeployment(apps: AppsV1Api, d: V1Deployment): Promise<void> {
+  await apps.createNamespacedDeployment({ namespace: d.metadata!.namespace!, body: d });
+}
+
+/** Adds a NoExecute taint (the thesis' simulated node failure). Returns the time it was applied. */
+export async function taintNoExecute(core: CoreV1Api, node: string, key = 'ulysses.io/failure'): Promise<number> {
+  const n = await core.readNode({ name: node });
+  const taints = (n.spec?.taints ?? []).filter((t) => t.key !== key);
+  taints.push({ key, value: 'true', effect: 'NoExecute' });
+  const t = Date.now();
+  await core.patchNode(
+    { name: node, body: [{ op: n.spec?.taints ? 'replace' : 'add', path: '/spec/taints', value: taints }] },
+    undefined,
+  );
+  return t;
+}
+
+export async function untaint(core: CoreV1Api, node: string, key = 'ulysses.io/failure'): Promise<void> {
+  const n = await core.readNode({ name: node });
+  const taints = (n.spec?.taints ?? []).filter((t) => t.key !== key);
+  await core.patchNode({ name: node, body: [{ op: 'replace', path: '/spec/taints', value: taints }] }, undefined);
+}
+
+export function podReady(p: V1Pod): boolean {
+  return p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+}
+
+/**
+ * Sends a datagram to ip:port every `intervalMs` until one is echoed back; resolves with the time
+ * (Date.now()) of the first answer. Rejects after `timeoutMs`. Only ever targets the given pod IP.
+ */
+export function udpFirstAnswer(ip: string, port = ECHO_PORT, opts: { intervalMs?: number; timeoutMs?: number } = {}): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const sock = dgram.createSocket('udp4');
+    const payload = Buffer.from(`ulysses-probe ${process.pid}`);
+    let timer: NodeJS.Timeout | undefined;
+    const finish = (err: Error | undefined, t?: number) => {
+      clearInterval(timer);
+      clearTimeout(deadline);
+      sock.close();
+      if (err) reject(err);
+      else resolve(t!);
+    };
+    const deadline = setTimeout(() => finish(new Error(`no UDP echo from ${ip}:${port} within ${opts.timeoutMs ?? 60_000} ms`)), opts.timeoutMs ?? 60_000);
+    sock.on('message', (msg) => {
+      if (msg.equals(payload)) finish(undefined, Date.now());
+    });
+    sock.on('error', () => {
+      /* ICMP unreachable while the pod is not up yet: keep sending */
+    });
+    const send = () => sock.send(payload, port, ip, () => undefined);
+    sock.bind(0, () => {
+      send();
+      timer = setInterval(send, opts.intervalMs ?? 50);
+    });
+  });
+}
