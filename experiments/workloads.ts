@@ -21,6 +21,8 @@ export interface DeploymentSpec {
   nodes?: string[];
   /** an extra label on the pods, e.g. to group an experiment's load */
   labels?: Record<string, string>;
+  /** spread the replicas evenly over the (untainted) nodes */
+  spread?: boolean;
 }
 
 export function deployment(s: DeploymentSpec): V1Deployment {
@@ -47,6 +49,17 @@ export function deployment(s: DeploymentSpec): V1Deployment {
                   },
                 },
               }
+            : undefined,
+          topologySpreadConstraints: s.spread
+            ? [
+                {
+                  maxSkew: 1,
+                  topologyKey: 'kubernetes.io/hostname',
+                  whenUnsatisfiable: 'DoNotSchedule',
+                  nodeTaintsPolicy: 'Honor', // a tainted (failed) node is not a domain to balance against
+                  labelSelector: { matchLabels: { app: s.name } },
+                },
+              ]
             : undefined,
           containers: [
             {

@@ -76,6 +76,12 @@ function nodeReady(n: V1Node): boolean {
   return n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 }
 
+/** Ready and no longer carrying the taints the node lifecycle controller removes once it is Ready. */
+function nodeSchedulable(n: V1Node): boolean {
+  const transient = ['node.kubernetes.io/not-ready', 'node.kubernetes.io/unreachable', 'node.cloudprovider.kubernetes.io/uninitialized'];
+  return nodeReady(n) && !n.spec?.unschedulable && !(n.spec?.taints ?? []).some((t) => transient.includes(t.key));
+}
+
 function controlPlaneOptions(runDir: string, pki: Pki, controllers: string, cpus?: string): ControlPlaneOptions {
   return {
     runDir,
@@ -207,12 +213,12 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
     }
     const expected = [...nodes.map((n) => n.name), ...kwokNames];
     await pollUntil(
-      `nodes Ready (${expected.length})`,
+      `nodes Ready and schedulable (${expected.length})`,
       async () => {
         const dead = state.processes.filter((p) => !isAlive(p.pid));
         if (dead.length) throw new FatalError(dead.map((p) => `${p.name} exited:\n${tailFile(p.logFile, 15)}`).join('\n'));
         const list = await core.listNode();
-        const ready = new Set(list.items.filter(nodeReady).map((n) => n.metadata!.name!));
+        const ready = new Set(list.items.filter(nodeSchedulable).map((n) => n.metadata!.name!));
         return expected.every((n) => ready.has(n));
       },
       {

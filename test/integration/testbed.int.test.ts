@@ -1,0 +1,86 @@
+/**
+ * The testbed's own acceptance test (issue "Foundation"): 2 real nodes + 10 KWOK nodes, a
+ * Deployment of 4 UDP echo pods on the real nodes answering from the host, a NoExecute taint on one
+ * real node and the pods respawned Ready on the other, then a teardown that leaves nothing behind.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AppsV1Api, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import * as testbed from '../../experiments/testbed/testbed.ts';
+import { applyDeployment, deployment, ensureNamespace, podReady, taintNoExecute, udpFirstAnswer } from '../../experiments/workloads.ts';
+import { pollUntil } from '../../experiments/testbed/processes.ts';
+
+const runDir = '/tmp/ulysses-it-testbed';
+let state: testbed.TestbedState;
+let core: CoreV1Api;
+let apps: AppsV1Api;
+
+describe('testbed: 2 real nodes + 10 KWOK nodes', () => {
+  beforeAll(async () => {
+    await testbed.down({ runDir, log: () => undefined }); // a leftover of an aborted run
+    state = await testbed.up({ runDir, realNodes: 2, kwokNodes: 10 });
+    const kc = testbed.kubeConfigFor(state);
+    core = kc.makeApiClient(CoreV1Api);
+    apps = kc.makeApiClient(AppsV1Api);
+  });
+  afterAll(async () => {
+    if (state) await testbed.down({ runDir });
+  });
+
+  it('registers every node Ready, real ones with their own kubelet and containerd', async () => {
+    const nodes = (await core.listNode()).items;
+    const ready = (n: (typeof nodes)[number]) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+    const real = nodes.filter((n) => n.metadata?.labels?.['ulysses.io/testbed-node'] === 'real');
+    const kwok = nodes.filter((n) => n.metadata?.labels?.['ulysses.io/testbed-node'] === 'kwok');
+    expect(real.map((n) => n.metadata!.name).sort()).toEqual(['real-1', 'real-2']);
+    expect(kwok).toHaveLength(10);
+    expect([...real, ...kwok].every(ready)).toBe(true);
+    for (const n of real) {
+      expect(n.status?.nodeInfo?.kubeletVersion).toBe('v1.36.3');
+      expect(n.status?.nodeInfo?.containerRuntimeVersion).toMatch(/^containerd:\/\/2\./);
+    }
+  });
+
+  it('runs echo pods on the real nodes, answers over UDP from the host, and respawns them after a NoExecute taint', async () => {
+    const ns = 'it-testbed';
+    await ensureNamespace(core, ns);
+    await applyDeployment(apps, deployment({ namespace: ns, name: 'echo', replicas: 4, criticality: 'high', image: 'udp-echo', nodes: ['real-1', 'real-2'], spread: true }));
+    const readyPods = async (): Promise<V1Pod[]> =>
+      (await core.listNamespacedPod({ namespace: ns })).items.filter((p) => podReady(p) && !p.metadata?.deletionTimestamp);
+    const before = await pollUntil('4 echo pods Ready', async () => {
+      const pods = await readyPods();
+      return pods.length === 4 && pods;
+    }, { timeoutMs: 90_000 });
+    expect(new Set(before.map((p) => p.spec?.nodeName))).toEqual(new Set(['real-1', 'real-2']));
+    // every pod answers over UDP on its own IP from the host (the CNI bridge is the gateway)
+    await Promise.all(before.map((p) => udpFirstAnswer(p.status!.podIP!, undefined, { timeoutMs: 10_000 })));
+
+    await taintNoExecute(core, 'real-1');
+    const after = await pollUntil('4 echo pods Ready on real-2 only', async () => {
+      const pods = (await core.listNamespacedPod({ namespace: ns })).items;
+      const ready = pods.filter((p) => podReady(p) && !p.metadata?.deletionTimestamp);
+      const gone = pods.every((p) => p.spec?.nodeName !== 'real-1');
+      return gone && ready.length === 4 && ready.every((p) => p.spec?.nodeName === 'real-2') && ready;
+    }, { timeoutMs: 120_000 });
+    await Promise.all(after.map((p) => udpFirstAnswer(p.status!.podIP!, undefined, { timeoutMs: 10_000 })));
+    expect(after.every((p) => p.status!.podIP!.startsWith('10.244.2.'))).toBe(true);
+  });
+
+  it('reports a crashed component with its log tail', async () => {
+    const sched = state.processes.find((p) => p.name === 'kube-scheduler')!;
+    process.kill(sched.pid, 'SIGKILL');
+    const s = await pollUntil('status to notice the dead scheduler', async () => {
+      const st = await testbed.status(runDir);
+      return !st.up && st;
+    }, { timeoutMs: 10_000 });
+    expect(s.problems.join('\n')).toMatch(/kube-scheduler \(pid \d+\) is not running; last log lines/);
+  });
+
+  it('tears down leaving no process, mount, interface or cgroup behind; down twice is safe', async () => {
+    const snapshot = testbed.readState(runDir)!;
+    await testbed.down({ runDir });
+    expect(testbed.leftovers(runDir, snapshot)).toEqual([]);
+    await testbed.down({ runDir }); // idempotent
+    expect(testbed.readState(runDir)).toBeUndefined();
+    state = undefined as never;
+  });
+});
