@@ -59,7 +59,7 @@ program
   .command('demo')
   .description('testbed with 2 real nodes, a critical UDP echo pod and low-priority load, one node tainted: prints the failover timeline')
   .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
-  .option('--low-pods <n>', 'low-priority pods (Deployments of 2)', int('--low-pods'), 6)
+  .option('--low-pods <n>', 'low-priority pods (Deployments of 2)', int('--low-pods'), 10)
   .option('--keep', 'leave the testbed up afterwards', false)
   .action(async (o) => {
     const { runDemo } = await import('../experiments/demo.ts');
