@@ -87,3 +87,51 @@ export async function apiRequest<T = unknown>(
     end();
   }
 }
+
+/** Something that admits one request at a time, e.g. kube-controller-manager's 20 qps / burst 30 token bucket. */
+export interface RequestLimiter {
+  wait(signal?: AbortSignal): Promise<void>;
+}
+
+/**
+ * A client for one component: `apiRequest` behind an optional client-side limiter (client-go's
+ * rest.Config QPS/Burst). The limiter can be swapped at runtime (e.g. removed when a controller
+ * switches to the periodic mode, whose workers already pace the requests).
+ */
+export class KubeClient {
+  constructor(
+    readonly kc: KubeConfig,
+    public limiter?: RequestLimiter,
+  ) {}
+
+  async request<T = unknown>(method: string, path: string, opts: Parameters<typeof apiRequest>[3] & { signal?: AbortSignal } = {}): Promise<T> {
+    await this.limiter?.wait(opts.signal);
+    return apiRequest<T>(this.kc, method, path, opts);
+  }
+
+  get<T>(path: string, query?: Record<string, string | number | boolean | undefined>): Promise<T> {
+    return this.request<T>('GET', path, { query });
+  }
+  post<T>(path: string, body: unknown): Promise<T> {
+    return this.request<T>('POST', path, { body });
+  }
+  put<T>(path: string, body: unknown): Promise<T> {
+    return this.request<T>('PUT', path, { body });
+  }
+  delete<T>(path: string, body?: unknown): Promise<T> {
+    return this.request<T>('DELETE', path, { body });
+  }
+  jsonPatch<T>(path: string, ops: unknown[]): Promise<T> {
+    return this.request<T>('PATCH', path, { body: ops, contentType: 'application/json-patch+json' });
+  }
+  mergePatch<T>(path: string, patch: unknown): Promise<T> {
+    return this.request<T>('PATCH', path, { body: patch, contentType: 'application/merge-patch+json' });
+  }
+}
+
+export function isNotFound(err: unknown): boolean {
+  return err instanceof ApiError && err.statusCode === 404;
+}
+export function isConflict(err: unknown): boolean {
+  return err instanceof ApiError && err.statusCode === 409;
+}

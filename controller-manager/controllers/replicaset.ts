@@ -1,0 +1,373 @@
+/**
+ * ReplicaSet controller, behaviour as upstream pkg/controller/replicaset/replica_set.go:
+ * keep `spec.replicas` active pods per ReplicaSet (create from the template / delete the least
+ * valuable ones), adopt matching orphans and release owned pods that no longer match, use
+ * expectations so watch lag never creates duplicates, and publish status (replicas,
+ * fullyLabeledReplicas, readyReplicas, availableReplicas, observedGeneration).
+ *
+ * What is ours (thesis §5.3.1): every key carries the ReplicaSet's criticality (the highest of its
+ * template and its pods, core/criticality.ts) as its queue priority, and the serving policy
+ * (vanilla / multi-priority async / periodic) lives in the WorkerPool, not here.
+ */
+import type { V1OwnerReference, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { criticalityRank, type CriticalityIndex } from '../../core/criticality.ts';
+import { objectKey, type ResilientInformer } from '../../core/informer.ts';
+import { isConflict, isNotFound, type KubeClient } from '../../core/kube.ts';
+import { compileLabelSelector } from '../../core/labels.ts';
+import { ControllerExpectations } from '../expectations.ts';
+import type { ReconcileResult } from '../queue/index.ts';
+
+/** upstream: burstReplicas = 500 creations/deletions per sync */
+export const BURST_REPLICAS = 500;
+/** upstream: SlowStartInitialBatchSize */
+const SLOW_START_INITIAL_BATCH = 1;
+
+export interface ReplicaSetControllerDeps {
+  client: KubeClient;
+  pods: ResilientInformer<V1Pod>;
+  replicaSets: ResilientInformer<V1ReplicaSet>;
+  criticality: CriticalityIndex;
+  /** enqueue a ReplicaSet key with a priority (0 none .. 2 high) */
+  enqueue: (key: string, priority: number, afterMs?: number) => void;
+  log: Logger;
+  now?: () => number;
+}
+
+export function controllerRef(meta: { ownerReferences?: V1OwnerReference[] } | undefined): V1OwnerReference | undefined {
+  return meta?.ownerReferences?.find((r) => r.controller);
+}
+
+export function isPodActive(p: V1Pod): boolean {
+  return p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed' && !p.metadata?.deletionTimestamp;
+}
+
+function readyCondition(p: V1Pod) {
+  return p.status?.conditions?.find((c) => c.type === 'Ready');
+}
+
+export function isPodReady(p: V1Pod): boolean {
+  return readyCondition(p)?.status === 'True';
+}
+
+/** Ready for at least minReadySeconds (upstream podutil.IsPodAvailable). */
+export function isPodAvailable(p: V1Pod, minReadySeconds: number, now: number): boolean {
+  const c = readyCondition(p);
+  if (c?.status !== 'True') return false;
+  if (minReadySeconds <= 0) return true;
+  const since = c.lastTransitionTime ? new Date(c.lastTransitionTime).getTime() : 0;
+  return since > 0 && since + minReadySeconds * 1000 <= now;
+}
+
+/**
+ * Order of deletion when scaling down (upstream ActivePods ranking, simplified): unassigned before
+ * assigned, Pending before Unknown before Running, not ready before ready, ready for less time
+ * first, more container restarts first, newer first.
+ */
+export function deletionRank(a: V1Pod, b: V1Pod): number {
+  const assigned = (p: V1Pod) => (p.spec?.nodeName ? 1 : 0);
+  if (assigned(a) !== assigned(b)) return assigned(a) - assigned(b);
+  const phase = (p: V1Pod) => ({ Pending: 0, Unknown: 1, Running: 2 })[p.status?.phase ?? 'Pending'] ?? 0;
+  if (phase(a) !== phase(b)) return phase(a) - phase(b);
+  const ready = (p: V1Pod) => (isPodReady(p) ? 1 : 0);
+  if (ready(a) !== ready(b)) return ready(a) - ready(b);
+  const readySince = (p: V1Pod) => new Date(readyCondition(p)?.lastTransitionTime ?? 0).getTime();
+  if (ready(a) && readySince(a) !== readySince(b)) return readySince(b) - readySince(a);
+  const restarts = (p: V1Pod) => (p.status?.containerStatuses ?? []).reduce((n, c) => n + (c.restartCount ?? 0), 0);
+  if (restarts(a) !== restarts(b)) return restarts(b) - restarts(a);
+  const created = (p: V1Pod) => new Date(p.metadata?.creationTimestamp ?? 0).getTime();
+  return created(b) - created(a);
+}
+
+const rsPath = (ns: string, name: string) => `/apis/apps/v1/namespaces/${ns}/replicasets/${name}`;
+const podsPath = (ns: string) => `/api/v1/namespaces/${ns}/pods`;
+
+export class ReplicaSetController {
+  readonly expectations: ControllerExpectations;
+  private readonly now: () => number;
+
+  constructor(private readonly d: ReplicaSetControllerDeps) {
+    this.expectations = new ControllerExpectations(d.now);
+    this.now = d.now ?? Date.now;
+  }
+
+  /** Priority of a ReplicaSet key: its aggregated criticality. */
+  priorityOf(rs: V1ReplicaSet): number {
+    return criticalityRank(this.d.criticality.replicaSetCriticality(rs));
+  }
+
+  private enqueueRs(rs: V1ReplicaSet, afterMs?: number): void {
+    this.d.enqueue(objectKey(rs), this.priorityOf(rs), afterMs);
+  }
+
+  /** The ReplicaSets in the pod's namespace whose selector matches it (for orphans). */
+  private matchingReplicaSets(pod: V1Pod): V1ReplicaSet[] {
+    return this.d.replicaSets
+      .list()
+      .filter((rs) => rs.metadata?.namespace === pod.metadata?.namespace && compileLabelSelector(rs.spec?.selector).matches(pod.metadata?.labels ?? {}));
+  }
+
+  private ownerOf(pod: V1Pod): V1ReplicaSet | undefined {
+    const ref = controllerRef(pod.metadata);
+    if (!ref || ref.kind !== 'ReplicaSet') return undefined;
+    const rs = this.d.replicaSets.get(`${pod.metadata?.namespace}/${ref.name}`);
+    return rs?.metadata?.uid === ref.uid ? rs : undefined;
+  }
+
+  /** Wires informer events to queue keys (upstream addPod/updatePod/deletePod/addRS/updateRS/deleteRS). */
+  register(): void {
+    const { pods, replicaSets } = this.d;
+    replicaSets.on('add', (rs) => this.enqueueRs(rs));
+    replicaSets.on('update', (rs) => this.enqueueRs(rs));
+    replicaSets.on('delete', (rs) => {
+      this.expectations.delete(objectKey(rs));
+      this.d.enqueue(objectKey(rs), this.priorityOf(rs));
+    });
+    pods.on('add', (pod) => {
+      if (pod.metadata?.deletionTimestamp) return this.podDeleted(pod);
+      const owner = this.ownerOf(pod);
+      if (owner) {
+        this.expectations.creationObserved(objectKey(owner));
+        return this.enqueueRs(owner);
+      }
+      if (!controllerRef(pod.metadata)) for (const rs of this.matchingReplicaSets(pod)) this.enqueueRs(rs);
+    });
+    pods.on('update', (pod, old) => {
+      if (pod.metadata?.deletionTimestamp && !old?.metadata?.deletionTimestamp) {
+        // a graceful delete: count it now, as upstream does, so a replacement is created at once
+        this.podDeleted(pod);
+        return;
+      }
+      const owner = this.ownerOf(pod);
+      const oldOwner = old && this.ownerOf(old);
+      if (oldOwner && oldOwner.metadata?.uid !== owner?.metadata?.uid) this.enqueueRs(oldOwner);
+      if (owner) {
+        this.enqueueRs(owner);
+        // becomes available only after minReadySeconds: look again then
+        const minReady = owner.spec?.minReadySeconds ?? 0;
+        if (minReady > 0 && !isPodReady(old ?? pod) && isPodReady(pod)) this.enqueueRs(owner, minReady * 1000 + 1000);
+        return;
+      }
+      if (!controllerRef(pod.metadata)) for (const rs of this.matchingReplicaSets(pod)) this.enqueueRs(rs);
+    });
+    pods.on('delete', (pod) => this.podDeleted(pod));
+  }
+
+  private podDeleted(pod: V1Pod): void {
+    const owner = this.ownerOf(pod);
+    if (!owner) return;
+    this.expectations.deletionObserved(objectKey(owner), objectKey(pod));
+    this.enqueueRs(owner);
+  }
+
+  /** syncReplicaSet */
+  reconcile = async (key: string): Promise<ReconcileResult | void> => {
+    const rs = this.d.replicaSets.get(key);
+    if (!rs) {
+      this.expectations.delete(key);
+      return;
+    }
+    const ns = rs.metadata!.namespace!;
+    const log = this.d.log.child({ replicaset: key });
+    const needsSync = this.expectations.satisfied(key);
+    const selector = compileLabelSelector(rs.spec?.selector);
+    if (selector.error) {
+      log.error({ err: selector.error }, 'invalid selector: not syncing');
+      return;
+    }
+    const pods = await this.claimPods(rs, selector.matches, log);
+    const active = pods.filter(isPodActive);
+    let manageError: unknown;
+    if (needsSync && !rs.metadata?.deletionTimestamp) {
+      try {
+        await this.manageReplicas(rs, active, log);
+      } catch (err) {
+        manageError = err;
+      }
+    }
+    const requeue = await this.updateStatus(rs, active, pods, manageError);
+    if (manageError) throw manageError;
+    return requeue;
+  };
+
+  /** Adopts matching orphans and releases owned pods that no longer match (upstream ClaimPods). */
+  private async claimPods(rs: V1ReplicaSet, matches: (l: Record<string, string>) => boolean, log: Logger): Promise<V1Pod[]> {
+    const ns = rs.metadata!.namespace!;
+    const uid = rs.metadata!.uid!;
+    const claimed: V1Pod[] = [];
+    for (const pod of this.d.pods.list()) {
+      if (pod.metadata?.namespace !== ns) continue;
+      const ref = controllerRef(pod.metadata);
+      const labels = pod.metadata?.labels ?? {};
+      if (ref) {
+        if (ref.uid !== uid) continue;
+        if (matches(labels) || rs.metadata?.deletionTimestamp) {
+          claimed.push(pod);
+        } else if (!pod.metadata?.deletionTimestamp) {
+          await this.release(rs, pod, log);
+        }
+        continue;
+      }
+      if (!matches(labels) || pod.metadata?.deletionTimestamp || rs.metadata?.deletionTimestamp || !isPodActive(pod)) continue;
+      if (await this.adopt(rs, pod, log)) claimed.push(pod);
+    }
+    return claimed;
+  }
+
+  private async adopt(rs: V1ReplicaSet, pod: V1Pod, log: Logger): Promise<boolean> {
+    const ref: V1OwnerReference = {
+      apiVersion: 'apps/v1',
+      kind: 'ReplicaSet',
+      name: rs.metadata!.name!,
+      uid: rs.metadata!.uid!,
+      controller: true,
+      blockOwnerDeletion: true,
+    };
+    const ops = [
+      { op: 'test', path: '/metadata/uid', value: pod.metadata!.uid },
+      pod.metadata?.ownerReferences?.length
+        ? { op: 'add', path: '/metadata/ownerReferences/-', value: ref }
+        : { op: 'add', path: '/metadata/ownerReferences', value: [ref] },
+    ];
+    try {
+      await this.d.client.jsonPatch(`${podsPath(pod.metadata!.namespace!)}/${pod.metadata!.name}`, ops);
+      log.info({ pod: objectKey(pod) }, 'adopted orphan pod');
+      return true;
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      log.warn({ pod: objectKey(pod), err: (err as Error).message }, 'adoption failed');
+      return false;
+    }
+  }
+
+  private async release(rs: V1ReplicaSet, pod: V1Pod, log: Logger): Promise<void> {
+    const refs = pod.metadata?.ownerReferences ?? [];
+    const i = refs.findIndex((r) => r.uid === rs.metadata!.uid);
+    if (i < 0) return;
+    try {
+      await this.d.client.jsonPatch(`${podsPath(pod.metadata!.namespace!)}/${pod.metadata!.name}`, [
+        { op: 'test', path: `/metadata/ownerReferences/${i}/uid`, value: rs.metadata!.uid },
+        { op: 'remove', path: `/metadata/ownerReferences/${i}` },
+      ]);
+      log.info({ pod: objectKey(pod) }, 'released pod that no longer matches the selector');
+    } catch (err) {
+      if (!isNotFound(err)) log.warn({ pod: objectKey(pod), err: (err as Error).message }, 'release failed');
+    }
+  }
+
+  private async manageReplicas(rs: V1ReplicaSet, active: V1Pod[], log: Logger): Promise<void> {
+    const key = objectKey(rs);
+    const want = rs.spec?.replicas ?? 1;
+    const diff = active.length - want;
+    if (diff < 0) {
+      const n = Math.min(-diff, BURST_REPLICAS);
+      this.expectations.expectCreations(key, n);
+      log.info({ creating: n, want, have: active.length }, 'too few replicas');
+      // slow start (upstream slowStartBatch): 1, 2, 4, ... so a failing template does not flood the apiserver
+      let remaining = n;
+      let batch = Math.min(remaining, SLOW_START_INITIAL_BATCH);
+      let failure: unknown;
+      while (remaining > 0 && !failure) {
+        const results = await Promise.allSettled(Array.from({ length: batch }, () => this.createPod(rs)));
+        for (const r of results) {
+          if (r.status === 'rejected') {
+            failure ??= r.reason;
+            this.expectations.creationObserved(key);
+          }
+        }
+        remaining -= batch;
+        batch = Math.min(2 * batch, remaining);
+      }
+      // creations never attempted after a failure will never be observed
+      for (let i = 0; i < remaining; i++) this.expectations.creationObserved(key);
+      if (failure) throw failure;
+    } else if (diff > 0) {
+      const n = Math.min(diff, BURST_REPLICAS);
+      const victims = [...active].sort(deletionRank).slice(0, n);
+      this.expectations.expectDeletions(key, victims.map(objectKey));
+      log.info({ deleting: n, want, have: active.length }, 'too many replicas');
+      let failure: unknown;
+      await Promise.all(
+        victims.map(async (p) => {
+          try {
+            await this.d.client.delete(`${podsPath(p.metadata!.namespace!)}/${p.metadata!.name}`);
+          } catch (err) {
+            this.expectations.deletionObserved(key, objectKey(p));
+            if (!isNotFound(err)) failure ??= err;
+          }
+        }),
+      );
+      if (failure) throw failure;
+    }
+  }
+
+  private async createPod(rs: V1ReplicaSet): Promise<void> {
+    const t = rs.spec!.template!;
+    const body: V1Pod = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: {
+        generateName: `${rs.metadata!.name}-`,
+        namespace: rs.metadata!.namespace,
+        labels: t.metadata?.labels,
+        annotations: t.metadata?.annotations,
+        finalizers: t.metadata?.finalizers,
+        ownerReferences: [
+          { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: rs.metadata!.name!, uid: rs.metadata!.uid!, controller: true, blockOwnerDeletion: true },
+        ],
+      },
+      spec: t.spec,
+    };
+    await this.d.client.post(podsPath(rs.metadata!.namespace!), body);
+  }
+
+  /** calculateStatus + updateReplicaSetStatus; returns a requeue for pods not yet available. */
+  private async updateStatus(rs: V1ReplicaSet, active: V1Pod[], all: V1Pod[], manageError: unknown): Promise<ReconcileResult | void> {
+    const now = this.now();
+    const templateLabels = rs.spec?.template?.metadata?.labels ?? {};
+    const minReady = rs.spec?.minReadySeconds ?? 0;
+    const fullyLabeled = active.filter((p) => Object.entries(templateLabels).every(([k, v]) => p.metadata?.labels?.[k] === v)).length;
+    const ready = active.filter(isPodReady);
+    const available = active.filter((p) => isPodAvailable(p, minReady, now)).length;
+    const terminating = all.filter((p) => p.metadata?.deletionTimestamp && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed').length;
+    const conditions = (rs.status?.conditions ?? []).filter((c) => c.type !== 'ReplicaFailure');
+    if (manageError) {
+      const create = active.length < (rs.spec?.replicas ?? 1);
+      conditions.push({
+        type: 'ReplicaFailure',
+        status: 'True',
+        reason: create ? 'FailedCreate' : 'FailedDelete',
+        message: (manageError as Error).message,
+        lastTransitionTime: new Date(now).toISOString() as never,
+      });
+    }
+    const status = {
+      replicas: active.length,
+      fullyLabeledReplicas: fullyLabeled,
+      readyReplicas: ready.length,
+      availableReplicas: available,
+      terminatingReplicas: terminating,
+      observedGeneration: rs.metadata?.generation,
+      conditions: conditions.length ? conditions : undefined,
+    };
+    const cur: NonNullable<V1ReplicaSet["status"]> = rs.status ?? { replicas: 0 };
+    const same =
+      cur.replicas === status.replicas &&
+      (cur.fullyLabeledReplicas ?? 0) === status.fullyLabeledReplicas &&
+      (cur.readyReplicas ?? 0) === status.readyReplicas &&
+      (cur.availableReplicas ?? 0) === status.availableReplicas &&
+      (cur.terminatingReplicas ?? 0) === status.terminatingReplicas &&
+      cur.observedGeneration === status.observedGeneration &&
+      JSON.stringify(cur.conditions ?? []) === JSON.stringify(status.conditions ?? []);
+    if (!same) {
+      try {
+        await this.d.client.put(`${rsPath(rs.metadata!.namespace!, rs.metadata!.name!)}/status`, { ...rs, status });
+      } catch (err) {
+        if (isNotFound(err)) return;
+        if (isConflict(err)) throw err; // stale cache: retried rate-limited once the informer catches up
+        throw err;
+      }
+    }
+    if (minReady > 0 && ready.length > available) return { requeueAfterMs: minReady * 1000 };
+  }
+}
