@@ -22,6 +22,8 @@ import type { ReconcileResult } from '../queue/index.ts';
 export const BURST_REPLICAS = 500;
 /** upstream: SlowStartInitialBatchSize */
 const SLOW_START_INITIAL_BATCH = 1;
+/** upstream: statusUpdateRetries */
+const STATUS_UPDATE_RETRIES = 1;
 
 export interface ReplicaSetControllerDeps {
   client: KubeClient;
@@ -360,12 +362,23 @@ export class ReplicaSetController {
       cur.observedGeneration === status.observedGeneration &&
       JSON.stringify(cur.conditions ?? []) === JSON.stringify(status.conditions ?? []);
     if (!same) {
-      try {
-        await this.d.client.put(`${rsPath(rs.metadata!.namespace!, rs.metadata!.name!)}/status`, { ...rs, status });
-      } catch (err) {
-        if (isNotFound(err)) return;
-        if (isConflict(err)) throw err; // stale cache: retried rate-limited once the informer catches up
-        throw err;
+      // upstream updateReplicaSetStatus: on a conflict, fetch the latest object and retry once
+      const path = `${rsPath(rs.metadata!.namespace!, rs.metadata!.name!)}/status`;
+      let target: V1ReplicaSet = rs;
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await this.d.client.put(path, { ...target, status });
+          break;
+        } catch (err) {
+          if (isNotFound(err)) return;
+          if (!isConflict(err) || attempt >= STATUS_UPDATE_RETRIES) throw err;
+          try {
+            target = await this.d.client.get<V1ReplicaSet>(rsPath(rs.metadata!.namespace!, rs.metadata!.name!));
+          } catch (getErr) {
+            if (isNotFound(getErr)) return;
+            throw getErr;
+          }
+        }
       }
     }
     if (minReady > 0 && ready.length > available) return { requeueAfterMs: minReady * 1000 };
