@@ -21,8 +21,8 @@ let core: CoreV1Api;
 let apps: AppsV1Api;
 let cm: ControllerManager;
 
-function rsBody(name: string, replicas: number, onKwok: boolean): V1ReplicaSet {
-  const d = deployment({ namespace: ns, name, replicas, criticality: 'low', image: 'http-server', nodes: onKwok ? undefined : ['real-1', 'real-2'] });
+function rsBody(name: string, replicas: number, onKwok: boolean, criticality: 'low' | 'high' = 'low'): V1ReplicaSet {
+  const d = deployment({ namespace: ns, name, replicas, criticality, image: 'http-server', nodes: onKwok ? undefined : ['real-1', 'real-2'] });
   const tpl = d.spec!.template;
   if (onKwok) {
     tpl.spec!.tolerations = [{ key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' }];
@@ -113,6 +113,39 @@ describe('ReplicaSet controller on the real testbed', () => {
     expect(cm.pool('replicaset').mode).toBe('multi-priority-periodic');
     await pollUntil('12 switch pods available', async () => (await rsStatus('switch'))?.availableReplicas === 12, { timeoutMs: 90_000 });
     expect((await activePods('switch')).length).toBe(12);
+    cm.setMode('replicaset', 'vanilla');
+  });
+
+  it('in periodic mode serves a high-criticality ReplicaSet at once while a low-priority backlog drains at T/N', async () => {
+    // 4 periodic workers, T = 2 s: one low key every 500 ms; the 5th worker serves high keys at once
+    cm.setMode('replicaset', 'multi-priority-periodic', { workers: 5, periodMs: 2000 });
+    const firstPodAt = new Map<string, number>();
+    const watch = new ResilientInformer<V1Pod>(kc, { path: `/api/v1/namespaces/${ns}/pods`, labelSelector: 'ulysses.io/experiment=prio' });
+    watch.on('add', (p) => {
+      const app = p.metadata!.labels!.app!;
+      if (!firstPodAt.has(app)) firstPodAt.set(app, Date.now());
+    });
+    await watch.start();
+    const lows = Array.from({ length: 20 }, (_, i) => `low-${i}`);
+    const body = (name: string, c: 'low' | 'high') => {
+      const rs = rsBody(name, 1, true, c);
+      rs.spec!.template!.metadata!.labels!['ulysses.io/experiment'] = 'prio';
+      return rs;
+    };
+    for (const name of lows) await apps.createNamespacedReplicaSet({ namespace: ns, body: body(name, 'low') });
+    const highCreated = Date.now();
+    await apps.createNamespacedReplicaSet({ namespace: ns, body: body('critical', 'high') });
+    await pollUntil('pod of the high-criticality ReplicaSet', () => firstPodAt.has('critical'), { timeoutMs: 30_000 });
+    const served = lows.filter((l) => (firstPodAt.get(l) ?? Infinity) < firstPodAt.get('critical')!).length;
+    expect(firstPodAt.get('critical')! - highCreated).toBeLessThan(1500);
+    expect(served).toBeLessThan(10); // most of the low backlog is still waiting for its slot
+    const pool = cm.pool('replicaset');
+    expect(pool.queue.len()).toBeGreaterThan(5);
+    // and the backlog drains at the periodic rate, not at once
+    const t = Date.now();
+    await pollUntil('all low ReplicaSets served', () => lows.every((l) => firstPodAt.has(l)), { timeoutMs: 60_000 });
+    expect(Date.now() - t).toBeGreaterThan(3000);
+    watch.stop();
     cm.setMode('replicaset', 'vanilla');
   });
 });
