@@ -5,16 +5,17 @@
  * limiter (20 qps / burst 30, one per process) applied per API request in the modes that keep it.
  * In the periodic mode the periodic workers pace the work instead of the global limiter.
  */
-import type { KubeConfig, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
+import type { KubeConfig, V1Node, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { CriticalityIndex } from '../core/criticality.ts';
 import { ResilientInformer } from '../core/informer.ts';
 import { KubeClient } from '../core/kube.ts';
 import { componentLogger } from '../core/logging.ts';
 import { ReplicaSetController } from './controllers/replicaset.ts';
+import { TaintEvictionController } from './controllers/taint-eviction.ts';
 import { KCM_API_BURST, KCM_API_QPS, TokenBucket, WorkerPool, type WorkerMode, type WorkerPoolConfigInput } from './queue/index.ts';
 
-export const CONTROLLERS = ['replicaset'] as const;
+export const CONTROLLERS = ['replicaset', 'taint-eviction'] as const;
 export type ControllerName = (typeof CONTROLLERS)[number];
 
 export interface ControllerManagerOptions {
@@ -30,11 +31,13 @@ export interface ControllerManagerOptions {
   log?: Logger;
 }
 
-const DEFAULT_PERIODS: Record<ControllerName, number> = { replicaset: 100 };
+/** thesis §6.1.1: 100 ms ReplicaSet/Deployment, 50 ms node-related and endpoints */
+const DEFAULT_PERIODS: Record<ControllerName, number> = { replicaset: 100, 'taint-eviction': 50 };
 
 interface Running {
   pool: WorkerPool<string>;
   client: KubeClient;
+  afterSync?: () => void;
 }
 
 export class ControllerManager {
@@ -42,6 +45,7 @@ export class ControllerManager {
   readonly criticality: CriticalityIndex;
   readonly pods: ResilientInformer<V1Pod>;
   readonly replicaSets: ResilientInformer<V1ReplicaSet>;
+  readonly nodes: ResilientInformer<V1Node>;
   /** kube-controller-manager's process-wide client-side limiter */
   readonly apiLimiter: TokenBucket;
   private readonly running = new Map<ControllerName, Running>();
@@ -57,6 +61,7 @@ export class ControllerManager {
     const kc = o.kubeconfig;
     this.pods = new ResilientInformer<V1Pod>(kc, { path: '/api/v1/pods', log: this.log });
     this.replicaSets = new ResilientInformer<V1ReplicaSet>(kc, { path: '/apis/apps/v1/replicasets', log: this.log });
+    this.nodes = new ResilientInformer<V1Node>(kc, { path: '/api/v1/nodes', log: this.log });
     // the index first, so every controller's handler sees the pod's current level
     this.pods.on('add', (p) => this.criticality.upsertPod(p));
     this.pods.on('update', (p) => this.criticality.upsertPod(p));
@@ -72,6 +77,9 @@ export class ControllerManager {
     const client = new KubeClient(this.o.kubeconfig);
     const log = this.log.child({ controller: name });
     let pool: WorkerPool<string>;
+    let afterSync: (() => void) | undefined;
+    const enqueue = (key: string, priority: number, afterMs?: number) =>
+      afterMs ? pool.queue.addAfter(key, afterMs, priority as 0 | 1 | 2) : pool.queue.add(key, priority as 0 | 1 | 2);
     switch (name) {
       case 'replicaset': {
         const c = new ReplicaSetController({
@@ -79,15 +87,22 @@ export class ControllerManager {
           pods: this.pods,
           replicaSets: this.replicaSets,
           criticality: this.criticality,
-          enqueue: (key, priority, afterMs) => (afterMs ? pool.queue.addAfter(key, afterMs, priority as 0 | 1 | 2) : pool.queue.add(key, priority as 0 | 1 | 2)),
+          enqueue,
           log,
         });
         pool = new WorkerPool<string>({ ...cfg, rateLimitedModes: [], name, reconcile: c.reconcile, logger: log });
         c.register();
         break;
       }
+      case 'taint-eviction': {
+        const c = new TaintEvictionController({ client, pods: this.pods, nodes: this.nodes, criticality: this.criticality, enqueue, log });
+        pool = new WorkerPool<string>({ ...cfg, rateLimitedModes: [], name, reconcile: c.reconcile, logger: log });
+        c.register();
+        afterSync = () => c.afterSync();
+        break;
+      }
     }
-    this.running.set(name, { pool, client });
+    this.running.set(name, { pool, client, afterSync });
     this.applyLimiter(name);
   }
 
@@ -110,14 +125,18 @@ export class ControllerManager {
   }
 
   async start(): Promise<void> {
-    await Promise.all([this.pods.start(), this.replicaSets.start()]);
-    for (const r of this.running.values()) r.pool.start();
+    await Promise.all([this.pods.start(), this.replicaSets.start(), this.nodes.start()]);
+    for (const r of this.running.values()) {
+      r.afterSync?.();
+      r.pool.start();
+    }
     this.log.info({ controllers: [...this.running.keys()] }, 'controller manager started');
   }
 
   async stop(): Promise<void> {
     this.pods.stop();
     this.replicaSets.stop();
+    this.nodes.stop();
     await Promise.all([...this.running.values()].map((r) => r.pool.stop()));
   }
 }

@@ -1,0 +1,157 @@
+/**
+ * Taint eviction controller, behaviour as upstream pkg/controller/tainteviction: a pod bound to a
+ * node with NoExecute taints it does not tolerate is deleted at once; if it tolerates them all for
+ * a limited time, it is deleted when the smallest tolerationSeconds of the matching tolerations has
+ * passed since the controller first saw it exposed (a per-pod timer, cancelled when the taints go
+ * away); before deleting, the pod gets the DisruptionTarget condition (reason
+ * DeletionByTaintManager). What is ours: pod keys are queued with the pod's criticality, so in the
+ * multi-priority modes critical pods are evicted (and thus respawned) first (thesis §5.3.1).
+ */
+import type { V1Node, V1Pod, V1Taint, V1Toleration } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { criticalityRank, podCriticality, type CriticalityIndex } from '../../core/criticality.ts';
+import { objectKey, type ResilientInformer } from '../../core/informer.ts';
+import { isNotFound, type KubeClient } from '../../core/kube.ts';
+import type { ReconcileResult } from '../queue/index.ts';
+
+/** upstream v1helper.TolerationsTolerateTaint / Toleration.ToleratesTaint */
+export function toleratesTaint(t: V1Toleration, taint: V1Taint): boolean {
+  if (t.effect && t.effect !== taint.effect) return false;
+  if (t.key && t.key !== taint.key) return false;
+  switch (t.operator ?? 'Equal') {
+    case 'Exists':
+      return true;
+    case 'Equal':
+      return !!t.key && (t.value ?? '') === (taint.value ?? '');
+    default:
+      return false;
+  }
+}
+
+/**
+ * What to do with a pod on a node carrying `taints`: 'evict' now, keep 'forever', or keep for
+ * `afterMs` (the minimum tolerationSeconds of the tolerations used; negative counts as 0).
+ */
+export function evictionDecision(tolerations: V1Toleration[] | undefined, taints: V1Taint[] | undefined): { action: 'evict' | 'keep' } | { action: 'after'; afterMs: number } {
+  const noExecute = (taints ?? []).filter((t) => t.effect === 'NoExecute');
+  if (noExecute.length === 0) return { action: 'keep' };
+  let min = Infinity;
+  for (const taint of noExecute) {
+    const used = (tolerations ?? []).filter((t) => toleratesTaint(t, taint));
+    if (used.length === 0) return { action: 'evict' };
+    for (const t of used) if (t.tolerationSeconds !== undefined && t.tolerationSeconds !== null) min = Math.min(min, Math.max(0, t.tolerationSeconds));
+  }
+  if (min === Infinity) return { action: 'keep' };
+  return min === 0 ? { action: 'evict' } : { action: 'after', afterMs: min * 1000 };
+}
+
+export interface TaintEvictionDeps {
+  client: KubeClient;
+  pods: ResilientInformer<V1Pod>;
+  nodes: ResilientInformer<V1Node>;
+  criticality: CriticalityIndex;
+  enqueue: (key: string, priority: number, afterMs?: number) => void;
+  log: Logger;
+  now?: () => number;
+}
+
+export class TaintEvictionController {
+  /** when each pod was first seen on a node with NoExecute taints it tolerates only for a while */
+  private readonly exposedSince = new Map<string, number>();
+  private readonly now: () => number;
+
+  constructor(private readonly d: TaintEvictionDeps) {
+    this.now = d.now ?? Date.now;
+  }
+
+  private enqueuePod(p: V1Pod, afterMs?: number): void {
+    this.d.enqueue(objectKey(p), criticalityRank(podCriticality(p).level), afterMs);
+  }
+
+  register(): void {
+    const { pods, nodes } = this.d;
+    const onPod = (p: V1Pod, old?: V1Pod) => {
+      if (!p.spec?.nodeName) return;
+      if (old && old.spec?.nodeName === p.spec.nodeName && JSON.stringify(old.spec?.tolerations) === JSON.stringify(p.spec.tolerations)) return;
+      const node = nodes.get(p.spec.nodeName);
+      if (node?.spec?.taints?.some((t) => t.effect === 'NoExecute')) this.enqueuePod(p);
+    };
+    pods.on('add', (p) => onPod(p));
+    pods.on('update', onPod);
+    pods.on('delete', (p) => this.exposedSince.delete(objectKey(p)));
+    const onNode = (n: V1Node, old?: V1Node) => {
+      const noExec = (x?: V1Node) => JSON.stringify((x?.spec?.taints ?? []).filter((t) => t.effect === 'NoExecute').map((t) => [t.key, t.value]));
+      if (old && noExec(old) === noExec(n)) return;
+      // every pod on the node, highest criticality first (the queue orders them in the priority modes)
+      for (const p of this.d.criticality.podsOnNode(n.metadata!.name!)) {
+        const pod = pods.get(p.key);
+        if (pod) this.enqueuePod(pod);
+      }
+    };
+    nodes.on('add', (n) => onNode(n));
+    nodes.on('update', onNode);
+  }
+
+  /** After the informers synced: pods already exposed when we started (events may have raced). */
+  afterSync(): void {
+    for (const n of this.d.nodes.list()) {
+      if (!n.spec?.taints?.some((t) => t.effect === 'NoExecute')) continue;
+      for (const p of this.d.criticality.podsOnNode(n.metadata!.name!)) {
+        const pod = this.d.pods.get(p.key);
+        if (pod) this.enqueuePod(pod);
+      }
+    }
+  }
+
+  reconcile = async (key: string): Promise<ReconcileResult | void> => {
+    const pod = this.d.pods.get(key);
+    if (!pod || pod.metadata?.deletionTimestamp || !pod.spec?.nodeName) {
+      this.exposedSince.delete(key);
+      return;
+    }
+    const node = this.d.nodes.get(pod.spec.nodeName);
+    const decision = evictionDecision(pod.spec.tolerations, node?.spec?.taints);
+    if (decision.action === 'keep') {
+      this.exposedSince.delete(key);
+      return;
+    }
+    if (decision.action === 'after') {
+      const since = this.exposedSince.get(key) ?? this.now();
+      this.exposedSince.set(key, since);
+      const remaining = since + decision.afterMs - this.now();
+      if (remaining > 0) return { requeueAfterMs: remaining };
+    }
+    await this.evict(pod);
+    this.exposedSince.delete(key);
+  };
+
+  private async evict(pod: V1Pod): Promise<void> {
+    const ns = pod.metadata!.namespace!;
+    const name = pod.metadata!.name!;
+    const log = this.d.log.child({ pod: `${ns}/${name}`, node: pod.spec?.nodeName });
+    try {
+      // upstream addConditionAndDeletePod: DisruptionTarget first, then delete
+      await this.d.client.request('PATCH', `/api/v1/namespaces/${ns}/pods/${name}/status`, {
+        body: {
+          status: {
+            conditions: [
+              {
+                type: 'DisruptionTarget',
+                status: 'True',
+                reason: 'DeletionByTaintManager',
+                message: 'Taint manager: deleting due to NoExecute taint',
+                lastTransitionTime: new Date(this.now()).toISOString(),
+              },
+            ],
+          },
+        },
+        contentType: 'application/strategic-merge-patch+json',
+      });
+      await this.d.client.delete(`/api/v1/namespaces/${ns}/pods/${name}`, { preconditions: { uid: pod.metadata!.uid } });
+      log.info('evicted pod from a node with an untolerated NoExecute taint');
+    } catch (err) {
+      if (isNotFound(err)) return;
+      throw err;
+    }
+  }
+}
