@@ -1,0 +1,56 @@
+/**
+ * kubelet-shim configuration file (YAML or JSON), validated with zod; command-line flags of main.ts
+ * override `listen`, `backend` and `metrics.port`. `pacing` can be changed at runtime: edit the
+ * file and send SIGHUP (thesis §5.3.5: each modification can be enabled per component at runtime).
+ *
+ *   listen: /run/ulysses/kubelet-shim.sock
+ *   backend: /run/containerd/containerd.sock
+ *   pacing:
+ *     policy: { type: exponential-decay, initialWaitMs: 700, factor: 0.5, resetAfterMs: 5000 }
+ *     highMinInterArrivalMs: 100
+ *   metrics: { port: 10260 }
+ */
+import { z } from 'zod';
+import { loadConfigFile, validateConfig } from '../core/config.ts';
+import { PacingConfigSchema } from './pacing.ts';
+import { MAX_MESSAGE_BYTES } from './proxy.ts';
+
+const socketPath = z.string().min(1).refine((p) => p.startsWith('/'), 'must be an absolute path');
+
+export const ShimConfigSchema = z
+  .object({
+    /** Socket the kubelet connects to (its containerRuntimeEndpoint / imageServiceEndpoint). */
+    listen: socketPath.optional(),
+    /** containerd's socket. */
+    backend: socketPath.optional(),
+    /** Octal file mode of the listening socket. */
+    socketMode: z
+      .string()
+      .regex(/^0?[0-7]{3}$/, 'an octal mode such as "0660"')
+      .default('0660'),
+    pacing: PacingConfigSchema.prefault({}),
+    /** How long a call waits for a connecting runtime before failing UNAVAILABLE. */
+    connectTimeoutMs: z.number().int().positive().default(1000),
+    /** Message size limit, both directions (the kubelet's: 16 MiB). */
+    maxMessageBytes: z.number().int().positive().default(MAX_MESSAGE_BYTES),
+    metrics: z
+      .object({
+        /** Port of /metrics; unset: no metrics server; 0: any free port. */
+        port: z.number().int().min(0).max(65535).optional(),
+        host: z.string().default('127.0.0.1'),
+      })
+      .strict()
+      .prefault({}),
+  })
+  .strict();
+
+export type ShimConfig = z.output<typeof ShimConfigSchema>;
+export type ShimConfigInput = z.input<typeof ShimConfigSchema>;
+
+export function parseShimConfig(raw: unknown, source = 'kubelet-shim config'): ShimConfig {
+  return validateConfig(ShimConfigSchema, raw, source);
+}
+
+export function loadShimConfig(file: string): Promise<ShimConfig> {
+  return loadConfigFile(ShimConfigSchema, file);
+}

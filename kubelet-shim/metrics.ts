@@ -1,0 +1,45 @@
+/**
+ * The CRI proxy's Prometheus series, registered once per registry (the process registry of
+ * core/metrics.ts by default; tests pass their own Registry to read values in isolation).
+ */
+import { Gauge, Histogram, type Registry } from 'prom-client';
+import { metricsRegistry } from '../core/metrics.ts';
+
+export interface ShimMetrics {
+  /** Time a RunPodSandbox spent in the pacing gate, by priority class ("high" | "low"). */
+  readonly pacingWait: Histogram<'priority'>;
+  /** RunPodSandbox requests waiting in the gate (both classes). */
+  readonly queueLength: Gauge;
+  /** Time the proxy itself adds to a call (handler work, pacing excluded), by CRI method name. */
+  readonly addedLatency: Histogram<'method'>;
+}
+
+const byRegistry = new WeakMap<Registry, ShimMetrics>();
+
+export function shimMetrics(registry: Registry = metricsRegistry()): ShimMetrics {
+  const existing = byRegistry.get(registry);
+  if (existing) return existing;
+  const m: ShimMetrics = {
+    pacingWait: new Histogram({
+      name: 'ulysses_cri_pacing_wait_seconds',
+      help: 'Time a RunPodSandbox request waited in the kubelet-shim pacing gate before being forwarded to the runtime.',
+      labelNames: ['priority'],
+      buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60],
+      registers: [registry],
+    }),
+    queueLength: new Gauge({
+      name: 'ulysses_cri_pacing_queue_length',
+      help: 'RunPodSandbox requests currently waiting in the kubelet-shim pacing gate.',
+      registers: [registry],
+    }),
+    addedLatency: new Histogram({
+      name: 'ulysses_cri_proxy_added_latency_seconds',
+      help: 'Latency added by the kubelet-shim proxy handler to a CRI call, excluding pacing waits and the runtime itself.',
+      labelNames: ['method'],
+      buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05],
+      registers: [registry],
+    }),
+  };
+  byRegistry.set(registry, m);
+  return m;
+}

@@ -1,0 +1,410 @@
+/**
+ * Pacing of pod-sandbox creations on a node (thesis §5.3.4, "SLO-aware Kubelet"):
+ *
+ *   "High-priority requests are immediately served to reduce the latency. Conversely, the SLO-aware
+ *    Kubelet introduces a delay between the handling of two low-priority requests, postponing the
+ *    processing of the latter. [...] a minimum inter-arrival time of high-priority requests must be
+ *    guaranteed [...] if every request has high priority, no request has high priority."
+ *
+ * Contract of {@link PacingGate}:
+ * - two classes: `high` (criticality `high`) and `low` (criticality `low`, `none` or undeclared);
+ * - a high request is released at once unless another high one was released less than
+ *   `highMinInterArrivalMs` ago; excess highs wait, FIFO, for their slot. Highs never wait for lows:
+ *   the two queues are independent and the high one is always served first;
+ * - a low request is released once (a) the previous low release is at least the policy's gap ago and
+ *   (b) it has been held `lowHoldMs` (default 0) since its arrival; FIFO. The gap after each low
+ *   release comes from the {@link PacingPolicy} (vanilla / fixed / exponential decay);
+ * - both queues are bounded: a request beyond the bound is rejected at once (`RESOURCE_EXHAUSTED`);
+ *   lowering a bound at runtime never drops requests that already wait;
+ * - a waiting request whose AbortSignal fires is removed (`CANCELLED`) and frees its place;
+ * - `setPolicy` / `reconfigure` replace the policy or parameters at runtime; waiting requests stay
+ *   queued and are re-timed under the new rule (the new policy continues from the last low release).
+ * Time comes from an injectable {@link Clock}, so the rules are unit-tested with a fake clock.
+ */
+import { z } from 'zod';
+import type { Logger } from 'pino';
+import type { Criticality } from '../core/criticality.ts';
+import { validateConfig } from '../core/config.ts';
+import type { ShimMetrics } from './metrics.ts';
+
+// ---------------------------------------------------------------------------------------------
+// Configuration
+// ---------------------------------------------------------------------------------------------
+
+const ms = z.number().finite().nonnegative();
+
+export const VanillaPolicySchema = z.object({ type: z.literal('vanilla') }).strict();
+
+export const FixedPolicySchema = z
+  .object({
+    type: z.literal('fixed'),
+    /** Constant wait between two low-priority creations (thesis §6.5: 1.2 s). */
+    waitMs: ms.default(1200),
+  })
+  .strict();
+
+export const ExponentialDecayPolicySchema = z
+  .object({
+    type: z.literal('exponential-decay'),
+    /** Wait after the first low-priority creation of a burst (thesis: cloud 700 ms, edge 1.5 s). */
+    initialWaitMs: ms.default(700),
+    /** Multiplier applied to the wait at each further creation (thesis: cloud 0.5, edge 0.6). */
+    factor: z.number().gt(0).lte(1).default(0.5),
+    /** Idle time (no low-priority creation) after which the wait is back to `initialWaitMs` (thesis: 5 s). */
+    resetAfterMs: ms.default(5000),
+    /** Floor of the decayed wait (0: decays towards zero, as in the thesis). */
+    minWaitMs: ms.default(0),
+  })
+  .strict();
+
+export const PacingPolicySchema = z.discriminatedUnion('type', [VanillaPolicySchema, FixedPolicySchema, ExponentialDecayPolicySchema]);
+
+export type PacingPolicyConfig = z.output<typeof PacingPolicySchema>;
+export type PacingPolicyInput = z.input<typeof PacingPolicySchema>;
+
+export const PacingConfigSchema = z
+  .object({
+    policy: PacingPolicySchema.prefault({ type: 'vanilla' }),
+    /** Minimum time between the releases of two high-priority requests. */
+    highMinInterArrivalMs: ms.default(100),
+    /** Minimum time a low-priority request is held after its arrival, so highs of the same burst go first. */
+    lowHoldMs: ms.default(0),
+    /** Maximum number of low-priority requests waiting; more are rejected with RESOURCE_EXHAUSTED. */
+    maxQueueLength: z.number().int().positive().default(1024),
+    /** Maximum number of high-priority requests waiting for their slot. */
+    maxHighQueueLength: z.number().int().positive().default(64),
+  })
+  .strict();
+
+export type PacingConfig = z.output<typeof PacingConfigSchema>;
+export type PacingConfigInput = z.input<typeof PacingConfigSchema>;
+
+/** The thesis' settings (§6.1.1, §6.5). */
+export const THESIS_POLICIES = Object.freeze({
+  fixed: { type: 'fixed', waitMs: 1200 },
+  cloud: { type: 'exponential-decay', initialWaitMs: 700, factor: 0.5, resetAfterMs: 5000, minWaitMs: 0 },
+  edge: { type: 'exponential-decay', initialWaitMs: 1500, factor: 0.6, resetAfterMs: 5000, minWaitMs: 0 },
+} as const satisfies Record<string, PacingPolicyConfig>);
+
+// ---------------------------------------------------------------------------------------------
+// Policies
+// ---------------------------------------------------------------------------------------------
+
+/** Decides the gap between two consecutive low-priority releases. */
+export interface PacingPolicy {
+  readonly config: PacingPolicyConfig;
+  /**
+   * A low-priority request was released at `now` (ms); returns the minimum time (ms) before the
+   * next low-priority release. Called exactly once per low release, in time order.
+   */
+  afterRelease(now: number): number;
+}
+
+/** No pacing: every request is forwarded at once (the vanilla kubelet). */
+export class VanillaPolicy implements PacingPolicy {
+  readonly config = { type: 'vanilla' } as const;
+  afterRelease(_now: number): number {
+    return 0;
+  }
+}
+
+/** A constant wait between two low-priority creations (thesis §5.3.4 "fixed", 1.2 s in §6.5). */
+export class FixedPolicy implements PacingPolicy {
+  constructor(readonly config: z.output<typeof FixedPolicySchema>) {}
+  afterRelease(_now: number): number {
+    return this.config.waitMs;
+  }
+}
+
+/**
+ * Thesis §5.3.4 "exponential decay": "the waiting time between requests varies accordingly to a
+ * decreasing geometric progression, and it is reset after a period of inactivity" — it protects the
+ * first requests of a burst, the ones the control plane prioritized. Gaps after the 1st, 2nd, 3rd
+ * ... low release of a burst: initial, initial·factor, initial·factor², ... (never below
+ * `minWaitMs`); a release at least `resetAfterMs` after the previous one starts a new burst.
+ * §6.1.1: cloud 700 ms ×0.5, edge 1.5 s ×0.6, reset after 5 s.
+ */
+export class ExponentialDecayPolicy implements PacingPolicy {
+  private releasesInBurst = 0;
+  private lastRelease: number | undefined;
+
+  constructor(readonly config: z.output<typeof ExponentialDecayPolicySchema>) {}
+
+  afterRelease(now: number): number {
+    const { initialWaitMs, factor, resetAfterMs, minWaitMs } = this.config;
+    if (this.lastRelease === undefined || now - this.lastRelease >= resetAfterMs) this.releasesInBurst = 0;
+    this.lastRelease = now;
+    const gap = initialWaitMs * factor ** this.releasesInBurst;
+    this.releasesInBurst++;
+    return Math.max(minWaitMs, gap);
+  }
+}
+
+export function createPolicy(config: PacingPolicyInput): PacingPolicy {
+  const c = validateConfig(PacingPolicySchema, config, 'pacing policy');
+  switch (c.type) {
+    case 'vanilla':
+      return new VanillaPolicy();
+    case 'fixed':
+      return new FixedPolicy(c);
+    case 'exponential-decay':
+      return new ExponentialDecayPolicy(c);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clock
+// ---------------------------------------------------------------------------------------------
+
+/** Monotonic time in ms and one-shot timers; injectable so tests drive time by hand. */
+export interface Clock {
+  now(): number;
+  setTimer(fn: () => void, delayMs: number): unknown;
+  clearTimer(handle: unknown): void;
+}
+
+export const systemClock: Clock = {
+  now: () => performance.now(),
+  setTimer: (fn, delayMs) => setTimeout(fn, Math.max(0, delayMs)),
+  clearTimer: (handle) => clearTimeout(handle as NodeJS.Timeout),
+};
+
+// ---------------------------------------------------------------------------------------------
+// Gate
+// ---------------------------------------------------------------------------------------------
+
+export type PriorityClass = 'high' | 'low';
+
+export function priorityClassOf(criticality: Criticality | undefined): PriorityClass {
+  return criticality === 'high' ? 'high' : 'low';
+}
+
+export interface PacingRequest {
+  /** "namespace/name" of the pod, for logs. */
+  readonly key: string;
+  readonly criticality: Criticality;
+}
+
+export interface Admission {
+  readonly priority: PriorityClass;
+  /** Time spent waiting in the gate (ms). */
+  readonly waitedMs: number;
+  /** Clock time of the release. */
+  readonly releasedAt: number;
+}
+
+export type PacingRejectionCode = 'RESOURCE_EXHAUSTED' | 'CANCELLED' | 'UNAVAILABLE';
+
+/** Why the gate did not admit a request; the proxy maps `code` to the gRPC status of the same name. */
+export class PacingRejection extends Error {
+  constructor(
+    readonly code: PacingRejectionCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'PacingRejection';
+  }
+}
+
+interface Waiter {
+  readonly req: PacingRequest;
+  readonly priority: PriorityClass;
+  readonly arrivedAt: number;
+  readonly resolve: (a: Admission) => void;
+  readonly reject: (e: PacingRejection) => void;
+  readonly signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+}
+
+export interface PacingGateOptions {
+  config?: PacingConfigInput;
+  clock?: Clock;
+  log?: Logger;
+  metrics?: ShimMetrics;
+}
+
+export interface PacingSnapshot {
+  readonly policy: PacingPolicyConfig;
+  readonly waitingHigh: readonly string[];
+  readonly waitingLow: readonly string[];
+}
+
+export class PacingGate {
+  private cfg: PacingConfig;
+  private policy: PacingPolicy;
+  private readonly clock: Clock;
+  private readonly log: Logger | undefined;
+  private readonly metrics: ShimMetrics | undefined;
+  private readonly high: Waiter[] = [];
+  private readonly low: Waiter[] = [];
+  private lastHighRelease: number | undefined;
+  private lastLowRelease: number | undefined;
+  /** Earliest time of the next low release allowed by the policy. */
+  private nextLowAt = -Infinity;
+  private timer: unknown;
+  private timerDue = Infinity;
+  private closed = false;
+
+  constructor(opts: PacingGateOptions = {}) {
+    this.cfg = validateConfig(PacingConfigSchema, opts.config ?? {}, 'pacing');
+    this.policy = createPolicy(this.cfg.policy);
+    this.clock = opts.clock ?? systemClock;
+    this.log = opts.log;
+    this.metrics = opts.metrics;
+  }
+
+  get config(): PacingConfig {
+    return this.cfg;
+  }
+
+  /** Requests waiting (both classes). */
+  get queueLength(): number {
+    return this.high.length + this.low.length;
+  }
+
+  snapshot(): PacingSnapshot {
+    return {
+      policy: this.cfg.policy,
+      waitingHigh: this.high.map((w) => w.req.key),
+      waitingLow: this.low.map((w) => w.req.key),
+    };
+  }
+
+  /**
+   * Resolves when `req` may be forwarded to the runtime; rejects with a {@link PacingRejection}
+   * when the queue of its class is full, when `signal` aborts while it waits, or when the gate closes.
+   */
+  acquire(req: PacingRequest, signal?: AbortSignal): Promise<Admission> {
+    const priority = priorityClassOf(req.criticality);
+    if (this.closed) return Promise.reject(new PacingRejection('UNAVAILABLE', 'pacing gate closed'));
+    if (signal?.aborted) return Promise.reject(new PacingRejection('CANCELLED', `${req.key}: cancelled before pacing`));
+    const queue = priority === 'high' ? this.high : this.low;
+    const now = this.clock.now();
+    // Fast path: nothing ahead of it and its slot is open.
+    if (queue.length === 0 && now >= this.dueOf(priority, now)) {
+      return Promise.resolve(this.admit(req, priority, now, now));
+    }
+    const bound = priority === 'high' ? this.cfg.maxHighQueueLength : this.cfg.maxQueueLength;
+    if (queue.length >= bound) {
+      this.log?.warn({ key: req.key, priority, waiting: queue.length }, 'pacing queue full: request rejected');
+      return Promise.reject(new PacingRejection('RESOURCE_EXHAUSTED', `kubelet-shim: ${priority}-priority pacing queue full (${bound} waiting)`));
+    }
+    return new Promise<Admission>((resolve, reject) => {
+      const w: Waiter = { req, priority, arrivedAt: now, resolve, reject, signal, onAbort: undefined };
+      if (signal) {
+        w.onAbort = () => this.cancel(w);
+        signal.addEventListener('abort', w.onAbort, { once: true });
+      }
+      queue.push(w);
+      this.updateGauge();
+      this.log?.debug({ key: req.key, priority, waiting: queue.length }, 'pacing: request queued');
+      this.pump();
+    });
+  }
+
+  /** Replaces the low-priority policy; waiting requests stay queued and are re-timed under it. */
+  setPolicy(config: PacingPolicyInput): void {
+    this.reconfigure({ ...this.cfg, policy: config });
+  }
+
+  /** Replaces the whole pacing configuration (policy and parameters) without losing waiting requests. */
+  reconfigure(config: PacingConfigInput): void {
+    const cfg = validateConfig(PacingConfigSchema, config, 'pacing');
+    const policyChanged = JSON.stringify(cfg.policy) !== JSON.stringify(this.cfg.policy);
+    this.cfg = cfg;
+    if (policyChanged) {
+      this.policy = createPolicy(cfg.policy);
+      // The new policy continues from the last low release, as if that release had happened under it.
+      this.nextLowAt = this.lastLowRelease === undefined ? -Infinity : this.lastLowRelease + this.policy.afterRelease(this.lastLowRelease);
+    }
+    this.log?.info({ pacing: cfg, waiting: this.queueLength }, 'pacing reconfigured');
+    this.pump();
+  }
+
+  /** Rejects every waiting request (UNAVAILABLE) and refuses new ones. */
+  close(): void {
+    this.closed = true;
+    this.cancelTimer();
+    for (const w of [...this.high.splice(0), ...this.low.splice(0)]) {
+      this.detach(w);
+      w.reject(new PacingRejection('UNAVAILABLE', 'kubelet-shim shutting down'));
+    }
+    this.updateGauge();
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  /** Earliest release time of the head of `priority`'s queue (or of a newcomer when it is empty). */
+  private dueOf(priority: PriorityClass, now: number, head?: Waiter): number {
+    if (priority === 'high') {
+      return this.lastHighRelease === undefined ? -Infinity : this.lastHighRelease + this.cfg.highMinInterArrivalMs;
+    }
+    const arrived = head?.arrivedAt ?? now;
+    return Math.max(this.nextLowAt, arrived + this.cfg.lowHoldMs);
+  }
+
+  private admit(req: PacingRequest, priority: PriorityClass, arrivedAt: number, now: number): Admission {
+    if (priority === 'high') {
+      this.lastHighRelease = now;
+    } else {
+      this.lastLowRelease = now;
+      this.nextLowAt = now + this.policy.afterRelease(now);
+    }
+    const waitedMs = now - arrivedAt;
+    this.metrics?.pacingWait.observe({ priority }, waitedMs / 1000);
+    this.log?.debug({ key: req.key, criticality: req.criticality, priority, waitedMs: Math.round(waitedMs) }, 'pacing: sandbox creation released');
+    return { priority, waitedMs, releasedAt: now };
+  }
+
+  /** Releases every head whose time has come, then arms the timer for the next due head. */
+  private pump(): void {
+    if (this.closed) return;
+    const now = this.clock.now();
+    for (const [priority, queue] of [['high', this.high], ['low', this.low]] as const) {
+      while (queue.length > 0 && now >= this.dueOf(priority, now, queue[0])) {
+        const w = queue.shift()!;
+        this.detach(w);
+        w.resolve(this.admit(w.req, priority, w.arrivedAt, now));
+      }
+    }
+    this.updateGauge();
+    let due = Infinity;
+    if (this.high.length > 0) due = Math.min(due, this.dueOf('high', now, this.high[0]));
+    if (this.low.length > 0) due = Math.min(due, this.dueOf('low', now, this.low[0]));
+    if (due === this.timerDue) return;
+    this.cancelTimer();
+    if (due === Infinity) return;
+    this.timerDue = due;
+    this.timer = this.clock.setTimer(() => {
+      this.timer = undefined;
+      this.timerDue = Infinity;
+      this.pump();
+    }, due - now);
+  }
+
+  private cancel(w: Waiter): void {
+    const queue = w.priority === 'high' ? this.high : this.low;
+    const i = queue.indexOf(w);
+    if (i < 0) return; // already released
+    queue.splice(i, 1);
+    this.detach(w);
+    this.log?.info({ key: w.req.key, priority: w.priority, waitedMs: Math.round(this.clock.now() - w.arrivedAt) }, 'pacing: waiting request cancelled');
+    w.reject(new PacingRejection('CANCELLED', `${w.req.key}: cancelled while waiting for pacing`));
+    this.pump();
+  }
+
+  private detach(w: Waiter): void {
+    if (w.signal && w.onAbort) w.signal.removeEventListener('abort', w.onAbort);
+    w.onAbort = undefined;
+  }
+
+  private cancelTimer(): void {
+    if (this.timer !== undefined) this.clock.clearTimer(this.timer);
+    this.timer = undefined;
+    this.timerDue = Infinity;
+  }
+
+  private updateGauge(): void {
+    this.metrics?.queueLength.set(this.queueLength);
+  }
+}
