@@ -68,6 +68,12 @@ export async function generatePki(dir: string, clients: ClientIdentity[], apiser
   );
   await openssl(['genrsa', '-out', 'sa.key', '2048'], dir);
   await openssl(['rsa', '-in', 'sa.key', '-pubout', '-out', 'sa.pub'], dir);
+  return pkiPaths(dir);
+}
+
+/** The file layout of a PKI generated in `dir` (also to reopen an existing one). */
+export function pkiPaths(dir: string): Pki {
+  const p = (f: string) => join(dir, f);
   return {
     dir,
     caCert: p('ca.crt'),

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { KubeConfig, CoreV1Api, type V1Node } from '@kubernetes/client-node';
 import { ensureBinaries, K8S_VERSION, cacheDir } from './binaries.ts';
 import { buildTestImages } from './images/index.ts';
-import { generatePki, writeKubeconfig, type Pki } from './pki.ts';
+import { generatePki, pkiPaths, writeKubeconfig, type Pki } from './pki.ts';
 import {
   APISERVER_URL,
   apiserverSpec,
@@ -92,21 +92,6 @@ function controlPlaneOptions(runDir: string, pki: Pki, controllers: string, cpus
       scheduler: join(runDir, 'kubeconfigs', 'kube-scheduler.kubeconfig'),
       controllerManager: join(runDir, 'kubeconfigs', 'kube-controller-manager.kubeconfig'),
     },
-  };
-}
-
-function pkiHandle(runDir: string): Pki {
-  const dir = join(runDir, 'pki');
-  const p = (f: string) => join(dir, f);
-  return {
-    dir,
-    caCert: p('ca.crt'),
-    caKey: p('ca.key'),
-    apiserverCert: p('apiserver.crt'),
-    apiserverKey: p('apiserver.key'),
-    saKey: p('sa.key'),
-    saPub: p('sa.pub'),
-    client: (file) => ({ cert: p(`${file}.crt`), key: p(`${file}.key`) }),
   };
 }
 
@@ -336,7 +321,7 @@ export async function restartComponent(name: 'kube-apiserver', opts: { runDir?: 
   const old = state.processes[idx]!;
   await stopProcess(old.pid, 10_000);
   if (opts.downtimeMs) await new Promise((r) => setTimeout(r, opts.downtimeMs));
-  const cp = controlPlaneOptions(runDir, pkiHandle(runDir), state.options.controllers, old.cpus);
+  const cp = controlPlaneOptions(runDir, pkiPaths(join(runDir, 'pki')), state.options.controllers, old.cpus);
   const spec = apiserverSpec(cp);
   const p = startProcess(spec);
   state.processes[idx] = p;
