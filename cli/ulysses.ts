@@ -20,9 +20,17 @@ tb.command('up')
   .option('--kwok-nodes <n>', 'KWOK nodes', int('--kwok-nodes'), 0)
   .option('--controllers <list>', 'kube-controller-manager --controllers', '*')
   .option('--pin-cpus', 'pin control plane to CPU 0 and nodes to CPU 1', false)
+  .option('--kubelet-shim <config>', "run Ulysses' kubelet-shim between each real kubelet and containerd, with this config file")
   .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
   .action(async (o) => {
-    const s = await testbed.up({ realNodes: o.realNodes, kwokNodes: o.kwokNodes, controllers: o.controllers, pinCpus: o.pinCpus, runDir: o.runDir });
+    const s = await testbed.up({
+      realNodes: o.realNodes,
+      kwokNodes: o.kwokNodes,
+      controllers: o.controllers,
+      pinCpus: o.pinCpus,
+      runDir: o.runDir,
+      kubeletShimConfig: o.kubeletShim,
+    });
     console.log(`export KUBECONFIG=${s.kubeconfig}`);
   });
 tb.command('down')

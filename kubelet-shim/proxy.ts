@@ -290,6 +290,7 @@ export class CriProxy {
     if (call.cancelled) return;
     const forwardedAt = performance.now();
     this.opts.onForward?.({ info, admission, at: forwardedAt });
+    podLog?.info({ criticality: info.criticality, waitedMs: Math.round(admission.waitedMs) }, 'RunPodSandbox forwarded');
     const done: grpc.sendUnaryData<Buffer> = (err, value, trailer) => {
       const outcome = { criticality: info.criticality, waitedMs: Math.round(admission.waitedMs), runtimeMs: Math.round(performance.now() - forwardedAt) };
       if (err) podLog?.warn({ ...outcome, code: grpc.status[(err as { code?: number }).code ?? grpc.status.UNKNOWN], details: (err as { details?: string }).details }, 'RunPodSandbox failed');

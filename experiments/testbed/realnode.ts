@@ -4,12 +4,13 @@
  * cgroup v1 root of its own, and a real kubelet with its own root dir, ports and node name.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, rmdirSync, writeFileSync, mkdirSync } from 'node:fs';
+import { copyFileSync, existsSync, readdirSync, readFileSync, rmdirSync, writeFileSync, mkdirSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { binaryPath, binDir } from './binaries.ts';
-import { pidsMatching, pollUntil, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
+import { FatalError, isAlive, pidsMatching, pollUntil, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
 
 const run = promisify(execFile);
 
@@ -27,6 +28,9 @@ export interface RealNodeSpec {
   kubeletHealthzPort: number;
   cgroupRoot: string; // "/<name>"
   socket: string;
+  /** the kubelet-shim's socket, when the node runs one between kubelet and containerd */
+  shimSocket: string;
+  shimMetricsPort: number;
 }
 
 export function realNodeSpec(runDir: string, index: number): RealNodeSpec {
@@ -43,6 +47,8 @@ export function realNodeSpec(runDir: string, index: number): RealNodeSpec {
     kubeletHealthzPort: 21251 + index * 10,
     cgroupRoot: `/ulysses-${name}`,
     socket: join(dir, 'containerd', 'containerd.sock'),
+    shimSocket: join(dir, 'kubelet-shim.sock'),
+    shimMetricsPort: 21252 + index * 10,
   };
 }
 
@@ -203,7 +209,7 @@ function cniConfig(spec: RealNodeSpec): string {
   );
 }
 
-function kubeletConfig(spec: RealNodeSpec, caCert: string): string {
+function kubeletConfig(spec: RealNodeSpec, caCert: string, runtimeSocket: string): string {
   return `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -211,8 +217,8 @@ cgroupDriver: cgroupfs
 cgroupRoot: ${spec.cgroupRoot}
 cgroupsPerQOS: true
 enforceNodeAllocatable: ["pods"]
-containerRuntimeEndpoint: unix://${spec.socket}
-imageServiceEndpoint: unix://${spec.socket}
+containerRuntimeEndpoint: unix://${runtimeSocket}
+imageServiceEndpoint: unix://${runtimeSocket}
 address: ${spec.gateway}
 port: ${spec.kubeletPort}
 readOnlyPort: 0
@@ -251,7 +257,42 @@ localStorageCapacityIsolation: false
 
 export interface RealNodeHandles {
   containerd: TrackedProcess;
+  shim?: TrackedProcess;
   kubelet: TrackedProcess;
+}
+
+const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** Starts the kubelet-shim (CRI proxy) of a node between its kubelet and its containerd. */
+export async function startKubeletShim(spec: RealNodeSpec, configFile: string, cpus?: string): Promise<TrackedProcess> {
+  const nodeConfig = join(spec.dir, 'kubelet-shim.yaml');
+  copyFileSync(configFile, nodeConfig); // per node, so a test can rewrite it and send SIGHUP
+  const p = startProcess({
+    name: `kubelet-shim/${spec.name}`,
+    // one node process (not the tsx wrapper, which does not relay SIGHUP): `node --import tsx main.ts`
+    cmd: process.execPath,
+    args: [
+      '--import',
+      pathToFileURL(join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 'loader.mjs')).href,
+      join(REPO_ROOT, 'kubelet-shim', 'main.ts'),
+      '--listen',
+      spec.shimSocket,
+      '--backend',
+      spec.socket,
+      '--config',
+      nodeConfig,
+      '--metrics-port',
+      String(spec.shimMetricsPort),
+    ],
+    logFile: join(spec.dir, 'kubelet-shim.log'),
+    env: { ULYSSES_NODE: spec.name },
+    cpus,
+  });
+  await pollUntil(`kubelet-shim socket of ${spec.name}`, () => {
+    if (!isAlive(p.pid)) throw new FatalError(`kubelet-shim of ${spec.name} exited:\n${tailFile(p.logFile)}`);
+    return existsSync(spec.shimSocket);
+  }, { timeoutMs: 30_000, explain: () => tailFile(p.logFile) });
+  return p;
 }
 
 export async function startContainerd(spec: RealNodeSpec, cpus?: string): Promise<TrackedProcess> {
@@ -277,16 +318,17 @@ export async function importImages(spec: RealNodeSpec, tars: string[]): Promise<
 
 export async function startRealNode(
   spec: RealNodeSpec,
-  opts: { kubeconfig: string; caCert: string; imageTars: string[]; cpus?: string },
+  opts: { kubeconfig: string; caCert: string; imageTars: string[]; cpus?: string; kubeletShimConfig?: string },
 ): Promise<RealNodeHandles> {
   await mkdir(spec.dir, { recursive: true });
   createCgroupRoot(spec);
   await createBridge(spec);
   const containerd = await startContainerd(spec, opts.cpus);
   await importImages(spec, opts.imageTars);
+  const shim = opts.kubeletShimConfig ? await startKubeletShim(spec, opts.kubeletShimConfig, opts.cpus) : undefined;
   const kdir = join(spec.dir, 'kubelet');
   await mkdir(kdir, { recursive: true });
-  await writeFile(join(spec.dir, 'kubelet-config.yaml'), kubeletConfig(spec, opts.caCert));
+  await writeFile(join(spec.dir, 'kubelet-config.yaml'), kubeletConfig(spec, opts.caCert, shim ? spec.shimSocket : spec.socket));
   const kubelet = startProcess({
     name: `kubelet/${spec.name}`,
     cmd: binaryPath('kubelet'),
@@ -303,7 +345,7 @@ export async function startRealNode(
     logFile: join(spec.dir, 'kubelet.log'),
     cpus: opts.cpus,
   });
-  return { containerd, kubelet };
+  return { containerd, shim, kubelet };
 }
 
 /** Stops a real node: kubelet, its containers (by cgroup), shims, containerd; unmounts; removes the bridge. */

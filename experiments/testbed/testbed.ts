@@ -8,6 +8,7 @@ import { existsSync, readFileSync, writeFileSync, readdirSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KubeConfig, CoreV1Api, type V1Node } from '@kubernetes/client-node';
+import { stringify as stringifyYaml } from 'yaml';
 import { ensureBinaries, K8S_VERSION, cacheDir } from './binaries.ts';
 import { buildTestImages } from './images/index.ts';
 import { generatePki, pkiPaths, writeKubeconfig, type Pki } from './pki.ts';
@@ -34,6 +35,8 @@ export interface TestbedOptions {
   /** Pin control-plane processes to CPU 0 and node processes to CPU 1 (needs >= 2 CPUs). */
   pinCpus?: boolean;
   kwokDelays?: KwokDelays;
+  /** run Ulysses' kubelet-shim (CRI proxy) on every real node with this config file */
+  kubeletShimConfig?: string;
   log?: (line: string) => void;
 }
 
@@ -42,7 +45,7 @@ export interface TestbedState {
   runDir: string;
   kubeconfig: string;
   apiserver: string;
-  options: { realNodes: number; kwokNodes: number; controllers: string; pinCpus: boolean };
+  options: { realNodes: number; kwokNodes: number; controllers: string; pinCpus: boolean; kubeletShimConfig?: string };
   processes: TrackedProcess[];
   realNodes: RealNodeSpec[];
   kwokNodes: string[];
@@ -130,7 +133,7 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
     runDir,
     kubeconfig: join(runDir, 'kubeconfigs', 'admin.kubeconfig'),
     apiserver: APISERVER_URL,
-    options: { realNodes: realCount, kwokNodes: kwokCount, controllers, pinCpus },
+    options: { realNodes: realCount, kwokNodes: kwokCount, controllers, pinCpus, kubeletShimConfig: opts.kubeletShimConfig },
     processes: [],
     realNodes: nodes,
     kwokNodes: kwokNames,
@@ -185,8 +188,10 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
         caCert: pki.caCert,
         imageTars: images.map((i) => i.tar),
         cpus: nodeCpus,
+        kubeletShimConfig: opts.kubeletShimConfig,
       });
       track(h.containerd);
+      if (h.shim) track(h.shim);
       track(h.kubelet);
     }
     if (kwokNames.length) {
@@ -236,7 +241,7 @@ export async function down(opts: { runDir?: string; log?: (line: string) => void
   const byName = (prefix: string) => state.processes.filter((p) => p.name.startsWith(prefix));
   for (const p of byName('kwok')) await stopProcess(p.pid, 2000);
   for (const n of state.realNodes) {
-    const pids = [...byName(`kubelet/${n.name}`), ...byName(`containerd/${n.name}`)].map((p) => p.pid);
+    const pids = [...byName(`kubelet/${n.name}`), ...byName(`kubelet-shim/${n.name}`), ...byName(`containerd/${n.name}`)].map((p) => p.pid);
     await stopRealNode(n, pids);
   }
   for (const name of ['kube-controller-manager', 'kube-scheduler', 'kube-apiserver', 'etcd']) {
@@ -254,7 +259,7 @@ export async function down(opts: { runDir?: string; log?: (line: string) => void
     if (entry === 'logs') continue;
     if (entry === 'nodes') {
       for (const n of state.realNodes) {
-        for (const f of ['kubelet.log', 'containerd.log']) {
+        for (const f of ['kubelet.log', 'kubelet-shim.log', 'containerd.log']) {
           const src = join(n.dir, f);
           if (existsSync(src)) writeFileSync(join(runDir, 'logs', `${n.name}-${f}`), readFileSync(src));
         }
@@ -340,4 +345,17 @@ export function leftovers(runDir = defaultRunDir(), state?: TestbedState): strin
     if (existsSync(join('/sys/fs/cgroup/pids', n.cgroupRoot))) out.push(`cgroup ${n.cgroupRoot}`);
   }
   return out;
+}
+
+/**
+ * Runtime toggle of a real node's kubelet-shim: writes its per-node config file and sends SIGHUP,
+ * which makes the shim re-read it and apply the pacing section (waiting requests are kept).
+ */
+export function reconfigureKubeletShim(node: string, config: unknown, runDir = defaultRunDir()): void {
+  const state = readState(runDir);
+  const spec = state?.realNodes.find((n) => n.name === node);
+  const proc = state?.processes.find((p) => p.name === `kubelet-shim/${node}`);
+  if (!spec || !proc) throw new Error(`node ${node} of the testbed in ${runDir} runs no kubelet-shim`);
+  writeFileSync(join(spec.dir, 'kubelet-shim.yaml'), stringifyYaml(config));
+  process.kill(proc.pid, 'SIGHUP');
 }
