@@ -22,7 +22,7 @@ let state: testbed.TestbedState;
 let kc: KubeConfig;
 let core: CoreV1Api;
 
-const pod = (name: string, criticality: 'low' | 'high', image = TEST_IMAGES.httpServer.name): V1Pod => ({
+const pod = (name: string, criticality: 'low' | 'high', image: string = TEST_IMAGES.httpServer.name): V1Pod => ({
   metadata: { name, namespace: ns, labels: { 'ulysses.io/criticality': criticality, run: 'pacing' } },
   spec: { nodeName: node, terminationGracePeriodSeconds: 0, enableServiceLinks: false, containers: [{ name: 'c', image, imagePullPolicy: 'Never' }] },
 });
