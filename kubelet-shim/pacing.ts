@@ -73,6 +73,13 @@ export const PacingConfigSchema = z
     maxQueueLength: z.number().int().positive().default(1024),
     /** Maximum number of high-priority requests waiting for their slot. */
     maxHighQueueLength: z.number().int().positive().default(64),
+    /**
+     * Critical-path protection (Ulysses, beyond the thesis): after a high-priority sandbox is
+     * released, low-priority sandboxes wait until that pod's first container has started (reported
+     * by the proxy through highDone) or this long at most, so that the critical pod's container
+     * creation does not compete with new low-priority sandboxes. 0 = thesis behaviour.
+     */
+    holdLowsDuringHighMs: ms.default(0),
   })
   .strict();
 
@@ -244,6 +251,8 @@ export class PacingGate {
   private timer: unknown;
   private timerDue = Infinity;
   private closed = false;
+  /** high-priority pods released and not yet started: key -> hold deadline for low releases */
+  private readonly highInFlight = new Map<string, number>();
 
   constructor(opts: PacingGateOptions = {}) {
     this.cfg = validateConfig(PacingConfigSchema, opts.config ?? {}, 'pacing');
@@ -302,6 +311,19 @@ export class PacingGate {
     });
   }
 
+  /** The high-priority pod `key` has its first container started (or failed): stop holding lows for it. */
+  highDone(key: string): void {
+    if (this.highInFlight.delete(key)) {
+      this.log?.debug({ key }, 'pacing: critical pod started, low-priority releases resume');
+      this.pump();
+    }
+  }
+
+  /** Keys of high-priority pods whose start currently holds low-priority releases. */
+  get highsInFlight(): string[] {
+    return [...this.highInFlight.keys()];
+  }
+
   /** Replaces the low-priority policy; waiting requests stay queued and are re-timed under it. */
   setPolicy(config: PacingPolicyInput): void {
     this.reconfigure({ ...this.cfg, policy: config });
@@ -340,12 +362,18 @@ export class PacingGate {
       return this.lastHighRelease === undefined ? -Infinity : this.lastHighRelease + this.cfg.highMinInterArrivalMs;
     }
     const arrived = head?.arrivedAt ?? now;
-    return Math.max(this.nextLowAt, arrived + this.cfg.lowHoldMs);
+    let hold = -Infinity;
+    for (const [key, until] of this.highInFlight) {
+      if (until <= now) this.highInFlight.delete(key);
+      else hold = Math.max(hold, until);
+    }
+    return Math.max(this.nextLowAt, arrived + this.cfg.lowHoldMs, hold);
   }
 
   private admit(req: PacingRequest, priority: PriorityClass, arrivedAt: number, now: number): Admission {
     if (priority === 'high') {
       this.lastHighRelease = now;
+      if (this.cfg.holdLowsDuringHighMs > 0) this.highInFlight.set(req.key, now + this.cfg.holdLowsDuringHighMs);
     } else {
       this.lastLowRelease = now;
       this.nextLowAt = now + this.policy.afterRelease(now);

@@ -27,6 +27,10 @@ import type { ShimMetrics } from './metrics.ts';
 export const CRI_PROTO_FILE = fileURLToPath(new URL('./proto/api.proto', import.meta.url));
 export const CRI_SERVICES = ['runtime.v1.RuntimeService', 'runtime.v1.ImageService'] as const;
 export const RUN_POD_SANDBOX = '/runtime.v1.RuntimeService/RunPodSandbox';
+const CREATE_CONTAINER = '/runtime.v1.RuntimeService/CreateContainer';
+const START_CONTAINER = '/runtime.v1.RuntimeService/StartContainer';
+/** How long the proxy remembers a critical pod's sandbox/containers while waiting for its start. */
+const CRITICAL_TRACKING_MS = 60_000;
 /** The kubelet's CRI client limit (pkg/kubelet/cri/remote: maxMsgSize = 16 MiB). */
 export const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
@@ -166,6 +170,13 @@ export class CriProxy {
   private readonly client: grpc.Client;
   private readonly channel: ReturnType<grpc.Client['getChannel']>;
   private readonly decodeRunPodSandbox: (b: Buffer) => object;
+  private readonly decode: Record<'sandboxResponse' | 'createRequest' | 'createResponse' | 'startRequest', (b: Buffer) => Record<string, unknown>>;
+  /**
+   * Critical-path tracking: sandbox id -> pod key and container id -> pod key of high-priority pods
+   * whose first container has not started yet, so the gate can resume low releases (highDone).
+   */
+  private readonly criticalSandboxes = new Map<string, { key: string; at: number }>();
+  private readonly criticalContainers = new Map<string, { key: string; at: number }>();
   private readonly log: Logger | undefined;
   private started = false;
   private closing = false;
@@ -191,6 +202,17 @@ export class CriProxy {
     const rps = methods.find((m) => m.path === RUN_POD_SANDBOX);
     if (!rps) throw new Error(`${CRI_PROTO_FILE}: no RunPodSandbox method`);
     this.decodeRunPodSandbox = rps.definition.requestDeserialize as (b: Buffer) => object;
+    const def = (path: string) => {
+      const m = methods.find((x) => x.path === path);
+      if (!m) throw new Error(`${CRI_PROTO_FILE}: no ${path} method`);
+      return m.definition;
+    };
+    this.decode = {
+      sandboxResponse: rps.definition.responseDeserialize as never,
+      createRequest: def(CREATE_CONTAINER).requestDeserialize as never,
+      createResponse: def(CREATE_CONTAINER).responseDeserialize as never,
+      startRequest: def(START_CONTAINER).requestDeserialize as never,
+    };
     for (const m of methods) this.register(m);
   }
 
@@ -246,6 +268,15 @@ export class CriProxy {
           cb(statusError(grpc.status.INTERNAL, `kubelet-shim: ${err.message}`));
         });
       this.server.register(m.path, handler, identity, identity, 'unary');
+    } else if (m.path === CREATE_CONTAINER || m.path === START_CONTAINER) {
+      this.server.register(
+        m.path,
+        (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) =>
+          this.forwardUnary(m, call, this.trackCriticalStart(m.path, call.request, cb), performance.now(), 0),
+        identity,
+        identity,
+        'unary',
+      );
     } else {
       this.server.register(
         m.path,
@@ -295,9 +326,64 @@ export class CriProxy {
       const outcome = { criticality: info.criticality, waitedMs: Math.round(admission.waitedMs), runtimeMs: Math.round(performance.now() - forwardedAt) };
       if (err) podLog?.warn({ ...outcome, code: grpc.status[(err as { code?: number }).code ?? grpc.status.UNKNOWN], details: (err as { details?: string }).details }, 'RunPodSandbox failed');
       else podLog?.info(outcome, 'RunPodSandbox done');
+      if (admission.priority === 'high') {
+        const id = !err && value ? this.tryDecode(this.decode.sandboxResponse, value)?.pod_sandbox_id : undefined;
+        if (typeof id === 'string' && id) this.remember(this.criticalSandboxes, id, info.key);
+        else this.gate.highDone(info.key);
+      }
       callback(err, value, trailer);
     };
     this.forwardUnary(m, call, done, t0, admission.waitedMs);
+  }
+
+  /**
+   * While a critical pod is starting, follow its CreateContainer (sandbox id -> container id) and
+   * its first StartContainer, then tell the gate (highDone) so low-priority sandboxes resume. Only
+   * decodes when a critical pod is being tracked; everything else stays pass-through.
+   */
+  private trackCriticalStart(path: string, request: Buffer, cb: grpc.sendUnaryData<Buffer>): grpc.sendUnaryData<Buffer> {
+    if (path === CREATE_CONTAINER) {
+      if (this.criticalSandboxes.size === 0) return cb;
+      const sandbox = this.tryDecode(this.decode.createRequest, request)?.pod_sandbox_id;
+      const tracked = typeof sandbox === 'string' ? this.criticalSandboxes.get(sandbox) : undefined;
+      if (!tracked) return cb;
+      return (err, value, trailer) => {
+        const id = !err && value ? this.tryDecode(this.decode.createResponse, value)?.container_id : undefined;
+        if (typeof id === 'string' && id) this.remember(this.criticalContainers, id, tracked.key);
+        else this.finishCritical(tracked.key);
+        cb(err, value, trailer);
+      };
+    }
+    if (this.criticalContainers.size === 0) return cb;
+    const container = this.tryDecode(this.decode.startRequest, request)?.container_id;
+    const tracked = typeof container === 'string' ? this.criticalContainers.get(container) : undefined;
+    if (!tracked) return cb;
+    return (err, value, trailer) => {
+      this.finishCritical(tracked.key);
+      cb(err, value, trailer);
+    };
+  }
+
+  private finishCritical(key: string): void {
+    for (const map of [this.criticalSandboxes, this.criticalContainers]) {
+      for (const [id, v] of map) if (v.key === key) map.delete(id);
+    }
+    this.gate.highDone(key);
+    this.log?.info({ kind: 'Pod', key }, 'critical pod container started: low-priority sandboxes resume');
+  }
+
+  private remember(map: Map<string, { key: string; at: number }>, id: string, key: string): void {
+    const now = Date.now();
+    for (const [k, v] of map) if (now - v.at > CRITICAL_TRACKING_MS) map.delete(k);
+    map.set(id, { key, at: now });
+  }
+
+  private tryDecode(decode: (b: Buffer) => Record<string, unknown>, b: Buffer): Record<string, unknown> | undefined {
+    try {
+      return decode(b);
+    } catch {
+      return undefined;
+    }
   }
 
   /**

@@ -35,9 +35,9 @@ function shimLog(): Array<{ time: string; msg: string; key?: string; criticality
     .map((l) => JSON.parse(l));
 }
 
-async function setPolicy(policy: Record<string, unknown>): Promise<void> {
+async function setPolicy(policy: Record<string, unknown>, extra: Record<string, unknown> = {}): Promise<void> {
   const before = shimLog().filter((l) => l.msg === 'pacing reconfigured').length;
-  testbed.reconfigureKubeletShim(node, { pacing: { policy, highMinInterArrivalMs: 100 } }, runDir);
+  testbed.reconfigureKubeletShim(node, { pacing: { policy, highMinInterArrivalMs: 100, ...extra } }, runDir);
   await pollUntil(`shim on ${node} to apply ${policy.type}`, () => shimLog().filter((l) => l.msg === 'pacing reconfigured').length > before, { timeoutMs: 10_000 });
 }
 
@@ -102,10 +102,13 @@ describe('real kubelet through the kubelet-shim', () => {
     await setPolicy({ type: 'vanilla' });
     const vanilla = await burst('v');
     await deleteAll();
-    await setPolicy({ type: 'exponential-decay', initialWaitMs: 700, factor: 0.5, resetAfterMs: 5000 });
+    // thesis cloud parameters plus Ulysses' critical-path protection
+    await setPolicy({ type: 'exponential-decay', initialWaitMs: 700, factor: 0.5, resetAfterMs: 5000 }, { holdLowsDuringHighMs: 2000 });
     const decay = await burst('d');
     console.log(`critical pod time to Ready after a burst of 20 low pods on one node: vanilla ${vanilla.highReadyMs} ms, exponential-decay ${decay.highReadyMs} ms (${(decay.highReadyMs / vanilla.highReadyMs).toFixed(2)}x); lows forwarded after the critical sandbox: vanilla ${vanilla.lowsForwardedAfterHigh}, decay ${decay.lowsForwardedAfterHigh}`);
     expect(decay.lowsForwardedAfterHigh).toBeGreaterThan(10);
+    // the proxy followed the critical pod to its container start and resumed the lows then
+    expect(shimLog().some((l) => l.msg === 'critical pod container started: low-priority sandboxes resume' && l.key === `${ns}/d-high`)).toBe(true);
     expect(decay.highReadyMs).toBeLessThan(vanilla.highReadyMs);
     await deleteAll();
   });

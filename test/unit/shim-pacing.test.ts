@@ -158,7 +158,7 @@ describe('pacing policies', () => {
     expect(() => new PacingGate({ config: { maxQueueLength: 0 } })).toThrow(/maxQueueLength/);
     expect(() => new PacingGate({ config: { highMinInterArrivalMs: -5 } })).toThrow(/highMinInterArrivalMs/);
     const g = new PacingGate({ config: {} });
-    expect(g.config).toEqual({ policy: { type: 'vanilla' }, highMinInterArrivalMs: 100, lowHoldMs: 0, maxQueueLength: 1024, maxHighQueueLength: 64 });
+    expect(g.config).toEqual({ policy: { type: 'vanilla' }, highMinInterArrivalMs: 100, lowHoldMs: 0, maxQueueLength: 1024, maxHighQueueLength: 64, holdLowsDuringHighMs: 0 });
   });
 });
 
@@ -411,3 +411,41 @@ describe('PacingGate', () => {
     expect(clock.pendingTimers).toBe(0);
   });
 });
+
+describe('critical-path protection (holdLowsDuringHighMs)', () => {
+  it('holds low releases after a high one until the proxy reports the critical pod started', async () => {
+    const { clock, gate, submit, order } = harness({ policy: { type: 'vanilla' }, holdLowsDuringHighMs: 2000 });
+    const high = submit('crit', 'high');
+    await clock.advance(0);
+    expect(high.admission?.releasedAt).toBe(0);
+    expect(gate.highsInFlight).toEqual(['crit']);
+    const lows = ['a', 'b'].map((k) => submit(k, 'low'));
+    await clock.advance(500);
+    expect(releasedAt(lows)).toEqual([undefined, undefined]); // held while the critical pod starts
+    gate.highDone('crit');
+    await clock.advance(0);
+    expect(releasedAt(lows)).toEqual([500, 500]);
+    expect(order).toEqual(['crit', 'a', 'b']);
+    expect(gate.highsInFlight).toEqual([]);
+  });
+
+  it('releases the lows at the hold deadline if the start is never reported', async () => {
+    const { clock, submit } = harness({ policy: { type: 'vanilla' }, holdLowsDuringHighMs: 2000 });
+    submit('crit', 'high');
+    await clock.advance(100);
+    const low = submit('a', 'low');
+    await clock.advance(1899);
+    expect(low.admission).toBeUndefined();
+    await clock.advance(1);
+    expect(low.admission?.releasedAt).toBe(2000);
+  });
+
+  it('is off by default (thesis behaviour): lows are not held by a high release', async () => {
+    const { clock, submit } = harness({ policy: { type: 'vanilla' } });
+    submit('crit', 'high');
+    const low = submit('a', 'low');
+    await clock.advance(0);
+    expect(low.admission?.releasedAt).toBe(0);
+  });
+});
+
