@@ -5,7 +5,7 @@
  * limiter (20 qps / burst 30, one per process) applied per API request in the modes that keep it.
  * In the periodic mode the periodic workers pace the work instead of the global limiter.
  */
-import type { KubeConfig, V1Node, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
+import type { KubeConfig, V1EndpointSlice, V1Node, V1Pod, V1ReplicaSet, V1Service } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { CriticalityIndex } from '../core/criticality.ts';
 import { ResilientInformer } from '../core/informer.ts';
@@ -13,9 +13,10 @@ import { KubeClient } from '../core/kube.ts';
 import { componentLogger } from '../core/logging.ts';
 import { ReplicaSetController } from './controllers/replicaset.ts';
 import { TaintEvictionController } from './controllers/taint-eviction.ts';
+import { EndpointSliceController } from './controllers/endpointslice.ts';
 import { KCM_API_BURST, KCM_API_QPS, TokenBucket, WorkerPool, type WorkerMode, type WorkerPoolConfigInput } from './queue/index.ts';
 
-export const CONTROLLERS = ['replicaset', 'taint-eviction'] as const;
+export const CONTROLLERS = ['replicaset', 'taint-eviction', 'endpointslice'] as const;
 export type ControllerName = (typeof CONTROLLERS)[number];
 
 export interface ControllerManagerOptions {
@@ -32,7 +33,7 @@ export interface ControllerManagerOptions {
 }
 
 /** thesis §6.1.1: 100 ms ReplicaSet/Deployment, 50 ms node-related and endpoints */
-const DEFAULT_PERIODS: Record<ControllerName, number> = { replicaset: 100, 'taint-eviction': 50 };
+const DEFAULT_PERIODS: Record<ControllerName, number> = { replicaset: 100, 'taint-eviction': 50, endpointslice: 50 };
 
 interface Running {
   pool: WorkerPool<string>;
@@ -46,6 +47,8 @@ export class ControllerManager {
   readonly pods: ResilientInformer<V1Pod>;
   readonly replicaSets: ResilientInformer<V1ReplicaSet>;
   readonly nodes: ResilientInformer<V1Node>;
+  readonly services: ResilientInformer<V1Service>;
+  readonly endpointSlices: ResilientInformer<V1EndpointSlice>;
   /** kube-controller-manager's process-wide client-side limiter */
   readonly apiLimiter: TokenBucket;
   private readonly running = new Map<ControllerName, Running>();
@@ -62,6 +65,8 @@ export class ControllerManager {
     this.pods = new ResilientInformer<V1Pod>(kc, { path: '/api/v1/pods', log: this.log });
     this.replicaSets = new ResilientInformer<V1ReplicaSet>(kc, { path: '/apis/apps/v1/replicasets', log: this.log });
     this.nodes = new ResilientInformer<V1Node>(kc, { path: '/api/v1/nodes', log: this.log });
+    this.services = new ResilientInformer<V1Service>(kc, { path: '/api/v1/services', log: this.log });
+    this.endpointSlices = new ResilientInformer<V1EndpointSlice>(kc, { path: '/apis/discovery.k8s.io/v1/endpointslices', log: this.log });
     // the index first, so every controller's handler sees the pod's current level
     this.pods.on('add', (p) => this.criticality.upsertPod(p));
     this.pods.on('update', (p) => this.criticality.upsertPod(p));
@@ -86,6 +91,21 @@ export class ControllerManager {
           client,
           pods: this.pods,
           replicaSets: this.replicaSets,
+          criticality: this.criticality,
+          enqueue,
+          log,
+        });
+        pool = new WorkerPool<string>({ ...cfg, rateLimitedModes: [], name, reconcile: c.reconcile, logger: log });
+        c.register();
+        break;
+      }
+      case 'endpointslice': {
+        const c = new EndpointSliceController({
+          client,
+          pods: this.pods,
+          services: this.services,
+          slices: this.endpointSlices,
+          nodes: this.nodes,
           criticality: this.criticality,
           enqueue,
           log,
@@ -124,8 +144,12 @@ export class ControllerManager {
     this.log.info({ controller: name, mode }, 'mode changed');
   }
 
+  private informers() {
+    return [this.pods, this.replicaSets, this.nodes, this.services, this.endpointSlices];
+  }
+
   async start(): Promise<void> {
-    await Promise.all([this.pods.start(), this.replicaSets.start(), this.nodes.start()]);
+    await Promise.all(this.informers().map((i) => i.start()));
     for (const r of this.running.values()) {
       r.afterSync?.();
       r.pool.start();
@@ -134,9 +158,7 @@ export class ControllerManager {
   }
 
   async stop(): Promise<void> {
-    this.pods.stop();
-    this.replicaSets.stop();
-    this.nodes.stop();
+    for (const i of this.informers()) i.stop();
     await Promise.all([...this.running.values()].map((r) => r.pool.stop()));
   }
 }

@@ -7,6 +7,7 @@
 import { existsSync, readFileSync, writeFileSync, readdirSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { createServer } from 'node:net';
 import { KubeConfig, CoreV1Api, type V1Node } from '@kubernetes/client-node';
 import { stringify as stringifyYaml } from 'yaml';
 import { ensureBinaries, K8S_VERSION, cacheDir } from './binaries.ts';
@@ -14,6 +15,7 @@ import { buildTestImages } from './images/index.ts';
 import { generatePki, pkiPaths, writeKubeconfig, type Pki } from './pki.ts';
 import {
   APISERVER_URL,
+  PORTS,
   apiserverSpec,
   startApiserver,
   startControllerManager,
@@ -23,7 +25,7 @@ import {
   type ControlPlaneOptions,
 } from './controlplane.ts';
 import { realNodeSpec, startRealNode, stopRealNode, unmountUnder, mountsUnder, deleteBridge, destroyCgroupRoot, type RealNodeSpec } from './realnode.ts';
-import { createKwokNodes, DEFAULT_KWOK_DELAYS, startKwok, writeKwokStages, type KwokDelays } from './kwok.ts';
+import { createKwokNodes, DEFAULT_KWOK_DELAYS, KWOK_PORT, startKwok, writeKwokStages, type KwokDelays } from './kwok.ts';
 import { FatalError, isAlive, pidsMatching, pollUntil, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
 
 export interface TestbedOptions {
@@ -120,6 +122,7 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
   const cpCpus = pinCpus ? '0' : undefined;
   const nodeCpus = pinCpus ? '1' : undefined;
 
+  await assertPortsFree([...Object.values(PORTS), ...(kwokCount ? [KWOK_PORT] : [])]);
   await ensureBinaries(log);
   const images = await buildTestImages(cacheDir(), log);
   await mkdir(join(runDir, 'logs'), { recursive: true });
@@ -358,4 +361,21 @@ export function reconfigureKubeletShim(node: string, config: unknown, runDir = d
   if (!spec || !proc) throw new Error(`node ${node} of the testbed in ${runDir} runs no kubelet-shim`);
   writeFileSync(join(spec.dir, 'kubelet-shim.yaml'), stringifyYaml(config));
   process.kill(proc.pid, 'SIGHUP');
+}
+
+/** Fails fast (naming the port) when another testbed or program already listens on a port we need. */
+async function assertPortsFree(ports: number[]): Promise<void> {
+  const busy: number[] = [];
+  for (const port of ports) {
+    const free = await new Promise<boolean>((resolve) => {
+      const srv = createServer();
+      srv.once('error', () => resolve(false));
+      srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+    });
+    if (!free) busy.push(port);
+  }
+  if (busy.length) {
+    const others = pidsMatching('kube-apiserver').length ? ' (is another testbed up? `ulysses testbed status --run-dir DIR`, then `down`)' : '';
+    throw new Error(`testbed ports already in use on 127.0.0.1: ${busy.join(', ')}${others}`);
+  }
 }
