@@ -14,7 +14,7 @@ import { componentLogger } from '../core/logging.ts';
 import { ReplicaSetController } from './controllers/replicaset.ts';
 import { TaintEvictionController } from './controllers/taint-eviction.ts';
 import { EndpointSliceController } from './controllers/endpointslice.ts';
-import { KCM_API_BURST, KCM_API_QPS, TokenBucket, WorkerPool, type WorkerMode, type WorkerPoolConfigInput } from './queue/index.ts';
+import { KCM_API_BURST, KCM_API_QPS, TokenBucket, WorkerPool, type Reconciler, type WorkerMode, type WorkerPoolConfigInput } from './queue/index.ts';
 
 export const CONTROLLERS = ['replicaset', 'taint-eviction', 'endpointslice'] as const;
 export type ControllerName = (typeof CONTROLLERS)[number];
@@ -34,6 +34,13 @@ export interface ControllerManagerOptions {
 
 /** thesis §6.1.1: 100 ms ReplicaSet/Deployment, 50 ms node-related and endpoints */
 const DEFAULT_PERIODS: Record<ControllerName, number> = { replicaset: 100, 'taint-eviction': 50, endpointslice: 50 };
+
+/** What every controller offers the manager: its reconcile, its informer wiring, an optional initial pass. */
+interface Controller {
+  reconcile: Reconciler<string>;
+  register(): void;
+  afterSync?(): void;
+}
 
 interface Running {
   pool: WorkerPool<string>;
@@ -77,51 +84,27 @@ export class ControllerManager {
 
   private build(name: ControllerName): void {
     const cfg: WorkerPoolConfigInput = { periodMs: DEFAULT_PERIODS[name], ...this.o.pools?.[name] };
-    // the client-side limiter is applied per request, below; the pool itself does not gate syncs
     this.rateLimitedModes.set(name, cfg.rateLimitedModes ?? ['vanilla', 'multi-priority-async']);
     const client = new KubeClient(this.o.kubeconfig);
     const log = this.log.child({ controller: name });
-    let pool: WorkerPool<string>;
-    let afterSync: (() => void) | undefined;
+    // the queue is created with the pool below; controllers only enqueue after register()
     const enqueue = (key: string, priority: number, afterMs?: number) =>
       afterMs ? pool.queue.addAfter(key, afterMs, priority as 0 | 1 | 2) : pool.queue.add(key, priority as 0 | 1 | 2);
-    switch (name) {
-      case 'replicaset': {
-        const c = new ReplicaSetController({
-          client,
-          pods: this.pods,
-          replicaSets: this.replicaSets,
-          criticality: this.criticality,
-          enqueue,
-          log,
-        });
-        pool = new WorkerPool<string>({ ...cfg, rateLimitedModes: [], name, reconcile: c.reconcile, logger: log });
-        c.register();
-        break;
+    const common = { client, pods: this.pods, nodes: this.nodes, criticality: this.criticality, enqueue, log };
+    const controller: Controller = (() => {
+      switch (name) {
+        case 'replicaset':
+          return new ReplicaSetController({ ...common, replicaSets: this.replicaSets });
+        case 'endpointslice':
+          return new EndpointSliceController({ ...common, services: this.services, slices: this.endpointSlices });
+        case 'taint-eviction':
+          return new TaintEvictionController(common);
       }
-      case 'endpointslice': {
-        const c = new EndpointSliceController({
-          client,
-          pods: this.pods,
-          services: this.services,
-          slices: this.endpointSlices,
-          nodes: this.nodes,
-          criticality: this.criticality,
-          enqueue,
-          log,
-        });
-        pool = new WorkerPool<string>({ ...cfg, rateLimitedModes: [], name, reconcile: c.reconcile, logger: log });
-        c.register();
-        break;
-      }
-      case 'taint-eviction': {
-        const c = new TaintEvictionController({ client, pods: this.pods, nodes: this.nodes, criticality: this.criticality, enqueue, log });
-        pool = new WorkerPool<string>({ ...cfg, rateLimitedModes: [], name, reconcile: c.reconcile, logger: log });
-        c.register();
-        afterSync = () => c.afterSync();
-        break;
-      }
-    }
+    })();
+    // the client-side limiter is applied per request (applyLimiter); the pool itself never gates syncs
+    const pool: WorkerPool<string> = new WorkerPool<string>({ ...cfg, rateLimitedModes: [], name, reconcile: controller.reconcile, logger: log });
+    controller.register();
+    const afterSync = controller.afterSync?.bind(controller);
     this.running.set(name, { pool, client, afterSync });
     this.applyLimiter(name);
   }

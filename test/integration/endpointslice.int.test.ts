@@ -4,22 +4,24 @@
  * named ports), follow scale-down and not-ready pods, split at 100 endpoints, and keep one empty
  * slice for a Service without endpoints.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AppsV1Api, CoreV1Api, DiscoveryV1Api, type KubeConfig, type V1EndpointSlice } from '@kubernetes/client-node';
-import * as testbed from '../../experiments/testbed/testbed.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { AppsV1Api, CoreV1Api, DiscoveryV1Api, type V1EndpointSlice } from '@kubernetes/client-node';
+import { useTestbed } from './harness.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
-import { applyDeployment, deployment, ensureNamespace } from '../../experiments/workloads.ts';
-import { ControllerManager } from '../../controller-manager/manager.ts';
+import { applyDeployment, deployment } from '../../experiments/workloads.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 
 const runDir = '/tmp/ulysses-it-endpointslice';
 const ns = 'eps-it';
-let state: testbed.TestbedState;
-let kc: KubeConfig;
-let core: CoreV1Api;
-let apps: AppsV1Api;
-let discovery: DiscoveryV1Api;
-let cm: ControllerManager;
+const t = useTestbed(runDir, {
+  realNodes: 2,
+  kwokNodes: 2,
+  controllers: '*,-endpointslice-controller',
+  namespace: ns,
+  controllerManager: { controllers: ['endpointslice'] },
+});
+let core: CoreV1Api, apps: AppsV1Api, discovery: DiscoveryV1Api;
+beforeAll(() => ({ core, apps, discovery } = t));
 
 const slicesOf = async (svc: string): Promise<V1EndpointSlice[]> =>
   (await discovery.listNamespacedEndpointSlice({ namespace: ns, labelSelector: `kubernetes.io/service-name=${svc}` })).items;
@@ -29,21 +31,6 @@ async function service(name: string, app: string, targetPort: number | string): 
 }
 
 describe('EndpointSlice controller on the real testbed', () => {
-  beforeAll(async () => {
-    await testbed.down({ runDir, log: () => undefined });
-    state = await testbed.up({ runDir, realNodes: 2, kwokNodes: 2, controllers: '*,-endpointslice-controller' });
-    kc = testbed.kubeConfigFor(state);
-    core = kc.makeApiClient(CoreV1Api);
-    apps = kc.makeApiClient(AppsV1Api);
-    discovery = kc.makeApiClient(DiscoveryV1Api);
-    await ensureNamespace(core, ns);
-    cm = new ControllerManager({ kubeconfig: kc, controllers: ['endpointslice'] });
-    await cm.start();
-  });
-  afterAll(async () => {
-    await cm?.stop();
-    await testbed.down({ runDir });
-  });
 
   it('publishes the ready pods of a Service, with conditions, targetRef, node and the resolved named port', async () => {
     const d = deployment({ namespace: ns, name: 'web', replicas: 4, criticality: 'high', image: 'http-server', nodes: ['real-1', 'real-2'] });

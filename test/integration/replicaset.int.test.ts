@@ -4,22 +4,29 @@
  * kubelets, status is published, scale down removes the least valuable pods, orphans are adopted,
  * watch lag never produces duplicate pods, and switching the serving mode mid-scale loses nothing.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod, type V1ReplicaSet } from '@kubernetes/client-node';
-import * as testbed from '../../experiments/testbed/testbed.ts';
+import { useTestbed } from './harness.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
-import { deployment, ensureNamespace } from '../../experiments/workloads.ts';
+import { deployment } from '../../experiments/workloads.ts';
 import { ControllerManager } from '../../controller-manager/manager.ts';
 import { ResilientInformer } from '../../core/informer.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 
 const runDir = '/tmp/ulysses-it-replicaset';
 const ns = 'rs-it';
-let state: testbed.TestbedState;
-let kc: KubeConfig;
-let core: CoreV1Api;
-let apps: AppsV1Api;
-let cm: ControllerManager;
+const t = useTestbed(runDir, {
+  realNodes: 2,
+  kwokNodes: 4,
+  controllers: '*,-replicaset-controller',
+  namespace: ns,
+  controllerManager: { controllers: ['replicaset'] },
+});
+let kc: KubeConfig, core: CoreV1Api, apps: AppsV1Api, cm: ControllerManager;
+beforeAll(() => {
+  ({ kc, core, apps } = t);
+  cm = t.cm!;
+});
 
 function rsBody(name: string, replicas: number, onKwok: boolean, criticality: 'low' | 'high' = 'low'): V1ReplicaSet {
   const d = deployment({ namespace: ns, name, replicas, criticality, image: 'http-server', nodes: onKwok ? undefined : ['real-1', 'real-2'] });
@@ -37,20 +44,6 @@ const activePods = async (app: string) =>
 const rsStatus = async (name: string) => (await apps.readNamespacedReplicaSetStatus({ name, namespace: ns })).status;
 
 describe('ReplicaSet controller on the real testbed', () => {
-  beforeAll(async () => {
-    await testbed.down({ runDir, log: () => undefined });
-    state = await testbed.up({ runDir, realNodes: 2, kwokNodes: 4, controllers: '*,-replicaset-controller' });
-    kc = testbed.kubeConfigFor(state);
-    core = kc.makeApiClient(CoreV1Api);
-    apps = kc.makeApiClient(AppsV1Api);
-    await ensureNamespace(core, ns);
-    cm = new ControllerManager({ kubeconfig: kc, controllers: ['replicaset'] });
-    await cm.start();
-  });
-  afterAll(async () => {
-    await cm?.stop();
-    await testbed.down({ runDir });
-  });
 
   it('runs a Deployment whose ReplicaSet only Ulysses manages: pods Ready on real kubelets, status published', async () => {
     await apps.createNamespacedDeployment({ namespace: ns, body: deployment({ namespace: ns, name: 'web', replicas: 4, criticality: 'low', image: 'http-server', nodes: ['real-1', 'real-2'] }) });

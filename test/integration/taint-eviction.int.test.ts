@@ -4,23 +4,26 @@
  * delays the eviction, a permanent toleration keeps the pod; and the whole failover path (taint ->
  * eviction -> replacement -> Ready on the other real node, answering over UDP) runs on Ulysses.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod, type V1Toleration } from '@kubernetes/client-node';
-import * as testbed from '../../experiments/testbed/testbed.ts';
+import { useTestbed } from './harness.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
-import { applyDeployment, deployment, ensureNamespace, podReady, taintNoExecute, udpFirstAnswer } from '../../experiments/workloads.ts';
-import { ControllerManager } from '../../controller-manager/manager.ts';
+import { applyDeployment, deployment, podReady, taintNoExecute, udpFirstAnswer } from '../../experiments/workloads.ts';
 import { ResilientInformer } from '../../core/informer.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 import { TEST_IMAGES } from '../../experiments/testbed/images/index.ts';
 
 const runDir = '/tmp/ulysses-it-taint';
 const ns = 'taint-it';
-let state: testbed.TestbedState;
-let kc: KubeConfig;
-let core: CoreV1Api;
-let apps: AppsV1Api;
-let cm: ControllerManager;
+const t = useTestbed(runDir, {
+  realNodes: 2,
+  kwokNodes: 1,
+  controllers: '*,-replicaset-controller,-taint-eviction-controller',
+  namespace: ns,
+  controllerManager: { controllers: ['replicaset', 'taint-eviction'], pools: { 'taint-eviction': { mode: 'multi-priority-periodic' } } },
+});
+let kc: KubeConfig, core: CoreV1Api, apps: AppsV1Api;
+beforeAll(() => ({ kc, core, apps } = t));
 
 function kwokPod(name: string, extra: V1Toleration[]): V1Pod {
   return {
@@ -34,20 +37,6 @@ function kwokPod(name: string, extra: V1Toleration[]): V1Pod {
 }
 
 describe('taint eviction on the real testbed', () => {
-  beforeAll(async () => {
-    await testbed.down({ runDir, log: () => undefined });
-    state = await testbed.up({ runDir, realNodes: 2, kwokNodes: 1, controllers: '*,-replicaset-controller,-taint-eviction-controller' });
-    kc = testbed.kubeConfigFor(state);
-    core = kc.makeApiClient(CoreV1Api);
-    apps = kc.makeApiClient(AppsV1Api);
-    await ensureNamespace(core, ns);
-    cm = new ControllerManager({ kubeconfig: kc, controllers: ['replicaset', 'taint-eviction'], pools: { 'taint-eviction': { mode: 'multi-priority-periodic' } } });
-    await cm.start();
-  });
-  afterAll(async () => {
-    await cm?.stop();
-    await testbed.down({ runDir });
-  });
 
   it('evicts untolerated pods at once (DisruptionTarget), tolerationSeconds later, permanent tolerations never', async () => {
     const failure = { key: 'ulysses.io/failure', operator: 'Exists', effect: 'NoExecute' };
