@@ -1,0 +1,80 @@
+/**
+ * Partitioned EDF (thesis §2 and §6.2: "rejected by the EDF utilization bound"; Liu & Layland 1973).
+ *
+ * Per core, preemptive EDF, synchronous or sporadic tasks:
+ * - every task has D ≥ T (implicit deadlines, or longer): Σ C/T ≤ 1 is necessary and sufficient
+ *   (exact). The spec says "exact for implicit deadlines"; D > T is also exact because the demand
+ *   bound function is then ≤ U·t;
+ * - some task has D < T: the density test Σ C/min(D, T) ≤ 1 is only sufficient (a failing set may
+ *   still be feasible: an exact processor-demand analysis is not done here).
+ * The result says which test was used (`test`) and whether its answer is exact (`exact`). A bound
+ * below 1 (a node's maxUtilization) can be passed; the answer is then no longer "exact".
+ * A task with D < C is never schedulable (its density is > 1).
+ *
+ * Placement over cores: the tasks are placed one by one, highest density first (ties by index),
+ * each on the least loaded core (by density, ties by core index) that still passes the test:
+ * worst-fit decreasing. All-or-nothing.
+ * No I/O.
+ */
+import { invalidTask, relativeDeadline, taskDensity, taskUtilization, type RtTask } from './task.ts';
+
+const EPSILON = 1e-9;
+
+export interface EdfResult {
+  readonly schedulable: boolean;
+  /** 'utilization': Σ C/T (all D ≥ T); 'density': Σ C/min(D,T). */
+  readonly test: 'utilization' | 'density';
+  /** True when the answer is exact (utilization test against bound 1), false when only sufficient. */
+  readonly exact: boolean;
+  /** The sum compared (Σ C/T or Σ C/min(D,T)). */
+  readonly load: number;
+  readonly bound: number;
+  readonly reason?: string;
+}
+
+/** EDF test for one core. */
+export function edfCoreSchedulable(tasks: readonly RtTask[], bound = 1): EdfResult {
+  const implicit = tasks.every((t) => relativeDeadline(t) >= t.periodUs);
+  const test = implicit ? 'utilization' : 'density';
+  const exact = implicit && bound === 1;
+  for (const [i, t] of tasks.entries()) {
+    const bad = invalidTask(t);
+    if (bad) return { schedulable: false, test, exact, load: Number.NaN, bound, reason: `invalid task ${i}: ${bad}` };
+  }
+  let load = 0;
+  for (const t of tasks) load += implicit ? taskUtilization(t) : taskDensity(t);
+  if (load <= bound + EPSILON) return { schedulable: true, test, exact, load, bound };
+  const what = implicit ? 'utilization Σ C/T' : 'density Σ C/min(D,T)';
+  const tail = implicit ? '' : ' (sufficient test only)';
+  return { schedulable: false, test, exact, load, bound, reason: `${what} = ${load.toFixed(4)} > ${bound}${tail}` };
+}
+
+export type EdfPlacement =
+  | { readonly ok: true; /** core of each input task */ readonly assignment: readonly number[]; readonly cores: readonly EdfResult[] }
+  | { readonly ok: false; readonly reason: string; readonly cores: readonly EdfResult[] };
+
+/** Worst-fit-decreasing placement of `tasks` onto cores already holding `cores[i]`. */
+export function placeEdfTasks(cores: readonly (readonly RtTask[])[], tasks: readonly RtTask[], bound = 1): EdfPlacement {
+  const state = cores.map((c) => [...c]);
+  const current = () => state.map((c) => edfCoreSchedulable(c, bound));
+  if (state.length === 0) return { ok: false, reason: 'node has no cores', cores: [] };
+  for (const [i, t] of tasks.entries()) {
+    const bad = invalidTask(t);
+    if (bad) return { ok: false, reason: `invalid task ${i}: ${bad}`, cores: current() };
+  }
+  const load = (c: readonly RtTask[]) => c.reduce((s, t) => s + taskDensity(t), 0);
+  const order = tasks.map((_, i) => i).sort((a, b) => taskDensity(tasks[b]!) - taskDensity(tasks[a]!) || a - b);
+  const assignment: number[] = new Array<number>(tasks.length).fill(-1);
+  for (const i of order) {
+    const t = tasks[i]!;
+    const byLoad = state.map((_, c) => c).sort((a, b) => load(state[a]!) - load(state[b]!) || a - b);
+    const core = byLoad.find((c) => edfCoreSchedulable([...state[c]!, t], bound).schedulable);
+    if (core === undefined) {
+      const best = edfCoreSchedulable([...state[byLoad[0]!]!, t], bound);
+      return { ok: false, reason: `task ${i} fits no core (least loaded core ${byLoad[0]}: ${best.reason})`, cores: current() };
+    }
+    state[core]!.push(t);
+    assignment[i] = core;
+  }
+  return { ok: true, assignment, cores: current() };
+}

@@ -1,0 +1,121 @@
+/**
+ * The real-time task model shared by every schedulability test in this folder (thesis §3.1: a pod
+ * is a set of tasks with WCET, period and optional priority/deadline).
+ *
+ * - All times are integer microseconds (the annotations carry µs; integer arithmetic keeps the
+ *   fixed-point iterations exact and terminating).
+ * - A task is periodic or sporadic with no release jitter (the annotation has no jitter field), so
+ *   the J_j of a task in the spec's L_i(w) is 0.
+ * - `deadlineUs` defaults to `periodUs`. Fixed-priority response-time analysis here only looks at the
+ *   first job of a busy period, which is exact for constrained deadlines (D ≤ T). A task with D > T
+ *   is analysed against min(D, T) ("effective deadline"): sufficient, never optimistic.
+ * - Fixed-priority order inside a server/reservation: explicit `priority` first, lower number =
+ *   higher priority, ties broken by the task's index in the annotation; tasks without `priority`
+ *   come after all tasks with one, deadline-monotonic among themselves (ties by index).
+ *
+ * No I/O.
+ */
+
+export interface RtTask {
+  readonly wcetUs: number;
+  readonly periodUs: number;
+  /** Relative deadline; defaults to `periodUs`. */
+  readonly deadlineUs?: number;
+  /** Fixed priority inside the pod's server/reservation: lower number = higher priority. */
+  readonly priority?: number;
+}
+
+/** Upper limit on any time value (1 hour): keeps every product far below 2^53. */
+export const MAX_TIME_US = 3_600_000_000;
+
+/** Guard against pathological fixed-point iterations (a scheduler must answer in bounded time). */
+export const MAX_ITERATIONS = 100_000;
+
+/** ceil(a / b) for integers a ≥ 0, b > 0, without floating-point rounding surprises. */
+export function ceilDiv(a: number, b: number): number {
+  if (a <= 0) return 0;
+  return Math.floor((a - 1) / b) + 1;
+}
+
+export function relativeDeadline(task: RtTask): number {
+  return task.deadlineUs ?? task.periodUs;
+}
+
+/** min(D, T): the deadline the first-job response-time analysis must meet (see the header). */
+export function effectiveDeadline(task: RtTask): number {
+  return Math.min(relativeDeadline(task), task.periodUs);
+}
+
+export function taskUtilization(task: RtTask): number {
+  return task.wcetUs / task.periodUs;
+}
+
+/** C / min(D, T). */
+export function taskDensity(task: RtTask): number {
+  return task.wcetUs / effectiveDeadline(task);
+}
+
+function isPositiveTime(v: unknown): v is number {
+  return typeof v === 'number' && Number.isSafeInteger(v) && v > 0 && v <= MAX_TIME_US;
+}
+
+/**
+ * Returns a description of what is wrong with the task's parameters, or undefined if they are valid.
+ * A deadline shorter than the WCET is valid input (the task is simply unschedulable).
+ */
+export function invalidTask(task: RtTask): string | undefined {
+  if (!isPositiveTime(task.wcetUs)) return `wcetUs must be an integer in (0, ${MAX_TIME_US}], got ${task.wcetUs}`;
+  if (!isPositiveTime(task.periodUs)) return `periodUs must be an integer in (0, ${MAX_TIME_US}], got ${task.periodUs}`;
+  if (task.deadlineUs !== undefined && !isPositiveTime(task.deadlineUs)) {
+    return `deadlineUs must be an integer in (0, ${MAX_TIME_US}], got ${task.deadlineUs}`;
+  }
+  if (task.priority !== undefined && !Number.isSafeInteger(task.priority)) return `priority must be an integer, got ${task.priority}`;
+  return undefined;
+}
+
+/** Indices of `tasks`, highest priority first (rules in the header). */
+export function taskPriorityOrder(tasks: readonly RtTask[]): number[] {
+  return tasks
+    .map((_, i) => i)
+    .sort((a, b) => {
+      const ta = tasks[a]!;
+      const tb = tasks[b]!;
+      const pa = ta.priority ?? Number.POSITIVE_INFINITY;
+      const pb = tb.priority ?? Number.POSITIVE_INFINITY;
+      if (pa !== pb) return pa < pb ? -1 : 1;
+      if (ta.priority === undefined) {
+        const da = effectiveDeadline(ta);
+        const db = effectiveDeadline(tb);
+        if (da !== db) return da - db;
+      }
+      return a - b;
+    });
+}
+
+/** The tasks with higher priority than `tasks[index]` (hp(i)). */
+export function higherPriorityTasks(tasks: readonly RtTask[], index: number): RtTask[] {
+  const order = taskPriorityOrder(tasks);
+  const rank = order.indexOf(index);
+  return order.slice(0, Math.max(rank, 0)).map((i) => tasks[i]!);
+}
+
+/** L_i(w) = C_i + Σ_{j ∈ hp(i)} ceil(w / T_j) C_j (task jitter is 0, see header). */
+export function levelLoad(task: RtTask, hpTasks: readonly RtTask[], windowUs: number): number {
+  let load = task.wcetUs;
+  for (const j of hpTasks) load += ceilDiv(windowUs, j.periodUs) * j.wcetUs;
+  return load;
+}
+
+/**
+ * Per-task outcome of a response-time analysis. When `schedulable` is false because the iteration
+ * passed the deadline, `responseTimeUs` is the first iterate beyond it: a lower bound on the true
+ * worst-case response time, enough to say by how much the deadline is missed (at least).
+ */
+export interface TaskResponse {
+  readonly schedulable: boolean;
+  readonly responseTimeUs: number | null;
+  /** The deadline compared against: min(D, T). */
+  readonly deadlineUs: number;
+  readonly method: 'exact' | 'periodic-resource-bound';
+  readonly reason?: string;
+}
