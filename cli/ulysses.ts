@@ -74,6 +74,24 @@ program
     await runDemo({ runDir: o.runDir, lowPods: o.lowPods, keep: o.keep });
   });
 
+program
+  .command('schedulability')
+  .description('what-if: would this real-time/TDMA pod fit on this node? (same analyses as the scheduler extender)')
+  .requiredOption('--input <file>', 'JSON: {"node":{labels,annotations},"pods":[...existing],"pod":{...new},"networks":[...]?}')
+  .action(async (o) => {
+    const { readFile } = await import('node:fs/promises');
+    const { schedulability } = await import('../scheduler-plugins/schedulability.ts');
+    let input: unknown;
+    try {
+      input = JSON.parse(await readFile(o.input, 'utf8'));
+    } catch (err) {
+      throw new Error(`--input ${o.input}: ${(err as Error).message}`);
+    }
+    const answer = schedulability(input as never);
+    console.log(JSON.stringify(answer, null, 2));
+    if (!answer.feasible) process.exitCode = 3;
+  });
+
 program.parseAsync().catch((err: Error) => {
   console.error(`ulysses: ${err.message}`);
   process.exit(1);
