@@ -24,18 +24,8 @@ import {
   type SimulationOptions,
 } from '../../scheduler-plugins/realtime/simulator.ts';
 import { ceilDiv, effectiveDeadline, higherPriorityTasks, levelLoad, type RtTask } from '../../scheduler-plugins/realtime/task.ts';
+import { prng } from './prng.ts';
 
-/** mulberry32: small, seeded, deterministic. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const SERVER_PERIODS = [2000, 2500, 4000, 5000, 10000];
 const TASK_PERIODS = [5000, 10000, 20000, 25000, 40000, 50000];

@@ -10,17 +10,8 @@ import {
   timeToServe,
   type TdmaNetwork,
 } from '../../scheduler-plugins/tdma/tdma.ts';
+import { prng } from './prng.ts';
 
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('TDMA supply (thesis testbed: 5 ms cycle, 1 ms slots)', () => {
   it('sbf(D) = floor(D/c)Θ + max(0, D mod c − (c − Θ))', () => {
