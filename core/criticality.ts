@@ -35,6 +35,7 @@ import type {
   V1ReplicaSet,
   V1Service,
 } from '@kubernetes/client-node';
+import { objectKey as keyOf } from './objects.ts';
 import { compileLabelSelector, labelValue, selectorFromMap, type LabelMatcher, type Labels } from './labels.ts';
 
 // ---------------------------------------------------------------------------------------------
@@ -197,7 +198,7 @@ function ownCriticality(kind: string, meta: V1ObjectMeta | undefined): PodCritic
 
 /** Cache key of a namespaced object: "namespace/name" (as client-go's MetaNamespaceKeyFunc). */
 export function objectKey(meta: V1ObjectMeta | undefined): string {
-  return `${meta?.namespace ?? DEFAULT_NAMESPACE}/${meta?.name ?? ''}`;
+  return keyOf({ metadata: { ...meta, namespace: meta?.namespace ?? DEFAULT_NAMESPACE } });
 }
 
 /** Does any of `meta.ownerReferences` point at `ownerUid`? */

@@ -16,6 +16,7 @@ import { Counter } from 'prom-client';
 import { apiRequest, ApiError } from './kube.ts';
 import { componentLogger, type Logger } from './logging.ts';
 import { metricsRegistry } from './metrics.ts';
+import { objectKey } from './objects.ts';
 
 export interface InformerOptions {
   /** Collection path, e.g. "/api/v1/pods" or "/apis/apps/v1/namespaces/ns/replicasets". */
@@ -50,10 +51,7 @@ function restartCounter() {
   return restarts;
 }
 
-export function objectKey(o: KubernetesObject): string {
-  const ns = o.metadata?.namespace;
-  return ns ? `${ns}/${o.metadata?.name}` : (o.metadata?.name ?? '');
-}
+export { objectKey };
 
 export class ResilientInformer<T extends KubernetesObject> extends EventEmitter {
   private readonly cache = new Map<string, T>();

@@ -6,6 +6,7 @@
 import dgram from 'node:dgram';
 import type { AppsV1Api, CoreV1Api, V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { CRITICALITY_LABEL, type Criticality } from '../core/criticality.ts';
+import { isPodReady } from '../core/objects.ts';
 import { TEST_IMAGES } from './testbed/images/index.ts';
 
 export const ECHO_PORT = 5005;
@@ -118,9 +119,8 @@ export async function untaint(core: CoreV1Api, node: string, key = 'ulysses.io/f
   await core.patchNode({ name: node, body: [{ op: 'replace', path: '/spec/taints', value: taints }] }, undefined);
 }
 
-export function podReady(p: V1Pod): boolean {
-  return p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
-}
+/** Pod readiness as the controllers see it (core/objects.ts). */
+export const podReady: (p: V1Pod) => boolean = isPodReady;
 
 /**
  * Sends a datagram to ip:port every `intervalMs` until one is echoed back; resolves with the time

@@ -11,7 +11,8 @@
 import type { V1EndpointSlice, V1Endpoint, V1Node, V1Pod, V1Service, V1ServicePort, DiscoveryV1EndpointPort } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { criticalityRank, serviceSelector, type CriticalityIndex } from '../../core/criticality.ts';
-import { objectKey, type ResilientInformer } from '../../core/informer.ts';
+import type { ResilientInformer } from '../../core/informer.ts';
+import { isPodReady, objectKey } from '../../core/objects.ts';
 import { isNotFound, type KubeClient } from '../../core/kube.ts';
 import type { ReconcileResult } from '../queue/index.ts';
 
@@ -32,10 +33,6 @@ export interface EndpointSliceDeps {
   log: Logger;
 }
 
-function podReady(p: V1Pod): boolean {
-  return p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
-}
-
 /** Resolves a Service port's targetPort against the pod's container ports (upstream podutil.FindPort). */
 export function resolvePort(pod: V1Pod, sp: V1ServicePort): number | undefined {
   const target = sp.targetPort ?? sp.port;
@@ -50,7 +47,7 @@ export function resolvePort(pod: V1Pod, sp: V1ServicePort): number | undefined {
 /** The endpoint of a pod for a Service (upstream podToEndpoint). */
 export function podEndpoint(pod: V1Pod, svc: V1Service, node: V1Node | undefined): V1Endpoint {
   const terminating = !!pod.metadata?.deletionTimestamp;
-  const serving = podReady(pod);
+  const serving = isPodReady(pod);
   const ready = svc.spec?.publishNotReadyAddresses ? true : serving && !terminating;
   const zone = node?.metadata?.labels?.[ZONE_LABEL];
   return {
@@ -68,7 +65,7 @@ export function desiredEndpoints(svc: V1Service, pods: V1Pod[], nodeOf: (name: s
   for (const pod of pods) {
     if (!pod.status?.podIP || pod.status.phase === 'Succeeded' || pod.status.phase === 'Failed') continue;
     // upstream: terminating pods are kept (terminating=true) only when they are still serving
-    if (pod.metadata?.deletionTimestamp && !podReady(pod)) continue;
+    if (pod.metadata?.deletionTimestamp && !isPodReady(pod)) continue;
     const ports: DiscoveryV1EndpointPort[] = [];
     for (const sp of svc.spec?.ports ?? []) {
       const port = resolvePort(pod, sp);

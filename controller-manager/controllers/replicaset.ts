@@ -12,7 +12,8 @@
 import type { V1OwnerReference, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { criticalityRank, type CriticalityIndex } from '../../core/criticality.ts';
-import { objectKey, type ResilientInformer } from '../../core/informer.ts';
+import type { ResilientInformer } from '../../core/informer.ts';
+import { isPodActive, isPodAvailable, isPodReady, objectKey, podReadyCondition } from '../../core/objects.ts';
 import { isConflict, isNotFound, type KubeClient } from '../../core/kube.ts';
 import { compileLabelSelector } from '../../core/labels.ts';
 import { ControllerExpectations } from '../expectations.ts';
@@ -40,27 +41,6 @@ export function controllerRef(meta: { ownerReferences?: V1OwnerReference[] } | u
   return meta?.ownerReferences?.find((r) => r.controller);
 }
 
-export function isPodActive(p: V1Pod): boolean {
-  return p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed' && !p.metadata?.deletionTimestamp;
-}
-
-function readyCondition(p: V1Pod) {
-  return p.status?.conditions?.find((c) => c.type === 'Ready');
-}
-
-export function isPodReady(p: V1Pod): boolean {
-  return readyCondition(p)?.status === 'True';
-}
-
-/** Ready for at least minReadySeconds (upstream podutil.IsPodAvailable). */
-export function isPodAvailable(p: V1Pod, minReadySeconds: number, now: number): boolean {
-  const c = readyCondition(p);
-  if (c?.status !== 'True') return false;
-  if (minReadySeconds <= 0) return true;
-  const since = c.lastTransitionTime ? new Date(c.lastTransitionTime).getTime() : 0;
-  return since > 0 && since + minReadySeconds * 1000 <= now;
-}
-
 /**
  * Order of deletion when scaling down (upstream ActivePods ranking, simplified): unassigned before
  * assigned, Pending before Unknown before Running, not ready before ready, ready for less time
@@ -73,7 +53,7 @@ export function deletionRank(a: V1Pod, b: V1Pod): number {
   if (phase(a) !== phase(b)) return phase(a) - phase(b);
   const ready = (p: V1Pod) => (isPodReady(p) ? 1 : 0);
   if (ready(a) !== ready(b)) return ready(a) - ready(b);
-  const readySince = (p: V1Pod) => new Date(readyCondition(p)?.lastTransitionTime ?? 0).getTime();
+  const readySince = (p: V1Pod) => new Date(podReadyCondition(p)?.lastTransitionTime ?? 0).getTime();
   if (ready(a) && readySince(a) !== readySince(b)) return readySince(b) - readySince(a);
   const restarts = (p: V1Pod) => (p.status?.containerStatuses ?? []).reduce((n, c) => n + (c.restartCount ?? 0), 0);
   if (restarts(a) !== restarts(b)) return restarts(b) - restarts(a);

@@ -10,7 +10,8 @@
 import type { V1Node, V1Pod, V1Taint, V1Toleration } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { criticalityRank, podCriticality, type CriticalityIndex } from '../../core/criticality.ts';
-import { objectKey, type ResilientInformer } from '../../core/informer.ts';
+import type { ResilientInformer } from '../../core/informer.ts';
+import { objectKey } from '../../core/objects.ts';
 import { isNotFound, type KubeClient } from '../../core/kube.ts';
 import type { ReconcileResult } from '../queue/index.ts';
 
