@@ -92,6 +92,68 @@ program
     if (!answer.feasible) process.exitCode = 3;
   });
 
+/** --kubeconfig, else $KUBECONFIG, else the local testbed's admin kubeconfig. */
+async function clusterClient(kubeconfig?: string) {
+  const { loadKubeConfig, KubeClient } = await import('../core/kube.ts');
+  const file = kubeconfig ?? process.env.KUBECONFIG ?? testbed.readState()?.kubeconfig;
+  return new KubeClient(loadKubeConfig(file));
+}
+
+const num = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isFinite(n)) throw new InvalidArgumentError(`${name} must be a number, got "${v}"`);
+  return n;
+};
+const list = (v: string) => v.split(',').map((x) => x.trim()).filter(Boolean);
+
+program
+  .command('status')
+  .description('runtime configuration: desired (UlyssesConfig spec) vs observed (what each component reports) per component and node')
+  .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, else the local testbed)')
+  .option('--json', 'print the UlyssesConfig as JSON', false)
+  .action(async (o) => {
+    const { readRuntimeConfig } = await import('../core/runtime-config.ts');
+    const { formatStatus, statusRows } = await import('../core/runtime-status.ts');
+    const obj = await readRuntimeConfig(await clusterClient(o.kubeconfig));
+    if (o.json) return console.log(JSON.stringify(obj ?? null, null, 2));
+    console.log(formatStatus(obj));
+    if (statusRows(obj).some((r) => !r.upToDate)) process.exitCode = 2;
+  });
+
+program
+  .command('set')
+  .description(
+    'switch a component at runtime (patches UlyssesConfig/default; the components apply it live):\n' +
+      '  set controller-manager vanilla|multi-priority-async|multi-priority-periodic|auto [--controllers a,b] [--period-ms N] [--workers N]\n' +
+      '  set kubelet-shim vanilla|fixed|exponential-decay|adaptive [--node N | --selector k=v] [--param name=value ...]\n' +
+      '  set scheduler-extender on|off [--plugins assurance,realtime,tdma]\n' +
+      '  set apf on|off [--namespaces ns1,ns2]',
+  )
+  .argument('<component>', 'controller-manager | kubelet-shim | scheduler-extender | apf')
+  .argument('<mode>', 'the mode or policy')
+  .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, else the local testbed)')
+  .option('--controllers <list>', 'controller-manager: controllers to switch (default: all failover-path ones)', list)
+  .option('--period-ms <n>', 'controller-manager: period T of the periodic workers', num('--period-ms'))
+  .option('--workers <n>', 'controller-manager: workers', num('--workers'))
+  .option('--node <name>', 'kubelet-shim: only this node')
+  .option('--selector <k=v,...>', 'kubelet-shim: nodes with these labels')
+  .option('--param <name=value>', 'kubelet-shim: a policy or gate parameter, e.g. initialWaitMs=700 (repeatable)', (v: string, acc: Record<string, number> = {}) => {
+    const m = /^([A-Za-z]+)=(.+)$/.exec(v);
+    if (!m || !Number.isFinite(Number(m[2]))) throw new InvalidArgumentError(`--param must be name=number, got "${v}"`);
+    return { ...acc, [m[1]!]: Number(m[2]) };
+  })
+  .option('--plugins <list>', 'scheduler-extender: plugins to switch', list)
+  .option('--namespaces <list>', 'apf: critical namespaces to exempt', list)
+  .action(async (component: string, mode: string, o) => {
+    const { patchRuntimeConfig, readRuntimeConfig } = await import('../core/runtime-config.ts');
+    const { setPatch } = await import('../core/runtime-status.ts');
+    const client = await clusterClient(o.kubeconfig);
+    const current = await readRuntimeConfig(client);
+    const patch = setPatch(component, mode, { controllers: o.controllers, periodMs: o.periodMs, workers: o.workers, node: o.node, selector: o.selector, params: o.param, plugins: o.plugins, namespaces: o.namespaces }, current?.spec);
+    const obj = await patchRuntimeConfig(client, patch);
+    console.log(`UlyssesConfig/default generation ${obj.metadata.generation}: ${JSON.stringify(patch)}\n(run "ulysses status" to see the components apply it)`);
+  });
+
 program.parseAsync().catch((err: Error) => {
   console.error(`ulysses: ${err.message}`);
   process.exit(1);

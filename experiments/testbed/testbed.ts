@@ -26,6 +26,8 @@ import {
 } from './controlplane.ts';
 import { realNodeSpec, startRealNode, stopRealNode, unmountUnder, mountsUnder, deleteBridge, destroyCgroupRoot, type RealNodeSpec } from './realnode.ts';
 import { createKwokNodes, DEFAULT_KWOK_DELAYS, KWOK_PORT, startKwok, writeKwokStages, type KwokDelays } from './kwok.ts';
+import { KubeClient } from '../../core/kube.ts';
+import { ensureRuntimeConfigCrd } from '../../core/runtime-config.ts';
 import { FatalError, isAlive, pidsMatching, pollUntil, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
 
 export interface TestbedOptions {
@@ -183,6 +185,9 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
     await pollUntil('default ServiceAccount', async () => (await core.readNamespacedServiceAccount({ name: 'default', namespace: 'default' })).metadata?.name, {
       timeoutMs: 60_000,
     });
+
+    // Ulysses' runtime-config CRD (UlyssesConfig), so components and `ulysses set` work out of the box
+    await ensureRuntimeConfigCrd(new KubeClient(kc));
 
     if (nodes.length) log(`starting ${nodes.length} real node(s): containerd + kubelet`);
     for (const n of nodes) {
