@@ -65,13 +65,75 @@ tb.command('kubeconfig')
 
 program
   .command('demo')
-  .description('testbed with 2 real nodes, a critical UDP echo pod and low-priority load, one node tainted: prints the failover timeline')
+  .description('testbed with 2 real nodes; Table 6.1 configuration 1 (vanilla) vs 5 (Ulysses) on a failover under load; prints the report')
   .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
-  .option('--low-pods <n>', 'low-priority pods (Deployments of 2)', int('--low-pods'), 10)
+  .option('--pods-per-node <n>', 'low-priority pods on the destination node', int('--pods-per-node'), 10)
+  .option('--reps <n>', 'repetitions per cell', int('--reps'), 2)
+  .option('--out <dir>', 'output directory (default: a new one under the temp dir)')
   .option('--keep', 'leave the testbed up afterwards', false)
   .action(async (o) => {
     const { runDemo } = await import('../experiments/demo.ts');
-    await runDemo({ runDir: o.runDir, lowPods: o.lowPods, keep: o.keep });
+    await runDemo({ runDir: o.runDir, podsPerNode: o.podsPerNode, reps: o.reps, keep: o.keep, out: o.out });
+  });
+
+const intList = (name: string, min: number) => (v: string) =>
+  v.split(',').map((x) => {
+    const n = Number(x.trim());
+    if (!x.trim() || !Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name}: "${x}" is not an integer >= ${min} (comma-separated list expected, e.g. 1,2,3)`);
+    return n;
+  });
+const configList = (v: string) => {
+  const list = v === 'all' ? [1, 2, 3, 4, 5] : v.includes('..') ? (([a, b]) => Array.from({ length: b! - a! + 1 }, (_, i) => a! + i))(v.split('..').map(Number)) : intList('--config', 1)(v);
+  for (const c of list) if (!Number.isInteger(c) || c < 1 || c > 5) throw new InvalidArgumentError(`--config: ${c} is not one of Table 6.1's configurations 1..5 (or "all")`);
+  return list;
+};
+
+const experiment = program.command('experiment').description('experiments of the thesis (§6.1) on the local testbed or any cluster');
+experiment
+  .command('failover')
+  .description('failover timing (thesis §4.3.2, Table 6.1): critical UDP echo pod + low-priority load, source node tainted NoExecute; resumable')
+  .option('--config <list>', 'Table 6.1 configurations: 1..5, "all", or a list like 1,5', configList, [1, 5])
+  .option('--dn <list>', 'destination node counts', intList('--dn', 1), [1])
+  .option('--pods-per-node <list>', 'low-priority pods per destination node (an idle cell, 0, is added unless --no-idle)', intList('--pods-per-node', 0), [5, 10, 15, 20])
+  .option('--no-idle', 'do not add the idle cell (0 pods per node)')
+  .option('--reps <n>', 'repetitions per cell', int('--reps'), 3)
+  .requiredOption('--out <dir>', 'output directory (results.jsonl, summary.csv, report.md, figures)')
+  .option('--run-dir <dir>', 'local testbed run directory (brought up if needed)', testbed.defaultRunDir())
+  .option('--kubeconfig <file>', 'run on this cluster instead of the local testbed (needs --sources, --destinations)')
+  .option('--sources <nodes>', 'with --kubeconfig: nodes that fail (comma-separated)')
+  .option('--destinations <nodes>', 'with --kubeconfig: destination nodes, at least max(--dn)')
+  .option('--shim-switch-cmd <cmd>', 'with --kubeconfig: command run with "vanilla" or "paced" to switch the kubelet pacing')
+  .option('--shim-config <file>', 'kubelet-shim config of the paced configurations (2-5)')
+  .option('--rep-timeout <s>', 'seconds to wait for all events after the taint', int('--rep-timeout'), 180)
+  .action(async (o) => {
+    const { runFailoverExperiment } = await import('../experiments/harness/local.ts');
+    const { loadKubeConfig } = await import('../core/kube.ts');
+    const podsPerNode = [...new Set([...(o.idle ? [0] : []), ...o.podsPerNode])].sort((a, b) => a - b);
+    const split = (v?: string) => v?.split(',').map((s) => s.trim()).filter(Boolean);
+    const r = await runFailoverExperiment({
+      plan: { configs: o.config, dns: o.dn, podsPerNode, reps: o.reps },
+      out: o.out,
+      runDir: o.runDir,
+      kubeconfig: o.kubeconfig ? loadKubeConfig(o.kubeconfig) : undefined,
+      sources: split(o.sources),
+      destinations: split(o.destinations),
+      shimSwitchCmd: o.shimSwitchCmd,
+      pacedShimConfig: o.shimConfig,
+      repTimeoutMs: o.repTimeout * 1000,
+      command: `npx tsx cli/ulysses.ts experiment report --out ${o.out}`,
+    });
+    console.log(`${r.ran} repetitions run, ${r.skipped} already done; report: ${r.report}`);
+  });
+experiment
+  .command('report')
+  .description('regenerate summary.csv, report.md and the figures from DIR/results.jsonl')
+  .requiredOption('--out <dir>', 'experiment output directory')
+  .option('--print', 'print report.md', false)
+  .action(async (o) => {
+    const { writeOutputs } = await import('../experiments/harness/outputs.ts');
+    const r = await writeOutputs(o.out, (l) => console.error(l));
+    if (o.print) console.log((await import('node:fs')).readFileSync(r.report, 'utf8'));
+    else console.log(`wrote ${r.report}, ${r.summary}, ${r.svgs.length} SVG and ${r.pngs.length} PNG figure(s)`);
   });
 
 program

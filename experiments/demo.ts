@@ -1,34 +1,34 @@
 /**
- * `npm run demo`: brings the testbed up with 2 real nodes, runs one failover (critical UDP echo pod
- * plus low-priority Deployments, source node tainted NoExecute) and prints the timeline. Later
- * issues turn this into the Table 6.1 comparison.
+ * `npm run demo`: brings the testbed up (2 real nodes, kubelet-shims, kcm without the controllers
+ * Ulysses replaces), runs a short Table 6.1 comparison (configuration 1 all vanilla vs 5 all of
+ * Ulysses; DN 1; an idle cell and one loaded cell; 2 repetitions) and prints the report.
  */
+import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import * as testbed from './testbed/testbed.ts';
-import { runFailover, type FailoverEvents } from './failover.ts';
+import { ensureExperimentTestbed, runFailoverExperiment } from './harness/local.ts';
 
-export function formatTimeline(e: FailoverEvents, lowPods: number): string {
-  const row = (what: string, t: number | null) => `  ${what.padEnd(52)} ${t === null ? 'never' : `${t.toFixed(3)} s`}`;
-  return [
-    `failover timeline (seconds after the NoExecute taint on real-1; ${lowPods} low-priority pods):`,
-    row('taint applied to real-1', 0),
-    row('critical pod scheduled on real-2  (Prio scheduled)', e.prioScheduled),
-    row('critical pod Ready                (Prio ready)', e.prioReady),
-    row('first UDP echo answered from host (Prio up)', e.prioUp),
-    row('last pod scheduled                (Last scheduled)', e.lastScheduled),
-    row('last pod Ready                    (Last ready)', e.lastReady),
-  ].join('\n');
+export interface DemoOptions {
+  runDir: string;
+  podsPerNode: number;
+  reps: number;
+  keep: boolean;
+  out?: string;
 }
 
-export async function runDemo(o: { runDir: string; lowPods: number; keep: boolean }): Promise<void> {
-  const state = await testbed.up({ runDir: o.runDir, realNodes: 2 });
+export async function runDemo(o: DemoOptions): Promise<void> {
+  const out = o.out ?? join(tmpdir(), `ulysses-demo-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+  await ensureExperimentTestbed(o.runDir, 1);
   try {
-    const events = await runFailover(testbed.kubeConfigFor(state), {
-      namespace: `demo-${Date.now().toString(36)}`,
-      source: 'real-1',
-      destinations: ['real-2'],
-      lowPods: o.lowPods,
+    const r = await runFailoverExperiment({
+      plan: { configs: [1, 5], dns: [1], podsPerNode: [0, o.podsPerNode], reps: o.reps },
+      out,
+      runDir: o.runDir,
+      command: `npx tsx cli/ulysses.ts experiment report --out ${out}`,
     });
-    console.log(formatTimeline(events, o.lowPods));
+    console.log(readFileSync(r.report, 'utf8'));
+    console.log(`results, summary and figures in ${out}`);
   } finally {
     if (!o.keep) await testbed.down({ runDir: o.runDir });
   }

@@ -1,0 +1,109 @@
+/**
+ * `ulysses experiment failover`: the Table 6.1 comparison of thesis §6.1 (issue 7). Runs every
+ * (configuration, DN, pods per node, repetition) of the plan, interleaving configurations inside each
+ * repetition so slow drifts of the machine hit all of them alike; appends each repetition to
+ * DIR/results.jsonl (resumable: done reps are skipped), returns the cluster to its verified initial
+ * state between repetitions, then writes summary.csv, report.md and the figures.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { ClusterConfigurator } from './configurator.ts';
+import { META_FILE, RESULTS_FILE, writeOutputs, type OutputFiles } from './outputs.ts';
+import { ProgressBar, formatDuration, progressLine } from './progress.ts';
+import type { ReportMeta } from './report.ts';
+import { appendResult, readResults, repKey, type Cell, type ConfigId, type RepResult } from './results.ts';
+import { captureBaseline, prepareScenario, restoreInitialState, runRep, type ScenarioOptions, type Topology } from './scenario.ts';
+
+export interface ExperimentPlan {
+  configs: ConfigId[];
+  dns: number[];
+  podsPerNode: number[];
+  reps: number;
+}
+
+export type PlannedRep = Cell & { rep: number };
+
+/** Every repetition of the plan, in run order: rep, then DN, then load, then configuration. */
+export function planReps(p: ExperimentPlan): PlannedRep[] {
+  const out: PlannedRep[] = [];
+  for (let rep = 0; rep < p.reps; rep++)
+    for (const dn of p.dns) for (const podsPerNode of p.podsPerNode) for (const config of p.configs) out.push({ config, dn, podsPerNode, rep });
+  return out;
+}
+
+export interface ExperimentOptions extends ScenarioOptions {
+  kubeconfig: KubeConfig;
+  configurator: ClusterConfigurator;
+  plan: ExperimentPlan;
+  /** source and destination nodes for a given DN */
+  topology: (dn: number) => Topology;
+  out: string;
+  /** lines for the report (machine, testbed, ...) besides the configurator's */
+  notes?: string[];
+  command?: string;
+  repTimeoutMs?: number;
+  /** give up after this many repetitions that failed outright in a row (not timeouts: errors) */
+  maxConsecutiveFailures?: number;
+  progress?: ProgressBar;
+}
+
+export function machineNote(): string {
+  const c = cpus();
+  return `machine: ${c.length} CPU(s) ${c[0]?.model ?? ''}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB RAM, Node ${process.version}`;
+}
+
+export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles & { ran: number; skipped: number }> {
+  mkdirSync(o.out, { recursive: true });
+  const resultsFile = join(o.out, RESULTS_FILE);
+  const done = new Set(readResults(resultsFile).map(repKey));
+  const all = planReps(o.plan);
+  const todo = all.filter((r) => !done.has(repKey(r)));
+  const bar = o.progress ?? new ProgressBar();
+  const meta: ReportMeta = { notes: [machineNote(), ...(o.notes ?? []), ...o.configurator.describe()], command: o.command };
+  writeFileSync(join(o.out, META_FILE), JSON.stringify(meta, null, 2));
+
+  const maxDn = Math.max(...o.plan.dns);
+  const wide = o.topology(maxDn);
+  const scope = { ...o, topology: wide };
+  let ran = 0;
+  const durations: number[] = [];
+  if (todo.length) {
+    await prepareScenario(o.kubeconfig, o);
+    await restoreInitialState(o.kubeconfig, scope); // leftovers of an interrupted run
+    const baseline = await captureBaseline(o.kubeconfig, scope);
+    let failuresInRow = 0;
+    for (const r of todo) {
+      const mean = durations.length ? durations.reduce((a, b) => a + b, 0) / durations.length : undefined;
+      bar.update(progressLine({ done: all.length - todo.length + ran, total: all.length, skipped: all.length - todo.length, meanRepS: mean, what: `config ${r.config}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep + 1}/${o.plan.reps}` }));
+      const started = Date.now();
+      try {
+        await o.configurator.apply(r.config);
+        const outcome = await runRep(o.kubeconfig, { ...o, topology: o.topology(r.dn), podsPerNode: r.podsPerNode, timeoutMs: o.repTimeoutMs });
+        const result: RepResult = { ...r, events: outcome.events, startedAt: new Date(started).toISOString(), durationS: 0 };
+        if (outcome.error) {
+          result.error = outcome.error;
+          bar.log(`config ${r.config}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: ${outcome.error}`);
+        }
+        await restoreInitialState(o.kubeconfig, scope, baseline);
+        result.durationS = Math.round((Date.now() - started) / 100) / 10;
+        appendResult(resultsFile, result);
+        durations.push(result.durationS);
+        ran++;
+        failuresInRow = 0;
+      } catch (err) {
+        failuresInRow++;
+        bar.log(`config ${r.config}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep} failed (not recorded, rerun resumes it): ${(err as Error).message}`);
+        await restoreInitialState(o.kubeconfig, scope, baseline);
+        if (failuresInRow >= (o.maxConsecutiveFailures ?? 3)) throw new Error(`${failuresInRow} repetitions failed in a row; last: ${(err as Error).message}`);
+      }
+    }
+    bar.update(progressLine({ done: all.length - todo.length + ran, total: all.length, skipped: all.length - todo.length, meanRepS: 0, what: `done in ${formatDuration(durations.reduce((a, b) => a + b, 0))}` }));
+    bar.done();
+  } else {
+    bar.log(`all ${all.length} repetitions already in ${resultsFile}: only regenerating the outputs`);
+  }
+  const files = await writeOutputs(o.out, (l) => bar.log(l));
+  return { ...files, ran, skipped: all.length - todo.length };
+}

@@ -1,0 +1,139 @@
+/**
+ * The failover experiment on the local testbed (or on any cluster through a kubeconfig): brings up
+ * what it needs, starts Ulysses' controller manager in-process and wires the runtime toggles.
+ *
+ * Local testbed: started once with kube-controller-manager's failover-path controllers disabled
+ * (those Ulysses' controller manager implements) and a kubelet-shim on every real node (vanilla
+ * policy); configs 1-3 run Ulysses' controller manager in `vanilla` mode, which imitates kcm
+ * (FIFO, 5 workers, 20 qps / burst 30), configs 4-5 its multi-priority modes.
+ */
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { pino } from 'pino';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { CONTROLLERS, ControllerManager, type ControllerName } from '../../controller-manager/manager.ts';
+import * as testbed from '../testbed/testbed.ts';
+import { ToggleConfigurator, kcmControllersFlag, testbedShimSwitch, type ShimSwitch } from './configurator.ts';
+import { runExperiment, type ExperimentPlan } from './experiment.ts';
+import type { ProgressBar } from './progress.ts';
+import type { Topology } from './scenario.ts';
+
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
+export const SHIM_CONFIGS = join(REPO, 'kubelet-shim', 'configs');
+export const DEFAULT_PACED_SHIM_CONFIG = join(SHIM_CONFIGS, 'ulysses-cloud.yaml');
+export const VANILLA_SHIM_CONFIG = join(SHIM_CONFIGS, 'vanilla.yaml');
+export const CRITICAL_NAMESPACE = 'ulysses-critical';
+export const LOAD_NAMESPACE = 'ulysses-load';
+
+/** The Ulysses controllers the experiment runs (all it has); kcm keeps everything else. */
+export const ULYSSES_CONTROLLERS: readonly ControllerName[] = CONTROLLERS;
+
+/** Testbed options the experiment needs: 1 source + max DN destinations, kcm without our controllers, shims. */
+export function experimentTestbedOptions(runDir: string, maxDn: number): testbed.TestbedOptions {
+  return { runDir, realNodes: 1 + maxDn, controllers: kcmControllersFlag(ULYSSES_CONTROLLERS), kubeletShimConfig: VANILLA_SHIM_CONFIG };
+}
+
+/** Testbed topology: real-1 fails, real-2 .. real-(DN+1) receive. */
+export const testbedTopology = (dn: number): Topology => ({ sources: ['real-1'], destinations: Array.from({ length: dn }, (_, i) => `real-${i + 2}`) });
+
+/** Brings up (or reuses) the testbed; an existing one with other options is an error, not silently used. */
+export async function ensureExperimentTestbed(runDir: string, maxDn: number): Promise<testbed.TestbedState> {
+  const want = experimentTestbedOptions(runDir, maxDn);
+  const existing = testbed.readState(runDir);
+  if (existing?.ready && !(await testbed.statusProblems(existing)).length) {
+    const problems: string[] = [];
+    if (existing.options.realNodes < want.realNodes!) problems.push(`realNodes ${existing.options.realNodes} (need ${want.realNodes} for DN ${maxDn})`);
+    if (existing.options.controllers !== want.controllers) problems.push(`controllers "${existing.options.controllers}" (need "${want.controllers}")`);
+    if (!existing.options.kubeletShimConfig) problems.push('no kubelet-shim on the real nodes');
+    if (problems.length) throw new Error(`testbed in ${runDir} was started with ${problems.join(', ')}: run \`ulysses testbed down --run-dir ${runDir}\` first`);
+    return existing;
+  }
+  return testbed.up(want);
+}
+
+export interface FailoverExperimentOptions {
+  plan: ExperimentPlan;
+  out: string;
+  /** local testbed run dir (when no kubeconfig is given) */
+  runDir?: string;
+  /** external cluster: kubeconfig, nodes, and a command that switches the kubelet pacing */
+  kubeconfig?: KubeConfig;
+  sources?: string[];
+  destinations?: string[];
+  shimSwitchCmd?: string;
+  pacedShimConfig?: string;
+  repTimeoutMs?: number;
+  command?: string;
+  progress?: ProgressBar;
+}
+
+/** Shim switch of an external cluster: runs `<cmd> vanilla|paced` (e.g. a script that updates the runtime-config). */
+function commandShimSwitch(cmd: string | undefined): ShimSwitch {
+  return async (policy) => {
+    if (!cmd) {
+      if (policy === 'vanilla') return; // assumed: the nodes run without pacing
+      throw new Error('this configuration needs kubelet pacing: pass --shim-switch-cmd (called with "vanilla" or "paced") for a cluster other than the local testbed');
+    }
+    await promisify(execFile)(cmd, [policy], { timeout: 60_000 });
+  };
+}
+
+export async function runFailoverExperiment(o: FailoverExperimentOptions) {
+  const maxDn = Math.max(...o.plan.dns);
+  const pacedConfig = o.pacedShimConfig ?? DEFAULT_PACED_SHIM_CONFIG;
+  let kc: KubeConfig;
+  let topology: (dn: number) => Topology;
+  let shim: ShimSwitch;
+  const notes: string[] = [];
+  if (o.kubeconfig) {
+    kc = o.kubeconfig;
+    if (!o.sources?.length || !o.destinations?.length) throw new Error('--kubeconfig needs --sources and --destinations (node names)');
+    if (o.destinations.length < maxDn) throw new Error(`--destinations lists ${o.destinations.length} node(s) but --dn asks for ${maxDn}`);
+    topology = (dn) => ({ sources: o.sources!, destinations: o.destinations!.slice(0, dn) });
+    shim = commandShimSwitch(o.shimSwitchCmd);
+    notes.push(`cluster: ${kc.getCurrentCluster()?.server}; kube-controller-manager must run with --controllers=${kcmControllersFlag(ULYSSES_CONTROLLERS)}`);
+  } else {
+    const runDir = o.runDir ?? testbed.defaultRunDir();
+    const state = await ensureExperimentTestbed(runDir, maxDn);
+    kc = testbed.kubeConfigFor(state);
+    topology = testbedTopology;
+    shim = testbedShimSwitch(runDir, pacedConfig);
+    notes.push(
+      `local testbed (${state.realNodes.length} real nodes: kubelet ${state.version} + containerd via kubelet-shim; source real-1, destinations real-2..real-${maxDn + 1}); ` +
+        `kube-controller-manager --controllers=${state.options.controllers}`,
+    );
+  }
+  const cmLog = pino({ level: process.env.ULYSSES_LOG_LEVEL ?? 'info' }, pino.destination({ dest: join(o.out, 'controller-manager.log'), mkdir: true, sync: false }));
+  const cm = new ControllerManager({ kubeconfig: kc, controllers: [...ULYSSES_CONTROLLERS], log: cmLog });
+  await cm.start();
+  const configurator = new ToggleConfigurator({
+    kubeconfig: kc,
+    controllerManager: cm,
+    controllers: ULYSSES_CONTROLLERS,
+    shim,
+    shimDescription: o.kubeconfig ? (o.shimSwitchCmd ? `\`${o.shimSwitchCmd} vanilla|paced\`` : 'not switchable (no --shim-switch-cmd)') : `kubelet-shim on every real node, vanilla <-> ${pacedConfig.replace(REPO, '')} by SIGHUP`,
+    criticalNamespace: CRITICAL_NAMESPACE,
+  });
+  try {
+    return await runExperiment({
+      kubeconfig: kc,
+      configurator,
+      plan: o.plan,
+      topology,
+      out: o.out,
+      criticalNamespace: CRITICAL_NAMESPACE,
+      loadNamespace: LOAD_NAMESPACE,
+      notes,
+      command: o.command,
+      repTimeoutMs: o.repTimeoutMs,
+      progress: o.progress,
+    });
+  } finally {
+    // leave the cluster in configuration 1 (no pacing, no exemption) for whoever uses it next
+    await configurator.apply(1).catch((err: Error) => o.progress?.log(`could not reset to configuration 1: ${err.message}`));
+    await cm.stop();
+    cmLog.flush();
+  }
+}

@@ -1,0 +1,133 @@
+/**
+ * DIR/report.md of the failover experiment: medians with IQR per event and cell, ratios vs
+ * configuration 1 in the same run, the critical-path inflation T(load)/T(idle), and the issue's
+ * targets (thesis §6.1: config 5 cuts the critical orchestration time and keeps it flat under load).
+ */
+import { CONFIG_LABELS, EVENTS, EVENT_LABELS, type Cell, type ConfigId, type EventName, type RepResult } from './results.ts';
+import { SummaryIndex, type SummaryRow } from './stats.ts';
+
+export interface ReportMeta {
+  /** machine, testbed, how the configurations are switched, ... (one bullet each) */
+  notes?: string[];
+  /** command that regenerates the report */
+  command?: string;
+  /** figure files (relative to the report) to embed */
+  figures?: Array<{ file: string; caption: string }>;
+}
+
+export const TARGETS = {
+  /** config 5 at the heaviest load: critical time-to-ready and Prio up at least 80% below config 1 */
+  criticalReduction: 0.8,
+  /** and within 1.15x of the same pod on an idle cluster */
+  maxInflation: 1.15,
+  /** Last ready with config 5 no more than 10% slower than config 1 */
+  maxLastReadySlowdown: 1.1,
+};
+
+const s = (v: number | null | undefined, digits = 2) => (v === null || v === undefined ? '–' : v.toFixed(digits));
+const x = (v: number | null) => (v === null ? '–' : `${v.toFixed(2)}x`);
+
+function cellsOf(index: SummaryIndex, withIdle = true): Array<{ dn: number; podsPerNode: number }> {
+  const out: Array<{ dn: number; podsPerNode: number }> = [];
+  for (const dn of index.dns) for (const p of index.podsPerNode) if (withIdle || p > 0) out.push({ dn, podsPerNode: p });
+  return out;
+}
+
+const header = (cells: Array<{ dn: number; podsPerNode: number }>, first: string) =>
+  [`| ${first} | ${cells.map((c) => `DN ${c.dn}, ${c.podsPerNode} pods/node`).join(' | ')} |`, `|---|${cells.map(() => '---:').join('|')}|`].join('\n');
+
+function eventTable(index: SummaryIndex, event: EventName): string {
+  const cells = cellsOf(index);
+  const rows = index.configs.map((config) => {
+    const vals = cells.map((c) => {
+      const r = index.get({ ...c, config }, event);
+      if (!r) return '';
+      const nulls = r.nulls ? ` (${r.nulls}/${r.n} never)` : '';
+      return r.median === null ? `never${nulls}` : `${s(r.median)} [${s(r.p25)}–${s(r.p75)}]${nulls}`;
+    });
+    return `| ${config}: ${CONFIG_LABELS[config]} | ${vals.join(' | ')} |`;
+  });
+  return [`**${EVENT_LABELS[event]}** (\`${event}\`): median [p25–p75] s after the taint`, '', header(cells, 'configuration'), ...rows].join('\n');
+}
+
+function ratioTable(index: SummaryIndex, f: (cell: Cell, e: EventName) => number | null, events: EventName[], configs: ConfigId[], withIdle: boolean): string {
+  const cells = cellsOf(index, withIdle);
+  const rows: string[] = [];
+  for (const e of events) for (const config of configs) rows.push(`| ${EVENT_LABELS[e]}, config ${config} | ${cells.map((c) => x(f({ ...c, config }, e))).join(' | ')} |`);
+  return [header(cells, 'event, configuration'), ...rows].join('\n');
+}
+
+export interface TargetCheck {
+  what: string;
+  measured: number | null;
+  limit: string;
+  met: boolean | null;
+}
+
+/** The issue's targets at the heaviest load of the run (largest DN, then largest pods per node). */
+export function checkTargets(index: SummaryIndex): { cell: { dn: number; podsPerNode: number } | undefined; checks: TargetCheck[] } {
+  const dn = Math.max(...index.dns);
+  const podsPerNode = Math.max(...index.podsPerNode);
+  if (!index.configs.includes(1) || !index.configs.includes(5) || podsPerNode <= 0) return { cell: undefined, checks: [] };
+  const c5 = { config: 5 as const, dn, podsPerNode };
+  const checks: TargetCheck[] = [];
+  for (const e of ['prioReady', 'prioUp'] as const) {
+    const r = index.ratioVsVanilla(c5, e);
+    const reduction = r === null ? null : 1 - r;
+    checks.push({ what: `${EVENT_LABELS[e]}: reduction of config 5 vs config 1`, measured: reduction, limit: `>= ${TARGETS.criticalReduction * 100}%`, met: reduction === null ? null : reduction >= TARGETS.criticalReduction });
+  }
+  for (const e of ['prioReady', 'prioUp'] as const) {
+    const infl = index.inflation(c5, e);
+    checks.push({ what: `${EVENT_LABELS[e]}: config 5 at load / config 5 idle`, measured: infl, limit: `<= ${TARGETS.maxInflation}x`, met: infl === null ? null : infl <= TARGETS.maxInflation });
+  }
+  const last = index.ratioVsVanilla(c5, 'lastReady');
+  checks.push({ what: 'Last ready: config 5 / config 1', measured: last, limit: `<= ${TARGETS.maxLastReadySlowdown}x`, met: last === null ? null : last <= TARGETS.maxLastReadySlowdown });
+  return { cell: { dn, podsPerNode }, checks };
+}
+
+export function renderReport(results: readonly RepResult[], rows: readonly SummaryRow[], meta: ReportMeta = {}): string {
+  const index = new SummaryIndex(rows);
+  const reps = new Map<string, number>();
+  for (const r of results) reps.set(`${r.config}`, (reps.get(`${r.config}`) ?? 0) + 1);
+  const out: string[] = ['# Failover experiment (thesis §4.3.2, Table 6.1)', ''];
+  out.push(
+    `${results.length} repetitions; configurations ${index.configs.join(', ')}; DN ${index.dns.join(', ')}; pods per destination node ${index.podsPerNode.join(', ')} ` +
+      `(0 = idle: the critical pod alone). Times in seconds after the NoExecute taint of the source node (t = 0).`,
+  );
+  for (const n of meta.notes ?? []) out.push(`- ${n}`);
+  if (meta.command) out.push('', `Regenerate: \`${meta.command}\``);
+  out.push('', '## Configurations (Table 6.1)', '', ...index.configs.map((c) => `- **${c}** ${CONFIG_LABELS[c]}`));
+
+  const { cell, checks } = checkTargets(index);
+  if (cell) {
+    out.push('', `## Targets at the heaviest load (DN ${cell.dn}, ${cell.podsPerNode} pods/node)`, '', '| target | measured | limit | |', '|---|---:|---:|---|');
+    for (const c of checks) {
+      const measured = c.measured === null ? '–' : c.what.includes('reduction') ? `${(c.measured * 100).toFixed(1)}%` : `${c.measured.toFixed(2)}x`;
+      out.push(`| ${c.what} | ${measured} | ${c.limit} | ${c.met === null ? 'n/a' : c.met ? 'met' : '**missed**'} |`);
+    }
+  }
+
+  out.push('', '## Events per configuration and load', '');
+  for (const e of EVENTS) out.push(eventTable(index, e), '');
+
+  const others = index.configs.filter((c) => c !== 1);
+  if (index.configs.includes(1) && others.length) {
+    out.push('## Ratios vs configuration 1 (median / median of config 1, same cell, same run)', '');
+    out.push(ratioTable(index, (c, e) => index.ratioVsVanilla(c, e), ['prioScheduled', 'prioReady', 'prioUp', 'prioEndpointReady', 'lastReady'], others, true), '');
+  }
+  if (index.podsPerNode.includes(0) && index.podsPerNode.some((p) => p > 0)) {
+    out.push('## Critical-path inflation T(load) / T(idle) (same configuration, idle = 0 pods/node)', '');
+    out.push(ratioTable(index, (c, e) => index.inflation(c, e), ['prioReady', 'prioUp', 'prioEndpointReady'], index.configs, false), '');
+  }
+  const failed = results.filter((r) => r.error);
+  if (failed.length) {
+    out.push('## Repetitions with missing events', '');
+    for (const r of failed) out.push(`- config ${r.config}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: ${r.error}`);
+    out.push('');
+  }
+  if (meta.figures?.length) {
+    out.push('## Figures', '');
+    for (const f of meta.figures) out.push(`![${f.caption}](${f.file})`, '', `*${f.caption}*`, '');
+  }
+  return out.join('\n').replace(/\n{3,}/g, '\n\n') + '\n';
+}

@@ -1,0 +1,292 @@
+/**
+ * One repetition of the failover scenario of thesis §4.3.2, and the return to the initial state
+ * between repetitions.
+ *
+ * Setup: the destination nodes are cordoned; the critical UDP echo pod (criticality high, its own
+ * namespace and Service, allowed only on the source node and the first destination node) and the
+ * low-priority load (Deployments of 2 http-server pods, podsPerNode x DN pods) come up on the source
+ * node; then the destinations are uncordoned. At t=0 the source node gets a NoExecute taint; the
+ * taint eviction controller deletes its pods, the ReplicaSet controller recreates them, the
+ * scheduler puts them on the destinations. Events come from watches (pods, EndpointSlices) and a UDP
+ * client on the host that sends a datagram every 50 ms to the new critical pod ("Prio up").
+ */
+import { AppsV1Api, CoreV1Api, type KubeConfig, type V1EndpointSlice, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { ResilientInformer } from '../../core/informer.ts';
+import { isPodReady } from '../../core/objects.ts';
+import { pollUntil, TimeoutError } from '../testbed/processes.ts';
+import { ECHO_PORT, applyDeployment, deployment, ensureNamespace, taintNoExecute, udpFirstAnswer, untaint } from '../workloads.ts';
+import { emptyEvents, type FailoverEvents } from './results.ts';
+
+export const EXPERIMENT_LABEL = 'ulysses.io/experiment';
+export const FAILURE_TAINT = 'ulysses.io/failure';
+export const PRIO_NAME = 'prio';
+
+export interface Topology {
+  /** nodes that fail (tainted NoExecute at t=0); the workload starts there */
+  sources: string[];
+  /** destination nodes, in order; the critical pod may only go to the first one */
+  destinations: string[];
+}
+
+export interface ScenarioOptions {
+  /** namespace of the critical service (the APF-exempt one) */
+  criticalNamespace: string;
+  /** namespace of the low-priority load */
+  loadNamespace: string;
+}
+
+export interface RepOptions extends ScenarioOptions {
+  topology: Topology;
+  podsPerNode: number;
+  /** how long to wait for every event after the taint */
+  timeoutMs?: number;
+  setupTimeoutMs?: number;
+}
+
+export interface RepOutcome {
+  events: FailoverEvents;
+  error?: string;
+}
+
+const LABELS = { [EXPERIMENT_LABEL]: 'failover' };
+const SELECTOR = `${EXPERIMENT_LABEL}=failover`;
+
+async function setUnschedulable(core: CoreV1Api, nodes: string[], value: boolean): Promise<void> {
+  for (const name of nodes) await core.patchNode({ name, body: [{ op: 'add', path: '/spec/unschedulable', value }] }, undefined);
+}
+
+/** Namespaces and the critical Service (kept across repetitions: part of the initial state). */
+export async function prepareScenario(kc: KubeConfig, o: ScenarioOptions): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  await ensureNamespace(core, o.criticalNamespace);
+  await ensureNamespace(core, o.loadNamespace);
+  try {
+    await core.createNamespacedService({
+      namespace: o.criticalNamespace,
+      body: {
+        metadata: { name: PRIO_NAME, namespace: o.criticalNamespace, labels: { [EXPERIMENT_LABEL]: 'failover' } },
+        spec: { selector: { app: PRIO_NAME }, ports: [{ name: 'echo', protocol: 'UDP', port: ECHO_PORT, targetPort: ECHO_PORT }] },
+      },
+    });
+  } catch (err) {
+    if ((err as { code?: number }).code !== 409) throw err;
+  }
+}
+
+/** Low-priority Deployments of 2 pods (the last one of 1 if the total is odd). */
+export function loadDeployments(total: number): number[] {
+  const sizes: number[] = [];
+  for (let left = total; left > 0; left -= 2) sizes.push(Math.min(2, left));
+  return sizes;
+}
+
+const onNode = (p: V1Pod, nodes: string[]) => nodes.includes(p.spec?.nodeName ?? '') && !p.metadata?.deletionTimestamp;
+
+/** Runs one repetition; the caller restores the initial state afterwards (restoreInitialState). */
+export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const apps = kc.makeApiClient(AppsV1Api);
+  const { sources, destinations } = o.topology;
+  const lowTotal = o.podsPerNode * destinations.length;
+  const total = 1 + lowTotal;
+
+  // --- setup: everything on the source node(s)
+  await setUnschedulable(core, destinations, true);
+  await applyDeployment(apps, deployment({ namespace: o.criticalNamespace, name: PRIO_NAME, replicas: 1, criticality: 'high', image: 'udp-echo', nodes: [...sources, destinations[0]!], labels: LABELS }));
+  for (const [i, replicas] of loadDeployments(lowTotal).entries()) {
+    await applyDeployment(apps, deployment({ namespace: o.loadNamespace, name: `low-${i}`, replicas, criticality: 'low', image: 'http-server', nodes: [...sources, ...destinations], labels: LABELS }));
+  }
+  const setupTimeoutMs = o.setupTimeoutMs ?? 180_000;
+  await pollUntil(
+    `${total} experiment pods Ready on ${sources.join(',')}`,
+    async () => (await core.listPodForAllNamespaces({ labelSelector: SELECTOR })).items.filter((p) => isPodReady(p) && onNode(p, sources)).length === total,
+    { timeoutMs: setupTimeoutMs, intervalMs: 250 },
+  );
+  await setUnschedulable(core, destinations, false);
+  // the node lifecycle controller removes the unschedulable taint shortly after: the destinations
+  // must really be free before t=0
+  await pollUntil(
+    `destinations ${destinations.join(',')} schedulable`,
+    async () => {
+      const nodes = await Promise.all(destinations.map((name) => core.readNode({ name })));
+      return nodes.every((n) => !n.spec?.unschedulable && !(n.spec?.taints ?? []).some((t) => t.key === 'node.kubernetes.io/unschedulable'));
+    },
+    { timeoutMs: 30_000, intervalMs: 100 },
+  );
+
+  // --- watches
+  const events = emptyEvents();
+  const scheduled = new Map<string, number>();
+  const ready = new Map<string, number>();
+  const endpointReady = new Map<string, number>(); // pod uid -> first time ready in a slice
+  let prioUid: string | undefined;
+  let t0 = 0;
+  let probe: Promise<number> | undefined;
+  let probeError: string | undefined;
+  const timeoutMs = o.timeoutMs ?? 180_000;
+  const onPod = (p: V1Pod) => {
+    if (!t0 || !onNode(p, destinations)) return;
+    const uid = p.metadata!.uid!;
+    const now = Date.now();
+    if (!scheduled.has(uid)) scheduled.set(uid, now);
+    if (isPodReady(p) && !ready.has(uid)) ready.set(uid, now);
+    if (p.metadata?.namespace === o.criticalNamespace) {
+      prioUid ??= uid;
+      if (p.status?.podIP && !probe) {
+        probe = udpFirstAnswer(p.status.podIP, ECHO_PORT, { intervalMs: 50, timeoutMs });
+        probe.then(
+          (t) => (events.prioUp = (t - t0) / 1000),
+          (err: Error) => (probeError = err.message),
+        );
+      }
+    }
+  };
+  const onSlice = (s: V1EndpointSlice) => {
+    if (!t0) return;
+    const now = Date.now();
+    for (const ep of s.endpoints ?? []) {
+      const uid = ep.targetRef?.uid;
+      if (uid && ep.conditions?.ready && !endpointReady.has(uid)) endpointReady.set(uid, now);
+    }
+  };
+  const pods = new ResilientInformer<V1Pod>(kc, { path: '/api/v1/pods', labelSelector: SELECTOR });
+  const slices = new ResilientInformer<V1EndpointSlice>(kc, {
+    path: `/apis/discovery.k8s.io/v1/namespaces/${o.criticalNamespace}/endpointslices`,
+    labelSelector: `kubernetes.io/service-name=${PRIO_NAME}`,
+  });
+  pods.on('add', onPod);
+  pods.on('update', onPod);
+  slices.on('add', onSlice);
+  slices.on('update', onSlice);
+  await Promise.all([pods.start(), slices.start()]);
+
+  // --- t = 0
+  let error: string | undefined;
+  try {
+    for (const s of sources) t0 = await taintNoExecute(core, s, FAILURE_TAINT);
+    for (const p of pods.list()) onPod(p);
+    const rel = (t: number | undefined) => (t === undefined ? null : (t - t0) / 1000);
+    const collect = () => {
+      if (prioUid) {
+        events.prioScheduled = rel(scheduled.get(prioUid));
+        events.prioReady = rel(ready.get(prioUid));
+        events.prioEndpointReady = rel(endpointReady.get(prioUid));
+      }
+      if (scheduled.size >= total) events.lastScheduled = rel(Math.max(...scheduled.values()));
+      if (ready.size >= total) events.lastReady = rel(Math.max(...ready.values()));
+      return Object.values(events).every((v) => v !== null);
+    };
+    try {
+      await pollUntil('every failover event', () => {
+        if (probeError) throw new Error(probeError);
+        return collect();
+      }, { timeoutMs, intervalMs: 50 });
+    } catch (err) {
+      if (!(err instanceof TimeoutError) && !probeError) throw err;
+      collect();
+      const missing = Object.entries(events).filter(([, v]) => v === null).map(([k]) => k);
+      error = `${missing.join(', ')} not seen within ${timeoutMs / 1000} s (${ready.size}/${total} pods Ready on the destinations${probeError ? `; ${probeError}` : ''})`;
+    }
+    return { events, error };
+  } finally {
+    pods.stop();
+    slices.stop();
+  }
+}
+
+/** What must be identical before every repetition. */
+export interface ClusterBaseline {
+  nodes: Array<{ name: string; taints: string[] }>;
+  /** pods outside the experiment namespaces */
+  otherPods: string[];
+}
+
+const taintKeys = (n: V1Node) => (n.spec?.taints ?? []).map((t) => `${t.key}:${t.effect}`).sort();
+const nodeSchedulable = (n: V1Node) =>
+  (n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false) && !n.spec?.unschedulable;
+
+/** Differences between the cluster now and its initial state (empty: back to the initial state). */
+export async function initialStateDiff(kc: KubeConfig, o: ScenarioOptions & { topology: Topology }, baseline?: ClusterBaseline): Promise<string[]> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const apps = kc.makeApiClient(AppsV1Api);
+  const diff: string[] = [];
+  const allPods = (await core.listPodForAllNamespaces()).items;
+  for (const p of allPods) if (p.metadata?.deletionTimestamp) diff.push(`pod ${p.metadata.namespace}/${p.metadata.name} terminating`);
+  for (const ns of [o.criticalNamespace, o.loadNamespace]) {
+    const n = allPods.filter((p) => p.metadata?.namespace === ns).length;
+    if (n) diff.push(`${n} pod(s) left in namespace ${ns}`);
+    const d = (await apps.listNamespacedDeployment({ namespace: ns })).items.length;
+    if (d) diff.push(`${d} Deployment(s) left in namespace ${ns}`);
+    const r = (await apps.listNamespacedReplicaSet({ namespace: ns })).items.length;
+    if (r) diff.push(`${r} ReplicaSet(s) left in namespace ${ns}`);
+  }
+  const nodes = (await core.listNode()).items;
+  for (const name of [...o.topology.sources, ...o.topology.destinations]) {
+    const n = nodes.find((x) => x.metadata?.name === name);
+    if (!n) diff.push(`node ${name} missing`);
+    else {
+      if (!nodeSchedulable(n)) diff.push(`node ${name} not Ready and schedulable`);
+      if (taintKeys(n).some((t) => t.startsWith(`${FAILURE_TAINT}:`) || t.startsWith('node.kubernetes.io/unschedulable:'))) diff.push(`node ${name} still tainted (${taintKeys(n).join(', ')})`);
+    }
+  }
+  if (baseline) {
+    for (const b of baseline.nodes) {
+      const n = nodes.find((x) => x.metadata?.name === b.name);
+      if (n && taintKeys(n).join(',') !== b.taints.join(',')) diff.push(`node ${b.name} taints ${taintKeys(n).join(', ') || 'none'} (initially ${b.taints.join(', ') || 'none'})`);
+    }
+    const others = otherPods(allPods, o);
+    const added = others.filter((p) => !baseline.otherPods.includes(p));
+    const gone = baseline.otherPods.filter((p) => !others.includes(p));
+    if (added.length || gone.length) diff.push(`pods outside the experiment changed (+${added.join(',')} -${gone.join(',')})`);
+  }
+  return diff;
+}
+
+function otherPods(pods: V1Pod[], o: ScenarioOptions): string[] {
+  return pods
+    .filter((p) => ![o.criticalNamespace, o.loadNamespace].includes(p.metadata?.namespace ?? ''))
+    .map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`)
+    .sort();
+}
+
+export async function captureBaseline(kc: KubeConfig, o: ScenarioOptions & { topology: Topology }): Promise<ClusterBaseline> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const nodes = (await core.listNode()).items;
+  const names = [...o.topology.sources, ...o.topology.destinations];
+  return {
+    nodes: nodes.filter((n) => names.includes(n.metadata!.name!)).map((n) => ({ name: n.metadata!.name!, taints: taintKeys(n) })),
+    otherPods: otherPods((await core.listPodForAllNamespaces()).items, o),
+  };
+}
+
+/**
+ * Deletes the experiment's workload, removes the failure taint and cordons, then waits (with a
+ * deadline) until initialStateDiff is empty: no experiment object left, no pod terminating anywhere,
+ * every node of the topology Ready, schedulable and with its initial taints.
+ */
+export async function restoreInitialState(kc: KubeConfig, o: ScenarioOptions & { topology: Topology }, baseline?: ClusterBaseline, timeoutMs = 180_000): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const apps = kc.makeApiClient(AppsV1Api);
+  for (const n of o.topology.sources) await untaint(core, n, FAILURE_TAINT);
+  await setUnschedulable(core, [...o.topology.sources, ...o.topology.destinations], false);
+  for (const namespace of [o.criticalNamespace, o.loadNamespace]) {
+    await apps.deleteCollectionNamespacedDeployment({ namespace, propagationPolicy: 'Background' });
+    await apps.deleteCollectionNamespacedReplicaSet({ namespace, propagationPolicy: 'Background' });
+  }
+  let last: string[] = [];
+  await pollUntil(
+    'the cluster back in its initial state',
+    async () => {
+      last = await initialStateDiff(kc, o, baseline);
+      if (last.some((d) => d.includes('pod(s) left'))) {
+        // owners are gone: delete what the garbage collector has not (gracefully, like an eviction)
+        for (const namespace of [o.criticalNamespace, o.loadNamespace]) {
+          const rs = (await apps.listNamespacedReplicaSet({ namespace })).items.length;
+          if (!rs) await core.deleteCollectionNamespacedPod({ namespace });
+        }
+      }
+      return last.length === 0;
+    },
+    { timeoutMs, intervalMs: 500, explain: () => `still different: ${last.join('; ')}` },
+  );
+}

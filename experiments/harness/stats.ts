@@ -1,0 +1,86 @@
+/**
+ * Statistics of the failover experiment: quantiles per event and cell (DIR/summary.csv), ratios vs
+ * configuration 1 and the critical-path inflation T(load)/T(idle) (thesis §6.1: medians with IQR).
+ */
+import { EVENTS, cellKey, type Cell, type ConfigId, type EventName, type RepResult } from './results.ts';
+
+/** Quantile of sorted values, linear interpolation between closest ranks (R type 7, numpy default). */
+export function quantile(sorted: readonly number[], q: number): number {
+  if (!sorted.length) return Number.NaN;
+  if (q <= 0) return sorted[0]!;
+  if (q >= 1) return sorted[sorted.length - 1]!;
+  const h = (sorted.length - 1) * q;
+  const lo = Math.floor(h);
+  const hi = Math.min(lo + 1, sorted.length - 1);
+  return sorted[lo]! + (h - lo) * (sorted[hi]! - sorted[lo]!);
+}
+
+export interface SummaryRow extends Cell {
+  event: EventName;
+  /** repetitions in the cell, and how many of them never saw the event */
+  n: number;
+  nulls: number;
+  median: number | null;
+  p25: number | null;
+  p75: number | null;
+  p90: number | null;
+}
+
+export function summarize(results: readonly RepResult[]): SummaryRow[] {
+  const cells = new Map<string, { cell: Cell; reps: RepResult[] }>();
+  for (const r of results) {
+    const k = cellKey(r);
+    if (!cells.has(k)) cells.set(k, { cell: { config: r.config, dn: r.dn, podsPerNode: r.podsPerNode }, reps: [] });
+    cells.get(k)!.reps.push(r);
+  }
+  const rows: SummaryRow[] = [];
+  const ordered = [...cells.values()].sort((a, b) => a.cell.dn - b.cell.dn || a.cell.podsPerNode - b.cell.podsPerNode || a.cell.config - b.cell.config);
+  for (const { cell, reps } of ordered) {
+    for (const event of EVENTS) {
+      const values = reps.map((r) => r.events[event]).filter((v): v is number => v !== null).sort((a, b) => a - b);
+      const q = (p: number) => (values.length ? quantile(values, p) : null);
+      rows.push({ ...cell, event, n: reps.length, nulls: reps.length - values.length, median: q(0.5), p25: q(0.25), p75: q(0.75), p90: q(0.9) });
+    }
+  }
+  return rows;
+}
+
+const fmt = (v: number | null) => (v === null ? '' : v.toFixed(3));
+
+export function summaryCsv(rows: readonly SummaryRow[]): string {
+  const head = 'config,dn,podsPerNode,event,n,nulls,median,p25,p75,p90';
+  return [head, ...rows.map((r) => [r.config, r.dn, r.podsPerNode, r.event, r.n, r.nulls, fmt(r.median), fmt(r.p25), fmt(r.p75), fmt(r.p90)].join(','))].join('\n') + '\n';
+}
+
+/** Lookup of summary rows by cell and event. */
+export class SummaryIndex {
+  private readonly byKey = new Map<string, SummaryRow>();
+  readonly configs: ConfigId[];
+  readonly dns: number[];
+  readonly podsPerNode: number[];
+  constructor(readonly rows: readonly SummaryRow[]) {
+    for (const r of rows) this.byKey.set(`${cellKey(r)}/${r.event}`, r);
+    const uniq = <T>(xs: T[]) => [...new Set(xs)].sort((a, b) => Number(a) - Number(b));
+    this.configs = uniq(rows.map((r) => r.config));
+    this.dns = uniq(rows.map((r) => r.dn));
+    this.podsPerNode = uniq(rows.map((r) => r.podsPerNode));
+  }
+  get(cell: Cell, event: EventName): SummaryRow | undefined {
+    return this.byKey.get(`${cellKey(cell)}/${event}`);
+  }
+  median(cell: Cell, event: EventName): number | null {
+    return this.get(cell, event)?.median ?? null;
+  }
+  /** median(config c) / median(config 1) in the same cell */
+  ratioVsVanilla(cell: Cell, event: EventName): number | null {
+    return ratio(this.median(cell, event), this.median({ ...cell, config: 1 }, event));
+  }
+  /** critical-path inflation: median at this load / median of the same configuration with podsPerNode 0 */
+  inflation(cell: Cell, event: EventName): number | null {
+    return ratio(this.median(cell, event), this.median({ ...cell, podsPerNode: 0 }, event));
+  }
+}
+
+export function ratio(a: number | null, b: number | null): number | null {
+  return a === null || b === null || b <= 0 ? null : a / b;
+}

@@ -1,0 +1,177 @@
+/**
+ * Pure logic of the failover experiment harness: results parsing (errors name line and field),
+ * quantiles and the summary, ratios/inflation and the target checks of the report, the plan order,
+ * the progress line, the kcm --controllers flag, and the SVG figures.
+ */
+import { describe, expect, it } from 'vitest';
+import { EVENTS, emptyEvents, parseResults, repKey, type FailoverEvents, type RepResult } from '../../experiments/harness/results.ts';
+import { quantile, SummaryIndex, summarize, summaryCsv } from '../../experiments/harness/stats.ts';
+import { checkTargets, renderReport } from '../../experiments/harness/report.ts';
+import { ecdf, fig61Svg, fig65Svg, niceTicks } from '../../experiments/harness/svg.ts';
+import { planReps } from '../../experiments/harness/experiment.ts';
+import { formatDuration, progressLine } from '../../experiments/harness/progress.ts';
+import { kcmControllersFlag, TABLE_6_1 } from '../../experiments/harness/configurator.ts';
+import { loadDeployments } from '../../experiments/harness/scenario.ts';
+import { svgToPng } from '../../experiments/harness/png.ts';
+
+const ev = (v: Partial<FailoverEvents>): FailoverEvents => ({ ...emptyEvents(), ...v });
+const all = (t: number): FailoverEvents => ({ prioScheduled: t * 0.1, prioReady: t * 0.5, prioUp: t * 0.55, prioEndpointReady: t * 0.6, lastScheduled: t * 0.8, lastReady: t });
+const rep = (config: 1 | 5, podsPerNode: number, r: number, events: FailoverEvents, dn = 1): RepResult => ({ config, dn, podsPerNode, rep: r, events });
+
+describe('results.jsonl', () => {
+  it('round-trips valid lines and skips blank ones', () => {
+    const lines = [rep(1, 5, 0, all(10)), rep(5, 5, 0, ev({ prioUp: 1.5 }))].map((r) => JSON.stringify(r)).join('\n\n');
+    const parsed = parseResults(lines);
+    expect(parsed).toHaveLength(2);
+    expect(parsed[1]!.events.prioReady).toBeNull();
+    expect(repKey(parsed[0]!)).toBe('c1/dn1/ppn5/rep0');
+  });
+  it('names the line and the field of a bad record', () => {
+    const good = JSON.stringify(rep(1, 5, 0, all(10)));
+    expect(() => parseResults(`${good}\n${JSON.stringify({ ...rep(1, 5, 1, all(10)), config: 7 })}`, 'r.jsonl')).toThrow(/r\.jsonl:2: field config/);
+    expect(() => parseResults(JSON.stringify({ ...rep(1, 5, 1, all(10)), events: { ...all(1), prioUp: -1 } }))).toThrow(/:1: field events\.prioUp/);
+    expect(() => parseResults(JSON.stringify({ ...rep(1, 5, 1, all(10)), events: { ...all(1), extra: 1 } }))).toThrow(/field events/);
+    expect(() => parseResults('{oops')).toThrow(/:1: not JSON/);
+  });
+});
+
+describe('statistics', () => {
+  it('quantile interpolates linearly between ranks (type 7)', () => {
+    expect(quantile([1, 2, 3, 4], 0.5)).toBe(2.5);
+    expect(quantile([1, 2, 3, 4], 0.25)).toBe(1.75);
+    expect(quantile([10], 0.9)).toBe(10);
+    expect(quantile([0, 10], 0.9)).toBe(9);
+    expect(quantile([], 0.5)).toBeNaN();
+  });
+  it('summarizes per cell and event, counting nulls', () => {
+    const rows = summarize([rep(1, 5, 0, all(10)), rep(1, 5, 1, all(20)), rep(1, 5, 2, ev({ prioUp: 3 }))]);
+    expect(rows).toHaveLength(EVENTS.length);
+    const lastReady = rows.find((r) => r.event === 'lastReady')!;
+    expect(lastReady).toMatchObject({ n: 3, nulls: 1, median: 15, p25: 12.5, p75: 17.5, p90: 19 });
+    const prioUp = rows.find((r) => r.event === 'prioUp')!;
+    expect(prioUp.median).toBe(5.5);
+    const csv = summaryCsv(rows).trim().split('\n');
+    expect(csv[0]).toBe('config,dn,podsPerNode,event,n,nulls,median,p25,p75,p90');
+    expect(csv).toContain('1,1,5,lastReady,3,1,15.000,12.500,17.500,19.000');
+  });
+  it('a cell where an event never happened has null quantiles and an empty CSV field', () => {
+    const rows = summarize([rep(1, 0, 0, ev({}))]);
+    expect(rows.every((r) => r.median === null && r.nulls === 1)).toBe(true);
+    expect(summaryCsv(rows)).toContain('1,1,0,prioUp,1,1,,,,');
+  });
+});
+
+describe('report', () => {
+  const results = [
+    ...[0, 1, 2].map((r) => rep(1, 0, r, all(2))),
+    ...[0, 1, 2].map((r) => rep(5, 0, r, all(2))),
+    ...[0, 1, 2].map((r) => rep(1, 20, r, all(20 + r))),
+    ...[0, 1, 2].map((r) => rep(5, 20, r, { ...all(21 + r), prioReady: 1.1, prioUp: 1.2 })),
+  ];
+  const index = new SummaryIndex(summarize(results));
+  it('ratios vs config 1 and inflation vs idle', () => {
+    expect(index.ratioVsVanilla({ config: 5, dn: 1, podsPerNode: 20 }, 'lastReady')).toBeCloseTo(22 / 21);
+    expect(index.inflation({ config: 5, dn: 1, podsPerNode: 20 }, 'prioReady')).toBeCloseTo(1.1 / 1);
+    expect(index.inflation({ config: 1, dn: 1, podsPerNode: 20 }, 'prioReady')).toBeCloseTo(10.5 / 1);
+  });
+  it('checks the issue targets at the heaviest load, naming misses', () => {
+    const { cell, checks } = checkTargets(index);
+    expect(cell).toEqual({ dn: 1, podsPerNode: 20 });
+    const byWhat = Object.fromEntries(checks.map((c) => [c.what, c]));
+    expect(byWhat['Prio ready: reduction of config 5 vs config 1']!.measured).toBeCloseTo(1 - 1.1 / 10.5);
+    expect(byWhat['Prio ready: reduction of config 5 vs config 1']!.met).toBe(true);
+    expect(byWhat['Prio up: config 5 at load / config 5 idle']!.measured).toBeCloseTo(1.2 / 1.1);
+    expect(byWhat['Prio up: config 5 at load / config 5 idle']!.met).toBe(true);
+    expect(byWhat['Last ready: config 5 / config 1']!.met).toBe(true);
+    const md = renderReport(results, index.rows, { notes: ['machine: test'], command: 'regen' });
+    expect(md).toContain('## Targets at the heaviest load (DN 1, 20 pods/node)');
+    expect(md).toContain('| Prio ready: config 5 at load / config 5 idle | 1.10x | <= 1.15x | met |');
+    expect(md).toContain('| 5: + CM multi-priority periodic | 1.10 [1.10–1.10] |'.slice(0, 20));
+    expect(md).toContain('- machine: test');
+    expect(md).toContain('Regenerate: `regen`');
+  });
+  it('reports a missed target and never-seen events', () => {
+    const slow = [...results.filter((r) => r.config === 1), ...[0, 1, 2].map((r) => rep(5, 0, r, all(2))), ...[0, 1].map((r) => rep(5, 20, r, all(40))), rep(5, 20, 2, ev({}))];
+    const rows = summarize(slow);
+    const md = renderReport(slow, rows);
+    expect(md).toMatch(/Last ready: config 5 \/ config 1 \| 1\.90x \| <= 1\.1x \| \*\*missed\*\*/);
+    expect(md).toContain('(1/3 never)');
+    const { checks } = checkTargets(new SummaryIndex(rows));
+    expect(checks.filter((c) => c.met === false).length).toBeGreaterThanOrEqual(3);
+  });
+  it('has no target section without both configurations 1 and 5', () => {
+    expect(checkTargets(new SummaryIndex(summarize(results.filter((r) => r.config === 1)))).checks).toEqual([]);
+  });
+});
+
+describe('plan, progress, topology helpers', () => {
+  it('interleaves configurations inside each repetition', () => {
+    const plan = planReps({ configs: [1, 5], dns: [1, 2], podsPerNode: [0, 10], reps: 2 });
+    expect(plan).toHaveLength(16);
+    expect(plan.slice(0, 3)).toEqual([
+      { config: 1, dn: 1, podsPerNode: 0, rep: 0 },
+      { config: 5, dn: 1, podsPerNode: 0, rep: 0 },
+      { config: 1, dn: 1, podsPerNode: 10, rep: 0 },
+    ]);
+    expect(new Set(plan.map(repKey)).size).toBe(16);
+  });
+  it('formats the progress line with ETA', () => {
+    expect(formatDuration(59.6)).toBe('1m00s');
+    expect(formatDuration(3725)).toBe('1h02m');
+    expect(progressLine({ done: 5, total: 10, skipped: 2, meanRepS: 30, width: 10, what: 'x' })).toBe('[#####-----] 5/10 reps (2 already done)  ETA 2m30s  x');
+    expect(progressLine({ done: 0, total: 4, skipped: 0, width: 4 })).toBe('[----] 0/4 reps  ETA ?');
+  });
+  it('builds the kcm --controllers flag from the Ulysses controllers', () => {
+    expect(kcmControllersFlag(['replicaset', 'taint-eviction', 'endpointslice'])).toBe('*,-replicaset-controller,-taint-eviction-controller,-endpointslice-controller,-endpoints-controller');
+    expect(kcmControllersFlag(['deployment'])).toBe('*,-deployment-controller');
+  });
+  it('Table 6.1 adds one modification per configuration', () => {
+    expect(TABLE_6_1[1]).toEqual({ shim: 'vanilla', apf: false, controllerManager: 'vanilla' });
+    expect(TABLE_6_1[5]).toEqual({ shim: 'paced', apf: true, controllerManager: 'multi-priority-periodic' });
+  });
+  it('splits the load in Deployments of 2 pods', () => {
+    expect(loadDeployments(5)).toEqual([2, 2, 1]);
+    expect(loadDeployments(0)).toEqual([]);
+    expect(loadDeployments(4)).toEqual([2, 2]);
+  });
+});
+
+describe('SVG figures', () => {
+  const results = [0, 1, 2].flatMap((r) => [rep(1, 0, r, all(2)), rep(5, 0, r, all(2)), rep(1, 10, r, all(10 + r)), rep(5, 10, r, all(9 + r)), rep(1, 10, r, all(10 + r), 2), rep(5, 10, r, all(11), 2)]);
+  const index = new SummaryIndex(summarize(results));
+  it('nice ticks cover the range with 1-2-5 steps', () => {
+    expect(niceTicks(0, 10)).toEqual([0, 2, 4, 6, 8, 10]);
+    expect(niceTicks(0, 0.37)).toEqual([0, 0.1, 0.2, 0.3, 0.4]);
+    const t = niceTicks(0, 23);
+    expect(t[0]).toBe(0);
+    expect(t[t.length - 1]).toBeGreaterThanOrEqual(23);
+  });
+  it('ecdf is a step function reaching 1', () => {
+    expect(ecdf([3, 1, 2])).toEqual([[1, 1 / 3], [2, 2 / 3], [3, 1]]);
+  });
+  it('Fig 6.1 has one panel per DN, a series per configuration, IQR bars and valid XML', () => {
+    const svg = fig61Svg(index, 'prioUp');
+    expect(svg.startsWith('<svg xmlns="http://www.w3.org/2000/svg"')).toBe(true);
+    expect(svg.match(/Prio up, DN = \d/g)).toEqual(['Prio up, DN = 1', 'Prio up, DN = 2']);
+    // DN 1: idle + 10 pods for both configs (a line each); DN 2: one load only (points, no line)
+    expect(svg.match(/<polyline /g)!.length).toBe(2);
+    expect(svg.match(/<circle /g)!.length).toBe(6);
+    expect(svg).toContain('config 5, 10 pods/node: median');
+    expect(svg).not.toMatch(/NaN|undefined/);
+    // balanced tags
+    const open = (svg.match(/<(?!\/)[a-z]+[^>]*[^/]>/g) ?? []).filter((t) => !t.startsWith('<?')).length;
+    const close = (svg.match(/<\/[a-z]+>/g) ?? []).length;
+    expect(open).toBe(close);
+  });
+  it('Fig 6.5 draws one CDF per configuration and event per panel', () => {
+    const svg = fig65Svg(results, [{ dn: 1, podsPerNode: 10 }, { dn: 2, podsPerNode: 10 }]);
+    expect(svg.match(/<path /g)!.length).toBe(8);
+    expect(svg).toContain('stroke-dasharray="5 3"');
+    expect(svg).not.toMatch(/NaN|undefined/);
+  });
+  it('PNG rendering either works or explains how to get it', async () => {
+    const png = await svgToPng(fig61Svg(index, 'prioReady'));
+    if (png instanceof Error) expect(png.message).toMatch(/@resvg\/resvg-js.*npm install @resvg\/resvg-js@2\.6\.2/);
+    else expect(Buffer.from(png.subarray(1, 4)).toString()).toBe('PNG');
+  });
+});
