@@ -15,18 +15,28 @@ import { loadKubeConfig } from '../../core/kube.ts';
 import { componentLogger } from '../../core/logging.ts';
 import { extenderConfig, loadExtenderConfig, type ExtenderConfig } from './config.ts';
 import { ExtenderServer } from './server.ts';
+import { applyExtenderRuntime, extenderRuntimeWatcher } from './runtime.ts';
 
-export async function startExtender(opts: { configFile?: string; kubeconfig?: string; host?: string; port?: number }): Promise<ExtenderServer> {
+export async function startExtender(opts: { configFile?: string; kubeconfig?: string; host?: string; port?: number; runtimeConfig?: boolean }): Promise<ExtenderServer> {
   const load = async (): Promise<ExtenderConfig> => {
     const base = opts.configFile ? await loadExtenderConfig(opts.configFile) : extenderConfig({});
     return extenderConfig({ ...base, listen: { host: opts.host ?? base.listen.host, port: opts.port ?? base.listen.port } }, 'scheduler-extender flags');
   };
-  const server = new ExtenderServer({ config: await load(), kubeconfig: loadKubeConfig(opts.kubeconfig) });
+  let base = await load();
+  const kc = loadKubeConfig(opts.kubeconfig);
+  const server = new ExtenderServer({ config: base, kubeconfig: kc });
   await server.start();
   const log = componentLogger('scheduler-extender');
+  // spec.schedulerExtender of UlyssesConfig/default switches plugins live, over the file config
+  const runtime = opts.runtimeConfig === false ? undefined : extenderRuntimeWatcher(kc, server, () => base, log);
+  await runtime?.start();
   process.on('SIGHUP', () => {
     load().then(
-      (cfg) => server.setConfig(cfg),
+      (cfg) => {
+        base = cfg;
+        server.setConfig(cfg);
+        if (runtime?.current) applyExtenderRuntime(server, base, runtime.current);
+      },
       (err: Error) => log.error({ err: err.message }, 'config reload failed: keeping the current configuration'),
     );
   });
@@ -53,8 +63,9 @@ if (isMain) {
     .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG or ~/.kube/config)')
     .option('--host <host>', 'listen host (overrides the config)')
     .option('--port <port>', 'listen port (overrides the config)', port)
+    .option('--no-runtime-config', 'do not watch UlyssesConfig/default (spec.schedulerExtender)')
     .action(async (o) => {
-      const server = await startExtender({ configFile: o.config, kubeconfig: o.kubeconfig, host: o.host, port: o.port });
+      const server = await startExtender({ configFile: o.config, kubeconfig: o.kubeconfig, host: o.host, port: o.port, runtimeConfig: o.runtimeConfig });
       const stop = () => void server.stop().then(() => process.exit(0));
       process.once('SIGTERM', stop);
       process.once('SIGINT', stop);
