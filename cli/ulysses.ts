@@ -136,6 +136,50 @@ experiment
     else console.log(`wrote ${r.report}, ${r.summary}, ${r.svgs.length} SVG and ${r.pngs.length} PNG figure(s)`);
   });
 
+// --- §6.2 experiments (experiments/placement/): pure simulations, no testbed ---
+experiment
+  .command('placement')
+  .description('§6.2 placement simulation: LeastAllocated, MostAllocated, RequestedToCapacityRatio vs criticality-aware (52.5/42.5/5)')
+  .option('--seed <n>', 'seed (run r uses seed + r)', int('--seed'), 1)
+  .option('--runs <n>', 'runs (each: 4-10 nodes, 300-1000 pods)', int('--runs'), 100)
+  .option('--nodes <n>', 'fix the initial node count', int('--nodes'))
+  .option('--pods <n>', 'fix the pod count', int('--pods'))
+  .requiredOption('--out <dir>', 'output directory (placement.csv, report.md, figures)')
+  .action(async (o) => {
+    const { runPlacementExperiment } = await import('../experiments/placement/run.ts');
+    const command = `ulysses experiment placement --seed ${o.seed} --runs ${o.runs}${o.nodes !== undefined ? ` --nodes ${o.nodes}` : ''}${o.pods !== undefined ? ` --pods ${o.pods}` : ''} --out ${o.out}`;
+    const r = await runPlacementExperiment({ seed: o.seed, runs: o.runs, nodes: o.nodes, pods: o.pods, out: o.out, command, log: (l) => console.error(l) });
+    if (r.written.pngMessage) console.error(r.written.pngMessage);
+    console.log(`${r.table}\n\nwrote ${r.written.files.join(', ')}`);
+  });
+experiment
+  .command('schedulability')
+  .description('§6.2 schedulability study: 200 pod sets on 5 non-RT, 2 budget/period, 1 deferrable-server node; vanilla vs Ulysses')
+  .option('--seed <n>', 'seed', int('--seed'), 1)
+  .option('--sets <n>', 'pod sets', int('--sets'), 200)
+  .option('--ds-cores <n>', 'cores of the deferrable-server node', int('--ds-cores'), 6)
+  .option('--bp-cores <n>', 'cores of each budget/period node', int('--bp-cores'), 3)
+  .option('--non-rt-cores <n>', 'cores of each non-RT node', int('--non-rt-cores'), 4)
+  .option('--sample <n>', 'DS-rejected sets to check with the simulator', int('--sample'), 10)
+  .requiredOption('--out <dir>', 'output directory (schedulability*.csv, report.md, figures)')
+  .action(async (o) => {
+    const { runSchedulabilityExperiment } = await import('../experiments/placement/run.ts');
+    const command = `ulysses experiment schedulability --seed ${o.seed} --sets ${o.sets} --ds-cores ${o.dsCores} --bp-cores ${o.bpCores} --non-rt-cores ${o.nonRtCores} --sample ${o.sample} --out ${o.out}`;
+    const r = await runSchedulabilityExperiment({
+      seed: o.seed,
+      sets: o.sets,
+      dsCores: o.dsCores,
+      budgetPeriodCores: o.bpCores,
+      nonRtCores: o.nonRtCores,
+      simulateSample: o.sample,
+      out: o.out,
+      command,
+      log: (l) => console.error(l),
+    });
+    if (r.written.pngMessage) console.error(r.written.pngMessage);
+    console.log(`${r.table}\n\n${r.sensitivity}\n\nwrote ${r.written.files.join(', ')}`);
+  });
+
 program
   .command('schedulability')
   .description('what-if: would this real-time/TDMA pod fit on this node? (same analyses as the scheduler extender)')

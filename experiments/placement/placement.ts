@@ -379,9 +379,7 @@ export function simulatePolicy(w: Workload, policy: PolicyName, tieSeed = w.seed
   const retryPending = (t: number) => {
     pending.sort(byPriority);
     for (let i = 0; i < pending.length; ) {
-      const pod = pending[i]!;
-      pending.splice(i, 1); // not pending while it is tried? it is: keep m consistent
-      pending.splice(i, 0, pod);
+      const pod = pending[i]!; // stays in `pending` while it is tried: m counts it
       if (tryPlace(pod, t)) pending.splice(i, 1);
       else i++;
     }

@@ -42,7 +42,7 @@ import { extenderConfig } from '../../scheduler-plugins/extender/config.ts';
 import { evaluateNode, podRequirements } from '../../scheduler-plugins/extender/evaluate.ts';
 import { ClusterState } from '../../scheduler-plugins/extender/state.ts';
 import { coreUtilization, placeReservation, type CoreReservation } from '../../scheduler-plugins/realtime/budget-period.ts';
-import type { DeferrableServer } from '../../scheduler-plugins/realtime/deferrable-server.ts';
+import { coreSchedulable, serverPriorityOrder, type DeferrableServer } from '../../scheduler-plugins/realtime/deferrable-server.ts';
 import { adversarialScenarios, simulateDeferrableServers, simulationHorizon } from '../../scheduler-plugins/realtime/simulator.ts';
 import { RT_ANNOTATION, RT_CAPACITY_ANNOTATION, RT_CORES_ANNOTATION, RT_SCHEDULER_LABEL } from '../../scheduler-plugins/schedulability.ts';
 import { fits, resourceScore, selectHost } from './kube-scoring.ts';
@@ -249,14 +249,64 @@ export interface DsCheck {
   readonly core: number;
   readonly servers: number;
   readonly coreUtilization: number;
+  /** Adversarial scenarios of simulator.ts run with every pod executing only its own task. */
   readonly scenarios: number;
+  /** Misses of the failing server(s)' tasks in those scenarios. */
+  readonly missesOwnWorkload: number;
+  /** Critical instant (see {@link criticalInstant}) of each failing server: how many of them miss. */
+  readonly criticalInstantMisses: number;
+  readonly failingServers: number;
+  /** Largest simulated response time minus deadline at the critical instants (µs; > 0: a miss). */
+  readonly worstLatenessUs: number;
   readonly missed: boolean;
-  readonly misses: number;
+}
+
+function simulateScenarios(servers: readonly DeferrableServer[], watched: ReadonlySet<number>, rand: () => number, capUs: number) {
+  const scenarios = adversarialScenarios(servers, rand);
+  let misses = 0;
+  for (const o of scenarios) {
+    const maxOffset = Math.max(0, ...(o.taskOffsetsUs ?? []).flatMap((x) => [...(x ?? [])]));
+    misses += simulateDeferrableServers(servers, simulationHorizon(servers, maxOffset, capUs), o).misses.filter((m) => watched.has(m.server)).length;
+  }
+  return { misses, scenarios: scenarios.length };
+}
+
+/**
+ * The worst case the deferrable-server analysis assumes for server `target` (index in `servers`),
+ * built for the simulator: the target's task is released at 0 with the target's budget exhausted
+ * (next replenishment r = T_S − C_S); every higher-priority server X has kept its full budget (no
+ * work before r), is replenished at r + C_X, and from r on has more work than budget (two tasks of
+ * C_X every T_X released at r) — what its reservation allows any pod to do: C_X at the end of one
+ * period, C_X at the start of the next ("back-to-back", J_X = T_X − C_X), then C_X every period.
+ * Lower-priority servers cannot delay the target and are left out. Returns the target's task
+ * response time in that scenario (first job) and its deadline.
+ */
+export function criticalInstant(servers: readonly DeferrableServer[], target: number, capUs: number): { responseUs: number | null; deadlineUs: number; missed: boolean } {
+  const order = serverPriorityOrder(servers);
+  const s = servers[target]!;
+  const r = s.periodUs - s.budgetUs;
+  const hp = order.slice(0, order.indexOf(target)).map((i) => servers[i]!);
+  const sim: DeferrableServer[] = [s, ...hp.map((x) => ({ ...x, tasks: [{ wcetUs: x.budgetUs, periodUs: x.periodUs }, { wcetUs: x.budgetUs, periodUs: x.periodUs }] }))];
+  const initial = [
+    { budgetUs: 0, firstReplenishmentUs: r },
+    ...hp.map((x) => ({ budgetUs: x.budgetUs, firstReplenishmentUs: ((r + x.budgetUs - 1) % x.periodUs) + 1 })),
+  ];
+  const taskOffsetsUs = [s.tasks.map(() => 0), ...hp.map(() => [r, r])];
+  const task = s.tasks[0]!;
+  const deadline = task.deadlineUs ?? task.periodUs;
+  const horizon = Math.min(capUs, r + 4 * deadline + 1);
+  const res = simulateDeferrableServers(sim, horizon, { initial, taskOffsetsUs });
+  const mine = res.misses.filter((m) => m.server === 0);
+  const first = mine.find((m) => m.releaseUs === 0);
+  const responseUs = first ? (first.finishUs === null ? null : first.finishUs) : res.maxResponseUs[0]![0]!;
+  return { responseUs, deadlineUs: deadline, missed: mine.length > 0 };
 }
 
 /**
  * Simulates the DS-node core the failing high pod would go to (the least loaded one, as the what-if
- * reports) with the servers already placed there, under the adversarial scenarios.
+ * reports) with the servers already placed there: (1) the adversarial scenarios of simulator.ts with
+ * every pod executing only its own task; (2) the analysis' critical instant of every server the
+ * analysis finds unschedulable, the other servers using what their reservations allow.
  */
 export function checkDsRejection(set: PodSet, outcome: PlacementOutcome & { state: ClusterState }, dsCores: number, pod: string, rand: () => number, capUs: number): DsCheck {
   const cores: DeferrableServer[][] = Array.from({ length: dsCores }, () => []);
@@ -266,16 +316,32 @@ export function checkDsRejection(set: PodSet, outcome: PlacementOutcome & { stat
   }
   const p = set.pods.find((x) => x.name === pod)!;
   const spec = JSON.parse(p.pod.metadata!.annotations![RT_ANNOTATION]!) as { server: { budgetUs: number; periodUs: number }; tasks: DeferrableServer['tasks'] };
-  const util = cores.map((c) => c.reduce((u, s) => u + s.budgetUs / s.periodUs, 0));
+  const util = cores.map((c) => c.reduce((u, x) => u + x.budgetUs / x.periodUs, 0));
   const core = util.map((_, i) => i).sort((a, b) => util[a]! - util[b]! || a - b)[0]!;
   const servers = [...cores[core]!, { podUid: p.pod.metadata!.uid!, ...spec.server, tasks: spec.tasks }];
-  const scenarios = adversarialScenarios(servers, rand);
-  let misses = 0;
-  for (const o of scenarios) {
-    const maxOffset = Math.max(0, ...(o.taskOffsetsUs ?? []).flatMap((x) => [...(x ?? [])]));
-    misses += simulateDeferrableServers(servers, simulationHorizon(servers, maxOffset, capUs), o).misses.length;
+  const analysis = coreSchedulable(servers);
+  const failing = analysis.servers.filter((a) => !a.server.schedulable || a.tasks.some((t) => !t.schedulable)).map((a) => a.index);
+  const own = simulateScenarios(servers, new Set(failing), rand, capUs);
+  let ciMisses = 0;
+  let worst = Number.NEGATIVE_INFINITY;
+  for (const i of failing) {
+    const ci = criticalInstant(servers, i, capUs);
+    if (ci.missed) ciMisses++;
+    worst = Math.max(worst, (ci.responseUs ?? capUs) - ci.deadlineUs);
   }
-  return { set: set.index, pod, core, servers: servers.length, coreUtilization: util[core]! + spec.server.budgetUs / spec.server.periodUs, scenarios: scenarios.length, missed: misses > 0, misses };
+  return {
+    set: set.index,
+    pod,
+    core,
+    servers: servers.length,
+    coreUtilization: util[core]! + spec.server.budgetUs / spec.server.periodUs,
+    scenarios: own.scenarios,
+    missesOwnWorkload: own.misses,
+    criticalInstantMisses: ciMisses,
+    failingServers: failing.length,
+    worstLatenessUs: worst,
+    missed: ciMisses > 0 || own.misses > 0,
+  };
 }
 
 export interface SetResult {
