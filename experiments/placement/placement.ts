@@ -8,7 +8,7 @@
  * - cluster: 4-10 initial nodes, more nodes randomly added during the run (0-3); node
  *   BR_n = [cpu, memory, disk] from {4, 8, 16} cores × {8, 16, 32} GiB × {100, 250, 500} GB;
  *   RT_n with probability 0.4 (at least one RT and one non-RT node); assurance base α_n + β_n
- *   (hardware + software mechanisms, §3.1.2) in 2..4 for RT nodes, 0..2 for the others;
+ *   (hardware + software mechanisms, §3.1.2) in 2..4 for RT nodes, 1..2 for the others;
  * - pods: 300-1000, Poisson arrivals, exponential lifetimes ("pods were randomly terminated, freeing
  *   the resources allotted to them"), mean lifetime chosen for an offered CPU load ρ ∈ [0.9, 1.6] of
  *   the initial cluster (contention); criticality NO/LOW/HI with probability 0.5/0.3/0.2; RT_l with
@@ -17,10 +17,10 @@
  * - assurance (§6.2: "a percentage of α_n + β_n that assumes discrete values ... defined by the
  *   minimum Pod criticality hosted on the node, and whether the resources guaranteed to the Pod are
  *   the minimum or maximum requested"): level A_n = round(25 · (α_n + β_n) · c(min criticality) ·
- *   g), c = 1 / 0.75 / 0.5 for HI / LOW / NO (empty node: 1), g = 1 if every pod on the node gets
- *   its maximum (Σ limits ≤ capacity on every resource) else 0.75. 100 = the best node, idle.
+ *   g), c = 1 / 0.8 / 0.5 for HI / LOW / NO (empty node: 1), g = 1 if every pod on the node gets
+ *   its maximum (Σ limits ≤ capacity on every resource) else 0.8. 100 = the best node, idle.
  *   The level is the node's `ulysses.io/assurance` vector ({cpu, memory, disk} all = A_n) and pods'
- *   thresholds θ_k are threshold policies of scheduler-plugins/assurance (HI 75, LOW 40, NO none),
+ *   thresholds θ_k are threshold policies of scheduler-plugins/assurance (HI 75, LOW 35, NO none),
  *   checked with its `satisfies`;
  * - filter, common to all four policies (§6.2): NodeResourcesFit (requests), assurance compliance
  *   ∀k ∈ J_on_n ∪ {l}: A*_n ≥ θ_k (A*_n: the level with l added), RT compliance ¬RT_l ∨ RT_n;
