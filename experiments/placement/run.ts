@@ -4,7 +4,7 @@
  */
 import { runPlacementStudy, type WorkloadOptions } from './placement.ts';
 import { placementTable, schedulabilityTable, sensitivityTable, writePlacementOutputs, writeSchedulabilityOutputs, type SensitivityRow, type Written } from './report.ts';
-import { runSchedulabilityStudy, STUDY_DEFAULTS, type StudyOptions, type StudyResult } from './schedulability.ts';
+import { runSchedulabilityStudy, type StudyOptions, type StudyResult } from './schedulability.ts';
 
 export interface PlacementExperimentOptions extends WorkloadOptions {
   readonly seed: number;
@@ -16,6 +16,7 @@ export interface PlacementExperimentOptions extends WorkloadOptions {
 
 export async function runPlacementExperiment(o: PlacementExperimentOptions): Promise<{ table: string; written: Written }> {
   const log = o.log ?? (() => undefined);
+  atLeast1({ '--runs': o.runs, '--nodes': o.nodes, '--pods': o.pods });
   const { nodes, pods, load, addedNodes } = o;
   const runs = runPlacementStudy(o.seed, o.runs, { ...(nodes !== undefined ? { nodes } : {}), ...(pods !== undefined ? { pods } : {}), ...(load !== undefined ? { load } : {}), ...(addedNodes !== undefined ? { addedNodes } : {}) }, (_, i) => {
     if ((i + 1) % 10 === 0 || i + 1 === o.runs) log(`placement: ${i + 1}/${o.runs} runs`);
@@ -35,6 +36,7 @@ export interface SchedulabilityExperimentOptions extends StudyOptions {
 
 export async function runSchedulabilityExperiment(o: SchedulabilityExperimentOptions): Promise<{ result: StudyResult; table: string; sensitivity: string; written: Written }> {
   const log = o.log ?? (() => undefined);
+  atLeast1({ '--sets': o.sets, '--ds-cores': o.dsCores, '--bp-cores': o.budgetPeriodCores, '--non-rt-cores': o.nonRtCores });
   const { seed, out, command, sensitivityCores, log: _log, ...study } = o;
   const result = runSchedulabilityStudy(seed, study);
   log(`schedulability: ${result.sets.length} sets, ${result.dsChecks.length} DS rejection(s) simulated`);
@@ -47,4 +49,9 @@ export async function runSchedulabilityExperiment(o: SchedulabilityExperimentOpt
   return { result, table: schedulabilityTable(result), sensitivity: sensitivityTable(sensitivity, result.sets.length), written };
 }
 
-export { STUDY_DEFAULTS };
+/** Options that must be >= 1 when given: a clear error naming the option. */
+function atLeast1(options: Record<string, number | undefined>): void {
+  for (const [name, v] of Object.entries(options)) {
+    if (v !== undefined && !(Number.isInteger(v) && v >= 1)) throw new RangeError(`${name} must be an integer >= 1, got ${v}`);
+  }
+}
