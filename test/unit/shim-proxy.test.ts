@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import { Registry } from 'prom-client';
-import { CriProxy, CRI_PROTO_FILE, RUN_POD_SANDBOX, criMethods, sandboxInfo, type ForwardEvent } from '../../kubelet-shim/proxy.ts';
+import { CRI_PROTO_FILE, RUN_POD_SANDBOX, criMethods, sandboxInfo, type CriProxyOptions, type ForwardEvent } from '../../kubelet-shim/proxy.ts';
+import { PROXY_IMPLEMENTATIONS, createCriProxy, type CriProxyServer, type ProxyImplementation } from '../../kubelet-shim/proxies.ts';
 import { PacingGate } from '../../kubelet-shim/pacing.ts';
 import { shimMetrics } from '../../kubelet-shim/metrics.ts';
 import { CriClient } from '../../kubelet-shim/cri-client.ts';
@@ -138,23 +139,26 @@ function runPodSandboxRequest(namespace: string, name: string, criticality?: str
 
 let dir: string;
 let runtime: FakeRuntime;
-let proxy: CriProxy | undefined;
+let proxy: CriProxyServer | undefined;
+let implementation: ProxyImplementation = 'http2';
+const newProxy = (opts: CriProxyOptions) => createCriProxy({ ...opts, implementation });
 let client: grpc.Client | undefined;
 let registry: Registry;
 let forwarded: ForwardEvent[];
 
-async function startProxy(gate?: PacingGate, extra: Partial<ConstructorParameters<typeof CriProxy>[0]> = {}): Promise<string> {
+async function startProxy(gate?: PacingGate, extra: Partial<CriProxyOptions> = {}): Promise<string> {
   const listen = join(dir, `proxy-${Math.random().toString(36).slice(2, 8)}.sock`);
   registry = new Registry();
   forwarded = [];
-  proxy = new CriProxy({ listen, backend: runtime.socket, gate, metrics: shimMetrics(registry), onForward: (e) => forwarded.push(e), ...extra });
+  proxy = newProxy({ listen, backend: runtime.socket, gate, metrics: shimMetrics(registry), onForward: (e) => forwarded.push(e), ...extra });
   await proxy.start();
   client = rawClient(listen);
   return listen;
 }
 
-describe('kubelet-shim CRI proxy (fake runtime)', () => {
+describe.each(PROXY_IMPLEMENTATIONS)('kubelet-shim CRI proxy, %s implementation (fake runtime)', (impl) => {
   beforeAll(async () => {
+    implementation = impl;
     dir = mkdtempSync(join(tmpdir(), 'uly-shim-'));
     runtime = new FakeRuntime(join(dir, 'runtime.sock'));
     await runtime.start();
@@ -313,7 +317,7 @@ describe('kubelet-shim CRI proxy (fake runtime)', () => {
     const downSock = join(dir, 'down.sock');
     const downRuntime = new FakeRuntime(downSock);
     const listen = join(dir, 'p-down.sock');
-    proxy = new CriProxy({ listen, backend: downSock });
+    proxy = newProxy({ listen, backend: downSock });
     await proxy.start();
     client = rawClient(listen);
     const t0 = Date.now();
@@ -412,12 +416,12 @@ describe('kubelet-shim CRI proxy (fake runtime)', () => {
     child.kill('SIGKILL');
     await new Promise((r) => child.once('exit', r));
     expect(statSync(listen).isSocket()).toBe(true);
-    proxy = new CriProxy({ listen, backend: runtime.socket });
+    proxy = newProxy({ listen, backend: runtime.socket });
     await proxy.start();
     expect(statSync(listen).mode & 0o777).toBe(0o660);
     client = rawClient(listen);
     expect((await rawUnary(client, '/runtime.v1.RuntimeService/Version', Buffer.alloc(0))).value.toString()).toContain('Version');
-    const second = new CriProxy({ listen, backend: runtime.socket });
+    const second = newProxy({ listen, backend: runtime.socket });
     await expect(second.start()).rejects.toThrow(/another server is listening/);
   });
 
