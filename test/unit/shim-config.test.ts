@@ -71,6 +71,14 @@ describe('kubelet-shim config', () => {
       writeFileSync(file, 'pacing:\n  policy: { type: fixed, waitMs: -1 }\n');
       await expect(shim.reload()).rejects.toThrow(/pacing\.policy\.waitMs/);
       expect(shim.gate.config.policy).toEqual(THESIS_POLICIES.edge); // unchanged
+      // the live entry point for runtime toggles: apply() validates and applies the pacing section
+      expect(() => shim.apply({ pacing: { policy: { type: 'adaptive', kn: 2 } } }, 'toggle')).toThrow(/toggle[\s\S]*pacing\.policy\.kn/);
+      expect(shim.gate.config.policy).toEqual(THESIS_POLICIES.edge);
+      const applied = shim.apply({ pacing: { policy: { type: 'adaptive', targetMs: 1500, maxWaitMs: 1000 } } });
+      expect(applied.pacing.policy).toMatchObject({ type: 'adaptive', targetMs: 1500, maxWaitMs: 1000, kp: 0.5, kn: 0.1 });
+      expect(shim.gate.config.policy).toEqual(applied.pacing.policy);
+      expect(shim.config.pacing).toEqual(shim.gate.config);
+      expect(shim.config.implementation).toBe('http2');
     } finally {
       await shim.stop();
     }
