@@ -15,7 +15,7 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { cpus } from 'node:os';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
@@ -60,6 +60,15 @@ async function startShimProcess(listen: string, backend: string, implementation:
 interface Target {
   name: string;
   client: CriClient;
+  /** pid of the shim process (CPU time per call from /proc), when it runs as its own process */
+  pid?: number;
+}
+
+/** utime + stime of a process in ms (/proc/<pid>/stat, clock ticks of 10 ms). */
+function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10; // fields 14 and 15 of the whole line
 }
 
 async function main(): Promise<void> {
@@ -105,7 +114,7 @@ async function main(): Promise<void> {
       }
       const c = new CriClient(listen);
       clients.push(c);
-      targets.push({ name: impl, client: c });
+      targets.push({ name: impl, client: c, pid: o.inProcess ? undefined : children.at(-1)!.pid });
     }
 
     let sandboxId: string | undefined;
@@ -122,10 +131,11 @@ async function main(): Promise<void> {
     if (sandboxId) calls.push(['PodSandboxStatus', (c) => c.call('PodSandboxStatus', { pod_sandbox_id: sandboxId })]);
     else console.error('no pod sandbox on the backend: PodSandboxStatus skipped');
 
-    const rows: Array<{ method: string; stats: Map<string, Stats> }> = [];
+    const rows: Array<{ method: string; stats: Map<string, Stats>; cpuUs: Map<string, number> }> = [];
     for (const [method, call] of calls) {
       for (let i = 0; i < o.warmup; i++) for (const t of targets) await call(t.client);
       const samples = new Map<string, number[]>(targets.map((t) => [t.name, []]));
+      const cpu0 = new Map(targets.filter((t) => t.pid).map((t) => [t.name, cpuMs(t.pid!)]));
       for (let i = 0; i < o.n; i++) {
         // interleaved, in rotating order, so that drifts (GC, other load) hit every path alike
         for (let k = 0; k < targets.length; k++) {
@@ -133,7 +143,8 @@ async function main(): Promise<void> {
           samples.get(t.name)!.push(await time(() => call(t.client)));
         }
       }
-      rows.push({ method, stats: new Map([...samples].map(([k, v]) => [k, stats(v)])) });
+      const cpuUs = new Map(targets.filter((t) => t.pid).map((t) => [t.name, ((cpuMs(t.pid!) - cpu0.get(t.name)!) * 1000) / o.n]));
+      rows.push({ method, stats: new Map([...samples].map(([k, v]) => [k, stats(v)])), cpuUs });
     }
     if (node && sandboxId) {
       await direct.call('StopPodSandbox', { pod_sandbox_id: sandboxId });
@@ -144,14 +155,16 @@ async function main(): Promise<void> {
     const where = o.inProcess ? 'in-process' : 'each as its own process';
     const pin = o.pinShim || o.pinClient ? `, shim pinned to CPU ${o.pinShim ?? '-'}, client+containerd to CPU ${o.pinClient ?? '-'}` : ', no CPU pinning';
     console.log(`\nCRI call latency in ms seen by a grpc-js client, N=${o.n} per method and path (warm-up ${o.warmup}), interleaved; shims ${where}${pin}; Node ${process.version}, ${cpus().length} CPUs`);
-    console.log(`added = proxied quantile - direct quantile of the same run`);
-    console.log(`${'method'.padEnd(18)}${'path'.padEnd(9)}${'p50'.padStart(9)}${'p99'.padStart(9)}${'mean'.padStart(9)}${'added p50'.padStart(11)}${'added p99'.padStart(11)}`);
+    console.log(`added = proxied quantile - direct quantile of the same run; shim CPU = CPU time of the shim process per call (utime+stime, 10 ms ticks)`);
+    console.log(`${'method'.padEnd(18)}${'path'.padEnd(9)}${'p50'.padStart(9)}${'p99'.padStart(9)}${'mean'.padStart(9)}${'added p50'.padStart(11)}${'added p99'.padStart(11)}${'shim CPU'.padStart(11)}`);
     for (const r of rows) {
       const d = r.stats.get('direct')!;
       for (const t of targets) {
         const st = r.stats.get(t.name)!;
-        const added = t.name === 'direct' ? `${''.padStart(11)}${''.padStart(11)}` : `   ${f(st.p50 - d.p50)}   ${f(st.p99 - d.p99)}`;
-        console.log(`${(t.name === 'direct' ? r.method : '').padEnd(18)}${t.name.padEnd(9)}${f(st.p50).padStart(9)}${f(st.p99).padStart(9)}${f(st.mean).padStart(9)}${added}`);
+        const added = t.name === 'direct' ? '' : `   ${f(st.p50 - d.p50)}   ${f(st.p99 - d.p99)}`;
+        const cpu = r.cpuUs.get(t.name);
+        const cpuCol = cpu === undefined ? '' : `${(cpu / 1000).toFixed(3).padStart(11)}`;
+        console.log(`${(t.name === 'direct' ? r.method : '').padEnd(18)}${t.name.padEnd(9)}${f(st.p50).padStart(9)}${f(st.p99).padStart(9)}${f(st.mean).padStart(9)}${added}${cpuCol}`);
       }
     }
   } finally {

@@ -87,8 +87,9 @@ export function formatGrpcTimeout(ms: number): string {
  * returns the length of the first message above `max`, else undefined.
  */
 export class GrpcFrameScanner {
-  private readonly header = Buffer.alloc(5);
+  /** Bytes of the current 5-byte prefix seen (0 = expecting a new message). */
   private have = 0;
+  private len = 0;
   private remaining = 0;
   constructor(private readonly max: number) {}
 
@@ -102,13 +103,12 @@ export class GrpcFrameScanner {
         off += take;
         continue;
       }
-      const take = Math.min(5 - this.have, n - off);
-      chunk.copy(this.header, this.have, off, off + take);
-      this.have += take;
-      off += take;
-      if (this.have === 5) {
+      const b = chunk[off++]!;
+      if (this.have > 0) this.len = this.len * 256 + b; // byte 0 is the compressed flag
+      if (++this.have === 5) {
+        const len = this.len;
         this.have = 0;
-        const len = this.header.readUInt32BE(1);
+        this.len = 0;
         if (len > this.max) return len;
         this.remaining = len;
       }
