@@ -6,7 +6,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
-import { prng } from './prng.ts';
+import { prng } from '../../core/prng.ts';
 import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
 import type { ExtenderFilterResult, HostPriority } from '../../scheduler-plugins/extender/wire.ts';
 
