@@ -15,10 +15,10 @@
  * - kube-scheduler accepts manifests/kubeadm/kube-scheduler-config.yaml (--write-config-to).
  */
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { useTestbed } from './harness.ts';
 import { binaryPath } from '../../experiments/testbed/binaries.ts';
@@ -409,9 +409,3 @@ describe('control-plane flags on the real binaries', () => {
     expect(bad.stderr).toContain('extenders[0].weight: Invalid value: 0');
   });
 });
-
-afterAll(() => {
-  // leave the rendered YAML for inspection next to the testbed logs
-  if (existsSync(runDir)) for (const [o, r] of rendered) writeFileSync(join(runDir, `rendered-${o}.yaml`), r.yaml);
-});
-
