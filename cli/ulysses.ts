@@ -104,6 +104,7 @@ experiment
   .option('--destinations <nodes>', 'with --kubeconfig: destination nodes, at least max(--dn)')
   .option('--shim-switch-cmd <cmd>', 'with --kubeconfig: command run with "vanilla" or "paced" to switch the kubelet pacing')
   .option('--shim-config <file>', 'kubelet-shim config of the paced configurations (2-5)')
+  .option('--no-freeze-source', "local testbed: keep the source node's kubelet running after the taint (it then tears its pods down on the shared CPUs)")
   .option('--rep-timeout <s>', 'seconds to wait for all events after the taint', int('--rep-timeout'), 180)
   .action(async (o) => {
     const { runFailoverExperiment } = await import('../experiments/harness/local.ts');
@@ -120,6 +121,7 @@ experiment
       shimSwitchCmd: o.shimSwitchCmd,
       pacedShimConfig: o.shimConfig,
       repTimeoutMs: o.repTimeout * 1000,
+      freezeSource: o.freezeSource,
       command: `npx tsx cli/ulysses.ts experiment report --out ${o.out}`,
     });
     console.log(`${r.ran} repetitions run, ${r.skipped} already done; report: ${r.report}`);

@@ -34,9 +34,8 @@ export function describeDesired(component: Component, section: unknown): string 
       return parts.length ? parts.join(',') : '(defaults)';
     }
     case 'kubelet-shim': {
-      const d = (s.default as { policy?: { type?: string } } | undefined)?.policy?.type ?? 'vanilla';
-      const nodes = (s.nodes ?? []) as Array<{ name?: string; nodeSelector?: Record<string, string>; pacing?: { policy?: { type?: string } } }>;
-      const per = nodes.map((n) => `${n.name ?? JSON.stringify(n.nodeSelector ?? {})}=${n.pacing?.policy?.type ?? 'vanilla'}`);
+      const d = (s.default as ShimEntry | undefined)?.policy ?? 'vanilla';
+      const per = ((s.nodes ?? []) as ShimEntry[]).map((n) => `${selectorString(n.nodeSelector ?? {})}=${n.policy ?? 'vanilla'}`);
       return [`default=${d}`, ...per].join(',');
     }
     case 'scheduler-extender': {
@@ -94,10 +93,10 @@ export interface SetOptions {
   controllers?: string[];
   periodMs?: number;
   workers?: number;
-  /** kubelet-shim: a node name, or a label selector "k=v,k2=v2"; absent: the default */
+  /** kubelet-shim: a node name (selects kubernetes.io/hostname), or a label selector "k=v,k2=v2"; absent: the default */
   node?: string;
   selector?: string;
-  /** kubelet-shim policy parameters (e.g. initialWaitMs, factor, waitMs) and gate parameters */
+  /** kubelet-shim policy and gate parameters by name (e.g. initialWaitMs, factor, waitMs, highMinInterArrivalMs) */
   params?: Record<string, number>;
   /** scheduler-extender plugins; apf namespaces */
   plugins?: string[];
@@ -105,7 +104,6 @@ export interface SetOptions {
 }
 
 export const FAILOVER_CONTROLLERS = ['replicaset', 'deployment', 'taint-eviction', 'endpointslice', 'endpoints'];
-const GATE_PARAMS = new Set(['highMinInterArrivalMs', 'lowHoldMs', 'maxQueueLength', 'maxHighQueueLength', 'holdLowsDuringHighMs']);
 
 /**
  * The spec merge patch for `ulysses set <component> <mode>`. Throws naming the argument on bad
@@ -121,16 +119,14 @@ export function setPatch(component: string, mode: string, o: SetOptions, current
       return { controllerManager: { controllers: Object.fromEntries(controllers.map((c) => [c, entry])) } };
     }
     case 'kubelet-shim': {
-      const policy: Record<string, unknown> = { type: mode };
-      const pacing: Record<string, unknown> = { policy };
-      for (const [k, v] of Object.entries(o.params ?? {})) (GATE_PARAMS.has(k) ? pacing : policy)[k] = v;
-      if (!o.node && !o.selector) return { kubeletShim: { default: pacing } };
-      // nodes is a list: a merge patch replaces it whole, so carry the other entries over.
-      const cur = ((current?.kubeletShim as { nodes?: Array<Record<string, unknown>> } | undefined)?.nodes ?? []).filter((n) =>
-        o.node ? n.name !== o.node : JSON.stringify(n.nodeSelector) !== JSON.stringify(parseSelector(o.selector!)),
+      const entry: ShimEntry = { policy: mode, ...(o.params && Object.keys(o.params).length ? { params: o.params } : {}) };
+      if (!o.node && !o.selector) return { kubeletShim: { default: entry } };
+      // nodes is an atomic list: a merge patch replaces it whole, so carry the other entries over.
+      const nodeSelector = o.node ? { [HOSTNAME_LABEL]: o.node } : parseSelector(o.selector!);
+      const others = ((current?.kubeletShim as { nodes?: ShimEntry[] } | undefined)?.nodes ?? []).filter(
+        (n) => selectorString(n.nodeSelector ?? {}) !== selectorString(nodeSelector),
       );
-      const entry = o.node ? { name: o.node, pacing } : { nodeSelector: parseSelector(o.selector!), pacing };
-      return { kubeletShim: { nodes: [...cur, entry] } };
+      return { kubeletShim: { nodes: [...others, { nodeSelector, ...entry }] } };
     }
     case 'scheduler-extender': {
       if (mode !== 'on' && mode !== 'off') throw new Error(`scheduler-extender mode must be "on" or "off", got "${mode}"`);
@@ -156,13 +152,25 @@ export function parseSelector(s: string): Record<string, string> {
   return out;
 }
 
-/** Picks the kubelet-shim pacing for a node: an entry naming it, else the first selector matching its labels, else the default. */
-export function shimSectionForNode(section: unknown, node: { name: string; labels: Record<string, string> }): unknown {
-  const s = (section ?? {}) as { default?: unknown; nodes?: Array<{ name?: string; nodeSelector?: Record<string, string>; pacing?: unknown }> };
-  const nodes = s.nodes ?? [];
-  const byName = nodes.find((n) => n.name === node.name);
-  if (byName) return byName.pacing;
-  const bySel = nodes.find((n) => !n.name && n.nodeSelector && Object.entries(n.nodeSelector).every(([k, v]) => node.labels[k] === v));
-  if (bySel) return bySel.pacing;
-  return s.default;
+/** A kubelet-shim entry of the spec: `default`, or one of `nodes` (with its nodeSelector). */
+export interface ShimEntry {
+  nodeSelector?: Record<string, string>;
+  policy?: string;
+  params?: Record<string, number>;
+}
+
+/** The label the kubelet sets to the node name: `--node N` selects it. */
+export const HOSTNAME_LABEL = 'kubernetes.io/hostname';
+
+const selectorString = (sel: Record<string, string>) =>
+  Object.entries(sel)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
+
+/** The kubelet-shim entry for a node: the first of `nodes` whose selector matches its labels, else `default`. */
+export function shimSectionForNode(section: unknown, nodeLabels: Record<string, string>): ShimEntry | undefined {
+  const s = (section ?? {}) as { default?: ShimEntry; nodes?: ShimEntry[] };
+  const hit = (s.nodes ?? []).find((n) => n.nodeSelector && Object.entries(n.nodeSelector).every(([k, v]) => nodeLabels[k] === v));
+  return hit ?? s.default;
 }

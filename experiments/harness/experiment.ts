@@ -14,7 +14,7 @@ import { META_FILE, RESULTS_FILE, writeOutputs, type OutputFiles } from './outpu
 import { ProgressBar, formatDuration, progressLine } from './progress.ts';
 import type { ReportMeta } from './report.ts';
 import { appendResult, readResults, repKey, type Cell, type ConfigId, type RepResult } from './results.ts';
-import { captureBaseline, prepareScenario, restoreInitialState, runRep, type ScenarioOptions, type Topology } from './scenario.ts';
+import { captureBaseline, criticalPosition, loadDeployments, prepareScenario, restoreInitialState, runRep, type ScenarioOptions, type Topology } from './scenario.ts';
 
 export interface ExperimentPlan {
   configs: ConfigId[];
@@ -80,8 +80,10 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
       const started = Date.now();
       try {
         await o.configurator.apply(r.config);
-        const outcome = await runRep(o.kubeconfig, { ...o, topology: o.topology(r.dn), podsPerNode: r.podsPerNode, timeoutMs: o.repTimeoutMs });
-        const result: RepResult = { ...r, events: outcome.events, startedAt: new Date(started).toISOString(), durationS: 0 };
+        // the critical Deployment's place in creation order: pseudo-random per (DN, load, rep), same for every configuration
+        const prioPosition = criticalPosition(r.rep * 10_007 + r.dn * 101 + r.podsPerNode, loadDeployments(r.podsPerNode * r.dn).length);
+        const outcome = await runRep(o.kubeconfig, { ...o, topology: o.topology(r.dn), podsPerNode: r.podsPerNode, timeoutMs: o.repTimeoutMs, criticalPosition: prioPosition });
+        const result: RepResult = { ...r, events: outcome.events, prioPosition, startedAt: new Date(started).toISOString(), durationS: 0 };
         if (outcome.error) {
           result.error = outcome.error;
           bar.log(`config ${r.config}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: ${outcome.error}`);

@@ -18,7 +18,7 @@ import * as testbed from '../testbed/testbed.ts';
 import { ToggleConfigurator, kcmControllersFlag, testbedShimSwitch, type ShimSwitch } from './configurator.ts';
 import { runExperiment, type ExperimentPlan } from './experiment.ts';
 import type { ProgressBar } from './progress.ts';
-import type { Topology } from './scenario.ts';
+import type { NodeFailure, Topology } from './scenario.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 export const SHIM_CONFIGS = join(REPO, 'kubelet-shim', 'configs');
@@ -37,6 +37,27 @@ export function experimentTestbedOptions(runDir: string, maxDn: number): testbed
 
 /** Testbed topology: real-1 fails, real-2 .. real-(DN+1) receive. */
 export const testbedTopology = (dn: number): Topology => ({ sources: ['real-1'], destinations: Array.from({ length: dn }, (_, i) => `real-${i + 2}`) });
+
+/**
+ * Testbed node failure: SIGSTOP the source node's kubelet right before the taint (its containers keep
+ * running, nothing is torn down on the shared CPUs during the measurement), SIGCONT for the cleanup.
+ */
+export function testbedFrozenKubelet(runDir: string): NodeFailure {
+  const pidOf = (node: string) => {
+    const p = testbed.readState(runDir)?.processes.find((x) => x.name === `kubelet/${node}`);
+    if (!p) throw new Error(`no kubelet of node ${node} in the testbed of ${runDir}`);
+    return p.pid;
+  };
+  return {
+    description: "the source node's kubelet is stopped (SIGSTOP) at t=0 and resumed for the cleanup, as a failed machine would not tear its pods down on the destinations' CPUs",
+    async freeze(nodes) {
+      for (const n of nodes) process.kill(pidOf(n), 'SIGSTOP');
+    },
+    async thaw(nodes) {
+      for (const n of nodes) process.kill(pidOf(n), 'SIGCONT');
+    },
+  };
+}
 
 /** Brings up (or reuses) the testbed; an existing one with other options is an error, not silently used. */
 export async function ensureExperimentTestbed(runDir: string, maxDn: number): Promise<testbed.TestbedState> {
@@ -65,6 +86,8 @@ export interface FailoverExperimentOptions {
   shimSwitchCmd?: string;
   pacedShimConfig?: string;
   repTimeoutMs?: number;
+  /** local testbed: stop the source kubelet during the failover (default true) */
+  freezeSource?: boolean;
   command?: string;
   progress?: ProgressBar;
 }
@@ -86,6 +109,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
   let kc: KubeConfig;
   let topology: (dn: number) => Topology;
   let shim: ShimSwitch;
+  let failure: NodeFailure | undefined;
   const notes: string[] = [];
   if (o.kubeconfig) {
     kc = o.kubeconfig;
@@ -100,6 +124,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     kc = testbed.kubeConfigFor(state);
     topology = testbedTopology;
     shim = testbedShimSwitch(runDir, pacedConfig);
+    if (o.freezeSource ?? true) failure = testbedFrozenKubelet(runDir);
     notes.push(
       `local testbed (${state.realNodes.length} real nodes: kubelet ${state.version} + containerd via kubelet-shim; source real-1, destinations real-2..real-${maxDn + 1}); ` +
         `kube-controller-manager --controllers=${state.options.controllers}`,
@@ -125,7 +150,8 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       out: o.out,
       criticalNamespace: CRITICAL_NAMESPACE,
       loadNamespace: LOAD_NAMESPACE,
-      notes,
+      failure,
+      notes: [...notes, `node failure: NoExecute taint${failure ? `; ${failure.description}` : ' only (the source kubelet keeps running and kills its pods)'}`],
       command: o.command,
       repTimeoutMs: o.repTimeoutMs,
       progress: o.progress,

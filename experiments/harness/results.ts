@@ -49,6 +49,8 @@ export const RepResultSchema = z.object({
   podsPerNode: z.number().int().min(0),
   rep: z.number().int().min(0),
   events: z.object(Object.fromEntries(EVENTS.map((e) => [e, seconds])) as Record<EventName, typeof seconds>).strict(),
+  /** the critical Deployment's position among the load Deployments in creation order */
+  prioPosition: z.number().int().min(0).optional(),
   /** ISO time the repetition started, wall-clock seconds it took (setup + failover + cleanup) */
   startedAt: z.string().optional(),
   durationS: z.number().optional(),

@@ -33,11 +33,31 @@ export interface ScenarioOptions {
   criticalNamespace: string;
   /** namespace of the low-priority load */
   loadNamespace: string;
+  /** what else happens to a failed node besides its NoExecute taint (default: nothing) */
+  failure?: NodeFailure;
+}
+
+/**
+ * Extra effects of a node failure. On a one-machine testbed a "failed" node that keeps running
+ * tears its 20-60 pods down on the same CPUs the destination nodes need, which a real failed
+ * machine would not do: `freeze` stops its kubelet right before the taint, `thaw` resumes it for
+ * the cleanup (it then kills the evicted pods).
+ */
+export interface NodeFailure {
+  description: string;
+  freeze(nodes: string[]): Promise<void>;
+  thaw(nodes: string[]): Promise<void>;
 }
 
 export interface RepOptions extends ScenarioOptions {
   topology: Topology;
   podsPerNode: number;
+  /**
+   * Position of the critical Deployment among the load Deployments in creation order (0: first).
+   * Creation order is the order of the pods in the informers, hence in FIFO queues: a critical pod
+   * always created first would be served first by vanilla controllers by luck. See criticalPosition.
+   */
+  criticalPosition?: number;
   /** how long to wait for every event after the taint */
   timeoutMs?: number;
   setupTimeoutMs?: number;
@@ -73,6 +93,14 @@ export async function prepareScenario(kc: KubeConfig, o: ScenarioOptions): Promi
   }
 }
 
+/**
+ * Deterministic pseudo-random position in 0..deployments for a repetition (Knuth's multiplicative
+ * hash of the seed), the same for every configuration of that repetition (paired comparison).
+ */
+export function criticalPosition(seed: number, deployments: number): number {
+  return (Math.imul(seed + 1, 2654435761) >>> 0) % (deployments + 1);
+}
+
 /** Low-priority Deployments of 2 pods (the last one of 1 if the total is odd). */
 export function loadDeployments(total: number): number[] {
   const sizes: number[] = [];
@@ -92,10 +120,15 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
 
   // --- setup: everything on the source node(s)
   await setUnschedulable(core, destinations, true);
-  await applyDeployment(apps, deployment({ namespace: o.criticalNamespace, name: PRIO_NAME, replicas: 1, criticality: 'high', image: 'udp-echo', nodes: [...sources, destinations[0]!], labels: LABELS }));
-  for (const [i, replicas] of loadDeployments(lowTotal).entries()) {
+  const load = loadDeployments(lowTotal);
+  const position = Math.min(o.criticalPosition ?? 0, load.length);
+  const critical = () =>
+    applyDeployment(apps, deployment({ namespace: o.criticalNamespace, name: PRIO_NAME, replicas: 1, criticality: 'high', image: 'udp-echo', nodes: [...sources, destinations[0]!], labels: LABELS }));
+  for (const [i, replicas] of load.entries()) {
+    if (i === position) await critical();
     await applyDeployment(apps, deployment({ namespace: o.loadNamespace, name: `low-${i}`, replicas, criticality: 'low', image: 'http-server', nodes: [...sources, ...destinations], labels: LABELS }));
   }
+  if (position >= load.length) await critical();
   const setupTimeoutMs = o.setupTimeoutMs ?? 180_000;
   await pollUntil(
     `${total} experiment pods Ready on ${sources.join(',')}`,
@@ -163,6 +196,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
   // --- t = 0
   let error: string | undefined;
   try {
+    await o.failure?.freeze(sources);
     for (const s of sources) t0 = await taintNoExecute(core, s, FAILURE_TAINT);
     for (const p of pods.list()) onPod(p);
     const rel = (t: number | undefined) => (t === undefined ? null : (t - t0) / 1000);
@@ -267,6 +301,7 @@ export async function captureBaseline(kc: KubeConfig, o: ScenarioOptions & { top
 export async function restoreInitialState(kc: KubeConfig, o: ScenarioOptions & { topology: Topology }, baseline?: ClusterBaseline, timeoutMs = 180_000): Promise<void> {
   const core = kc.makeApiClient(CoreV1Api);
   const apps = kc.makeApiClient(AppsV1Api);
+  await o.failure?.thaw(o.topology.sources);
   for (const n of o.topology.sources) await untaint(core, n, FAILURE_TAINT);
   await setUnschedulable(core, [...o.topology.sources, ...o.topology.destinations], false);
   for (const namespace of [o.criticalNamespace, o.loadNamespace]) {

@@ -82,7 +82,7 @@ export function document(width: number, height: number, body: string): string {
 const PANEL_W = 300;
 const PANEL_H = 220;
 const MARGIN = { left: 60, top: 40, right: 20, bottom: 50 };
-const LEGEND_W = 200;
+const LEGEND_W = 270;
 
 /**
  * Fig 6.1: `event` (seconds after the taint) vs pods per destination node, one panel per DN, one

@@ -82,12 +82,30 @@ export function tailFile(file: string, lines = 20): string {
 }
 
 /** Every pid whose command line contains `needle` (e.g. a containerd socket path or the run dir). */
+/** This process and its ancestors (e.g. the tsx / npx wrappers whose command line holds our arguments). */
+function selfAndAncestors(): Set<number> {
+  const out = new Set<number>([process.pid]);
+  let pid = process.ppid;
+  while (pid > 1 && !out.has(pid)) {
+    out.add(pid);
+    try {
+      // /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may contain spaces and parentheses
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      pid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    } catch {
+      break;
+    }
+  }
+  return out;
+}
+
 export function pidsMatching(needle: string): number[] {
   const out: number[] = [];
+  const self = selfAndAncestors();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const pid = Number(entry);
-    if (pid === process.pid) continue;
+    if (self.has(pid)) continue;
     try {
       const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
       let cwd = '';

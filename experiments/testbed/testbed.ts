@@ -342,6 +342,35 @@ export async function restartComponent(name: 'kube-apiserver', opts: { runDir?: 
   await waitApiserverReady(cp, p.logFile);
 }
 
+/**
+ * Stops a real node's containerd (its containers keep running under their shims), e.g. to test
+ * what the kubelet or the kubelet-shim do while the runtime is down. {@link startNodeContainerd}
+ * brings it back with the same command line.
+ */
+export async function stopNodeContainerd(node: string, runDir = defaultRunDir()): Promise<void> {
+  const state = readState(runDir);
+  const proc = state?.processes.find((p) => p.name === `containerd/${node}`);
+  if (!proc) throw new Error(`node ${node} of the testbed in ${runDir} has no tracked containerd`);
+  await stopProcess(proc.pid, 10_000);
+}
+
+/** Starts a real node's containerd again (same config, root and socket); resolves once its socket exists. */
+export async function startNodeContainerd(node: string, runDir = defaultRunDir()): Promise<void> {
+  const state = readState(runDir);
+  const spec = state?.realNodes.find((n) => n.name === node);
+  const idx = state?.processes.findIndex((p) => p.name === `containerd/${node}`) ?? -1;
+  if (!state || !spec || idx < 0) throw new Error(`node ${node} of the testbed in ${runDir} has no tracked containerd`);
+  const old = state.processes[idx]!;
+  if (isAlive(old.pid)) throw new Error(`containerd of ${node} (pid ${old.pid}) is still running`);
+  const p = startProcess({ name: old.name, cmd: old.cmd, args: old.args, logFile: old.logFile, env: old.env, cpus: old.cpus });
+  state.processes[idx] = p;
+  saveState(state);
+  await pollUntil(`containerd socket of ${node}`, () => {
+    if (!isAlive(p.pid)) throw new FatalError(`containerd of ${node} exited:\n${tailFile(p.logFile)}`);
+    return existsSync(spec.socket);
+  }, { timeoutMs: 30_000, explain: () => tailFile(p.logFile) });
+}
+
 /** What a clean teardown must leave: no process, mount, interface or cgroup of the testbed. */
 export function leftovers(runDir = defaultRunDir(), state?: TestbedState): string[] {
   const out: string[] = [];

@@ -139,21 +139,22 @@ describe('runtime toggling through UlyssesConfig', () => {
     expect((await observed('apf', g1)).mode).toBe(`exempt ${CRIT}`);
     await apf.waitClassified('critical namespace exempt after `set apf on`', CRIT, path, (o) => o.priorityLevel === EXEMPT_PRIORITY_LEVEL);
 
-    // valid for the CRD schema (a string), invalid for the component (not a DNS-1123 name)
-    const g2 = await set('apf', 'on', { namespaces: ['Bad_Namespace'] });
+    // valid for the CRD schema (an integer), invalid for the component (must be > 1 and < 100)
+    const g2 = (await patchRuntimeConfig(client, { apf: { matchingPrecedence: 500 } })).metadata.generation!;
     const rejected = await observed('apf', g2);
     expect(rejected.conditions[0]).toMatchObject({ status: 'False', reason: 'InvalidConfig' });
-    expect(rejected.conditions[0]!.message).toContain('spec.apf: exemptNamespaces.0');
+    expect(rejected.conditions[0]!.message).toContain('spec.apf: matchingPrecedence');
     expect(rejected.mode).toBe(`exempt ${CRIT}`); // the last good configuration is still applied
     expect((await apf.probe(CRIT, path)).priorityLevel).toBe(EXEMPT_PRIORITY_LEVEL);
     const events = await apiRequest<{ items: Array<{ type: string; reason: string; message: string; involvedObject: { kind: string } }> }>(t.kc, 'GET', '/api/v1/namespaces/default/events');
     const warning = events.items.find((e) => e.involvedObject.kind === 'UlyssesConfig' && e.reason === 'InvalidConfig');
     expect(warning?.type).toBe('Warning');
-    expect(warning?.message).toContain('exemptNamespaces');
+    expect(warning?.message).toContain('matchingPrecedence');
     expect(events.items.some((e) => e.involvedObject.kind === 'UlyssesConfig' && e.reason === 'ConfigApplied')).toBe(true);
     const rows = statusRows(await readRuntimeConfig(client));
     expect(rows.find((r) => r.component === 'apf')?.upToDate).toBe(false);
 
+    await patchRuntimeConfig(client, { apf: { matchingPrecedence: null } });
     const g3 = await set('apf', 'off');
     expect((await observed('apf', g3)).mode).toBe('off');
     await apf.waitClassified('critical namespace limited again after `set apf off`', CRIT, path, (o) => !!o.priorityLevel && o.priorityLevel !== EXEMPT_PRIORITY_LEVEL);

@@ -11,7 +11,7 @@ import { ecdf, fig61Svg, fig65Svg, niceTicks } from '../../experiments/harness/s
 import { planReps } from '../../experiments/harness/experiment.ts';
 import { formatDuration, progressLine } from '../../experiments/harness/progress.ts';
 import { kcmControllersFlag, TABLE_6_1 } from '../../experiments/harness/configurator.ts';
-import { loadDeployments } from '../../experiments/harness/scenario.ts';
+import { criticalPosition, loadDeployments } from '../../experiments/harness/scenario.ts';
 import { svgToPng } from '../../experiments/harness/png.ts';
 
 const ev = (v: Partial<FailoverEvents>): FailoverEvents => ({ ...emptyEvents(), ...v });
@@ -128,6 +128,13 @@ describe('plan, progress, topology helpers', () => {
   it('Table 6.1 adds one modification per configuration', () => {
     expect(TABLE_6_1[1]).toEqual({ shim: 'vanilla', apf: false, controllerManager: 'vanilla' });
     expect(TABLE_6_1[5]).toEqual({ shim: 'paced', apf: true, controllerManager: 'multi-priority-periodic' });
+  });
+  it('places the critical Deployment pseudo-randomly but reproducibly among the load', () => {
+    const positions = Array.from({ length: 200 }, (_, seed) => criticalPosition(seed, 10));
+    expect(positions.every((p) => p >= 0 && p <= 10)).toBe(true);
+    expect(new Set(positions).size).toBe(11); // every place occurs
+    expect(criticalPosition(42, 10)).toBe(criticalPosition(42, 10));
+    expect(criticalPosition(7, 0)).toBe(0);
   });
   it('splits the load in Deployments of 2 pods', () => {
     expect(loadDeployments(5)).toEqual([2, 2, 1]);

@@ -13,15 +13,27 @@ describe('ulysses set: spec patches', () => {
     expect(Object.keys(all.controllerManager.controllers).sort()).toEqual(['deployment', 'endpoints', 'endpointslice', 'replicaset', 'taint-eviction']);
   });
 
-  it('kubelet-shim: policy vs gate parameters, per node entries replace only their own entry', () => {
+  it('kubelet-shim: policy and params; per-node entries by hostname label or selector replace only their own entry', () => {
     expect(setPatch('kubelet-shim', 'exponential-decay', { params: { initialWaitMs: 700, factor: 0.5, highMinInterArrivalMs: 50 } })).toEqual({
-      kubeletShim: { default: { policy: { type: 'exponential-decay', initialWaitMs: 700, factor: 0.5 }, highMinInterArrivalMs: 50 } },
+      kubeletShim: { default: { policy: 'exponential-decay', params: { initialWaitMs: 700, factor: 0.5, highMinInterArrivalMs: 50 } } },
     });
-    const current = { kubeletShim: { nodes: [{ name: 'a', pacing: { policy: { type: 'fixed' } } }, { name: 'b', pacing: { policy: { type: 'fixed' } } }] } };
+    const current = {
+      kubeletShim: {
+        nodes: [
+          { nodeSelector: { 'kubernetes.io/hostname': 'a' }, policy: 'fixed' },
+          { nodeSelector: { 'kubernetes.io/hostname': 'b' }, policy: 'fixed' },
+        ],
+      },
+    };
     expect(setPatch('kubelet-shim', 'vanilla', { node: 'a' }, current)).toEqual({
-      kubeletShim: { nodes: [{ name: 'b', pacing: { policy: { type: 'fixed' } } }, { name: 'a', pacing: { policy: { type: 'vanilla' } } }] },
+      kubeletShim: {
+        nodes: [
+          { nodeSelector: { 'kubernetes.io/hostname': 'b' }, policy: 'fixed' },
+          { nodeSelector: { 'kubernetes.io/hostname': 'a' }, policy: 'vanilla' },
+        ],
+      },
     });
-    expect(setPatch('kubelet-shim', 'fixed', { selector: 'zone=edge' }).kubeletShim).toEqual({ nodes: [{ nodeSelector: { zone: 'edge' }, pacing: { policy: { type: 'fixed' } } }] });
+    expect(setPatch('kubelet-shim', 'fixed', { selector: 'zone=edge' }).kubeletShim).toEqual({ nodes: [{ nodeSelector: { zone: 'edge' }, policy: 'fixed' }] });
   });
 
   it('on/off components and bad input name the argument', () => {
@@ -35,17 +47,17 @@ describe('ulysses set: spec patches', () => {
 
 describe('kubelet-shim section per node', () => {
   const section = {
-    default: { policy: { type: 'vanilla' } },
+    default: { policy: 'vanilla' },
     nodes: [
-      { nodeSelector: { zone: 'edge' }, pacing: { policy: { type: 'fixed' } } },
-      { name: 'n2', pacing: { policy: { type: 'exponential-decay' } } },
+      { nodeSelector: { 'kubernetes.io/hostname': 'n2' }, policy: 'exponential-decay' },
+      { nodeSelector: { zone: 'edge' }, policy: 'fixed', params: { waitMs: 1200 } },
     ],
   };
-  it('a name entry wins over a selector, a selector over the default', () => {
-    expect(shimSectionForNode(section, { name: 'n2', labels: { zone: 'edge' } })).toEqual({ policy: { type: 'exponential-decay' } });
-    expect(shimSectionForNode(section, { name: 'n1', labels: { zone: 'edge' } })).toEqual({ policy: { type: 'fixed' } });
-    expect(shimSectionForNode(section, { name: 'n1', labels: {} })).toEqual({ policy: { type: 'vanilla' } });
-    expect(shimSectionForNode(undefined, { name: 'n1', labels: {} })).toBeUndefined();
+  it('the first matching entry wins, else the default', () => {
+    expect(shimSectionForNode(section, { 'kubernetes.io/hostname': 'n2', zone: 'edge' })).toEqual({ nodeSelector: { 'kubernetes.io/hostname': 'n2' }, policy: 'exponential-decay' });
+    expect(shimSectionForNode(section, { 'kubernetes.io/hostname': 'n1', zone: 'edge' })?.params).toEqual({ waitMs: 1200 });
+    expect(shimSectionForNode(section, { 'kubernetes.io/hostname': 'n1' })).toEqual({ policy: 'vanilla' });
+    expect(shimSectionForNode(undefined, {})).toBeUndefined();
   });
 });
 

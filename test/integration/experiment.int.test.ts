@@ -1,0 +1,74 @@
+/**
+ * The failover experiment harness on the real testbed: a tiny Table 6.1 run (configurations 1 and 5,
+ * DN 1, 4 pods per node, 1 repetition) through the runtime toggles; the results file's schema and
+ * event order, resumability (done reps skipped, a missing one rerun), and the cluster back in its
+ * initial state (no experiment pod, nothing terminating, nodes schedulable, APF exemption removed).
+ */
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { useTestbed } from './harness.ts';
+import { CRITICAL_NAMESPACE, LOAD_NAMESPACE, experimentTestbedOptions, runFailoverExperiment, testbedTopology } from '../../experiments/harness/local.ts';
+import { EVENTS, parseResults } from '../../experiments/harness/results.ts';
+import { initialStateDiff } from '../../experiments/harness/scenario.ts';
+import { ProgressBar } from '../../experiments/harness/progress.ts';
+import { apiRequest, isNotFound } from '../../core/kube.ts';
+import { DEFAULT_FLOW_SCHEMA_NAME, FLOWCONTROL_API_PATH } from '../../apf-configs/flowschemas.ts';
+
+const runDir = '/tmp/ulysses-it-experiment';
+const out = '/tmp/ulysses-it-experiment-out';
+const t = useTestbed(runDir, experimentTestbedOptions(runDir, 1));
+const plan = { configs: [1, 5] as (1 | 5)[], dns: [1], podsPerNode: [4], reps: 1 };
+const run = () => runFailoverExperiment({ plan, out, runDir, progress: new ProgressBar(), repTimeoutMs: 120_000 });
+const scope = { criticalNamespace: CRITICAL_NAMESPACE, loadNamespace: LOAD_NAMESPACE, topology: testbedTopology(1) };
+
+describe('failover experiment on the real testbed', () => {
+  it('records every event of configurations 1 and 5 in order, resumes, and leaves the cluster as it found it', async () => {
+    rmSync(out, { recursive: true, force: true });
+    const first = await run();
+    expect(first).toMatchObject({ ran: 2, skipped: 0 });
+
+    const file = join(out, 'results.jsonl');
+    const results = parseResults(readFileSync(file, 'utf8'), file);
+    expect(results.map((r) => [r.config, r.dn, r.podsPerNode, r.rep])).toEqual([[1, 1, 4, 0], [5, 1, 4, 0]]);
+    for (const r of results) {
+      const e = r.events;
+      expect(r.error).toBeUndefined();
+      for (const k of EVENTS) {
+        expect(e[k], `${k} of config ${r.config}`).not.toBeNull();
+        expect(e[k]!).toBeGreaterThan(0);
+        expect(e[k]!).toBeLessThan(120);
+      }
+      expect(e.prioScheduled!).toBeLessThanOrEqual(e.prioReady!);
+      expect(e.prioScheduled!).toBeLessThanOrEqual(e.prioUp!);
+      expect(e.prioScheduled!).toBeLessThanOrEqual(e.prioEndpointReady!);
+      expect(e.prioScheduled!).toBeLessThanOrEqual(e.lastScheduled!);
+      expect(e.lastScheduled!).toBeLessThanOrEqual(e.lastReady!);
+      expect(e.prioReady!).toBeLessThanOrEqual(e.lastReady!);
+    }
+    const csv = readFileSync(join(out, 'summary.csv'), 'utf8').trim().split('\n');
+    expect(csv).toHaveLength(1 + 2 * EVENTS.length);
+    const report = readFileSync(join(out, 'report.md'), 'utf8');
+    expect(report).toContain('Ratios vs configuration 1');
+    expect(report).toContain("Ulysses' controller manager, in-process");
+    expect(readFileSync(join(out, 'fig6.1-prioUp.svg'), 'utf8')).toContain('<svg');
+
+    // resumable: nothing to do the second time; a missing repetition is run again
+    const again = await run();
+    expect(again).toMatchObject({ ran: 0, skipped: 2 });
+    expect(readFileSync(file, 'utf8').trim().split('\n')).toHaveLength(2);
+    const lines = readFileSync(file, 'utf8').trim().split('\n');
+    writeFileSync(file, `${lines[0]}\n`);
+    const third = await run();
+    expect(third).toMatchObject({ ran: 1, skipped: 1 });
+    expect(parseResults(readFileSync(file, 'utf8')).map((r) => r.config)).toEqual([1, 5]);
+
+    // back in the initial state, and in configuration 1 (no APF exemption left behind)
+    expect(await initialStateDiff(t.kc, scope)).toEqual([]);
+    const leftover = await apiRequest(t.kc, 'GET', `${FLOWCONTROL_API_PATH}/flowschemas/${DEFAULT_FLOW_SCHEMA_NAME}`).then(
+      () => 'present',
+      (err) => (isNotFound(err) ? 'absent' : String(err)),
+    );
+    expect(leftover).toBe('absent');
+  });
+});
