@@ -3,7 +3,7 @@
  *   tsx controller-manager/main.ts [--kubeconfig F] [--config F] [--metrics-port 10357]
  *     [--leader-elect=true|false] [--leader-elect-lease-duration 15s] [--leader-elect-renew-deadline 10s]
  *     [--leader-elect-retry-period 2s] [--leader-elect-resource-namespace kube-system]
- *     [--leader-elect-resource-name ulysses-controller-manager] [--identity ID]
+ *     [--leader-elect-resource-name ulysses-controller-manager] [--identity ID] [--runtime-config=true|false]
  * The config file (YAML/JSON) sets per-controller worker pools and the client limiter, e.g.
  *   controllers: [replicaset, deployment]
  *   pools: { replicaset: { mode: multi-priority-periodic, workers: 5, periodMs: 100 } }
@@ -24,6 +24,8 @@ import { componentLogger } from '../core/logging.ts';
 import { serveMetrics } from '../core/metrics.ts';
 import { WorkerPoolConfigSchema } from './queue/index.ts';
 import { CONTROLLERS, ControllerManager } from './manager.ts';
+import { controllerManagerRuntimeWatcher } from './runtime.ts';
+import { apfRuntimeWatcher } from '../apf-configs/runtime.ts';
 
 export const ControllerManagerConfigSchema = z
   .object({
@@ -59,6 +61,7 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
       'leader-elect-resource-namespace': { type: 'string', default: 'kube-system' },
       'leader-elect-resource-name': { type: 'string', default: 'ulysses-controller-manager' },
       identity: { type: 'string' },
+      'runtime-config': { type: 'string', default: 'true' },
     },
   });
   const log = componentLogger('controller-manager');
@@ -68,10 +71,24 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
   const identity = values.identity ?? defaultIdentity();
   const metrics = await serveMetrics(Number(values['metrics-port']));
   log.info({ metricsPort: metrics.port, identity }, 'serving /metrics');
+  if (!['true', 'false'].includes(values['runtime-config']!)) throw new Error(`--runtime-config: expected true or false, got ${JSON.stringify(values['runtime-config'])}`);
   let cm: ControllerManager | undefined;
+  // UlyssesConfig/default: spec.controllerManager (modes per controller) and spec.apf (the APF
+  // exemption, hosted here because this process is leader-elected), applied live while leading
+  let watchers: Array<{ stop(): Promise<void> }> = [];
   const startControllers = async () => {
     cm = new ControllerManager({ kubeconfig, ...cfg, identity, log });
     await cm.start();
+    if (values['runtime-config'] === 'true') {
+      const w = [controllerManagerRuntimeWatcher(kubeconfig, cm, cfg.controllers, log), apfRuntimeWatcher(kubeconfig, log)];
+      watchers = w;
+      for (const x of w) await x.start();
+    }
+  };
+  const stopControllers = async () => {
+    await Promise.all(watchers.map((w) => w.stop()));
+    watchers = [];
+    await cm?.stop();
   };
   let elector: LeaderElector | undefined;
   if (values['leader-elect'] === 'true') {
@@ -87,7 +104,7 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
       log,
       onStartedLeading: startControllers,
       onStoppedLeading: async (reason) => {
-        await cm?.stop();
+        await stopControllers();
         if (reason === 'lost') {
           log.fatal('leader election lost: exiting');
           process.exit(1);
@@ -100,7 +117,7 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
   }
   const shutdown = async () => {
     if (elector) await elector.stop();
-    else await cm?.stop();
+    else await stopControllers();
     await metrics.close();
     process.exit(0);
   };

@@ -7,7 +7,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { z } from 'zod';
 import type { Logger } from '../core/logging.ts';
 import { RuntimeConfigWatcher } from '../core/runtime-config.ts';
-import { THESIS_PERIODS_MS, WORKER_MODES, type WorkerMode } from './queue/index.ts';
+import { THESIS_PERIODS_MS, WORKER_MODES } from './queue/index.ts';
 import { CONTROLLERS, type ControllerManager, type ControllerName } from './manager.ts';
 
 export const RUNTIME_MODES = [...WORKER_MODES, 'auto'] as const;
@@ -24,7 +24,7 @@ const ControllerRuntimeSchema = z
 
 export const ControllerManagerRuntimeSchema = z
   .object({
-    controllers: z.partialRecord(z.enum([...CONTROLLERS, 'deployment', 'endpoints'] as [string, ...string[]]), ControllerRuntimeSchema).default({}),
+    controllers: z.partialRecord(z.enum(CONTROLLERS), ControllerRuntimeSchema).default({}),
   })
   .strict();
 export type ControllerManagerRuntime = z.output<typeof ControllerManagerRuntimeSchema>;
@@ -45,7 +45,7 @@ export function applyControllerManagerRuntime(cm: ControllerManager, cfg: Contro
       ...(e.workers !== undefined ? { workers: e.workers } : {}),
       ...(e.highWorkers !== undefined ? { highPriorityWorkers: e.highWorkers } : {}),
     };
-    cm.setMode(name, e.mode as WorkerMode, overrides);
+    cm.setMode(name, e.mode, overrides);
     parts.push(`${name}=${e.mode}${e.mode === 'multi-priority-periodic' ? `/${overrides.periodMs}ms` : ''}`);
   }
   return parts.join(',');

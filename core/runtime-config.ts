@@ -148,6 +148,24 @@ export class RuntimeConfigWatcher<S extends z.ZodType> extends EventEmitter {
     await this.chain;
   }
 
+  /**
+   * Re-evaluates and re-applies the current object even if its generation did not move (the node's
+   * labels changed, or a file reload overwrote what the runtime config had set).
+   */
+  resync(): Promise<void> {
+    const obj = this.informer.get(this.name);
+    if (obj) {
+      this.chain = this.chain
+        .then(() => {
+          this.lastGeneration = -1;
+          this.lastGoodJson = undefined;
+          return this.reconcile(obj);
+        })
+        .catch((err) => this.log.error({ err }, 'runtime config reconcile failed'));
+    }
+    return this.chain;
+  }
+
   private async reconcile(obj: UlyssesConfig): Promise<void> {
     const generation = obj.metadata.generation ?? 0;
     if (generation === this.lastGeneration) return; // status-only update (ours or another component's)

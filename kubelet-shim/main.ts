@@ -20,6 +20,8 @@ import { loadShimConfig, parseShimConfig, type ShimConfig } from './config.ts';
 import { PacingGate } from './pacing.ts';
 import { PROXY_IMPLEMENTATIONS, createCriProxy, type CriProxyServer, type ProxyImplementation } from './proxies.ts';
 import { shimMetrics } from './metrics.ts';
+import { shimRuntime } from './runtime.ts';
+import { loadKubeConfig } from '../core/kube.ts';
 
 export interface RunningShim {
   readonly proxy: CriProxyServer;
@@ -125,8 +127,10 @@ async function main(argv: string[]): Promise<void> {
     .option('--config <file>', 'YAML/JSON config file (pacing policy etc.); SIGHUP reloads its pacing section')
     .option('--metrics-port <n>', 'serve /metrics on this port (0: any free port)', nonNegativeInt('--metrics-port'))
     .addOption(new Option('--implementation <impl>', 'proxy implementation (default: the config file\'s, else http2)').choices(PROXY_IMPLEMENTATIONS))
+    .option('--kubeconfig <file>', 'kubeconfig to watch UlyssesConfig/default (spec.kubeletShim) and report status; without it only the file config applies')
+    .option('--node-name <name>', 'this node (selects the spec.kubeletShim entry; default $NODE_NAME)', process.env.NODE_NAME)
     .parse(argv);
-  const o = program.opts<{ listen?: string; backend?: string; config?: string; metricsPort?: number; implementation?: ProxyImplementation }>();
+  const o = program.opts<{ listen?: string; backend?: string; config?: string; metricsPort?: number; implementation?: ProxyImplementation; kubeconfig?: string; nodeName?: string }>();
   const log = componentLogger('kubelet-shim');
   let shim: RunningShim;
   try {
@@ -138,8 +142,18 @@ async function main(argv: string[]): Promise<void> {
     }
     throw err;
   }
+  if (o.kubeconfig && !o.nodeName) {
+    console.error('--kubeconfig needs --node-name (or $NODE_NAME) to pick this node\'s spec.kubeletShim entry');
+    process.exit(2);
+  }
+  // the runtime config wins over the file's pacing while a UlyssesConfig exists
+  const runtime = o.kubeconfig ? shimRuntime(loadKubeConfig(o.kubeconfig), shim, o.nodeName!, log) : undefined;
+  await runtime?.start();
   process.on('SIGHUP', () => {
-    shim.reload().catch((err: Error) => log.error({ err: err.message }, 'config reload failed; pacing unchanged'));
+    shim
+      .reload()
+      .then(() => runtime?.watcher.resync())
+      .catch((err: Error) => log.error({ err: err.message }, 'config reload failed; pacing unchanged'));
   });
   let stopping = false;
   for (const sig of ['SIGTERM', 'SIGINT'] as const) {
@@ -147,7 +161,7 @@ async function main(argv: string[]): Promise<void> {
       if (stopping) return;
       stopping = true;
       log.info({ signal: sig }, 'stopping');
-      shim.stop().then(
+      Promise.all([runtime?.stop(), shim.stop()]).then(
         () => process.exit(0),
         (err: Error) => {
           log.error({ err: err.message }, 'unclean stop');

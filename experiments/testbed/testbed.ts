@@ -197,6 +197,7 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
         imageTars: images.map((i) => i.tar),
         cpus: nodeCpus,
         kubeletShimConfig: opts.kubeletShimConfig,
+        shimRuntimeKubeconfig: state.kubeconfig, // the shims follow UlyssesConfig/default like in a cluster
       });
       track(h.containerd);
       if (h.shim) track(h.shim);
