@@ -275,7 +275,8 @@ export class ExtenderServer {
         this.log.warn({ node: info.name }, `existing pod ignored by the RT analysis: ${s}`);
       }
     }
-    cache?.set(info.name, { version, verdict });
+    // prioritize only ever asks about nodes that passed the filter
+    if (verdict.fits) cache?.set(info.name, { version, verdict });
     return verdict;
   }
 

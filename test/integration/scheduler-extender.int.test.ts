@@ -226,4 +226,21 @@ describe('kube-scheduler with the Ulysses extender (testbed, KWOK nodes)', () =>
     expect(metrics).toMatch(/ulysses_extender_request_duration_seconds_count\{verb="bind"\} [1-9]/);
     expect(metrics).toMatch(/ulysses_extender_rejections_total\{reason="tdma"\} [1-9]/);
   });
+
+  it('a burst of TDMA pods bound concurrently: every slot at most once, the surplus Pending', async () => {
+    for (const p of await allPods()) if (p.metadata?.annotations?.['ulysses.io/tdma']) await core.deleteNamespacedPod({ name: p.metadata.name!, namespace: ns, gracePeriodSeconds: 0 });
+    await pollUntil('TDMA pods gone', async () => (await core.listNamespacedPod({ namespace: ns })).items.every((p) => !p.metadata?.annotations?.['ulysses.io/tdma']), { timeoutMs: 60_000 });
+    const names = Array.from({ length: 7 }, (_, i) => `burst-${i}`);
+    await Promise.all(names.map((n) => core.createNamespacedPod({ namespace: ns, body: kwokPod(n, { 'ulysses.io/tdma': tdma(1) }) })));
+    await pollUntil('5 burst pods bound, 2 refused', async () => {
+      const pods = await Promise.all(names.map(readPod));
+      const bound = pods.filter((p) => p.spec?.nodeName).length;
+      const refused = await core.listNamespacedEvent({ namespace: ns, fieldSelector: 'reason=FailedScheduling' });
+      const refusedNames = new Set(refused.items.filter((e) => /rtnet0: 0 free slot/.test(e.message ?? '')).map((e) => e.involvedObject.name));
+      return bound === 5 && names.filter((n) => refusedNames.has(n)).length >= 2;
+    }, { timeoutMs: 90_000 });
+    const holders = await assertNoDoubleBooking();
+    expect([...holders.keys()].sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4]);
+    expect([...holders.values()].every((n) => n.startsWith('burst-'))).toBe(true);
+  });
 });
