@@ -41,6 +41,12 @@ export interface TestbedOptions {
   kwokDelays?: KwokDelays;
   /** run Ulysses' kubelet-shim (CRI proxy) on every real node with this config file */
   kubeletShimConfig?: string;
+  /**
+   * kube-scheduler --config file (a KubeSchedulerConfiguration, e.g. with the Ulysses extender:
+   * scheduler-plugins/extender/kube-scheduler-config.ts). Its clientConnection.kubeconfig must be
+   * {@link schedulerKubeconfigPath}(runDir): with --config the scheduler ignores --kubeconfig.
+   */
+  schedulerConfig?: string;
   log?: (line: string) => void;
 }
 
@@ -49,7 +55,7 @@ export interface TestbedState {
   runDir: string;
   kubeconfig: string;
   apiserver: string;
-  options: { realNodes: number; kwokNodes: number; controllers: string; pinCpus: boolean; kubeletShimConfig?: string };
+  options: { realNodes: number; kwokNodes: number; controllers: string; pinCpus: boolean; kubeletShimConfig?: string; schedulerConfig?: string };
   processes: TrackedProcess[];
   realNodes: RealNodeSpec[];
   kwokNodes: string[];
@@ -89,14 +95,20 @@ function nodeSchedulable(n: V1Node): boolean {
   return nodeReady(n) && !n.spec?.unschedulable && !(n.spec?.taints ?? []).some((t) => transient.includes(t.key));
 }
 
-function controlPlaneOptions(runDir: string, pki: Pki, controllers: string, cpus?: string): ControlPlaneOptions {
+/** The kubeconfig the testbed writes for kube-scheduler (system:kube-scheduler). */
+export function schedulerKubeconfigPath(runDir: string): string {
+  return join(runDir, 'kubeconfigs', 'kube-scheduler.kubeconfig');
+}
+
+function controlPlaneOptions(runDir: string, pki: Pki, controllers: string, cpus?: string, schedulerConfig?: string): ControlPlaneOptions {
   return {
     runDir,
     pki,
     controllers,
     cpus,
+    ...(schedulerConfig ? { schedulerConfig } : {}),
     kubeconfigs: {
-      scheduler: join(runDir, 'kubeconfigs', 'kube-scheduler.kubeconfig'),
+      scheduler: schedulerKubeconfigPath(runDir),
       controllerManager: join(runDir, 'kubeconfigs', 'kube-controller-manager.kubeconfig'),
     },
   };
@@ -138,7 +150,7 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
     runDir,
     kubeconfig: join(runDir, 'kubeconfigs', 'admin.kubeconfig'),
     apiserver: APISERVER_URL,
-    options: { realNodes: realCount, kwokNodes: kwokCount, controllers, pinCpus, kubeletShimConfig: opts.kubeletShimConfig },
+    options: { realNodes: realCount, kwokNodes: kwokCount, controllers, pinCpus, kubeletShimConfig: opts.kubeletShimConfig, schedulerConfig: opts.schedulerConfig },
     processes: [],
     realNodes: nodes,
     kwokNodes: kwokNames,
@@ -170,7 +182,7 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
     await writeKubeconfig(join(kcDir, 'kube-controller-manager.kubeconfig'), APISERVER_URL, pki, 'kube-controller-manager', 'kube-controller-manager');
     for (const n of nodes) await writeKubeconfig(join(kcDir, `${n.name}.kubeconfig`), APISERVER_URL, pki, `node-${n.name}`, n.name);
 
-    const cp = controlPlaneOptions(runDir, pki, controllers, cpCpus);
+    const cp = controlPlaneOptions(runDir, pki, controllers, cpCpus, opts.schedulerConfig);
     log('starting etcd');
     track(await startEtcd(cp));
     log('starting kube-apiserver');

@@ -48,6 +48,8 @@ export interface PodRequirements {
   readonly criticality: 'none' | 'low' | 'high';
   /** null: no assurance constraint (plugin off, or no policy and no default). */
   readonly policy: AssurancePolicy | null;
+  /** The policy as JSON, for messages. */
+  readonly policyText: string;
   readonly rt?: RtPodSpec;
   readonly tdma?: TdmaRequest;
   readonly network?: TdmaNetwork;
@@ -97,6 +99,7 @@ export function podRequirements(pod: V1Pod, cfg: ExtenderConfig, networks: Reado
       uid: pod.metadata?.uid ?? key,
       criticality,
       policy,
+      policyText: JSON.stringify(policy),
       ...(rt ? { rt } : {}),
       ...(tdma ? { tdma } : {}),
       ...(network ? { network } : {}),
@@ -133,7 +136,7 @@ export function evaluateNode(req: PodRequirements, info: NodeInfo, state: Cluste
       return {
         fits: false,
         reason: 'assurance',
-        message: `ulysses: node assurance ${JSON.stringify(info.assurance.value)} (${ASSURANCE_ANNOTATION}) does not satisfy the pod's policy ${JSON.stringify(req.policy)}`,
+        message: `ulysses: node assurance ${info.assuranceText} (${ASSURANCE_ANNOTATION}) does not satisfy the pod's policy ${req.policyText}`,
       };
     }
     aScore = assuranceScore(info.assurance.value, req.policy);

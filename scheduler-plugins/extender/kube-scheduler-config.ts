@@ -8,6 +8,7 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { stringify } from 'yaml';
+import { schedulerKubeconfigPath } from '../../experiments/testbed/testbed.ts';
 
 export interface SchedulerConfigOptions {
   /** kubeconfig of the scheduler (clientConnection.kubeconfig). */
@@ -53,4 +54,13 @@ export function renderKubeSchedulerConfiguration(o: SchedulerConfigOptions): str
 export async function writeKubeSchedulerConfiguration(file: string, o: SchedulerConfigOptions): Promise<string> {
   await writeFile(file, renderKubeSchedulerConfiguration(o));
   return file;
+}
+
+/**
+ * The testbed's variant: clientConnection.kubeconfig is the scheduler kubeconfig the testbed writes
+ * in `runDir`. Write it before `testbed.up({ runDir, schedulerConfig: file })` (outside runDir: `up`
+ * and `down` own that directory).
+ */
+export function writeTestbedSchedulerConfig(file: string, runDir: string, extenderUrl: string, o: Partial<SchedulerConfigOptions> = {}): Promise<string> {
+  return writeKubeSchedulerConfiguration(file, { ...o, kubeconfig: schedulerKubeconfigPath(runDir), extenderUrl });
 }

@@ -105,10 +105,16 @@ export interface ExtenderServerOptions {
 
 const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
 
+interface CachedVerdict {
+  readonly nodeVersion: number;
+  readonly networkVersion: number;
+  readonly verdict: NodeVerdict;
+}
+
 interface VerdictCacheEntry {
   readonly rv: string | undefined;
   readonly configGen: number;
-  readonly nodes: Map<string, { version: string; verdict: NodeVerdict }>;
+  readonly nodes: Map<string, CachedVerdict>;
 }
 
 export class ExtenderServer {
@@ -252,7 +258,7 @@ export class ExtenderServer {
     return (args.Nodes?.items ?? []).map((node) => ({ name: node.metadata!.name!, info: nodeInfoOf(node), node }));
   }
 
-  private verdictsFor(req: PodRequirements, pod: V1Pod): Map<string, { version: string; verdict: NodeVerdict }> {
+  private verdictsFor(req: PodRequirements, pod: V1Pod): Map<string, CachedVerdict> {
     const key = req.uid;
     let entry = this.verdicts.get(key);
     if (!entry || entry.rv !== pod.metadata?.resourceVersion || entry.configGen !== this.configGen) {
@@ -264,10 +270,11 @@ export class ExtenderServer {
     return entry.nodes;
   }
 
-  private evaluate(req: PodRequirements, info: NodeInfo, cache: Map<string, { version: string; verdict: NodeVerdict }> | undefined, memo: SlotMemo): NodeVerdict {
-    const version = `${this.state.nodeVersion(info.name)}:${req.network ? this.state.networkVersion(req.network.name) : 0}`;
+  private evaluate(req: PodRequirements, info: NodeInfo, cache: Map<string, CachedVerdict> | undefined, memo: SlotMemo): NodeVerdict {
+    const nodeVersion = info.version;
+    const networkVersion = req.network ? this.state.networkVersion(req.network.name) : 0;
     const hit = cache?.get(info.name);
-    if (hit && hit.version === version) return hit.verdict;
+    if (hit && hit.nodeVersion === nodeVersion && hit.networkVersion === networkVersion) return hit.verdict;
     const verdict = evaluateNode(req, info, this.state, this.cfg, memo);
     if (verdict.skipped) {
       for (const s of verdict.skipped) if (this.reported.get(`skip:${s}`) === undefined) {
@@ -275,7 +282,8 @@ export class ExtenderServer {
         this.log.warn({ node: info.name }, `existing pod ignored by the RT analysis: ${s}`);
       }
     }
-    cache?.set(info.name, { version, verdict });
+    // prioritize only ever asks about nodes that passed the filter
+    if (verdict.fits) cache?.set(info.name, { nodeVersion, networkVersion, verdict });
     return verdict;
   }
 

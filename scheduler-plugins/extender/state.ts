@@ -37,6 +37,8 @@ export interface NodeInfo {
   readonly node: V1Node;
   /** `ulysses.io/assurance` (absent = no assurance: every level 0). */
   readonly assurance: Parsed<AssuranceVector>;
+  /** The parsed vector as JSON, for messages. */
+  readonly assuranceText: string;
   /** null: not an RT node. */
   readonly rtKind: RtKind | null | { readonly error: string };
   readonly rtCapacity: Parsed<RtCapacity>;
@@ -89,10 +91,12 @@ export function nodeInfoOf(node: V1Node, version = 0): NodeInfo {
       : (RT_KINDS as readonly string[]).includes(kindLabel)
         ? (kindLabel as RtKind)
         : { error: `label ${RT_SCHEDULER_LABEL}: unknown kind ${JSON.stringify(kindLabel)} (expected ${RT_KINDS.join(', ')})` };
+  const assurance: Parsed<AssuranceVector> = ann[ASSURANCE_ANNOTATION] === undefined ? { ok: true, value: {} } : parseAssuranceAnnotation(ann[ASSURANCE_ANNOTATION]);
   return {
     name: node.metadata?.name ?? '',
     node,
-    assurance: ann[ASSURANCE_ANNOTATION] === undefined ? { ok: true, value: {} } : parseAssuranceAnnotation(ann[ASSURANCE_ANNOTATION]),
+    assurance,
+    assuranceText: assurance.ok ? JSON.stringify(assurance.value) : '(malformed)',
     rtKind,
     // a node of an RT kind without the capacity annotation has one core
     rtCapacity: ann[RT_CAPACITY_ANNOTATION] === undefined ? { ok: true, value: { cores: 1 } } : parseRtCapacityAnnotation(ann[RT_CAPACITY_ANNOTATION]),

@@ -33,7 +33,19 @@ export const extenderArgsSchema = z
   .looseObject({
     Pod: wirePodSchema,
     Nodes: z.looseObject({ items: z.array(wireNodeSchema).nullish() }).nullish(),
-    NodeNames: z.array(z.string().min(1).max(253)).nullish(),
+    // hand-checked (a 1000-name array through per-element zod schemas costs ~0.15 ms per request)
+    NodeNames: z
+      .unknown()
+      .superRefine((v, ctx) => {
+        if (v === null || v === undefined) return;
+        if (!Array.isArray(v)) return void ctx.addIssue({ code: 'custom', message: 'must be an array of node names' });
+        for (let i = 0; i < v.length; i++) {
+          const n: unknown = v[i];
+          if (typeof n !== 'string' || n.length === 0 || n.length > 253) return void ctx.addIssue({ code: 'custom', path: [i], message: 'must be a node name (1..253 characters)' });
+        }
+      })
+      .transform((v) => v as string[] | null | undefined)
+      .optional(),
   })
   .superRefine((a, ctx) => {
     if (!a.NodeNames && !a.Nodes) ctx.addIssue({ code: 'custom', path: ['NodeNames'], message: 'one of NodeNames or Nodes is required' });
