@@ -128,6 +128,43 @@ describe('kubectl kustomize + apply to the testbed apiserver', () => {
   });
 });
 
+describe('static-pod variants (manifests/kubeadm/static-pods)', () => {
+  it('the static Pods pass a server-side dry run in kube-system', async () => {
+    const pods = ['ulysses-controller-manager.yaml', 'ulysses-scheduler-extender.yaml'].map((f) => manifestFile(`kubeadm/static-pods/${f}`)).join('\n---\n');
+    const r = await kubectl(['apply', '--server-side', '--dry-run=server', '--field-manager=ulysses-install', '-f', '-'], pods);
+    expect(r.stderr).toBe('');
+    expect(r.stdout.trim().split('\n')).toEqual([
+      'pod/ulysses-controller-manager serverside-applied (server dry run)',
+      'pod/ulysses-scheduler-extender serverside-applied (server dry run)',
+    ]);
+  });
+
+  it("rbac-static.yaml gives kubeadm's kube-controller-manager and kube-scheduler identities the Ulysses roles", async () => {
+    const check = (user: string, verb: string, resource: string, group = '', namespace?: string, subresource?: string) =>
+      apiRequest<{ status: { allowed: boolean } }>(ctx.kc, 'POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+        body: {
+          apiVersion: 'authorization.k8s.io/v1',
+          kind: 'SubjectAccessReview',
+          spec: { user, groups: ['system:authenticated'], resourceAttributes: { verb, resource, group, namespace, subresource } },
+        },
+      }).then((x) => x.status.allowed);
+    const probes = async () => [
+      // (kube-controller-manager's own role already lists/watches every resource)
+      await check('system:kube-controller-manager', 'patch', 'ulyssesconfigs', 'ulysses.io', undefined, 'status'),
+      await check('system:kube-controller-manager', 'create', 'pods', '', 'some-namespace'),
+      await check('system:kube-controller-manager', 'update', 'leases', 'coordination.k8s.io', ULYSSES_NAMESPACE),
+      await check('system:kube-controller-manager', 'patch', 'flowschemas', 'flowcontrol.apiserver.k8s.io'),
+      await check('system:kube-scheduler', 'watch', 'ulyssesconfigs', 'ulysses.io'),
+      await check('system:kube-scheduler', 'patch', 'pods', '', 'some-namespace'),
+    ];
+    expect(await probes()).toEqual([false, false, false, false, false, false]); // kubeadm's roles alone
+    const r = await kubectl(['apply', '--server-side', '--field-manager=ulysses-install', '-f', '-'], manifestFile('kubeadm/static-pods/rbac-static.yaml'));
+    expect(r.code).toBe(0);
+    expect(await probes()).toEqual([true, true, true, true, true, true]);
+    expect(await check('system:kube-scheduler', 'delete', 'secrets', '', ULYSSES_NAMESPACE)).toBe(false);
+  });
+});
+
 describe('UlyssesConfig on the apiserver', () => {
   it('the default instance is stored as written: no field pruned or defaulted differently', async () => {
     const want = rendered.get('kubeadm')!.objects.find((o) => o.kind === 'UlyssesConfig')! as K8sObject & { spec: unknown };
@@ -383,8 +420,11 @@ describe('control-plane flags on the real binaries', () => {
     }
   });
 
-  it('kube-scheduler accepts kube-scheduler-config.yaml with the extender (and would refuse a broken one)', async () => {
-    const cfg = parseYaml(manifestFile('kubeadm/kube-scheduler-config.yaml')) as { clientConnection: { kubeconfig: string }; extenders: { weight: number }[] };
+  it.each([
+    ['kube-scheduler-config.yaml', 'http://10.96.0.250:8888'],
+    ['kube-scheduler-config-static.yaml', 'http://127.0.0.1:8888'],
+  ])('kube-scheduler accepts %s with the extender at %s (and would refuse a broken one)', async (file, urlPrefix) => {
+    const cfg = parseYaml(manifestFile(`kubeadm/${file}`)) as { clientConnection: { kubeconfig: string }; extenders: { weight: number }[] };
     cfg.clientConnection.kubeconfig = join(runDir, 'kubeconfigs', 'kube-scheduler.kubeconfig'); // instead of kubeadm's /etc/kubernetes/scheduler.conf
     const check = async (c: unknown, name: string) => {
       const file = join(runDir, `${name}.yaml`);
@@ -397,14 +437,14 @@ describe('control-plane flags on the real binaries', () => {
         return { ok: false, effective: undefined, stderr: String((err as { stderr?: string }).stderr ?? err) };
       }
     };
-    const good = await check(cfg, 'kube-scheduler-config');
+    const good = await check(cfg, file.replace('.yaml', ''));
     expect(good.stderr).toBe('');
     expect(good.effective!.extenders).toEqual([
-      { urlPrefix: 'http://10.96.0.250:8888', filterVerb: 'filter', prioritizeVerb: 'prioritize', bindVerb: 'bind', weight: 1, nodeCacheCapable: true, httpTimeout: '5s' },
+      { urlPrefix, filterVerb: 'filter', prioritizeVerb: 'prioritize', bindVerb: 'bind', weight: 1, nodeCacheCapable: true, httpTimeout: '5s' },
     ]);
     const broken = structuredClone(cfg);
     broken.extenders[0]!.weight = 0;
-    const bad = await check(broken, 'kube-scheduler-config-broken');
+    const bad = await check(broken, file.replace('.yaml', '-broken'));
     expect(bad.ok).toBe(false);
     expect(bad.stderr).toContain('extenders[0].weight: Invalid value: 0');
   });

@@ -157,6 +157,48 @@ describe.skipIf(!existsSync(kubectl))('kubectl kustomize of every overlay', () =
   });
 });
 
+describe.skipIf(!existsSync(kubectl))('static-pod variants (manifests/kubeadm/static-pods)', () => {
+  const staticPod = (f: string) => parseYaml(manifestFile(`kubeadm/static-pods/${f}`)) as K8sObject & { spec: PodSpec & { hostNetwork: boolean } };
+
+  it('run the same image and flags as the Deployments (the extender bound to 127.0.0.1), in kube-system on the host network', async () => {
+    const objs = (await renderOverlay('kubeadm', kubectl)).objects;
+    for (const [file, deployment, extra] of [
+      ['ulysses-controller-manager.yaml', 'Deployment/ulysses-controller-manager', []],
+      ['ulysses-scheduler-extender.yaml', 'Deployment/ulysses-scheduler-extender', ['--bind-address=127.0.0.1']],
+    ] as const) {
+      const pod = staticPod(file);
+      const dep = podSpec(objs.find((o) => objectId(o) === deployment)!).containers[0]!;
+      expect(pod.metadata.namespace).toBe('kube-system');
+      expect(pod.spec.hostNetwork).toBe(true);
+      expect(pod.spec.containers[0]!.image).toBe(dep.image);
+      expect([...pod.spec.containers[0]!.args!].sort()).toEqual([...dep.args!, ...extra].sort());
+    }
+  });
+
+  it('kube-scheduler-config-static.yaml differs from kube-scheduler-config.yaml only in urlPrefix, which is the static extender on 127.0.0.1', () => {
+    const cfg = parseYaml(manifestFile('kubeadm/kube-scheduler-config.yaml')) as { extenders: { urlPrefix: string }[] };
+    const stat = parseYaml(manifestFile('kubeadm/kube-scheduler-config-static.yaml')) as { extenders: { urlPrefix: string }[] };
+    const port = flag(staticPod('ulysses-scheduler-extender.yaml').spec.containers[0]!.args, 'port');
+    expect(stat.extenders[0]!.urlPrefix).toBe(`http://127.0.0.1:${port}`);
+    stat.extenders[0]!.urlPrefix = cfg.extenders[0]!.urlPrefix;
+    expect(stat).toEqual(cfg);
+  });
+
+  it('rbac-static.yaml binds existing Ulysses roles to the users of kubeadm\'s kubeconfigs', async () => {
+    const ids = new Set((await renderOverlay('kubeadm', kubectl)).objects.map(objectId));
+    const bindings = parseObjects(manifestFile('kubeadm/static-pods/rbac-static.yaml'), 'rbac-static.yaml') as unknown as {
+      kind: string;
+      roleRef: { kind: string; name: string };
+      subjects: { kind: string; name: string }[];
+    }[];
+    expect(bindings).toHaveLength(4);
+    for (const b of bindings) {
+      expect(ids.has(`${b.roleRef.kind}/${b.roleRef.name}`), `${b.kind} -> ${b.roleRef.kind}/${b.roleRef.name}`).toBe(true);
+      for (const s of b.subjects) expect(['system:kube-controller-manager', 'system:kube-scheduler']).toContain(s.name);
+    }
+  });
+});
+
 describe('kubeadm control-plane changes', () => {
   it('the kube-controller-manager patch and the ClusterConfiguration disable exactly the replaced controllers and keep kubeadm\'s bootstrapsigner/tokencleaner', () => {
     const fromPatch = kcmControllersFromPatch();
