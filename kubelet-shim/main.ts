@@ -146,8 +146,11 @@ async function main(argv: string[]): Promise<void> {
     console.error('--kubeconfig needs --node-name (or $NODE_NAME) to pick this node\'s spec.kubeletShim entry');
     process.exit(2);
   }
-  // the runtime config wins over the file's pacing while a UlyssesConfig exists
-  const runtime = o.kubeconfig ? shimRuntime(loadKubeConfig(o.kubeconfig), shim, o.nodeName!, log) : undefined;
+  // the runtime config wins over the file's pacing while a UlyssesConfig exists; watched with
+  // --kubeconfig, $KUBECONFIG (systemd unit) or the in-cluster ServiceAccount (DaemonSet), given a node name
+  const canReachApi = !!(o.kubeconfig || process.env.KUBECONFIG || process.env.KUBERNETES_SERVICE_HOST);
+  const runtime = canReachApi && o.nodeName ? shimRuntime(loadKubeConfig(o.kubeconfig), shim, o.nodeName, log) : undefined;
+  if (!runtime) log.info('no API access configured (--kubeconfig, $KUBECONFIG or in-cluster) or no node name: UlyssesConfig not watched, file config only');
   await runtime?.start();
   process.on('SIGHUP', () => {
     shim

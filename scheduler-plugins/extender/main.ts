@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
 import { loadKubeConfig } from '../../core/kube.ts';
 import { componentLogger } from '../../core/logging.ts';
+import { serveMetrics } from '../../core/metrics.ts';
 import { extenderConfig, loadExtenderConfig, type ExtenderConfig } from './config.ts';
 import { ExtenderServer } from './server.ts';
 import { applyExtenderRuntime, extenderRuntimeWatcher } from './runtime.ts';
@@ -63,10 +64,13 @@ if (isMain) {
     .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG or ~/.kube/config)')
     .option('--host <host>', 'listen host (overrides the config)')
     .option('--port <port>', 'listen port (overrides the config)', port)
+    .option('--bind-address <host>', 'listen host (kube-style alias of --host)')
+    .option('--metrics-port <port>', 'also serve /metrics and /healthz on this port (e.g. for a separate metrics Service)', port)
     .option('--no-runtime-config', 'do not watch UlyssesConfig/default (spec.schedulerExtender)')
     .action(async (o) => {
-      const server = await startExtender({ configFile: o.config, kubeconfig: o.kubeconfig, host: o.host, port: o.port, runtimeConfig: o.runtimeConfig });
-      const stop = () => void server.stop().then(() => process.exit(0));
+      const server = await startExtender({ configFile: o.config, kubeconfig: o.kubeconfig, host: o.host ?? o.bindAddress, port: o.port, runtimeConfig: o.runtimeConfig });
+      const metrics = o.metricsPort !== undefined ? await serveMetrics(o.metricsPort, o.host ?? o.bindAddress) : undefined;
+      const stop = () => void Promise.all([server.stop(), metrics?.close()]).then(() => process.exit(0));
       process.once('SIGTERM', stop);
       process.once('SIGINT', stop);
     });
