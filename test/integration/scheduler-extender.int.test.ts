@@ -18,6 +18,8 @@ import { renderKubeSchedulerConfiguration } from '../../scheduler-plugins/extend
 import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
 import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
 import type { ExtenderConfigInput } from '../../scheduler-plugins/extender/config.ts';
+import { BASE_ASSURANCE_ANNOTATION, NodeAssuranceUpdater } from '../../scheduler-plugins/assurance/updater.ts';
+import { AssuranceRescheduler } from '../../scheduler-plugins/assurance/rescheduler.ts';
 
 const runDir = '/tmp/ulysses-it-sched-extender';
 const schedulerConfig = '/tmp/ulysses-it-sched-extender-kube-scheduler.yaml';
@@ -242,5 +244,45 @@ describe('kube-scheduler with the Ulysses extender (testbed, KWOK nodes)', () =>
     const holders = await assertNoDoubleBooking();
     expect([...holders.keys()].sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4]);
     expect([...holders.values()].every((n) => n.startsWith('burst-'))).toBe(true);
+  });
+
+  it('node-assurance updater + opt-in rescheduler: a degraded node loses assurance, its controlled pod is evicted and placed on a node that satisfies it', async () => {
+    const apps = t.apps;
+    const updater = new NodeAssuranceUpdater(t.kc, { rules: [{ taint: 'ulysses.io/degraded', gamma: 0.5 }] });
+    const rescheduler = new AssuranceRescheduler(t.kc, { enabled: true, evictionsPerMinute: 60, burst: 1, intervalMs: 300 }, extenderConfig);
+    try {
+      await updater.start();
+      // adoption: the current vector becomes the base, the effective one is unchanged
+      await pollUntil('kwok-1 base assurance adopted', async () => (await core.readNode({ name: 'kwok-1' })).metadata?.annotations?.[BASE_ASSURANCE_ANNOTATION] === '{"cpu":3,"memory":3}', { timeoutMs: 30_000 });
+      const tpl = kwokPod('guarded', { 'ulysses.io/assurance-policy': '{"policy":"threshold","min":{"cpu":3}}' }, { app: 'guarded' });
+      await apps.createNamespacedDeployment({
+        namespace: ns,
+        body: {
+          metadata: { name: 'guarded', namespace: ns },
+          spec: { replicas: 1, selector: { matchLabels: { app: 'guarded' } }, template: { metadata: { labels: tpl.metadata!.labels, annotations: tpl.metadata!.annotations }, spec: tpl.spec! } },
+        },
+      });
+      const first = await pollUntil('guarded pod bound', async () => (await core.listNamespacedPod({ namespace: ns, labelSelector: 'app=guarded' })).items.find((p) => p.spec?.nodeName), { timeoutMs: 60_000 });
+      expect(first.spec?.nodeName).toBe('kwok-1'); // just satisfies cpu >= 3
+      await rescheduler.start();
+
+      // degrade kwok-1: gamma 0.5 -> {"cpu":1,"memory":1}; the rescheduler evicts the guarded pod, its
+      // ReplicaSet recreates it, and the scheduler + extender place it on kwok-4 (cpu 5)
+      await new KubeClient(t.kc).jsonPatch('/api/v1/nodes/kwok-1', [{ op: 'add', path: '/spec/taints/-', value: { key: 'ulysses.io/degraded', value: 'true', effect: 'PreferNoSchedule' } }]);
+      await pollUntil('kwok-1 effective assurance lowered', async () => (await core.readNode({ name: 'kwok-1' })).metadata?.annotations?.['ulysses.io/assurance'] === '{"cpu":1,"memory":1}', { timeoutMs: 30_000 });
+      const moved = await pollUntil('guarded pod rescheduled to kwok-4', async () => (await core.listNamespacedPod({ namespace: ns, labelSelector: 'app=guarded' })).items.find((p) => p.spec?.nodeName === 'kwok-4' && !p.metadata?.deletionTimestamp), { timeoutMs: 90_000 });
+      expect(moved.metadata?.uid).not.toBe(first.metadata?.uid);
+      // bare pods that no longer fit are reported, not evicted
+      expect((await readPod('assured')).spec?.nodeName).toBe('kwok-1');
+      expect((await readPod('assured')).metadata?.deletionTimestamp).toBeFalsy();
+
+      // recovery restores the base
+      const taints = (await core.readNode({ name: 'kwok-1' })).spec?.taints ?? [];
+      await new KubeClient(t.kc).mergePatch('/api/v1/nodes/kwok-1', { spec: { taints: taints.filter((x) => x.key !== 'ulysses.io/degraded') } });
+      await pollUntil('kwok-1 assurance restored', async () => (await core.readNode({ name: 'kwok-1' })).metadata?.annotations?.['ulysses.io/assurance'] === '{"cpu":3,"memory":3}', { timeoutMs: 30_000 });
+    } finally {
+      rescheduler.stop();
+      updater.stop();
+    }
   });
 });
