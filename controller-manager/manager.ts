@@ -42,6 +42,8 @@ export interface ControllerManagerOptions {
    */
   auto?: ControllerName[];
   autoHoldMs?: number;
+  /** called after every sync (benchmarks, experiments): controller, key, priority, mode, start, duration */
+  observeSync?: (e: SyncObservation) => void;
   /** reportingInstance of Events and holder identity of leader election (default: hostname_pid) */
   identity?: string;
   log?: Logger;
@@ -67,6 +69,17 @@ interface Controller {
   reconcile: Reconciler<string>;
   register(): void;
   afterSync?(): void;
+}
+
+export interface SyncObservation {
+  controller: ControllerName;
+  key: string;
+  priority: number;
+  mode: WorkerMode;
+  /** performance.now() when the reconcile started */
+  startedAt: number;
+  durationMs: number;
+  error?: boolean;
 }
 
 /** A controller's serving mode as the manager sees it: a WorkerPool mode, or `auto`. */
@@ -144,7 +157,8 @@ export class ControllerManager {
     // the queue is created with the pool below; controllers only enqueue after register()
     const enqueue = (key: string, priority: number, afterMs?: number) =>
       afterMs ? pool.queue.addAfter(key, afterMs, priority as 0 | 1 | 2) : pool.queue.add(key, priority as 0 | 1 | 2);
-    const events = this.events.forComponent(UPSTREAM_NAMES[name]);
+    // Events through the controller's client, so they share its limiter as in kcm
+    const events = this.events.forComponent(UPSTREAM_NAMES[name], client);
     const common = { client, pods: this.pods, nodes: this.nodes, criticality: this.criticality, enqueue, log, events };
     const controller: Controller = (() => {
       switch (name) {
@@ -161,7 +175,22 @@ export class ControllerManager {
       }
     })();
     // the client-side limiter is applied per request (applyLimiter); the pool itself never gates syncs
-    const pool: WorkerPool<string> = new WorkerPool<string>({ ...cfg, rateLimitedModes: [], name, reconcile: controller.reconcile, logger: log });
+    const observe = this.o.observeSync;
+    const reconcile: Reconciler<string> = observe
+      ? async (key, ctx) => {
+          const startedAt = performance.now();
+          let error = false;
+          try {
+            return await controller.reconcile(key, ctx);
+          } catch (err) {
+            error = true;
+            throw err;
+          } finally {
+            observe({ controller: name, key, priority: ctx.priority, mode: ctx.mode, startedAt, durationMs: performance.now() - startedAt, error });
+          }
+        }
+      : controller.reconcile;
+    const pool: WorkerPool<string> = new WorkerPool<string>({ ...cfg, rateLimitedModes: [], name, reconcile, logger: log });
     controller.register();
     const afterSync = controller.afterSync?.bind(controller);
     this.running.set(name, { pool, client, afterSync });

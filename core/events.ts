@@ -59,6 +59,7 @@ interface Sent {
 }
 
 interface Pending {
+  client: KubeClient;
   component: string;
   object: KubernetesObject;
   type: EventType;
@@ -82,13 +83,17 @@ export class EventRecorder {
     this.instance = o.reportingInstance ?? os.hostname();
   }
 
-  /** A recorder bound to an upstream component name ("deployment-controller", ...). */
-  forComponent(component: string): ComponentEventRecorder {
-    return { event: (object, type, reason, message) => this.event(component, object, type, reason, message) };
+  /**
+   * A recorder bound to an upstream component name ("deployment-controller", ...). With `client`,
+   * its Events are written with that client (and its limiter), as each kcm controller records
+   * Events through its own rate-limited clientset.
+   */
+  forComponent(component: string, client?: KubeClient): ComponentEventRecorder {
+    return { event: (object, type, reason, message) => this.event(component, object, type, reason, message, client) };
   }
 
   /** Records an Event about `object` (fire and forget). */
-  event(component: string, object: KubernetesObject, type: EventType, reason: string, message: string): void {
+  event(component: string, object: KubernetesObject, type: EventType, reason: string, message: string, client: KubeClient = this.o.client): void {
     if (!object.metadata?.name) return;
     if (!this.admit(component, object)) {
       eventsCounter().inc({ component, type, reason, result: 'dropped' });
@@ -98,7 +103,7 @@ export class EventRecorder {
       eventsCounter().inc({ component, type, reason, result: 'dropped' });
       return;
     }
-    this.pending.push({ component, object, type, reason, message });
+    this.pending.push({ client, component, object, type, reason, message });
     this.draining ??= this.drain().finally(() => (this.draining = undefined));
   }
 
@@ -142,7 +147,7 @@ export class EventRecorder {
     const prev = this.sent.get(id);
     if (prev && now - prev.lastMs < EVENT_AGGREGATION_WINDOW_MS) {
       try {
-        await this.o.client.request('PATCH', `/api/v1/namespaces/${prev.namespace}/events/${prev.name}`, {
+        await e.client.request('PATCH', `/api/v1/namespaces/${prev.namespace}/events/${prev.name}`, {
           body: { count: prev.count + 1, lastTimestamp: ts },
           contentType: 'application/merge-patch+json',
         });
@@ -176,7 +181,7 @@ export class EventRecorder {
       reportingComponent: this.o.reportingController,
       reportingInstance: this.instance,
     };
-    const created = await this.o.client.post<CoreV1Event>(`/api/v1/namespaces/${namespace}/events`, body);
+    const created = await e.client.post<CoreV1Event>(`/api/v1/namespaces/${namespace}/events`, body);
     this.sent.set(id, { namespace, name: created.metadata!.name!, count: 1, lastMs: now });
     if (this.sent.size > MAX_REMEMBERED) this.sent.delete(this.sent.keys().next().value!);
     return 'sent';

@@ -18,6 +18,7 @@ import { criticalityRank, serviceSelector, type CriticalityIndex } from '../../c
 import type { ResilientInformer } from '../../core/informer.ts';
 import { isNotFound, type KubeClient } from '../../core/kube.ts';
 import { isPodReady, objectKey, podReadyCondition } from '../../core/objects.ts';
+import { NO_EVENTS, type ComponentEventRecorder } from '../../core/events.ts';
 import type { ReconcileResult } from '../queue/index.ts';
 import { resolvePort } from './endpointslice.ts';
 
@@ -36,6 +37,8 @@ export interface EndpointsDeps {
   criticality: CriticalityIndex;
   enqueue: (key: string, priority: number, afterMs?: number) => void;
   log: Logger;
+  /** upstream event FailedToUpdateEndpoint on the Service */
+  events?: ComponentEventRecorder;
 }
 
 /** upstream shouldPodBeInEndpoints (+ the terminating rule of the endpoints controller) */
@@ -201,6 +204,7 @@ export class EndpointsController {
         // our cache is behind (often our own last write): the watch event re-queues the Service
         if ((err as { statusCode?: number }).statusCode === 409) return { requeueAfterMs: 250 };
         if (isNotFound(err)) return { requeueAfterMs: 100 };
+        this.failed(svc, err);
         throw err;
       }
     } else {
@@ -209,9 +213,14 @@ export class EndpointsController {
       } catch (err) {
         // created meanwhile (cache lag): the next sync updates it
         if ((err as { statusCode?: number }).statusCode === 409) return { requeueAfterMs: 100 };
+        this.failed(svc, err);
         throw err;
       }
     }
     this.d.log.debug({ service: key, subsets: subsets.length, truncated }, current ? 'updated Endpoints' : 'created Endpoints');
   };
+
+  private failed(svc: V1Service, err: unknown): void {
+    (this.d.events ?? NO_EVENTS).event({ apiVersion: 'v1', kind: 'Service', metadata: svc.metadata }, 'Warning', 'FailedToUpdateEndpoint', `Failed to update endpoint ${objectKey(svc)}: ${(err as Error).message}`);
+  }
 }

@@ -20,7 +20,7 @@ const t = useTestbed(runDir, {
   kwokNodes: 2,
   controllers: '*,-replicaset-controller,-deployment-controller',
   namespace: ns,
-  controllerManager: { controllers: ['deployment', 'replicaset'] },
+  controllerManager: { controllers: ['deployment', 'replicaset'], autoHoldMs: 1500 },
 });
 let kc: KubeConfig, core: CoreV1Api, apps: AppsV1Api;
 beforeAll(() => ({ kc, core, apps } = t));
@@ -100,6 +100,14 @@ describe('Deployment controller on the real testbed', () => {
       expect(p.metadata!.annotations!.rollout).toBe('2');
       expect(p.metadata!.ownerReferences![0]).toMatchObject({ kind: 'ReplicaSet', name: `web-${hash2}`, uid: nw.metadata!.uid });
     }
+    // Events as upstream, reported by Ulysses
+    const events = await pollUntil('ScalingReplicaSet and SuccessfulCreate events', async () => {
+      const ev = (await core.listNamespacedEvent({ namespace: ns })).items.filter((e) => e.reportingComponent === 'ulysses-controller-manager');
+      return ev.some((e) => e.reason === 'ScalingReplicaSet' && e.message === `Scaled down replica set web-${hash1} from 1 to 0`) && ev.some((e) => e.reason === 'SuccessfulCreate') && ev;
+    }, { timeoutMs: 15_000 });
+    const scaling = events.find((e) => e.reason === 'ScalingReplicaSet')!;
+    expect(scaling).toMatchObject({ type: 'Normal', source: { component: 'deployment-controller' }, involvedObject: { kind: 'Deployment', name: 'web', uid: d2.metadata!.uid } });
+    expect(events.find((e) => e.reason === 'SuccessfulCreate')).toMatchObject({ source: { component: 'replicaset-controller' }, involvedObject: { kind: 'ReplicaSet' } });
   });
 
   it('scales up and down; the desired-replicas annotation follows', async () => {
@@ -138,5 +146,33 @@ describe('Deployment controller on the real testbed', () => {
     expect(overlap).toBe(0);
     expect([...live.values()].filter((h) => h !== hash1)).toHaveLength(3);
     expect((await read('rec')).metadata!.annotations!['deployment.kubernetes.io/revision']).toBe('2');
+  });
+
+  it('auto mode: vanilla while only low pods exist, periodic while a high-criticality Deployment runs (and it still rolls out), vanilla after', async () => {
+    const cm = t.cm!;
+    cm.setMode('deployment', 'auto', { periodMs: 100 });
+    cm.setMode('replicaset', 'auto', { periodMs: 100 });
+    expect(cm.modeOf('deployment')).toBe('auto');
+    expect(cm.pool('deployment').mode).toBe('vanilla');
+    const body = deployment({ namespace: ns, name: 'crit', replicas: 2, criticality: 'high', image: 'http-server' });
+    body.spec!.template.spec!.tolerations = [{ key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' }];
+    body.spec!.template.spec!.nodeSelector = { type: 'kwok' };
+    await apps.createNamespacedDeployment({ namespace: ns, body });
+    await pollUntil('crit complete', async () => complete(await read('crit')), { timeoutMs: 60_000 });
+    expect(cm.pool('deployment').mode).toBe('multi-priority-periodic');
+    expect(cm.pool('replicaset').mode).toBe('multi-priority-periodic');
+    expect(cm.pool('deployment').config.periodMs).toBe(100);
+    // a rollout of the low Deployment is served by the periodic workers
+    await apps.patchNamespacedDeployment({ name: 'web', namespace: ns, body: [{ op: 'add', path: '/spec/template/metadata/annotations/rollout', value: '3' }] }, undefined);
+    await pollUntil('web rolled out in periodic mode', async () => {
+      const d = await read('web');
+      return d.metadata!.generation! >= 5 && complete(d) && d.metadata!.annotations!['deployment.kubernetes.io/revision'] === '3';
+    }, { timeoutMs: 120_000 });
+    expect(cm.pool('deployment').mode).toBe('multi-priority-periodic');
+    // no high pod left: back to vanilla after the hold
+    await apps.patchNamespacedDeployment({ name: 'crit', namespace: ns, body: [{ op: 'replace', path: '/spec/replicas', value: 0 }] }, undefined);
+    await pollUntil('no crit pod', async () => (await core.listNamespacedPod({ namespace: ns, labelSelector: 'app=crit' })).items.length === 0, { timeoutMs: 60_000 });
+    await pollUntil('auto back to vanilla', () => cm.pool('deployment').mode === 'vanilla' && cm.pool('replicaset').mode === 'vanilla', { timeoutMs: 10_000 });
+    expect(cm.modeOf('deployment')).toBe('auto');
   });
 });
