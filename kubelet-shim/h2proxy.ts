@@ -171,7 +171,11 @@ export class H2CriProxy {
       this.sessions.add(s);
       s.on('close', () => this.sessions.delete(s));
       s.on('error', (err) => this.log?.debug({ err: err.message }, 'kubelet-side HTTP/2 session error'));
-      s.once('connect', () => s.setLocalWindowSize(SESSION_WINDOW));
+      try {
+        s.setLocalWindowSize(SESSION_WINDOW); // connection-level window for what the kubelet sends
+      } catch (err) {
+        this.log?.debug({ err: (err as Error).message }, 'kubelet-side session window not set');
+      }
     });
     this.server.on('stream', (stream, headers) => this.onStream(stream, headers));
   }
@@ -467,7 +471,7 @@ export class H2CriProxy {
       stream.respond(h as OutgoingHttpHeaders, { waitForTrailers: true });
     });
     stream.on('wantTrailers', () => {
-      stream.sendTrailers(trailers ?? statusTrailers(grpc.status.INTERNAL, 'kubelet-shim: runtime response ended without trailers'));
+      stream.sendTrailers(trailers ?? statusTrailers(grpc.status.UNAVAILABLE, 'kubelet-shim: runtime response ended without trailers'));
     });
     const scanner = new GrpcFrameScanner(max);
     upstream.on('data', (c: Buffer) => {
@@ -490,8 +494,13 @@ export class H2CriProxy {
     upstream.once('end', () => {
       tBack = performance.now();
       if (finished) return;
+      // the runtime's side ended without response headers: its connection went away (e.g. a
+      // forced shutdown) — without this the kubelet's call would hang until its deadline
+      if (!responded) return fail(grpc.status.UNAVAILABLE, `kubelet-shim: runtime unix://${this.opts.backend} closed the call without answering`);
       finished = true;
-      settle(trailers?.['grpc-status'] === '0');
+      // no trailers: the connection went away in the middle of the answer
+      trailers ??= statusTrailers(grpc.status.UNAVAILABLE, `kubelet-shim: runtime unix://${this.opts.backend} closed the call before its status`);
+      settle(trailers['grpc-status'] === '0');
       if (!stream.destroyed && !stream.closed && !stream.writableEnded) stream.end();
       observe();
     });
