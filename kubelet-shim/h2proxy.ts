@@ -142,6 +142,7 @@ export class H2CriProxy {
   private readonly critical: CriticalPathTracker;
   private readonly decode: Record<'runPodSandbox' | 'sandboxResponse' | 'createRequest' | 'createResponse' | 'startRequest', Decoder>;
   private readonly methodNames = new Map<string, string>();
+  private readonly latencyChildren = new Map<string, { observe(v: number): void }>();
   private readonly log: Logger | undefined;
   private started = false;
   private closing = false;
@@ -407,7 +408,7 @@ export class H2CriProxy {
     let tBack = 0;
 
     const observe = () => {
-      this.opts.metrics?.addedLatency.observe({ method }, Math.max(0, tSent - t0 - pacedMs + (performance.now() - tBack)) / 1000);
+      this.latencyOf(method)?.observe(Math.max(0, tSent - t0 - pacedMs + (performance.now() - tBack)) / 1000);
     };
     const settle = (ok: boolean) => {
       if (!onAnswer) return;
@@ -522,6 +523,15 @@ export class H2CriProxy {
       } else if (code === NGHTTP2_REFUSED_STREAM) fail(grpc.status.UNAVAILABLE, 'kubelet-shim: stream refused by the runtime');
       else fail(grpc.status.UNAVAILABLE, `kubelet-shim: runtime unix://${this.opts.backend} closed the call (HTTP/2 code ${code})`);
     });
+  }
+
+  /** The per-method child of the added-latency histogram, resolved once per method (no label hashing per call). */
+  private latencyOf(method: string): { observe(v: number): void } | undefined {
+    const h = this.opts.metrics?.addedLatency;
+    if (!h) return undefined;
+    let child = this.latencyChildren.get(method);
+    if (!child) this.latencyChildren.set(method, (child = h.labels({ method })));
+    return child;
   }
 
   private tryDecode(decode: Decoder, b: Buffer): Record<string, unknown> | undefined {
