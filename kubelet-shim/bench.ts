@@ -14,7 +14,7 @@
  * Each shim runs as its own process (main.ts) unless --in-process.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -154,7 +154,7 @@ async function main(): Promise<void> {
     const f = (v: number) => v.toFixed(3).padStart(8);
     const where = o.inProcess ? 'in-process' : 'each as its own process';
     const pin = o.pinShim || o.pinClient ? `, shim pinned to CPU ${o.pinShim ?? '-'}, client+containerd to CPU ${o.pinClient ?? '-'}` : ', no CPU pinning';
-    console.log(`\nCRI call latency in ms seen by a grpc-js client, N=${o.n} per method and path (warm-up ${o.warmup}), interleaved; shims ${where}${pin}; Node ${process.version}, ${cpus().length} CPUs`);
+    console.log(`\nCRI call latency in ms seen by a grpc-js client, N=${o.n} per method and path (warm-up ${o.warmup}), interleaved; shims ${where}${pin}; Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
     console.log(`added = proxied quantile - direct quantile of the same run; shim CPU = CPU time of the shim process per call (utime+stime, 10 ms ticks)`);
     console.log(`${'method'.padEnd(18)}${'path'.padEnd(9)}${'p50'.padStart(9)}${'p99'.padStart(9)}${'mean'.padStart(9)}${'added p50'.padStart(11)}${'added p99'.padStart(11)}${'shim CPU'.padStart(11)}`);
     for (const r of rows) {

@@ -142,6 +142,7 @@ export class H2CriProxy {
   private readonly critical: CriticalPathTracker;
   private readonly decode: Record<'runPodSandbox' | 'sandboxResponse' | 'createRequest' | 'createResponse' | 'startRequest', Decoder>;
   private readonly methodNames = new Map<string, string>();
+  private readonly latencyChildren = new Map<string, { observe(v: number): void }>();
   private readonly log: Logger | undefined;
   private started = false;
   private closing = false;
@@ -171,7 +172,11 @@ export class H2CriProxy {
       this.sessions.add(s);
       s.on('close', () => this.sessions.delete(s));
       s.on('error', (err) => this.log?.debug({ err: err.message }, 'kubelet-side HTTP/2 session error'));
-      s.once('connect', () => s.setLocalWindowSize(SESSION_WINDOW));
+      try {
+        s.setLocalWindowSize(SESSION_WINDOW); // connection-level window for what the kubelet sends
+      } catch (err) {
+        this.log?.debug({ err: (err as Error).message }, 'kubelet-side session window not set');
+      }
     });
     this.server.on('stream', (stream, headers) => this.onStream(stream, headers));
   }
@@ -403,7 +408,7 @@ export class H2CriProxy {
     let tBack = 0;
 
     const observe = () => {
-      this.opts.metrics?.addedLatency.observe({ method }, Math.max(0, tSent - t0 - pacedMs + (performance.now() - tBack)) / 1000);
+      this.latencyOf(method)?.observe(Math.max(0, tSent - t0 - pacedMs + (performance.now() - tBack)) / 1000);
     };
     const settle = (ok: boolean) => {
       if (!onAnswer) return;
@@ -467,7 +472,7 @@ export class H2CriProxy {
       stream.respond(h as OutgoingHttpHeaders, { waitForTrailers: true });
     });
     stream.on('wantTrailers', () => {
-      stream.sendTrailers(trailers ?? statusTrailers(grpc.status.INTERNAL, 'kubelet-shim: runtime response ended without trailers'));
+      stream.sendTrailers(trailers ?? statusTrailers(grpc.status.UNAVAILABLE, 'kubelet-shim: runtime response ended without trailers'));
     });
     const scanner = new GrpcFrameScanner(max);
     upstream.on('data', (c: Buffer) => {
@@ -490,8 +495,13 @@ export class H2CriProxy {
     upstream.once('end', () => {
       tBack = performance.now();
       if (finished) return;
+      // the runtime's side ended without response headers: its connection went away (e.g. a
+      // forced shutdown) — without this the kubelet's call would hang until its deadline
+      if (!responded) return fail(grpc.status.UNAVAILABLE, `kubelet-shim: runtime unix://${this.opts.backend} closed the call without answering`);
       finished = true;
-      settle(trailers?.['grpc-status'] === '0');
+      // no trailers: the connection went away in the middle of the answer
+      trailers ??= statusTrailers(grpc.status.UNAVAILABLE, `kubelet-shim: runtime unix://${this.opts.backend} closed the call before its status`);
+      settle(trailers['grpc-status'] === '0');
       if (!stream.destroyed && !stream.closed && !stream.writableEnded) stream.end();
       observe();
     });
@@ -513,6 +523,15 @@ export class H2CriProxy {
       } else if (code === NGHTTP2_REFUSED_STREAM) fail(grpc.status.UNAVAILABLE, 'kubelet-shim: stream refused by the runtime');
       else fail(grpc.status.UNAVAILABLE, `kubelet-shim: runtime unix://${this.opts.backend} closed the call (HTTP/2 code ${code})`);
     });
+  }
+
+  /** The per-method child of the added-latency histogram, resolved once per method (no label hashing per call). */
+  private latencyOf(method: string): { observe(v: number): void } | undefined {
+    const h = this.opts.metrics?.addedLatency;
+    if (!h) return undefined;
+    let child = this.latencyChildren.get(method);
+    if (!child) this.latencyChildren.set(method, (child = h.labels({ method })));
+    return child;
   }
 
   private tryDecode(decode: Decoder, b: Buffer): Record<string, unknown> | undefined {

@@ -343,6 +343,52 @@ describe.each(PROXY_IMPLEMENTATIONS)('kubelet-shim CRI proxy, %s implementation 
     }
   });
 
+  it('every call ends (never a hang) when the runtime stops abruptly or gracefully under load, and calls succeed again after', async () => {
+    for (const mode of ['force', 'graceful'] as const) {
+      const sock = join(dir, `load-${mode}.sock`);
+      let rt = new FakeRuntime(sock);
+      rt.unary.set('/runtime.v1.ImageService/ImageStatus', (_call, cb) => setTimeout(() => cb(null, Buffer.from('ok')), 5));
+      await rt.start();
+      const listen = join(dir, `p-load-${mode}.sock`);
+      proxy = newProxy({ listen, backend: sock });
+      await proxy.start();
+      client = rawClient(listen);
+      const outcomes: Array<{ code: string; ms: number }> = [];
+      let stop = false;
+      const call = () =>
+        new Promise<{ code: string; ms: number }>((resolve) => {
+          const t0 = Date.now();
+          client!.makeUnaryRequest('/runtime.v1.ImageService/ImageStatus', identity, identity, Buffer.from('x'), new grpc.Metadata(), { deadline: Date.now() + 4000 }, (err) =>
+            resolve({ code: err ? grpc.status[err.code] : 'OK', ms: Date.now() - t0 }),
+          );
+        });
+      const workers = Array.from({ length: 20 }, async () => {
+        while (!stop) outcomes.push(await call());
+      });
+      await waitFor('calls flowing', () => outcomes.length > 50);
+      if (mode === 'force') rt.server.forceShutdown();
+      else rt.server.tryShutdown(() => undefined);
+      await new Promise((r) => setTimeout(r, 300));
+      rt.stop();
+      rt = new FakeRuntime(sock);
+      await rt.start();
+      const back = outcomes.length;
+      await waitFor('calls succeed again', () => outcomes.slice(back).some((o) => o.code === 'OK'), 3000);
+      stop = true;
+      await Promise.all(workers);
+      rt.stop();
+      // UNAVAILABLE for calls the runtime never answered; CANCELLED where it reset the stream (as grpc-go maps RST_STREAM CANCEL)
+      const codes = new Set(outcomes.map((o) => o.code));
+      expect(codes.has('OK') && codes.has('UNAVAILABLE'), `${mode}: ${[...codes]}`).toBe(true);
+      expect([...codes].filter((c) => !['OK', 'UNAVAILABLE', 'CANCELLED'].includes(c)), mode).toEqual([]);
+      expect(outcomes.filter((o) => o.ms > 1000), mode).toEqual([]);
+      client.close();
+      client = undefined;
+      await proxy.close(100);
+      proxy = undefined;
+    }
+  });
+
   it('decodes the criticality and pod key of a RunPodSandbox request', () => {
     const m = criMethods().find((x) => x.path === RUN_POD_SANDBOX)!;
     const decode = m.definition.requestDeserialize as (b: Buffer) => object;
