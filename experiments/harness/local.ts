@@ -141,6 +141,12 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     shimDescription: o.kubeconfig ? (o.shimSwitchCmd ? `\`${o.shimSwitchCmd} vanilla|paced\`` : 'not switchable (no --shim-switch-cmd)') : `kubelet-shim on every real node, vanilla <-> ${pacedConfig.replace(REPO, '')} by SIGHUP`,
     criticalNamespace: CRITICAL_NAMESPACE,
   });
+  // interrupted (Ctrl-C): never leave a source kubelet stopped behind
+  const onSignal = (sig: NodeJS.Signals) => {
+    void (failure?.thaw(topology(maxDn).sources) ?? Promise.resolve()).finally(() => process.exit(sig === 'SIGINT' ? 130 : 143));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
   try {
     return await runExperiment({
       kubeconfig: kc,
@@ -157,6 +163,8 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       progress: o.progress,
     });
   } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
     // leave the cluster in configuration 1 (no pacing, no exemption) for whoever uses it next
     await configurator.apply(1).catch((err: Error) => o.progress?.log(`could not reset to configuration 1: ${err.message}`));
     await cm.stop();
