@@ -102,7 +102,6 @@ experiment
   .option('--kubeconfig <file>', 'run on this cluster instead of the local testbed (needs --sources, --destinations)')
   .option('--sources <nodes>', 'with --kubeconfig: nodes that fail (comma-separated)')
   .option('--destinations <nodes>', 'with --kubeconfig: destination nodes, at least max(--dn)')
-  .option('--shim-switch-cmd <cmd>', 'with --kubeconfig: command run with "vanilla" or "paced" to switch the kubelet pacing')
   .option('--shim-config <file>', 'kubelet-shim config of the paced configurations (2-5)')
   .option('--no-freeze-source', "local testbed: keep the source node's kubelet running after the taint (it then tears its pods down on the shared CPUs)")
   .option('--rep-timeout <s>', 'seconds to wait for all events after the taint', int('--rep-timeout'), 180)
@@ -118,7 +117,6 @@ experiment
       kubeconfig: o.kubeconfig ? loadKubeConfig(o.kubeconfig) : undefined,
       sources: split(o.sources),
       destinations: split(o.destinations),
-      shimSwitchCmd: o.shimSwitchCmd,
       pacedShimConfig: o.shimConfig,
       repTimeoutMs: o.repTimeout * 1000,
       freezeSource: o.freezeSource,

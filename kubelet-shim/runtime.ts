@@ -77,3 +77,14 @@ export function shimRuntime(kc: KubeConfig, shim: RunningShim, nodeName: string,
     },
   };
 }
+
+/** The inverse of {@link pacingFromEntry}: a shim config file's `pacing` block as a spec entry. */
+export function entryFromPacing(pacing: unknown, source = 'pacing'): ShimEntry {
+  const p = PacingConfigSchema.safeParse(pacing);
+  if (!p.success) throw new Error(`${source}: ${p.error.issues.map((i) => `pacing.${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  const raw = pacing as { policy?: Record<string, unknown> } & Record<string, unknown>;
+  const { type, ...policyParams } = (raw.policy ?? { type: 'vanilla' }) as { type: string } & Record<string, number>;
+  const gate = Object.fromEntries(Object.entries(raw).filter(([k]) => k !== 'policy')) as Record<string, number>;
+  const params = { ...policyParams, ...gate };
+  return Object.keys(params).length ? { policy: type, params } : { policy: type };
+}
