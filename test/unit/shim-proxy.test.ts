@@ -415,6 +415,30 @@ describe.each(PROXY_IMPLEMENTATIONS)('kubelet-shim CRI proxy, %s implementation 
     expect(lowAt[2]! - lowAt[1]!).toBeGreaterThanOrEqual(145);
   });
 
+  it('follows a critical pod from RunPodSandbox to its first StartContainer: lows resume and the creation latency is reported', async () => {
+    const m = (name: string) => criMethods().find((x) => x.name === name)!.definition;
+    const ser = (name: string, kind: 'request' | 'response', v: object) => ((kind === 'request' ? m(name).requestSerialize : m(name).responseSerialize) as (v: object) => Buffer)(v);
+    runtime.unary.set(RUN_POD_SANDBOX, (_c, cb) => cb(null, ser('RunPodSandbox', 'response', { pod_sandbox_id: 'sb-crit' })));
+    runtime.unary.set('/runtime.v1.RuntimeService/CreateContainer', (_c, cb) => cb(null, ser('CreateContainer', 'response', { container_id: 'c-crit' })));
+    runtime.unary.set('/runtime.v1.RuntimeService/StartContainer', (_c, cb) => cb(null, ser('StartContainer', 'response', {})));
+    const gate = new PacingGate({ config: { policy: { type: 'adaptive', targetMs: 0, maxWaitMs: 300, kp: 1 }, holdLowsDuringHighMs: 30_000 } });
+    await startProxy(gate);
+    await rawUnary(client!, RUN_POD_SANDBOX, runPodSandboxRequest('ns', 'crit', 'high'));
+    expect(gate.highsInFlight).toEqual(['ns/crit']); // lows held while the critical pod starts
+    // another pod's container is not followed
+    await rawUnary(client!, '/runtime.v1.RuntimeService/CreateContainer', ser('CreateContainer', 'request', { pod_sandbox_id: 'sb-other' }));
+    await rawUnary(client!, '/runtime.v1.RuntimeService/StartContainer', ser('StartContainer', 'request', { container_id: 'c-other' }));
+    expect(gate.highsInFlight).toEqual(['ns/crit']);
+    await new Promise((r) => setTimeout(r, 20));
+    await rawUnary(client!, '/runtime.v1.RuntimeService/CreateContainer', ser('CreateContainer', 'request', { pod_sandbox_id: 'sb-crit' }));
+    expect(gate.highsInFlight).toEqual(['ns/crit']);
+    await rawUnary(client!, '/runtime.v1.RuntimeService/StartContainer', ser('StartContainer', 'request', { container_id: 'c-crit' }));
+    expect(gate.highsInFlight).toEqual([]);
+    // the adaptive policy got the latency (>= 20 ms, target 0): its wait went up from 0
+    expect(gate.adaptiveWaitMs).toBeGreaterThanOrEqual(20);
+    expect(gate.adaptiveWaitMs).toBeLessThanOrEqual(300);
+  });
+
   it('forwards an undecodable RunPodSandbox unpaced (the runtime rejects it, not the gate)', async () => {
     const gate = new PacingGate({ config: { policy: { type: 'fixed', waitMs: 60_000 } } });
     await startProxy(gate);
