@@ -50,7 +50,7 @@ describe('failover experiment on the real testbed', () => {
     expect(csv).toHaveLength(1 + 2 * EVENTS.length);
     const report = readFileSync(join(out, 'report.md'), 'utf8');
     expect(report).toContain('Ratios vs configuration 1');
-    expect(report).toContain("Ulysses' controller manager, in-process");
+    expect(report).toContain('switched by patching UlyssesConfig/default');
     expect(readFileSync(join(out, 'fig6.1-prioUp.svg'), 'utf8')).toContain('<svg');
 
     // resumable: nothing to do the second time; a missing repetition is run again

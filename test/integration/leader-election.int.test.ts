@@ -7,7 +7,7 @@
  * SIGTERM steps down and releases the Lease.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppsV1Api, CoordinationV1Api, type KubeConfig, type V1Pod, type V1ReplicaSet } from '@kubernetes/client-node';
 import { useTestbed } from './harness.ts';
@@ -34,6 +34,7 @@ const LEASE = ['--leader-elect-lease-duration', '3s', '--leader-elect-renew-dead
 function startCm(id: string, config: string): TrackedProcess {
   const cfgFile = join(runDir, `cm-${id}.yaml`);
   writeFileSync(cfgFile, config);
+  rmSync(join(runDir, 'logs', `cm-${id}.log`), { force: true }); // a log of an earlier run in the same run dir
   const p = startProcess({
     name: `cm-${id}`,
     cmd: 'npm',
