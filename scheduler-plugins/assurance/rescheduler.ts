@@ -21,19 +21,11 @@ import { objectKey } from '../../core/objects.ts';
 import { validateConfig } from '../../core/config.ts';
 import { TokenBucket } from '../../controller-manager/queue/token-bucket.ts';
 import { satisfies } from './assurance.ts';
-import { extenderConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from '../extender/config.ts';
+import { extenderConfig, ReschedulerConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from '../extender/config.ts';
+
+export { ReschedulerConfig };
 import { podRequirements } from '../extender/evaluate.ts';
 import { nodeInfoOf } from '../extender/state.ts';
-
-export const ReschedulerConfig = z.strictObject({
-  enabled: z.boolean().default(false),
-  evictionsPerMinute: z.number().gt(0).max(6000).default(6),
-  burst: z.number().int().min(1).max(100).default(1),
-  onlyControlled: z.boolean().default(true),
-  intervalMs: z.number().int().min(100).max(3_600_000).default(5_000),
-  dryRun: z.boolean().default(false),
-});
-export type ReschedulerConfig = z.output<typeof ReschedulerConfig>;
 
 export interface Violation {
   readonly pod: V1Pod;

@@ -16,11 +16,14 @@
  * priorityClassThreshold: 1000000              # optional, as core/criticality.ts
  * bindTimeoutMs: 10000
  * bodyLimitBytes: 16777216
+ * assuranceUpdater: { enabled: false, rules: [{ condition: MemoryPressure, gamma: 0.5, resources: [memory] }] }
+ * rescheduler: { enabled: false, evictionsPerMinute: 6, burst: 1, onlyControlled: true, intervalMs: 5000, dryRun: false }
  * ```
  */
 import { z } from 'zod';
 import { loadConfigFile, validateConfig } from '../../core/config.ts';
 import { assurancePolicySchema, type AssurancePolicy } from '../assurance/assurance.ts';
+import { AssuranceUpdaterConfig } from '../assurance/updater.ts';
 import { micros } from '../realtime/annotations.ts';
 import { MAX_SLOTS_PER_CYCLE, type TdmaNetwork } from '../tdma/tdma.ts';
 
@@ -43,6 +46,17 @@ const tdmaNetworkConfig = z
       ctx.addIssue({ code: 'custom', path: ['slotUs'], message: `at most ${MAX_SLOTS_PER_CYCLE} slots per cycle` });
     }
   });
+
+/** The opt-in assurance rescheduler (assurance/rescheduler.ts). */
+export const ReschedulerConfig = z.strictObject({
+  enabled: z.boolean().default(false),
+  evictionsPerMinute: z.number().gt(0).max(6000).default(6),
+  burst: z.number().int().min(1).max(100).default(1),
+  onlyControlled: z.boolean().default(true),
+  intervalMs: z.number().int().min(100).max(3_600_000).default(5_000),
+  dryRun: z.boolean().default(false),
+});
+export type ReschedulerConfig = z.output<typeof ReschedulerConfig>;
 
 const policyOrNull = assurancePolicySchema.nullable().default(null);
 
@@ -71,6 +85,10 @@ export const ExtenderConfig = z.strictObject({
   priorityClassThreshold: z.number().int().optional(),
   bindTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
   bodyLimitBytes: z.number().int().min(1024).max(1 << 30).default(16 << 20),
+  /** Node-assurance updater run by main.ts next to the server (assurance/updater.ts). */
+  assuranceUpdater: z.strictObject({ enabled: z.boolean().default(false), ...AssuranceUpdaterConfig.shape }).prefault({}),
+  /** Opt-in rescheduler run by main.ts (assurance/rescheduler.ts). */
+  rescheduler: ReschedulerConfig.prefault({}),
 });
 
 export type ExtenderConfig = z.output<typeof ExtenderConfig>;

@@ -5,7 +5,8 @@
  *   npm run start:scheduler-extender -- --config scheduler-plugins/extender/example-config.yaml --kubeconfig ~/.kube/config
  *
  * Serves /filter, /prioritize, /bind, /metrics, /healthz on the config's `listen` address (flags
- * --host/--port win). SIGHUP re-reads the config file and applies it live (setConfig);
+ * --host/--port win), and runs the node-assurance updater and the rescheduler when their config
+ * sections enable them. SIGHUP re-reads the config file and applies it live (setConfig);
  * SIGTERM/SIGINT stop. This file only wires config, kubeconfig and the server.
  */
 import { realpathSync } from 'node:fs';
@@ -16,32 +17,68 @@ import { componentLogger } from '../../core/logging.ts';
 import { serveMetrics } from '../../core/metrics.ts';
 import { extenderConfig, loadExtenderConfig, type ExtenderConfig } from './config.ts';
 import { ExtenderServer } from './server.ts';
-import { applyExtenderRuntime, extenderRuntimeWatcher } from './runtime.ts';
+import { extenderRuntimeWatcher, withRuntime } from './runtime.ts';
+import { NodeAssuranceUpdater } from '../assurance/updater.ts';
+import { AssuranceRescheduler } from '../assurance/rescheduler.ts';
 
-export async function startExtender(opts: { configFile?: string; kubeconfig?: string; host?: string; port?: number; runtimeConfig?: boolean }): Promise<ExtenderServer> {
+export interface RunningExtender {
+  readonly server: ExtenderServer;
+  /** Applies a config to the server and starts/stops/reconfigures the updater and the rescheduler. */
+  apply(cfg: ExtenderConfig): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startExtender(opts: { configFile?: string; kubeconfig?: string; host?: string; port?: number; runtimeConfig?: boolean }): Promise<RunningExtender> {
   const load = async (): Promise<ExtenderConfig> => {
     const base = opts.configFile ? await loadExtenderConfig(opts.configFile) : extenderConfig({});
     return extenderConfig({ ...base, listen: { host: opts.host ?? base.listen.host, port: opts.port ?? base.listen.port } }, 'scheduler-extender flags');
   };
-  let base = await load();
   const kc = loadKubeConfig(opts.kubeconfig);
-  const server = new ExtenderServer({ config: base, kubeconfig: kc });
+  const cfg = await load();
+  const server = new ExtenderServer({ config: cfg, kubeconfig: kc });
   await server.start();
   const log = componentLogger('scheduler-extender');
+  let updater: NodeAssuranceUpdater | undefined;
+  let rescheduler: AssuranceRescheduler | undefined;
+  const apply = async (c: ExtenderConfig) => {
+    server.setConfig(c);
+    if (c.assuranceUpdater.enabled && !updater) {
+      updater = new NodeAssuranceUpdater(kc, { rules: c.assuranceUpdater.rules });
+      await updater.start();
+    } else if (c.assuranceUpdater.enabled) updater!.setConfig({ rules: c.assuranceUpdater.rules });
+    else if (updater) {
+      updater.stop();
+      updater = undefined;
+    }
+    if (c.rescheduler.enabled && !rescheduler) {
+      rescheduler = new AssuranceRescheduler(kc, c.rescheduler, c);
+      await rescheduler.start();
+    } else rescheduler?.setConfig(c.rescheduler, c); // disabled: it stays idle
+  };
   // spec.schedulerExtender of UlyssesConfig/default switches plugins live, over the file config
-  const runtime = opts.runtimeConfig === false ? undefined : extenderRuntimeWatcher(kc, server, () => base, log);
+  let base = cfg;
+  const runtime = opts.runtimeConfig === false ? undefined : extenderRuntimeWatcher(kc, apply, () => base, log);
+  await apply(cfg);
   await runtime?.start();
   process.on('SIGHUP', () => {
     load().then(
-      (cfg) => {
-        base = cfg;
-        server.setConfig(cfg);
-        if (runtime?.current) applyExtenderRuntime(server, base, runtime.current);
+      (next) => {
+        base = next;
+        return runtime?.current ? apply(withRuntime(base, runtime.current)) : apply(base);
       },
       (err: Error) => log.error({ err: err.message }, 'config reload failed: keeping the current configuration'),
     );
   });
-  return server;
+  return {
+    server,
+    apply,
+    stop: async () => {
+      await runtime?.stop();
+      updater?.stop();
+      rescheduler?.stop();
+      await server.stop();
+    },
+  };
 }
 
 const isMain = (() => {
@@ -68,9 +105,9 @@ if (isMain) {
     .option('--metrics-port <port>', 'also serve /metrics and /healthz on this port (e.g. for a separate metrics Service)', port)
     .option('--no-runtime-config', 'do not watch UlyssesConfig/default (spec.schedulerExtender)')
     .action(async (o) => {
-      const server = await startExtender({ configFile: o.config, kubeconfig: o.kubeconfig, host: o.host ?? o.bindAddress, port: o.port, runtimeConfig: o.runtimeConfig });
+      const running = await startExtender({ configFile: o.config, kubeconfig: o.kubeconfig, host: o.host ?? o.bindAddress, port: o.port, runtimeConfig: o.runtimeConfig });
       const metrics = o.metricsPort !== undefined ? await serveMetrics(o.metricsPort, o.host ?? o.bindAddress) : undefined;
-      const stop = () => void Promise.all([server.stop(), metrics?.close()]).then(() => process.exit(0));
+      const stop = () => void Promise.all([running.stop(), metrics?.close()]).then(() => process.exit(0));
       process.once('SIGTERM', stop);
       process.once('SIGINT', stop);
     });

@@ -8,7 +8,6 @@ import { z } from 'zod';
 import type { Logger } from '../../core/logging.ts';
 import { RuntimeConfigWatcher } from '../../core/runtime-config.ts';
 import type { ExtenderConfig } from './config.ts';
-import type { ExtenderServer } from './server.ts';
 
 export const ExtenderRuntimeSchema = z
   .object({
@@ -21,20 +20,32 @@ export function describePlugins(p: ExtenderConfig['plugins']): string {
   return (Object.entries(p) as Array<[string, boolean]>).map(([k, v]) => `${k}=${v ? 'on' : 'off'}`).join(',');
 }
 
-/** Applies a section over `base` (the file configuration); returns "assurance=on,realtime=on,tdma=off". */
-export function applyExtenderRuntime(server: ExtenderServer, base: ExtenderConfig, cfg: ExtenderRuntime): string {
+/** The file configuration `base` with the runtime section's plugin switches over it. */
+export function withRuntime(base: ExtenderConfig, cfg: ExtenderRuntime): ExtenderConfig {
   const plugins = { ...base.plugins, ...Object.fromEntries(Object.entries(cfg.plugins).filter(([, v]) => v !== undefined)) };
-  server.setConfig({ ...server.config, plugins });
-  return describePlugins(server.config.plugins);
+  return { ...base, plugins };
 }
 
-export function extenderRuntimeWatcher(kc: KubeConfig, server: ExtenderServer, base: () => ExtenderConfig, log?: Logger): RuntimeConfigWatcher<typeof ExtenderRuntimeSchema> {
+/**
+ * Watches spec.schedulerExtender; `apply` is the extender's own (server config, assurance updater,
+ * rescheduler), called with the file configuration `base()` plus the section.
+ */
+export function extenderRuntimeWatcher(
+  kc: KubeConfig,
+  apply: (cfg: ExtenderConfig) => Promise<void>,
+  base: () => ExtenderConfig,
+  log?: Logger,
+): RuntimeConfigWatcher<typeof ExtenderRuntimeSchema> {
   return new RuntimeConfigWatcher({
     kc,
     statusKey: 'scheduler-extender',
     field: 'schedulerExtender',
     schema: ExtenderRuntimeSchema,
-    apply: (cfg) => applyExtenderRuntime(server, base(), cfg),
+    apply: async (section) => {
+      const cfg = withRuntime(base(), section);
+      await apply(cfg);
+      return describePlugins(cfg.plugins);
+    },
     log,
   });
 }

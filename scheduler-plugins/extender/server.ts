@@ -239,13 +239,19 @@ export class ExtenderServer {
     return reply.code(400).send({ error: message });
   }
 
+  /** True the first time `key` is seen with `message` (bounded memory: the oldest entries are forgotten). */
+  private remember(key: string, message: string): boolean {
+    if (this.reported.get(key) === message) return false;
+    this.reported.set(key, message);
+    if (this.reported.size > 10_000) this.reported.delete(this.reported.keys().next().value!);
+    return true;
+  }
+
   private requirements(pod: V1Pod) {
     const r = podRequirements(pod, this.cfg, this.networks);
     if (!r.ok) {
       const uid = pod.metadata?.uid ?? `${pod.metadata?.namespace}/${pod.metadata?.name}`;
-      if (this.reported.get(uid) !== r.message) {
-        this.reported.set(uid, r.message);
-        if (this.reported.size > 10_000) this.reported.delete(this.reported.keys().next().value!);
+      if (this.remember(uid, r.message)) {
         objectLogger(this.log, 'Pod', `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`).warn({ uid, reason: r.reason }, r.message);
       }
     }
@@ -277,8 +283,7 @@ export class ExtenderServer {
     if (hit && hit.nodeVersion === nodeVersion && hit.networkVersion === networkVersion) return hit.verdict;
     const verdict = evaluateNode(req, info, this.state, this.cfg, memo);
     if (verdict.skipped) {
-      for (const s of verdict.skipped) if (this.reported.get(`skip:${s}`) === undefined) {
-        this.reported.set(`skip:${s}`, s);
+      for (const s of verdict.skipped) if (this.remember(`skip:${s}`, s)) {
         this.log.warn({ node: info.name }, `existing pod ignored by the RT analysis: ${s}`);
       }
     }
