@@ -102,7 +102,6 @@ experiment
   .option('--kubeconfig <file>', 'run on this cluster instead of the local testbed (needs --sources, --destinations)')
   .option('--sources <nodes>', 'with --kubeconfig: nodes that fail (comma-separated)')
   .option('--destinations <nodes>', 'with --kubeconfig: destination nodes, at least max(--dn)')
-  .option('--shim-switch-cmd <cmd>', 'with --kubeconfig: command run with "vanilla" or "paced" to switch the kubelet pacing')
   .option('--shim-config <file>', 'kubelet-shim config of the paced configurations (2-5)')
   .option('--no-freeze-source', "local testbed: keep the source node's kubelet running after the taint (it then tears its pods down on the shared CPUs)")
   .option('--rep-timeout <s>', 'seconds to wait for all events after the taint', int('--rep-timeout'), 180)
@@ -118,7 +117,6 @@ experiment
       kubeconfig: o.kubeconfig ? loadKubeConfig(o.kubeconfig) : undefined,
       sources: split(o.sources),
       destinations: split(o.destinations),
-      shimSwitchCmd: o.shimSwitchCmd,
       pacedShimConfig: o.shimConfig,
       repTimeoutMs: o.repTimeout * 1000,
       freezeSource: o.freezeSource,
@@ -138,6 +136,50 @@ experiment
     else console.log(`wrote ${r.report}, ${r.summary}, ${r.svgs.length} SVG and ${r.pngs.length} PNG figure(s)`);
   });
 
+// --- §6.2 experiments (experiments/placement/): pure simulations, no testbed ---
+experiment
+  .command('placement')
+  .description('§6.2 placement simulation: LeastAllocated, MostAllocated, RequestedToCapacityRatio vs criticality-aware (52.5/42.5/5)')
+  .option('--seed <n>', 'seed (run r uses seed + r)', int('--seed'), 1)
+  .option('--runs <n>', 'runs (each: 4-10 nodes, 300-1000 pods)', int('--runs'), 100)
+  .option('--nodes <n>', 'fix the initial node count', int('--nodes'))
+  .option('--pods <n>', 'fix the pod count', int('--pods'))
+  .requiredOption('--out <dir>', 'output directory (placement.csv, report.md, figures)')
+  .action(async (o) => {
+    const { runPlacementExperiment } = await import('../experiments/placement/run.ts');
+    const command = `ulysses experiment placement --seed ${o.seed} --runs ${o.runs}${o.nodes !== undefined ? ` --nodes ${o.nodes}` : ''}${o.pods !== undefined ? ` --pods ${o.pods}` : ''} --out ${o.out}`;
+    const r = await runPlacementExperiment({ seed: o.seed, runs: o.runs, nodes: o.nodes, pods: o.pods, out: o.out, command, log: (l) => console.error(l) });
+    if (r.written.pngMessage) console.error(r.written.pngMessage);
+    console.log(`${r.table}\n\nwrote ${r.written.files.join(', ')}`);
+  });
+experiment
+  .command('schedulability')
+  .description('§6.2 schedulability study: 200 pod sets on 5 non-RT, 2 budget/period, 1 deferrable-server node; vanilla vs Ulysses')
+  .option('--seed <n>', 'seed', int('--seed'), 1)
+  .option('--sets <n>', 'pod sets', int('--sets'), 200)
+  .option('--ds-cores <n>', 'cores of the deferrable-server node', int('--ds-cores'), 6)
+  .option('--bp-cores <n>', 'cores of each budget/period node', int('--bp-cores'), 3)
+  .option('--non-rt-cores <n>', 'cores of each non-RT node', int('--non-rt-cores'), 4)
+  .option('--sample <n>', 'DS-rejected sets to check with the simulator', int('--sample'), 10)
+  .requiredOption('--out <dir>', 'output directory (schedulability*.csv, report.md, figures)')
+  .action(async (o) => {
+    const { runSchedulabilityExperiment } = await import('../experiments/placement/run.ts');
+    const command = `ulysses experiment schedulability --seed ${o.seed} --sets ${o.sets} --ds-cores ${o.dsCores} --bp-cores ${o.bpCores} --non-rt-cores ${o.nonRtCores} --sample ${o.sample} --out ${o.out}`;
+    const r = await runSchedulabilityExperiment({
+      seed: o.seed,
+      sets: o.sets,
+      dsCores: o.dsCores,
+      budgetPeriodCores: o.bpCores,
+      nonRtCores: o.nonRtCores,
+      simulateSample: o.sample,
+      out: o.out,
+      command,
+      log: (l) => console.error(l),
+    });
+    if (r.written.pngMessage) console.error(r.written.pngMessage);
+    console.log(`${r.table}\n\n${r.sensitivity}\n\nwrote ${r.written.files.join(', ')}`);
+  });
+
 program
   .command('schedulability')
   .description('what-if: would this real-time/TDMA pod fit on this node? (same analyses as the scheduler extender)')
@@ -154,6 +196,68 @@ program
     const answer = schedulability(input as never);
     console.log(JSON.stringify(answer, null, 2));
     if (!answer.feasible) process.exitCode = 3;
+  });
+
+/** --kubeconfig, else $KUBECONFIG, else the local testbed's admin kubeconfig. */
+async function clusterClient(kubeconfig?: string) {
+  const { loadKubeConfig, KubeClient } = await import('../core/kube.ts');
+  const file = kubeconfig ?? process.env.KUBECONFIG ?? testbed.readState()?.kubeconfig;
+  return new KubeClient(loadKubeConfig(file));
+}
+
+const num = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isFinite(n)) throw new InvalidArgumentError(`${name} must be a number, got "${v}"`);
+  return n;
+};
+const list = (v: string) => v.split(',').map((x) => x.trim()).filter(Boolean);
+
+program
+  .command('status')
+  .description('runtime configuration: desired (UlyssesConfig spec) vs observed (what each component reports) per component and node')
+  .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, else the local testbed)')
+  .option('--json', 'print the UlyssesConfig as JSON', false)
+  .action(async (o) => {
+    const { readRuntimeConfig } = await import('../core/runtime-config.ts');
+    const { formatStatus, statusRows } = await import('../core/runtime-status.ts');
+    const obj = await readRuntimeConfig(await clusterClient(o.kubeconfig));
+    if (o.json) return console.log(JSON.stringify(obj ?? null, null, 2));
+    console.log(formatStatus(obj));
+    if (statusRows(obj).some((r) => !r.upToDate)) process.exitCode = 2;
+  });
+
+program
+  .command('set')
+  .description(
+    'switch a component at runtime (patches UlyssesConfig/default; the components apply it live):\n' +
+      '  set controller-manager vanilla|multi-priority-async|multi-priority-periodic|auto [--controllers a,b] [--period-ms N] [--workers N]\n' +
+      '  set kubelet-shim vanilla|fixed|exponential-decay|adaptive [--node N | --selector k=v] [--param name=value ...]\n' +
+      '  set scheduler-extender on|off [--plugins assurance,realtime,tdma]\n' +
+      '  set apf on|off [--namespaces ns1,ns2]',
+  )
+  .argument('<component>', 'controller-manager | kubelet-shim | scheduler-extender | apf')
+  .argument('<mode>', 'the mode or policy')
+  .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, else the local testbed)')
+  .option('--controllers <list>', 'controller-manager: controllers to switch (default: all failover-path ones)', list)
+  .option('--period-ms <n>', 'controller-manager: period T of the periodic workers', num('--period-ms'))
+  .option('--workers <n>', 'controller-manager: workers', num('--workers'))
+  .option('--node <name>', 'kubelet-shim: only this node')
+  .option('--selector <k=v,...>', 'kubelet-shim: nodes with these labels')
+  .option('--param <name=value>', 'kubelet-shim: a policy or gate parameter, e.g. initialWaitMs=700 (repeatable)', (v: string, acc: Record<string, number> = {}) => {
+    const m = /^([A-Za-z]+)=(.+)$/.exec(v);
+    if (!m || !Number.isFinite(Number(m[2]))) throw new InvalidArgumentError(`--param must be name=number, got "${v}"`);
+    return { ...acc, [m[1]!]: Number(m[2]) };
+  })
+  .option('--plugins <list>', 'scheduler-extender: plugins to switch', list)
+  .option('--namespaces <list>', 'apf: critical namespaces to exempt', list)
+  .action(async (component: string, mode: string, o) => {
+    const { patchRuntimeConfig, readRuntimeConfig } = await import('../core/runtime-config.ts');
+    const { setPatch } = await import('../core/runtime-status.ts');
+    const client = await clusterClient(o.kubeconfig);
+    const current = await readRuntimeConfig(client);
+    const patch = setPatch(component, mode, { controllers: o.controllers, periodMs: o.periodMs, workers: o.workers, node: o.node, selector: o.selector, params: o.param, plugins: o.plugins, namespaces: o.namespaces }, current?.spec);
+    const obj = await patchRuntimeConfig(client, patch);
+    console.log(`UlyssesConfig/default generation ${obj.metadata.generation}: ${JSON.stringify(patch)}\n(run "ulysses status" to see the components apply it)`);
   });
 
 program.parseAsync().catch((err: Error) => {

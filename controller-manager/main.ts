@@ -1,44 +1,123 @@
 /**
  * Entry point of the SLO-aware controller manager image / static pod:
  *   tsx controller-manager/main.ts [--kubeconfig F] [--config F] [--metrics-port 10357]
+ *     [--leader-elect=true|false] [--leader-elect-lease-duration 15s] [--leader-elect-renew-deadline 10s]
+ *     [--leader-elect-retry-period 2s] [--leader-elect-resource-namespace kube-system]
+ *     [--leader-elect-resource-name ulysses-controller-manager] [--identity ID] [--runtime-config=true|false]
  * The config file (YAML/JSON) sets per-controller worker pools and the client limiter, e.g.
- *   controllers: [replicaset]
+ *   controllers: [replicaset, deployment]
  *   pools: { replicaset: { mode: multi-priority-periodic, workers: 5, periodMs: 100 } }
+ *   auto: [deployment]        # vanilla until a high-criticality pod exists, then periodic
+ *   autoHoldMs: 30000
  *   apiQps: 20
  *   apiBurst: 30
+ * With leader election (the default, as kube-controller-manager) the controllers run only while
+ * this process holds the Lease; losing it stops them and exits with status 1 (kcm does the same),
+ * SIGTERM stops them and releases the Lease.
  */
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { loadConfigFile, validateConfig } from '../core/config.ts';
-import { loadKubeConfig } from '../core/kube.ts';
+import { KubeClient, loadKubeConfig } from '../core/kube.ts';
+import { defaultIdentity, DEFAULT_LEASE_DURATION_S, DEFAULT_RENEW_DEADLINE_S, DEFAULT_RETRY_PERIOD_S, LeaderElector } from '../core/leader-election.ts';
 import { componentLogger } from '../core/logging.ts';
 import { serveMetrics } from '../core/metrics.ts';
 import { WorkerPoolConfigSchema } from './queue/index.ts';
 import { CONTROLLERS, ControllerManager } from './manager.ts';
+import { controllerManagerRuntimeWatcher } from './runtime.ts';
+import { apfRuntimeWatcher } from '../apf-configs/runtime.ts';
 
 export const ControllerManagerConfigSchema = z
   .object({
     controllers: z.array(z.enum(CONTROLLERS)).default([...CONTROLLERS]),
     pools: z.partialRecord(z.enum(CONTROLLERS), WorkerPoolConfigSchema).default({}),
+    auto: z.array(z.enum(CONTROLLERS)).default([]),
+    autoHoldMs: z.number().nonnegative().optional(),
     apiQps: z.number().positive().default(20),
     apiBurst: z.number().int().positive().default(30),
     priorityClassThreshold: z.number().int().optional(),
   })
   .strict();
 
+/** "15s", "1500ms", "2m" or a plain number of seconds, as kcm's duration flags. */
+export function parseSeconds(flag: string, v: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(v.trim());
+  if (!m) throw new Error(`--${flag}: invalid duration ${JSON.stringify(v)} (e.g. 15s, 500ms)`);
+  const n = Number(m[1]);
+  return m[2] === 'ms' ? n / 1000 : m[2] === 'm' ? n * 60 : n;
+}
+
 export async function main(argv = process.argv.slice(2)): Promise<void> {
   const { values } = parseArgs({
     args: argv,
-    options: { kubeconfig: { type: 'string' }, config: { type: 'string' }, 'metrics-port': { type: 'string', default: '10357' } },
+    options: {
+      kubeconfig: { type: 'string' },
+      config: { type: 'string' },
+      'metrics-port': { type: 'string', default: '10357' },
+      'leader-elect': { type: 'string', default: 'true' },
+      'leader-elect-lease-duration': { type: 'string', default: `${DEFAULT_LEASE_DURATION_S}s` },
+      'leader-elect-renew-deadline': { type: 'string', default: `${DEFAULT_RENEW_DEADLINE_S}s` },
+      'leader-elect-retry-period': { type: 'string', default: `${DEFAULT_RETRY_PERIOD_S}s` },
+      'leader-elect-resource-namespace': { type: 'string', default: 'kube-system' },
+      'leader-elect-resource-name': { type: 'string', default: 'ulysses-controller-manager' },
+      identity: { type: 'string' },
+      'runtime-config': { type: 'string', default: 'true' },
+    },
   });
   const log = componentLogger('controller-manager');
   const cfg = values.config ? await loadConfigFile(ControllerManagerConfigSchema, values.config) : validateConfig(ControllerManagerConfigSchema, {}, 'defaults');
-  const cm = new ControllerManager({ kubeconfig: loadKubeConfig(values.kubeconfig), ...cfg, log });
+  if (!['true', 'false'].includes(values['leader-elect']!)) throw new Error(`--leader-elect: expected true or false, got ${JSON.stringify(values['leader-elect'])}`);
+  const kubeconfig = loadKubeConfig(values.kubeconfig);
+  const identity = values.identity ?? defaultIdentity();
   const metrics = await serveMetrics(Number(values['metrics-port']));
-  log.info({ metricsPort: metrics.port }, 'serving /metrics');
-  await cm.start();
+  log.info({ metricsPort: metrics.port, identity }, 'serving /metrics');
+  if (!['true', 'false'].includes(values['runtime-config']!)) throw new Error(`--runtime-config: expected true or false, got ${JSON.stringify(values['runtime-config'])}`);
+  let cm: ControllerManager | undefined;
+  // UlyssesConfig/default: spec.controllerManager (modes per controller) and spec.apf (the APF
+  // exemption, hosted here because this process is leader-elected), applied live while leading
+  let watchers: Array<{ stop(): Promise<void> }> = [];
+  const startControllers = async () => {
+    cm = new ControllerManager({ kubeconfig, ...cfg, identity, log });
+    await cm.start();
+    if (values['runtime-config'] === 'true') {
+      const w = [controllerManagerRuntimeWatcher(kubeconfig, cm, cfg.controllers, log), apfRuntimeWatcher(kubeconfig, log)];
+      watchers = w;
+      for (const x of w) await x.start();
+    }
+  };
+  const stopControllers = async () => {
+    await Promise.all(watchers.map((w) => w.stop()));
+    watchers = [];
+    await cm?.stop();
+  };
+  let elector: LeaderElector | undefined;
+  if (values['leader-elect'] === 'true') {
+    elector = new LeaderElector({
+      client: new KubeClient(kubeconfig),
+      namespace: values['leader-elect-resource-namespace'],
+      name: values['leader-elect-resource-name']!,
+      identity,
+      component: 'controller-manager',
+      leaseDurationSeconds: parseSeconds('leader-elect-lease-duration', values['leader-elect-lease-duration']!),
+      renewDeadlineSeconds: parseSeconds('leader-elect-renew-deadline', values['leader-elect-renew-deadline']!),
+      retryPeriodSeconds: parseSeconds('leader-elect-retry-period', values['leader-elect-retry-period']!),
+      log,
+      onStartedLeading: startControllers,
+      onStoppedLeading: async (reason) => {
+        await stopControllers();
+        if (reason === 'lost') {
+          log.fatal('leader election lost: exiting');
+          process.exit(1);
+        }
+      },
+    });
+    void elector.run();
+  } else {
+    await startControllers();
+  }
   const shutdown = async () => {
-    await cm.stop();
+    if (elector) await elector.stop();
+    else await stopControllers();
     await metrics.close();
     process.exit(0);
   };

@@ -5,18 +5,25 @@
  * limiter (20 qps / burst 30, one per process) applied per API request in the modes that keep it.
  * In the periodic mode the periodic workers pace the work instead of the global limiter.
  */
-import type { KubeConfig, V1EndpointSlice, V1Node, V1Pod, V1ReplicaSet, V1Service } from '@kubernetes/client-node';
+import type { KubeConfig, V1Deployment, V1EndpointSlice, V1Endpoints, V1Node, V1Pod, V1ReplicaSet, V1Service } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { CriticalityIndex } from '../core/criticality.ts';
 import { ResilientInformer } from '../core/informer.ts';
 import { KubeClient } from '../core/kube.ts';
 import { componentLogger } from '../core/logging.ts';
+import { Gauge } from 'prom-client';
+import { EventRecorder } from '../core/events.ts';
+import { metricsRegistry } from '../core/metrics.ts';
+import { objectKey } from '../core/objects.ts';
+import { AutoModeSwitch } from './auto-mode.ts';
 import { ReplicaSetController } from './controllers/replicaset.ts';
+import { DeploymentController } from './controllers/deployment.ts';
+import { EndpointsController } from './controllers/endpoints.ts';
 import { TaintEvictionController } from './controllers/taint-eviction.ts';
 import { EndpointSliceController } from './controllers/endpointslice.ts';
-import { KCM_API_BURST, KCM_API_QPS, TokenBucket, WorkerPool, type Reconciler, type WorkerMode, type WorkerPoolConfigInput } from './queue/index.ts';
+import { KCM_API_BURST, KCM_API_QPS, realClock, TokenBucket, WorkerPool, type Reconciler, type WorkerMode, type WorkerPoolConfigInput } from './queue/index.ts';
 
-export const CONTROLLERS = ['replicaset', 'taint-eviction', 'endpointslice'] as const;
+export const CONTROLLERS = ['replicaset', 'deployment', 'taint-eviction', 'endpointslice', 'endpoints'] as const;
 export type ControllerName = (typeof CONTROLLERS)[number];
 
 export interface ControllerManagerOptions {
@@ -29,17 +36,59 @@ export interface ControllerManagerOptions {
   apiBurst?: number;
   /** criticality fallback: pods with spec.priority >= this are high */
   priorityClassThreshold?: number;
+  /**
+   * Controllers in `auto` mode: vanilla while no high-criticality pod exists, periodic from the first
+   * one on, vanilla again `autoHoldMs` (default 30 s) after the last one is gone (auto-mode.ts).
+   */
+  auto?: ControllerName[];
+  autoHoldMs?: number;
+  /** called after every sync (benchmarks, experiments): controller, key, priority, mode, start, duration */
+  observeSync?: (e: SyncObservation) => void;
+  /** reportingInstance of Events and holder identity of leader election (default: hostname_pid) */
+  identity?: string;
   log?: Logger;
 }
 
 /** thesis §6.1.1: 100 ms ReplicaSet/Deployment, 50 ms node-related and endpoints */
-const DEFAULT_PERIODS: Record<ControllerName, number> = { replicaset: 100, 'taint-eviction': 50, endpointslice: 50 };
+const DEFAULT_PERIODS: Record<ControllerName, number> = { replicaset: 100, deployment: 100, 'taint-eviction': 50, endpointslice: 50, endpoints: 50 };
+
+/** upstream controller names: Events' source.component */
+const UPSTREAM_NAMES: Record<ControllerName, string> = {
+  replicaset: 'replicaset-controller',
+  deployment: 'deployment-controller',
+  'taint-eviction': 'taint-eviction-controller',
+  endpointslice: 'endpoint-slice-controller',
+  endpoints: 'endpoint-controller',
+};
+
+/** Events' reportingComponent */
+export const REPORTING_CONTROLLER = 'ulysses-controller-manager';
 
 /** What every controller offers the manager: its reconcile, its informer wiring, an optional initial pass. */
 interface Controller {
   reconcile: Reconciler<string>;
   register(): void;
   afterSync?(): void;
+}
+
+export interface SyncObservation {
+  controller: ControllerName;
+  key: string;
+  priority: number;
+  mode: WorkerMode;
+  /** performance.now() when the reconcile started */
+  startedAt: number;
+  durationMs: number;
+  error?: boolean;
+}
+
+/** A controller's serving mode as the manager sees it: a WorkerPool mode, or `auto`. */
+export type ControllerMode = WorkerMode | 'auto';
+
+function autoGauge(): Gauge<'controller'> {
+  const name = 'ulysses_controller_auto';
+  return (metricsRegistry().getSingleMetric(name) as Gauge<'controller'> | undefined) ??
+    new Gauge({ name, help: 'Whether a controller is in auto mode (its current WorkerPool mode is in ulysses_controller_mode).', labelNames: ['controller'], registers: [metricsRegistry()] });
 }
 
 interface Running {
@@ -53,13 +102,19 @@ export class ControllerManager {
   readonly criticality: CriticalityIndex;
   readonly pods: ResilientInformer<V1Pod>;
   readonly replicaSets: ResilientInformer<V1ReplicaSet>;
+  readonly deployments: ResilientInformer<V1Deployment>;
   readonly nodes: ResilientInformer<V1Node>;
   readonly services: ResilientInformer<V1Service>;
   readonly endpointSlices: ResilientInformer<V1EndpointSlice>;
+  readonly endpoints: ResilientInformer<V1Endpoints>;
   /** kube-controller-manager's process-wide client-side limiter */
   readonly apiLimiter: TokenBucket;
+  readonly events: EventRecorder;
   private readonly running = new Map<ControllerName, Running>();
   private readonly rateLimitedModes = new Map<ControllerName, WorkerMode[]>();
+  /** controllers in auto mode, with the settings to apply (e.g. periodMs) */
+  private readonly autoControllers = new Map<ControllerName, Partial<WorkerPoolConfigInput>>();
+  readonly autoSwitch: AutoModeSwitch;
 
   constructor(private readonly o: ControllerManagerOptions) {
     this.log = o.log ?? componentLogger('controller-manager');
@@ -71,15 +126,27 @@ export class ControllerManager {
     const kc = o.kubeconfig;
     this.pods = new ResilientInformer<V1Pod>(kc, { path: '/api/v1/pods', log: this.log });
     this.replicaSets = new ResilientInformer<V1ReplicaSet>(kc, { path: '/apis/apps/v1/replicasets', log: this.log });
+    this.deployments = new ResilientInformer<V1Deployment>(kc, { path: '/apis/apps/v1/deployments', log: this.log });
+    this.events = new EventRecorder({ client: new KubeClient(kc), reportingController: REPORTING_CONTROLLER, reportingInstance: o.identity, log: this.log });
     this.nodes = new ResilientInformer<V1Node>(kc, { path: '/api/v1/nodes', log: this.log });
     this.services = new ResilientInformer<V1Service>(kc, { path: '/api/v1/services', log: this.log });
     this.endpointSlices = new ResilientInformer<V1EndpointSlice>(kc, { path: '/apis/discovery.k8s.io/v1/endpointslices', log: this.log });
+    this.endpoints = new ResilientInformer<V1Endpoints>(kc, { path: '/api/v1/endpoints', log: this.log });
+    this.autoSwitch = new AutoModeSwitch({ holdMs: o.autoHoldMs, clock: realClock, onChange: (critical) => this.applyAuto(critical) });
     // the index first, so every controller's handler sees the pod's current level
-    this.pods.on('add', (p) => this.criticality.upsertPod(p));
-    this.pods.on('update', (p) => this.criticality.upsertPod(p));
-    this.pods.on('delete', (p) => this.criticality.deletePod(p));
+    const indexPod = (p: V1Pod) => {
+      const { after } = this.criticality.upsertPod(p);
+      this.autoSwitch.podChanged(objectKey(p), after.level === 'high' && !after.terminal);
+    };
+    this.pods.on('add', indexPod);
+    this.pods.on('update', indexPod);
+    this.pods.on('delete', (p) => {
+      this.criticality.deletePod(p);
+      this.autoSwitch.podDeleted(objectKey(p));
+    });
 
     for (const name of o.controllers ?? CONTROLLERS) this.build(name);
+    for (const name of o.auto ?? []) if (this.running.has(name)) this.setMode(name, 'auto', this.o.pools?.[name]);
   }
 
   private build(name: ControllerName): void {
@@ -90,19 +157,40 @@ export class ControllerManager {
     // the queue is created with the pool below; controllers only enqueue after register()
     const enqueue = (key: string, priority: number, afterMs?: number) =>
       afterMs ? pool.queue.addAfter(key, afterMs, priority as 0 | 1 | 2) : pool.queue.add(key, priority as 0 | 1 | 2);
-    const common = { client, pods: this.pods, nodes: this.nodes, criticality: this.criticality, enqueue, log };
+    // Events through the controller's client, so they share its limiter as in kcm
+    const events = this.events.forComponent(UPSTREAM_NAMES[name], client);
+    const common = { client, pods: this.pods, nodes: this.nodes, criticality: this.criticality, enqueue, log, events };
     const controller: Controller = (() => {
       switch (name) {
         case 'replicaset':
           return new ReplicaSetController({ ...common, replicaSets: this.replicaSets });
+        case 'deployment':
+          return new DeploymentController({ ...common, deployments: this.deployments, replicaSets: this.replicaSets });
         case 'endpointslice':
           return new EndpointSliceController({ ...common, services: this.services, slices: this.endpointSlices });
+        case 'endpoints':
+          return new EndpointsController({ ...common, services: this.services, endpoints: this.endpoints });
         case 'taint-eviction':
           return new TaintEvictionController(common);
       }
     })();
     // the client-side limiter is applied per request (applyLimiter); the pool itself never gates syncs
-    const pool: WorkerPool<string> = new WorkerPool<string>({ ...cfg, rateLimitedModes: [], name, reconcile: controller.reconcile, logger: log });
+    const observe = this.o.observeSync;
+    const reconcile: Reconciler<string> = observe
+      ? async (key, ctx) => {
+          const startedAt = performance.now();
+          let error = false;
+          try {
+            return await controller.reconcile(key, ctx);
+          } catch (err) {
+            error = true;
+            throw err;
+          } finally {
+            observe({ controller: name, key, priority: ctx.priority, mode: ctx.mode, startedAt, durationMs: performance.now() - startedAt, error });
+          }
+        }
+      : controller.reconcile;
+    const pool: WorkerPool<string> = new WorkerPool<string>({ ...cfg, rateLimitedModes: [], name, reconcile, logger: log });
     controller.register();
     const afterSync = controller.afterSync?.bind(controller);
     this.running.set(name, { pool, client, afterSync });
@@ -120,15 +208,44 @@ export class ControllerManager {
     return r.pool;
   }
 
-  /** Switches a controller's serving mode at runtime; queued keys are kept. */
-  setMode(name: ControllerName, mode: WorkerMode, overrides?: Partial<WorkerPoolConfigInput>): void {
-    this.pool(name).setMode(mode, overrides);
+  /**
+   * Switches a controller's serving mode at runtime; queued keys are kept. `auto` follows the
+   * cluster's criticality (AutoModeSwitch); `overrides` (e.g. { periodMs }) apply to the pool.
+   */
+  setMode(name: ControllerName, mode: ControllerMode, overrides: Partial<WorkerPoolConfigInput> = {}): void {
+    const pool = this.pool(name);
+    const { mode: _ignored, ...settings } = overrides;
+    if (mode === 'auto') {
+      this.autoControllers.set(name, settings);
+      autoGauge().set({ controller: name }, 1);
+      pool.setMode(this.autoSwitch.active ? 'multi-priority-periodic' : 'vanilla', settings);
+    } else {
+      this.autoControllers.delete(name);
+      autoGauge().set({ controller: name }, 0);
+      pool.setMode(mode, settings);
+    }
     this.applyLimiter(name);
-    this.log.info({ controller: name, mode }, 'mode changed');
+    this.log.info({ controller: name, mode, poolMode: pool.mode }, 'mode changed');
+  }
+
+  /** The mode set for a controller (`auto` or the pool's mode). */
+  modeOf(name: ControllerName): ControllerMode {
+    return this.autoControllers.has(name) ? 'auto' : this.pool(name).mode;
+  }
+
+  private applyAuto(critical: boolean): void {
+    const mode: WorkerMode = critical ? 'multi-priority-periodic' : 'vanilla';
+    for (const [name, settings] of this.autoControllers) {
+      this.pool(name).setMode(mode, settings);
+      this.applyLimiter(name);
+    }
+    if (this.autoControllers.size) {
+      this.log.info({ controllers: [...this.autoControllers.keys()], mode, highPods: this.autoSwitch.highPods }, critical ? 'auto: a high-criticality pod exists, periodic serving' : 'auto: no high-criticality pod, vanilla serving');
+    }
   }
 
   private informers() {
-    return [this.pods, this.replicaSets, this.nodes, this.services, this.endpointSlices];
+    return [this.pods, this.replicaSets, this.deployments, this.nodes, this.services, this.endpointSlices, this.endpoints];
   }
 
   async start(): Promise<void> {
@@ -141,7 +258,9 @@ export class ControllerManager {
   }
 
   async stop(): Promise<void> {
+    this.autoSwitch.stop();
     for (const i of this.informers()) i.stop();
     await Promise.all([...this.running.values()].map((r) => r.pool.stop()));
+    await this.events.flush();
   }
 }

@@ -1,23 +1,26 @@
 #!/usr/bin/env -S npx tsx
 /**
  * Latency the kubelet-shim adds to CRI calls: Version, ListPodSandbox and PodSandboxStatus, N times
- * each, through the shim vs straight to containerd, in the same run and interleaved (direct and
- * proxied calls alternate, in alternating order), from one client process, as the kubelet would.
+ * each, straight to containerd and through each proxy implementation (http2, grpc-js), in the same
+ * run and interleaved (one call per path in turn, rotating the order), after a warm-up, from one
+ * client process, as the kubelet would. Prints p50/p99/mean per path and the added p50/p99.
  *
- *   npx tsx kubelet-shim/bench.ts [--n 2000] [--warmup 200] [--backend /path/containerd.sock] [--in-process]
+ *   npx tsx kubelet-shim/bench.ts [--n 5000] [--warmup 500] [--implementations http2,grpc-js]
+ *       [--pin-shim 1 --pin-client 0] [--backend /path/containerd.sock] [--in-process]
  *
  * Without --backend it starts its own containerd (node index 9 under /tmp/ulysses-bench-shim: do not
- * run it together with the shim's integration test, which uses the same bridge and cgroup root),
- * creates one pod sandbox for PodSandboxStatus, and cleans everything up. The shim runs as its own
- * process (main.ts) unless --in-process.
+ * run it together with the shim's integration test, which uses the same bridge and cgroup root; run
+ * it under the testbed lock), creates one pod sandbox for PodSandboxStatus, and cleans everything up.
+ * Each shim runs as its own process (main.ts) unless --in-process.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { cpus, loadavg } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { CriClient } from './cri-client.ts';
-import { CriProxy } from './proxy.ts';
+import { PROXY_IMPLEMENTATIONS, createCriProxy, type CriProxyServer, type ProxyImplementation } from './proxies.ts';
 import { podSandboxConfig, startCriTestNode, stopCriTestNode, type CriTestNode } from './testnode.ts';
 import { pollUntil, stopProcess } from '../experiments/testbed/processes.ts';
 
@@ -40,9 +43,11 @@ async function time(fn: () => Promise<unknown>): Promise<number> {
   return performance.now() - t0;
 }
 
-async function startShimProcess(listen: string, backend: string, nodeFlags: string[]): Promise<ChildProcess> {
+async function startShimProcess(listen: string, backend: string, implementation: ProxyImplementation, nodeFlags: string[], cpus?: string): Promise<ChildProcess> {
   const main = fileURLToPath(new URL('./main.ts', import.meta.url));
-  const child = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', main, '--listen', listen, '--backend', backend], {
+  const args = [...nodeFlags, '--import', 'tsx', main, '--listen', listen, '--backend', backend, '--implementation', implementation];
+  const [cmd, argv] = cpus ? ['taskset', ['-c', cpus, process.execPath, ...args]] : [process.execPath, args];
+  const child = spawn(cmd, argv, {
     stdio: ['ignore', 'ignore', 'inherit'],
     env: { ...process.env, ULYSSES_LOG_LEVEL: 'warn' },
     cwd: fileURLToPath(new URL('..', import.meta.url)),
@@ -52,38 +57,65 @@ async function startShimProcess(listen: string, backend: string, nodeFlags: stri
   return child;
 }
 
+interface Target {
+  name: string;
+  client: CriClient;
+  /** pid of the shim process (CPU time per call from /proc), when it runs as its own process */
+  pid?: number;
+}
+
+/** utime + stime of a process in ms (/proc/<pid>/stat, clock ticks of 10 ms). */
+function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10; // fields 14 and 15 of the whole line
+}
+
 async function main(): Promise<void> {
   const o = new Command('bench')
-    .option('--n <n>', 'calls per method and path', (v) => Number(v), 2000)
-    .option('--warmup <n>', 'warm-up calls per method and path', (v) => Number(v), 200)
+    .option('--n <n>', 'calls per method and path', (v) => Number(v), 5000)
+    .option('--warmup <n>', 'warm-up calls per method and path', (v) => Number(v), 500)
     .option('--backend <socket>', 'an existing containerd socket (else one is started)')
     .option('--run-dir <dir>', 'run directory of the containerd started here', '/tmp/ulysses-bench-shim')
     .option('--node-index <i>', 'node index of the containerd started here (bridge uly-br<i>, 10.244.<i>.0/24)', (v) => Number(v), 9)
-    .option('--in-process', 'run the proxy inside this process instead of as its own process', false)
-    .option('--shim-node-flags <flags>', 'extra node flags of the shim process, e.g. "--max-semi-space-size=32"', '')
+    .option('--implementations <list>', 'proxies to compare, comma-separated', PROXY_IMPLEMENTATIONS.join(','))
+    .option('--in-process', 'run the proxies inside this process instead of as their own processes', false)
+    .option('--pin-shim <cpus>', 'taskset CPU list of the shim processes (e.g. 1)')
+    .option('--pin-client <cpus>', 'taskset CPU list of this (client) process and the containerd started here (e.g. 0)')
+    .option('--shim-node-flags <flags>', 'extra node flags of the shim processes, e.g. "--max-semi-space-size=32"', '')
     .parse(process.argv)
-    .opts<{ n: number; warmup: number; backend?: string; runDir: string; nodeIndex: number; inProcess: boolean; shimNodeFlags: string }>();
+    .opts<{ n: number; warmup: number; backend?: string; runDir: string; nodeIndex: number; implementations: string; inProcess: boolean; pinShim?: string; pinClient?: string; shimNodeFlags: string }>();
+  const impls = o.implementations.split(',').map((x) => x.trim()) as ProxyImplementation[];
+  for (const i of impls) if (!PROXY_IMPLEMENTATIONS.includes(i)) throw new Error(`--implementations: unknown implementation "${i}" (one of ${PROXY_IMPLEMENTATIONS.join(', ')})`);
 
   let node: CriTestNode | undefined;
-  let child: ChildProcess | undefined;
-  let proxy: CriProxy | undefined;
+  const children: ChildProcess[] = [];
+  const proxies: CriProxyServer[] = [];
   const clients: CriClient[] = [];
   try {
+    if (o.pinClient) execFileSync('taskset', ['-cp', o.pinClient, String(process.pid)], { stdio: 'ignore' });
     let backend = o.backend;
     if (!backend) {
       node = await startCriTestNode(o.runDir, o.nodeIndex);
       backend = node.spec.socket;
-    }
-    const listen = join(o.runDir, 'bench-shim.sock');
-    if (o.inProcess) {
-      proxy = new CriProxy({ listen, backend });
-      await proxy.start();
-    } else {
-      child = await startShimProcess(listen, backend, o.shimNodeFlags.split(' ').filter(Boolean));
+      if (o.pinClient) execFileSync('taskset', ['-acp', o.pinClient, String(node.containerd.pid)], { stdio: 'ignore' });
     }
     const direct = new CriClient(backend);
-    const shim = new CriClient(listen);
-    clients.push(direct, shim);
+    clients.push(direct);
+    const targets: Target[] = [{ name: 'direct', client: direct }];
+    for (const impl of impls) {
+      const listen = join(o.runDir, `bench-shim-${impl}.sock`);
+      if (o.inProcess) {
+        const p = createCriProxy({ listen, backend, implementation: impl });
+        await p.start();
+        proxies.push(p);
+      } else {
+        children.push(await startShimProcess(listen, backend, impl, o.shimNodeFlags.split(' ').filter(Boolean), o.pinShim));
+      }
+      const c = new CriClient(listen);
+      clients.push(c);
+      targets.push({ name: impl, client: c, pid: o.inProcess ? undefined : children.at(-1)!.pid });
+    }
 
     let sandboxId: string | undefined;
     if (node) {
@@ -99,24 +131,20 @@ async function main(): Promise<void> {
     if (sandboxId) calls.push(['PodSandboxStatus', (c) => c.call('PodSandboxStatus', { pod_sandbox_id: sandboxId })]);
     else console.error('no pod sandbox on the backend: PodSandboxStatus skipped');
 
-    const rows: Array<{ method: string; direct: Stats; shim: Stats }> = [];
+    const rows: Array<{ method: string; stats: Map<string, Stats>; cpuUs: Map<string, number> }> = [];
     for (const [method, call] of calls) {
-      for (let i = 0; i < o.warmup; i++) {
-        await call(direct);
-        await call(shim);
-      }
-      const d: number[] = [];
-      const s: number[] = [];
+      for (let i = 0; i < o.warmup; i++) for (const t of targets) await call(t.client);
+      const samples = new Map<string, number[]>(targets.map((t) => [t.name, []]));
+      const cpu0 = new Map(targets.filter((t) => t.pid).map((t) => [t.name, cpuMs(t.pid!)]));
       for (let i = 0; i < o.n; i++) {
-        if (i % 2 === 0) {
-          d.push(await time(() => call(direct)));
-          s.push(await time(() => call(shim)));
-        } else {
-          s.push(await time(() => call(shim)));
-          d.push(await time(() => call(direct)));
+        // interleaved, in rotating order, so that drifts (GC, other load) hit every path alike
+        for (let k = 0; k < targets.length; k++) {
+          const t = targets[(i + k) % targets.length]!;
+          samples.get(t.name)!.push(await time(() => call(t.client)));
         }
       }
-      rows.push({ method, direct: stats(d), shim: stats(s) });
+      const cpuUs = new Map(targets.filter((t) => t.pid).map((t) => [t.name, ((cpuMs(t.pid!) - cpu0.get(t.name)!) * 1000) / o.n]));
+      rows.push({ method, stats: new Map([...samples].map(([k, v]) => [k, stats(v)])), cpuUs });
     }
     if (node && sandboxId) {
       await direct.call('StopPodSandbox', { pod_sandbox_id: sandboxId });
@@ -124,17 +152,25 @@ async function main(): Promise<void> {
     }
 
     const f = (v: number) => v.toFixed(3).padStart(8);
-    console.log(`\nCRI latency in ms, N=${o.n} per method and path (warm-up ${o.warmup}), shim ${o.inProcess ? 'in-process' : 'as its own process'}, Node ${process.version}`);
-    console.log(`${'method'.padEnd(18)}${'direct p50'.padStart(11)}${'direct p99'.padStart(11)}${'shim p50'.padStart(11)}${'shim p99'.padStart(11)}${'added p50'.padStart(11)}${'added p99'.padStart(11)}`);
+    const where = o.inProcess ? 'in-process' : 'each as its own process';
+    const pin = o.pinShim || o.pinClient ? `, shim pinned to CPU ${o.pinShim ?? '-'}, client+containerd to CPU ${o.pinClient ?? '-'}` : ', no CPU pinning';
+    console.log(`\nCRI call latency in ms seen by a grpc-js client, N=${o.n} per method and path (warm-up ${o.warmup}), interleaved; shims ${where}${pin}; Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+    console.log(`added = proxied quantile - direct quantile of the same run; shim CPU = CPU time of the shim process per call (utime+stime, 10 ms ticks)`);
+    console.log(`${'method'.padEnd(18)}${'path'.padEnd(9)}${'p50'.padStart(9)}${'p99'.padStart(9)}${'mean'.padStart(9)}${'added p50'.padStart(11)}${'added p99'.padStart(11)}${'shim CPU'.padStart(11)}`);
     for (const r of rows) {
-      console.log(
-        `${r.method.padEnd(18)}   ${f(r.direct.p50)}   ${f(r.direct.p99)}   ${f(r.shim.p50)}   ${f(r.shim.p99)}   ${f(r.shim.p50 - r.direct.p50)}   ${f(r.shim.p99 - r.direct.p99)}`,
-      );
+      const d = r.stats.get('direct')!;
+      for (const t of targets) {
+        const st = r.stats.get(t.name)!;
+        const added = t.name === 'direct' ? '' : `   ${f(st.p50 - d.p50)}   ${f(st.p99 - d.p99)}`;
+        const cpu = r.cpuUs.get(t.name);
+        const cpuCol = cpu === undefined ? '' : `${(cpu / 1000).toFixed(3).padStart(11)}`;
+        console.log(`${(t.name === 'direct' ? r.method : '').padEnd(18)}${t.name.padEnd(9)}${f(st.p50).padStart(9)}${f(st.p99).padStart(9)}${f(st.mean).padStart(9)}${added}${cpuCol}`);
+      }
     }
   } finally {
     for (const c of clients) c.close();
-    await proxy?.close(500);
-    if (child?.pid) await stopProcess(child.pid, 3000);
+    for (const p of proxies) await p.close(500);
+    for (const c of children) if (c.pid) await stopProcess(c.pid, 3000);
     if (node) await stopCriTestNode(node);
   }
 }

@@ -14,6 +14,7 @@ import { z } from 'zod';
 import { loadConfigFile, validateConfig } from '../core/config.ts';
 import { PacingConfigSchema } from './pacing.ts';
 import { MAX_MESSAGE_BYTES } from './proxy.ts';
+import { PROXY_IMPLEMENTATIONS } from './proxies.ts';
 
 const socketPath = z.string().min(1).refine((p) => p.startsWith('/'), 'must be an absolute path');
 
@@ -28,6 +29,8 @@ export const ShimConfigSchema = z
       .string()
       .regex(/^0?[0-7]{3}$/, 'an octal mode such as "0660"')
       .default('0660'),
+    /** `http2`: stream-level pass-through (default, lower added latency); `grpc-js`: gRPC terminated on both sides. Not reloadable. */
+    implementation: z.enum(PROXY_IMPLEMENTATIONS).default('http2'),
     pacing: PacingConfigSchema.prefault({}),
     /** How long a call waits for a connecting runtime before failing UNAVAILABLE. */
     connectTimeoutMs: z.number().int().positive().default(1000),

@@ -12,21 +12,32 @@
  */
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { componentLogger, type Logger } from '../core/logging.ts';
 import { serveMetrics } from '../core/metrics.ts';
 import { ConfigError } from '../core/config.ts';
 import { loadShimConfig, parseShimConfig, type ShimConfig } from './config.ts';
 import { PacingGate } from './pacing.ts';
-import { CriProxy } from './proxy.ts';
+import { PROXY_IMPLEMENTATIONS, createCriProxy, type CriProxyServer, type ProxyImplementation } from './proxies.ts';
 import { shimMetrics } from './metrics.ts';
+import { shimRuntime } from './runtime.ts';
+import { loadKubeConfig } from '../core/kube.ts';
 
 export interface RunningShim {
-  readonly proxy: CriProxy;
+  readonly proxy: CriProxyServer;
   readonly gate: PacingGate;
+  /** The configuration in force (its `pacing` follows {@link apply}). */
   readonly config: ShimConfig;
   readonly metricsPort: number | undefined;
-  /** Re-reads `configFile` and applies its pacing section. */
+  /**
+   * Applies a new configuration live — the entry point of runtime toggles (thesis §5.3.5): validates
+   * `config` (a {@link ShimConfigInput}; ConfigError naming the field, nothing changed), then applies
+   * its `pacing` section to the gate (policy and parameters; waiting requests are kept and re-timed).
+   * The other fields (sockets, implementation, limits, metrics port) need a restart: a difference is
+   * logged and ignored.
+   */
+  apply(config: unknown, source?: string): ShimConfig;
+  /** Re-reads `configFile` and {@link apply}s it (SIGHUP). */
   reload(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -36,6 +47,7 @@ export interface ShimOptions {
   backend?: string;
   configFile?: string;
   metricsPort?: number;
+  implementation?: ProxyImplementation;
   log?: Logger;
 }
 
@@ -47,6 +59,7 @@ export async function startShim(opts: ShimOptions): Promise<RunningShim> {
     ...fromFile,
     ...(opts.listen ? { listen: opts.listen } : {}),
     ...(opts.backend ? { backend: opts.backend } : {}),
+    ...(opts.implementation ? { implementation: opts.implementation } : {}),
     metrics: { ...fromFile.metrics, ...(opts.metricsPort !== undefined ? { port: opts.metricsPort } : {}) },
   }, 'kubelet-shim flags');
   if (!config.listen) throw new ConfigError('kubelet-shim flags', [{ field: 'listen', message: 'required (--listen or `listen:` in the config file)' }]);
@@ -54,7 +67,8 @@ export async function startShim(opts: ShimOptions): Promise<RunningShim> {
 
   const metrics = shimMetrics();
   const gate = new PacingGate({ config: config.pacing, log, metrics });
-  const proxy = new CriProxy({
+  const proxy = createCriProxy({
+    implementation: config.implementation,
     listen: config.listen,
     backend: config.backend,
     gate,
@@ -68,21 +82,35 @@ export async function startShim(opts: ShimOptions): Promise<RunningShim> {
   const server = config.metrics.port !== undefined ? await serveMetrics(config.metrics.port, config.metrics.host) : undefined;
   if (server) log.info({ port: server.port, host: config.metrics.host }, 'metrics served on /metrics');
 
-  return {
+  let current = config;
+  const shim: RunningShim = {
     proxy,
     gate,
-    config,
+    get config() {
+      return current;
+    },
     metricsPort: server?.port,
+    apply(raw, source = 'kubelet-shim config') {
+      const next = parseShimConfig(raw, source);
+      const fixed = (['listen', 'backend', 'implementation', 'socketMode', 'connectTimeoutMs', 'maxMessageBytes'] as const).filter(
+        (k) => next[k] !== undefined && next[k] !== current[k],
+      );
+      if (fixed.length > 0) log.warn({ fields: fixed }, 'configuration change needs a restart of the shim: ignored (pacing applied)');
+      gate.reconfigure(next.pacing);
+      current = { ...current, pacing: gate.config };
+      return current;
+    },
     async reload() {
       if (!opts.configFile) return;
-      const next = await loadShimConfig(opts.configFile);
-      gate.reconfigure(next.pacing);
+      const raw = await loadShimConfig(opts.configFile);
+      shim.apply(raw, opts.configFile);
     },
     async stop() {
       await proxy.close(2000);
       await server?.close();
     },
   };
+  return shim;
 }
 
 const nonNegativeInt = (name: string) => (v: string) => {
@@ -98,12 +126,15 @@ async function main(argv: string[]): Promise<void> {
     .option('--backend <socket>', "containerd's unix socket")
     .option('--config <file>', 'YAML/JSON config file (pacing policy etc.); SIGHUP reloads its pacing section')
     .option('--metrics-port <n>', 'serve /metrics on this port (0: any free port)', nonNegativeInt('--metrics-port'))
+    .addOption(new Option('--implementation <impl>', 'proxy implementation (default: the config file\'s, else http2)').choices(PROXY_IMPLEMENTATIONS))
+    .option('--kubeconfig <file>', 'kubeconfig to watch UlyssesConfig/default (spec.kubeletShim) and report status; without it only the file config applies')
+    .option('--node-name <name>', 'this node (selects the spec.kubeletShim entry; default $NODE_NAME)', process.env.NODE_NAME)
     .parse(argv);
-  const o = program.opts<{ listen?: string; backend?: string; config?: string; metricsPort?: number }>();
+  const o = program.opts<{ listen?: string; backend?: string; config?: string; metricsPort?: number; implementation?: ProxyImplementation; kubeconfig?: string; nodeName?: string }>();
   const log = componentLogger('kubelet-shim');
   let shim: RunningShim;
   try {
-    shim = await startShim({ listen: o.listen, backend: o.backend, configFile: o.config, metricsPort: o.metricsPort, log });
+    shim = await startShim({ listen: o.listen, backend: o.backend, configFile: o.config, metricsPort: o.metricsPort, implementation: o.implementation, log });
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(err.message);
@@ -111,8 +142,21 @@ async function main(argv: string[]): Promise<void> {
     }
     throw err;
   }
+  if (o.kubeconfig && !o.nodeName) {
+    console.error('--kubeconfig needs --node-name (or $NODE_NAME) to pick this node\'s spec.kubeletShim entry');
+    process.exit(2);
+  }
+  // the runtime config wins over the file's pacing while a UlyssesConfig exists; watched with
+  // --kubeconfig, $KUBECONFIG (systemd unit) or the in-cluster ServiceAccount (DaemonSet), given a node name
+  const canReachApi = !!(o.kubeconfig || process.env.KUBECONFIG || process.env.KUBERNETES_SERVICE_HOST);
+  const runtime = canReachApi && o.nodeName ? shimRuntime(loadKubeConfig(o.kubeconfig), shim, o.nodeName, log) : undefined;
+  if (!runtime) log.info('no API access configured (--kubeconfig, $KUBECONFIG or in-cluster) or no node name: UlyssesConfig not watched, file config only');
+  await runtime?.start();
   process.on('SIGHUP', () => {
-    shim.reload().catch((err: Error) => log.error({ err: err.message }, 'config reload failed; pacing unchanged'));
+    shim
+      .reload()
+      .then(() => runtime?.watcher.resync())
+      .catch((err: Error) => log.error({ err: err.message }, 'config reload failed; pacing unchanged'));
   });
   let stopping = false;
   for (const sig of ['SIGTERM', 'SIGINT'] as const) {
@@ -120,7 +164,7 @@ async function main(argv: string[]): Promise<void> {
       if (stopping) return;
       stopping = true;
       log.info({ signal: sig }, 'stopping');
-      shim.stop().then(
+      Promise.all([runtime?.stop(), shim.stop()]).then(
         () => process.exit(0),
         (err: Error) => {
           log.error({ err: err.message }, 'unclean stop');

@@ -12,6 +12,10 @@ export interface ShimMetrics {
   readonly queueLength: Gauge;
   /** Time the proxy itself adds to a call (handler work, pacing excluded), by CRI method name. */
   readonly addedLatency: Histogram<'method'>;
+  /** Creation latency of critical pods seen by the proxy (RunPodSandbox arrival -> first StartContainer answered). */
+  readonly criticalCreation: Histogram;
+  /** Current low-priority wait of the `adaptive` policy. */
+  readonly lowWait: Gauge;
 }
 
 const byRegistry = new WeakMap<Registry, ShimMetrics>();
@@ -37,6 +41,17 @@ export function shimMetrics(registry: Registry = metricsRegistry()): ShimMetrics
       help: 'Latency added by the kubelet-shim proxy handler to a CRI call, excluding pacing waits and the runtime itself.',
       labelNames: ['method'],
       buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05],
+      registers: [registry],
+    }),
+    criticalCreation: new Histogram({
+      name: 'ulysses_cri_critical_creation_seconds',
+      help: 'Creation latency of high-criticality pods seen by the kubelet-shim: RunPodSandbox arrival to the first StartContainer answered (feedback of the adaptive policy).',
+      buckets: [0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 30],
+      registers: [registry],
+    }),
+    lowWait: new Gauge({
+      name: 'ulysses_cri_pacing_adaptive_wait_seconds',
+      help: 'Current wait between two low-priority RunPodSandbox releases chosen by the adaptive pacing policy.',
       registers: [registry],
     }),
   };

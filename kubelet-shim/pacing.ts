@@ -57,7 +57,36 @@ export const ExponentialDecayPolicySchema = z
   })
   .strict();
 
-export const PacingPolicySchema = z.discriminatedUnion('type', [VanillaPolicySchema, FixedPolicySchema, ExponentialDecayPolicySchema]);
+/**
+ * `adaptive` (Ulysses, beyond the thesis): the wait between two low-priority creations is the output
+ * of seed 001's asymmetric feedback controller (Tamiru et al., "Instability in Geo-Distributed
+ * Kubernetes Federation", MASCOTS 2020, §V-A Algorithm 1), fed with the creation latency of
+ * critical pods on this node instead of KubeFed timeout errors.
+ */
+export const AdaptivePolicySchema = z
+  .object({
+    type: z.literal('adaptive'),
+    /** Set point: creation latency of a critical pod (its RunPodSandbox reaching the shim -> its first container started). */
+    targetMs: ms.default(2000),
+    /** Wait before any feedback. */
+    initialWaitMs: ms.default(0),
+    /** Bounds of the wait. */
+    minWaitMs: ms.default(0),
+    maxWaitMs: ms.default(2000),
+    /** Positive gain: wait += kp * (latency - targetMs) on each slow critical creation (seed 001: best K_p = 1). */
+    kp: z.number().finite().nonnegative().default(0.5),
+    /** Negative gain: wait *= (1 - kn) after `cleanIntervals` consecutive intervals without a slow one (seed 001: best K_n = 0.1). */
+    kn: z.number().gt(0).lt(1).default(0.1),
+    /** Control interval (seed 001: 1 min; the wait here changes without a restart, so it can be short). */
+    intervalMs: z.number().finite().positive().default(5000),
+    /** Consecutive clean intervals before a decrease (seed 001: decrement_period = 3). */
+    cleanIntervals: z.number().int().positive().default(3),
+  })
+  .strict()
+  .refine((c) => c.minWaitMs <= c.maxWaitMs, { message: 'minWaitMs must not exceed maxWaitMs', path: ['maxWaitMs'] })
+  .refine((c) => c.initialWaitMs >= c.minWaitMs && c.initialWaitMs <= c.maxWaitMs, { message: 'must lie within [minWaitMs, maxWaitMs]', path: ['initialWaitMs'] });
+
+export const PacingPolicySchema = z.discriminatedUnion('type', [VanillaPolicySchema, FixedPolicySchema, ExponentialDecayPolicySchema, AdaptivePolicySchema]);
 
 export type PacingPolicyConfig = z.output<typeof PacingPolicySchema>;
 export type PacingPolicyInput = z.input<typeof PacingPolicySchema>;
@@ -105,6 +134,13 @@ export interface PacingPolicy {
    * next low-priority release. Called exactly once per low release, in time order.
    */
   afterRelease(now: number): number;
+  /**
+   * Feedback: a critical pod's creation took `latencyMs` (reported at `now`). Returns true when the
+   * wait changed, so the gate re-times the next low release. Only feedback policies implement it.
+   */
+  observeCritical?(latencyMs: number, now: number): boolean;
+  /** The wait the policy would apply now (ms), for the gauge; feedback policies only. */
+  currentWaitMs?(now: number): number;
 }
 
 /** No pacing: every request is forwarded at once (the vanilla kubelet). */
@@ -147,7 +183,83 @@ export class ExponentialDecayPolicy implements PacingPolicy {
   }
 }
 
-export function createPolicy(config: PacingPolicyInput): PacingPolicy {
+/**
+ * `adaptive`: seed 001's asymmetric controller (Tamiru et al. 2020, Algorithm 1) on the low-priority
+ * wait W, with PV = a critical pod's creation latency and SP = `targetMs`:
+ *   - on a slow critical creation (e = latency - targetMs > 0): W := min(maxWaitMs, W + kp * e), and
+ *     the clean-interval count restarts (t := decrement_period);
+ *   - after `cleanIntervals` consecutive control intervals without a slow creation:
+ *     W := max(minWaitMs, (1 - kn) * W), and the count restarts.
+ * The increase is applied at once (the observation is the event; Algorithm 1 samples every minute
+ * only because changing KubeFed's timeout needed a restart); intervals are evaluated lazily from the
+ * clock, so the controller needs no timer of its own.
+ */
+export class AdaptivePolicy implements PacingPolicy {
+  private waitMs: number;
+  private intervalStart: number | undefined;
+  /** A slow creation was seen in the current interval. */
+  private slowInInterval = false;
+  /** Consecutive clean intervals since the last change (Algorithm 1's decrement_period - t). */
+  private clean = 0;
+
+  constructor(
+    readonly config: z.output<typeof AdaptivePolicySchema>,
+    private readonly log?: Logger,
+  ) {
+    this.waitMs = config.initialWaitMs;
+  }
+
+  afterRelease(now: number): number {
+    this.advance(now);
+    return this.waitMs;
+  }
+
+  currentWaitMs(now: number): number {
+    this.advance(now);
+    return this.waitMs;
+  }
+
+  observeCritical(latencyMs: number, now: number): boolean {
+    this.advance(now);
+    const error = latencyMs - this.config.targetMs;
+    if (error <= 0) return false;
+    this.slowInInterval = true;
+    this.clean = 0;
+    const before = this.waitMs;
+    this.waitMs = Math.min(this.config.maxWaitMs, this.waitMs + this.config.kp * error);
+    this.log?.info({ latencyMs: Math.round(latencyMs), targetMs: this.config.targetMs, waitMs: Math.round(this.waitMs), beforeMs: Math.round(before) }, 'adaptive pacing: critical creation slow, low-priority wait raised');
+    return this.waitMs !== before;
+  }
+
+  /** Closes the control intervals that ended before `now`, decaying the wait after each run of clean ones. */
+  private advance(now: number): void {
+    const { intervalMs, cleanIntervals, kn, minWaitMs } = this.config;
+    if (this.intervalStart === undefined) {
+      this.intervalStart = now;
+      return;
+    }
+    const ended = Math.floor((now - this.intervalStart) / intervalMs);
+    if (ended <= 0) return;
+    this.intervalStart += ended * intervalMs;
+    // the interval in progress until now, then ended-1 intervals without any observation
+    let left = ended;
+    if (this.slowInInterval) {
+      this.slowInInterval = false;
+      left--;
+    }
+    const before = this.waitMs;
+    for (; left > 0 && this.waitMs > minWaitMs; left--) {
+      if (++this.clean < cleanIntervals) continue;
+      this.clean = 0;
+      this.waitMs = Math.max(minWaitMs, (1 - kn) * this.waitMs);
+      if (this.waitMs - minWaitMs < 0.01) this.waitMs = minWaitMs;
+    }
+    if (left > 0) this.clean = (this.clean + left) % cleanIntervals; // at the floor: only the count moves
+    if (this.waitMs !== before) this.log?.debug({ waitMs: Math.round(this.waitMs), beforeMs: Math.round(before) }, 'adaptive pacing: clean intervals, low-priority wait decayed');
+  }
+}
+
+export function createPolicy(config: PacingPolicyInput, log?: Logger): PacingPolicy {
   const c = validateConfig(PacingPolicySchema, config, 'pacing policy');
   switch (c.type) {
     case 'vanilla':
@@ -156,6 +268,8 @@ export function createPolicy(config: PacingPolicyInput): PacingPolicy {
       return new FixedPolicy(c);
     case 'exponential-decay':
       return new ExponentialDecayPolicy(c);
+    case 'adaptive':
+      return new AdaptivePolicy(c, log);
   }
 }
 
@@ -256,10 +370,10 @@ export class PacingGate {
 
   constructor(opts: PacingGateOptions = {}) {
     this.cfg = validateConfig(PacingConfigSchema, opts.config ?? {}, 'pacing');
-    this.policy = createPolicy(this.cfg.policy);
     this.clock = opts.clock ?? systemClock;
     this.log = opts.log;
     this.metrics = opts.metrics;
+    this.policy = createPolicy(this.cfg.policy, this.log);
   }
 
   get config(): PacingConfig {
@@ -319,6 +433,26 @@ export class PacingGate {
     }
   }
 
+  /**
+   * Feedback from the proxy's critical-path tracking: the critical pod `key` took `latencyMs` from
+   * its RunPodSandbox to its first started container. A feedback policy (`adaptive`) adjusts the
+   * low-priority wait; the next low release is re-timed from the last one under the new wait.
+   */
+  criticalCreation(key: string, latencyMs: number): void {
+    const now = this.clock.now();
+    this.metrics?.criticalCreation.observe(latencyMs / 1000);
+    if (!this.policy.observeCritical?.(latencyMs, now)) return;
+    if (this.lastLowRelease !== undefined) this.nextLowAt = this.lastLowRelease + (this.policy.currentWaitMs?.(now) ?? 0);
+    this.log?.debug({ key, latencyMs: Math.round(latencyMs) }, 'pacing: low-priority wait re-timed after critical feedback');
+    this.updateGauge();
+    this.pump();
+  }
+
+  /** The current wait of a feedback policy (ms), undefined for the others. */
+  get adaptiveWaitMs(): number | undefined {
+    return this.policy.currentWaitMs?.(this.clock.now());
+  }
+
   /** Keys of high-priority pods whose start currently holds low-priority releases. */
   get highsInFlight(): string[] {
     return [...this.highInFlight.keys()];
@@ -335,7 +469,7 @@ export class PacingGate {
     const policyChanged = JSON.stringify(cfg.policy) !== JSON.stringify(this.cfg.policy);
     this.cfg = cfg;
     if (policyChanged) {
-      this.policy = createPolicy(cfg.policy);
+      this.policy = createPolicy(cfg.policy, this.log);
       // The new policy continues from the last low release, as if that release had happened under it.
       this.nextLowAt = this.lastLowRelease === undefined ? -Infinity : this.lastLowRelease + this.policy.afterRelease(this.lastLowRelease);
     }
@@ -433,6 +567,9 @@ export class PacingGate {
   }
 
   private updateGauge(): void {
-    this.metrics?.queueLength.set(this.queueLength);
+    if (!this.metrics) return;
+    this.metrics.queueLength.set(this.queueLength);
+    const w = this.policy.currentWaitMs?.(this.clock.now());
+    if (w !== undefined) this.metrics.lowWait.set(w / 1000);
   }
 }

@@ -23,14 +23,13 @@ import { CRITICALITY_LABEL, isCriticality, type Criticality } from '../core/crit
 import { objectLogger } from '../core/logging.ts';
 import { PacingGate, PacingRejection, type Admission } from './pacing.ts';
 import type { ShimMetrics } from './metrics.ts';
+import { CriticalPathTracker } from './critical-path.ts';
 
 export const CRI_PROTO_FILE = fileURLToPath(new URL('./proto/api.proto', import.meta.url));
 export const CRI_SERVICES = ['runtime.v1.RuntimeService', 'runtime.v1.ImageService'] as const;
 export const RUN_POD_SANDBOX = '/runtime.v1.RuntimeService/RunPodSandbox';
-const CREATE_CONTAINER = '/runtime.v1.RuntimeService/CreateContainer';
-const START_CONTAINER = '/runtime.v1.RuntimeService/StartContainer';
-/** How long the proxy remembers a critical pod's sandbox/containers while waiting for its start. */
-const CRITICAL_TRACKING_MS = 60_000;
+export const CREATE_CONTAINER = '/runtime.v1.RuntimeService/CreateContainer';
+export const START_CONTAINER = '/runtime.v1.RuntimeService/StartContainer';
 /** The kubelet's CRI client limit (pkg/kubelet/cri/remote: maxMsgSize = 16 MiB). */
 export const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
@@ -171,12 +170,8 @@ export class CriProxy {
   private readonly channel: ReturnType<grpc.Client['getChannel']>;
   private readonly decodeRunPodSandbox: (b: Buffer) => object;
   private readonly decode: Record<'sandboxResponse' | 'createRequest' | 'createResponse' | 'startRequest', (b: Buffer) => Record<string, unknown>>;
-  /**
-   * Critical-path tracking: sandbox id -> pod key and container id -> pod key of high-priority pods
-   * whose first container has not started yet, so the gate can resume low releases (highDone).
-   */
-  private readonly criticalSandboxes = new Map<string, { key: string; at: number }>();
-  private readonly criticalContainers = new Map<string, { key: string; at: number }>();
+  /** Critical-path tracking (highDone / criticalCreation of the gate). */
+  private readonly critical: CriticalPathTracker;
   private readonly log: Logger | undefined;
   private started = false;
   private closing = false;
@@ -186,6 +181,7 @@ export class CriProxy {
     this.opts = { maxMessageBytes: MAX_MESSAGE_BYTES, connectTimeoutMs: 1000, socketMode: 0o660, ...options };
     this.gate = options.gate ?? new PacingGate({ log: options.log, metrics: options.metrics });
     this.log = options.log;
+    this.critical = new CriticalPathTracker(() => this.gate, options.log);
     const max = this.opts.maxMessageBytes;
     // channelz bookkeeping costs per call and nobody reads it here
     this.server = new grpc.Server({ 'grpc.max_receive_message_length': max, 'grpc.max_send_message_length': max, 'grpc.enable_channelz': 0 });
@@ -328,8 +324,7 @@ export class CriProxy {
       else podLog?.info(outcome, 'RunPodSandbox done');
       if (admission.priority === 'high') {
         const id = !err && value ? this.tryDecode(this.decode.sandboxResponse, value)?.pod_sandbox_id : undefined;
-        if (typeof id === 'string' && id) this.remember(this.criticalSandboxes, id, info.key);
-        else this.gate.highDone(info.key);
+        this.critical.sandboxDone(info.key, t0, typeof id === 'string' ? id : undefined);
       }
       callback(err, value, trailer);
     };
@@ -338,44 +333,27 @@ export class CriProxy {
 
   /**
    * While a critical pod is starting, follow its CreateContainer (sandbox id -> container id) and
-   * its first StartContainer, then tell the gate (highDone) so low-priority sandboxes resume. Only
-   * decodes when a critical pod is being tracked; everything else stays pass-through.
+   * its first StartContainer ({@link CriticalPathTracker}). Only decodes when a critical pod is being
+   * tracked; everything else stays pass-through.
    */
   private trackCriticalStart(path: string, request: Buffer, cb: grpc.sendUnaryData<Buffer>): grpc.sendUnaryData<Buffer> {
     if (path === CREATE_CONTAINER) {
-      if (this.criticalSandboxes.size === 0) return cb;
-      const sandbox = this.tryDecode(this.decode.createRequest, request)?.pod_sandbox_id;
-      const tracked = typeof sandbox === 'string' ? this.criticalSandboxes.get(sandbox) : undefined;
+      if (!this.critical.wantsCreate) return cb;
+      const tracked = this.critical.createFor(this.tryDecode(this.decode.createRequest, request)?.pod_sandbox_id);
       if (!tracked) return cb;
       return (err, value, trailer) => {
         const id = !err && value ? this.tryDecode(this.decode.createResponse, value)?.container_id : undefined;
-        if (typeof id === 'string' && id) this.remember(this.criticalContainers, id, tracked.key);
-        else this.finishCritical(tracked.key);
+        this.critical.containerCreated(tracked, typeof id === 'string' ? id : undefined);
         cb(err, value, trailer);
       };
     }
-    if (this.criticalContainers.size === 0) return cb;
-    const container = this.tryDecode(this.decode.startRequest, request)?.container_id;
-    const tracked = typeof container === 'string' ? this.criticalContainers.get(container) : undefined;
+    if (!this.critical.wantsStart) return cb;
+    const tracked = this.critical.startFor(this.tryDecode(this.decode.startRequest, request)?.container_id);
     if (!tracked) return cb;
     return (err, value, trailer) => {
-      this.finishCritical(tracked.key);
+      this.critical.finish(tracked, !err);
       cb(err, value, trailer);
     };
-  }
-
-  private finishCritical(key: string): void {
-    for (const map of [this.criticalSandboxes, this.criticalContainers]) {
-      for (const [id, v] of map) if (v.key === key) map.delete(id);
-    }
-    this.gate.highDone(key);
-    this.log?.info({ kind: 'Pod', key }, 'critical pod container started: low-priority sandboxes resume');
-  }
-
-  private remember(map: Map<string, { key: string; at: number }>, id: string, key: string): void {
-    const now = Date.now();
-    for (const [k, v] of map) if (now - v.at > CRITICAL_TRACKING_MS) map.delete(k);
-    map.set(id, { key, at: now });
   }
 
   private tryDecode(decode: (b: Buffer) => Record<string, unknown>, b: Buffer): Record<string, unknown> | undefined {

@@ -13,7 +13,8 @@ import type { Logger } from 'pino';
 import { criticalityRank, serviceSelector, type CriticalityIndex } from '../../core/criticality.ts';
 import type { ResilientInformer } from '../../core/informer.ts';
 import { isPodReady, objectKey } from '../../core/objects.ts';
-import { isNotFound, type KubeClient } from '../../core/kube.ts';
+import { isConflict, isNotFound, type KubeClient } from '../../core/kube.ts';
+import { NO_EVENTS, type ComponentEventRecorder } from '../../core/events.ts';
 import type { ReconcileResult } from '../queue/index.ts';
 
 export const MAX_ENDPOINTS_PER_SLICE = 100;
@@ -31,6 +32,8 @@ export interface EndpointSliceDeps {
   criticality: CriticalityIndex;
   enqueue: (key: string, priority: number, afterMs?: number) => void;
   log: Logger;
+  /** upstream event FailedToUpdateEndpointSlices on the Service */
+  events?: ComponentEventRecorder;
 }
 
 /** Resolves a Service port's targetPort against the pod's container ports (upstream podutil.FindPort). */
@@ -158,29 +161,35 @@ export class EndpointSliceController {
     const matches = serviceSelector(svc);
     const pods = this.d.pods.list().filter((p) => p.metadata?.namespace === ns && matches(p.metadata?.labels ?? {}));
     const groups = desiredEndpoints(svc, pods, (n) => this.d.nodes.get(n));
-    const existing = this.ownedSlices(ns, name).sort((a, b) => (a.metadata!.name! < b.metadata!.name! ? -1 : 1));
-    const unused = new Set(existing);
-    const w = this.written.get(key) ?? new Map<string, number | 'deleted'>();
-    this.written.set(key, w);
-    for (const g of groups.values()) {
-      for (let i = 0; i < Math.max(1, Math.ceil(g.endpoints.length / MAX_ENDPOINTS_PER_SLICE)); i++) {
-        const chunk = g.endpoints.slice(i * MAX_ENDPOINTS_PER_SLICE, (i + 1) * MAX_ENDPOINTS_PER_SLICE);
-        if (chunk.length === 0 && groups.size > 1) continue;
-        // reuse a slice with the same ports first, then any unused one
-        const reuse = [...unused].find((s) => JSON.stringify(s.ports ?? []) === JSON.stringify(g.ports)) ?? [...unused][0];
-        if (reuse) unused.delete(reuse);
-        await this.writeSlice(key, svc, reuse, g.ports, chunk, w);
+    try {
+      const existing = this.ownedSlices(ns, name).sort((a, b) => (a.metadata!.name! < b.metadata!.name! ? -1 : 1));
+      const unused = new Set(existing);
+      const w = this.written.get(key) ?? new Map<string, number | 'deleted'>();
+      this.written.set(key, w);
+      for (const g of groups.values()) {
+        for (let i = 0; i < Math.max(1, Math.ceil(g.endpoints.length / MAX_ENDPOINTS_PER_SLICE)); i++) {
+          const chunk = g.endpoints.slice(i * MAX_ENDPOINTS_PER_SLICE, (i + 1) * MAX_ENDPOINTS_PER_SLICE);
+          if (chunk.length === 0 && groups.size > 1) continue;
+          // reuse a slice with the same ports first, then any unused one
+          const reuse = [...unused].find((s) => JSON.stringify(s.ports ?? []) === JSON.stringify(g.ports)) ?? [...unused][0];
+          if (reuse) unused.delete(reuse);
+          await this.writeSlice(key, svc, reuse, g.ports, chunk, w);
+        }
       }
+      if (groups.size === 0 && existing.length === 0) {
+        // upstream keeps one empty slice per Service so consumers can tell "no endpoints" from "not synced"
+        await this.writeSlice(key, svc, undefined, [], [], w);
+      } else if (groups.size === 0) {
+        const keep = existing[0]!;
+        unused.delete(keep);
+        await this.writeSlice(key, svc, keep, [], [], w);
+      }
+      for (const sl of unused) await this.deleteSlice(key, sl);
+    } catch (err) {
+      // a conflict is our cache lagging, retried at once (upstream: stale-cache errors are silent)
+      if (!isConflict(err)) (this.d.events ?? NO_EVENTS).event({ apiVersion: 'v1', kind: 'Service', metadata: svc.metadata }, 'Warning', 'FailedToUpdateEndpointSlices', `Error updating Endpoint Slices for Service ${key}: ${(err as Error).message}`);
+      throw err;
     }
-    if (groups.size === 0 && existing.length === 0) {
-      // upstream keeps one empty slice per Service so consumers can tell "no endpoints" from "not synced"
-      await this.writeSlice(key, svc, undefined, [], [], w);
-    } else if (groups.size === 0) {
-      const keep = existing[0]!;
-      unused.delete(keep);
-      await this.writeSlice(key, svc, keep, [], [], w);
-    }
-    for (const sl of unused) await this.deleteSlice(key, sl);
   };
 
   private async writeSlice(

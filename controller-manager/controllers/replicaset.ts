@@ -16,6 +16,7 @@ import type { ResilientInformer } from '../../core/informer.ts';
 import { isPodActive, isPodAvailable, isPodReady, objectKey, podReadyCondition } from '../../core/objects.ts';
 import { isConflict, isNotFound, type KubeClient } from '../../core/kube.ts';
 import { compileLabelSelector } from '../../core/labels.ts';
+import { NO_EVENTS, type ComponentEventRecorder } from '../../core/events.ts';
 import { ControllerExpectations } from '../expectations.ts';
 import type { ReconcileResult } from '../queue/index.ts';
 
@@ -34,8 +35,12 @@ export interface ReplicaSetControllerDeps {
   /** enqueue a ReplicaSet key with a priority (0 none .. 2 high) */
   enqueue: (key: string, priority: number, afterMs?: number) => void;
   log: Logger;
+  /** upstream events: SuccessfulCreate/FailedCreate/SuccessfulDelete/FailedDelete on the ReplicaSet */
+  events?: ComponentEventRecorder;
   now?: () => number;
 }
+
+const asReplicaSet = (rs: V1ReplicaSet) => ({ apiVersion: 'apps/v1', kind: 'ReplicaSet', metadata: rs.metadata });
 
 export function controllerRef(meta: { ownerReferences?: V1OwnerReference[] } | undefined): V1OwnerReference | undefined {
   return meta?.ownerReferences?.find((r) => r.controller);
@@ -67,10 +72,12 @@ const podsPath = (ns: string) => `/api/v1/namespaces/${ns}/pods`;
 export class ReplicaSetController {
   readonly expectations: ControllerExpectations;
   private readonly now: () => number;
+  private readonly events: ComponentEventRecorder;
 
   constructor(private readonly d: ReplicaSetControllerDeps) {
     this.expectations = new ControllerExpectations(d.now);
     this.now = d.now ?? Date.now;
+    this.events = d.events ?? NO_EVENTS;
   }
 
   /** Priority of a ReplicaSet key: its aggregated criticality. */
@@ -273,9 +280,13 @@ export class ReplicaSetController {
         victims.map(async (p) => {
           try {
             await this.d.client.delete(`${podsPath(p.metadata!.namespace!)}/${p.metadata!.name}`);
+            this.events.event(asReplicaSet(rs), 'Normal', 'SuccessfulDelete', `Deleted pod: ${p.metadata!.name}`);
           } catch (err) {
             this.expectations.deletionObserved(key, objectKey(p));
-            if (!isNotFound(err)) failure ??= err;
+            if (!isNotFound(err)) {
+              failure ??= err;
+              this.events.event(asReplicaSet(rs), 'Warning', 'FailedDelete', `Error deleting: ${(err as Error).message}`);
+            }
           }
         }),
       );
@@ -300,7 +311,13 @@ export class ReplicaSetController {
       },
       spec: t.spec,
     };
-    await this.d.client.post(podsPath(rs.metadata!.namespace!), body);
+    try {
+      const created = await this.d.client.post<V1Pod>(podsPath(rs.metadata!.namespace!), body);
+      this.events.event(asReplicaSet(rs), 'Normal', 'SuccessfulCreate', `Created pod: ${created.metadata?.name}`);
+    } catch (err) {
+      this.events.event(asReplicaSet(rs), 'Warning', 'FailedCreate', `Error creating: ${(err as Error).message}`);
+      throw err;
+    }
   }
 
   /** calculateStatus + updateReplicaSetStatus; returns a requeue for pods not yet available. */

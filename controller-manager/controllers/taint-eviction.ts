@@ -13,6 +13,7 @@ import { criticalityRank, podCriticality, type CriticalityIndex } from '../../co
 import type { ResilientInformer } from '../../core/informer.ts';
 import { objectKey } from '../../core/objects.ts';
 import { isNotFound, type KubeClient } from '../../core/kube.ts';
+import { NO_EVENTS, type ComponentEventRecorder } from '../../core/events.ts';
 import type { ReconcileResult } from '../queue/index.ts';
 
 /** upstream v1helper.TolerationsTolerateTaint / Toleration.ToleratesTaint */
@@ -53,6 +54,8 @@ export interface TaintEvictionDeps {
   criticality: CriticalityIndex;
   enqueue: (key: string, priority: number, afterMs?: number) => void;
   log: Logger;
+  /** upstream event TaintManagerEviction on the pod */
+  events?: ComponentEventRecorder;
   now?: () => number;
 }
 
@@ -130,6 +133,8 @@ export class TaintEvictionController {
     const ns = pod.metadata!.namespace!;
     const name = pod.metadata!.name!;
     const log = this.d.log.child({ pod: `${ns}/${name}`, node: pod.spec?.nodeName });
+    // upstream emits this when the pod is marked for deletion, before the API calls
+    (this.d.events ?? NO_EVENTS).event({ apiVersion: 'v1', kind: 'Pod', metadata: pod.metadata }, 'Normal', 'TaintManagerEviction', `Marking for deletion Pod ${ns}/${name}`);
     try {
       // upstream addConditionAndDeletePod: DisruptionTarget first, then delete
       await this.d.client.request('PATCH', `/api/v1/namespaces/${ns}/pods/${name}/status`, {

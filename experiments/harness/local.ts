@@ -15,7 +15,12 @@ import { pino } from 'pino';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { CONTROLLERS, ControllerManager, type ControllerName } from '../../controller-manager/manager.ts';
 import * as testbed from '../testbed/testbed.ts';
-import { ToggleConfigurator, kcmControllersFlag, testbedShimSwitch, type ShimSwitch } from './configurator.ts';
+import { kcmControllersFlag } from './configurator.ts';
+import { RuntimeConfigConfigurator } from './runtime-configurator.ts';
+import { controllerManagerRuntimeWatcher } from '../../controller-manager/runtime.ts';
+import { apfRuntimeWatcher } from '../../apf-configs/runtime.ts';
+import { KubeClient } from '../../core/kube.ts';
+import { readRuntimeConfig } from '../../core/runtime-config.ts';
 import { runExperiment, type ExperimentPlan } from './experiment.ts';
 import type { ProgressBar } from './progress.ts';
 import type { NodeFailure, Topology } from './scenario.ts';
@@ -79,11 +84,10 @@ export interface FailoverExperimentOptions {
   out: string;
   /** local testbed run dir (when no kubeconfig is given) */
   runDir?: string;
-  /** external cluster: kubeconfig, nodes, and a command that switches the kubelet pacing */
+  /** external cluster (Ulysses' kubelet-shim installed on the nodes, see manifests/): kubeconfig and nodes */
   kubeconfig?: KubeConfig;
   sources?: string[];
   destinations?: string[];
-  shimSwitchCmd?: string;
   pacedShimConfig?: string;
   repTimeoutMs?: number;
   /** local testbed: stop the source kubelet during the failover (default true) */
@@ -92,23 +96,12 @@ export interface FailoverExperimentOptions {
   progress?: ProgressBar;
 }
 
-/** Shim switch of an external cluster: runs `<cmd> vanilla|paced` (e.g. a script that updates the runtime-config). */
-function commandShimSwitch(cmd: string | undefined): ShimSwitch {
-  return async (policy) => {
-    if (!cmd) {
-      if (policy === 'vanilla') return; // assumed: the nodes run without pacing
-      throw new Error('this configuration needs kubelet pacing: pass --shim-switch-cmd (called with "vanilla" or "paced") for a cluster other than the local testbed');
-    }
-    await promisify(execFile)(cmd, [policy], { timeout: 60_000 });
-  };
-}
-
 export async function runFailoverExperiment(o: FailoverExperimentOptions) {
   const maxDn = Math.max(...o.plan.dns);
   const pacedConfig = o.pacedShimConfig ?? DEFAULT_PACED_SHIM_CONFIG;
   let kc: KubeConfig;
   let topology: (dn: number) => Topology;
-  let shim: ShimSwitch;
+  let shimNodes: () => Promise<string[]>;
   let failure: NodeFailure | undefined;
   const notes: string[] = [];
   if (o.kubeconfig) {
@@ -116,14 +109,18 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     if (!o.sources?.length || !o.destinations?.length) throw new Error('--kubeconfig needs --sources and --destinations (node names)');
     if (o.destinations.length < maxDn) throw new Error(`--destinations lists ${o.destinations.length} node(s) but --dn asks for ${maxDn}`);
     topology = (dn) => ({ sources: o.sources!, destinations: o.destinations!.slice(0, dn) });
-    shim = commandShimSwitch(o.shimSwitchCmd);
+    // the nodes whose kubelet-shim reports in UlyssesConfig status (installed with manifests/)
+    shimNodes = async () => {
+      const comps = (await readRuntimeConfig(new KubeClient(kc)))?.status?.components ?? {};
+      return Object.keys(comps).filter((k) => k.startsWith('kubelet-shim/')).map((k) => k.slice('kubelet-shim/'.length));
+    };
     notes.push(`cluster: ${kc.getCurrentCluster()?.server}; kube-controller-manager must run with --controllers=${kcmControllersFlag(ULYSSES_CONTROLLERS)}`);
   } else {
     const runDir = o.runDir ?? testbed.defaultRunDir();
     const state = await ensureExperimentTestbed(runDir, maxDn);
     kc = testbed.kubeConfigFor(state);
     topology = testbedTopology;
-    shim = testbedShimSwitch(runDir, pacedConfig);
+    shimNodes = async () => state.realNodes.map((n) => n.name);
     if (o.freezeSource ?? true) failure = testbedFrozenKubelet(runDir);
     notes.push(
       `local testbed (${state.realNodes.length} real nodes: kubelet ${state.version} + containerd via kubelet-shim; source real-1, destinations real-2..real-${maxDn + 1}); ` +
@@ -133,13 +130,15 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
   const cmLog = pino({ level: process.env.ULYSSES_LOG_LEVEL ?? 'info' }, pino.destination({ dest: join(o.out, 'controller-manager.log'), mkdir: true, sync: false }));
   const cm = new ControllerManager({ kubeconfig: kc, controllers: [...ULYSSES_CONTROLLERS], log: cmLog });
   await cm.start();
-  const configurator = new ToggleConfigurator({
+  // the in-process controller manager follows UlyssesConfig like an installed one (and hosts APF)
+  const watchers = [controllerManagerRuntimeWatcher(kc, cm, ULYSSES_CONTROLLERS, cmLog), apfRuntimeWatcher(kc, cmLog)];
+  for (const w of watchers) await w.start();
+  const configurator = new RuntimeConfigConfigurator({
     kubeconfig: kc,
-    controllerManager: cm,
     controllers: ULYSSES_CONTROLLERS,
-    shim,
-    shimDescription: o.kubeconfig ? (o.shimSwitchCmd ? `\`${o.shimSwitchCmd} vanilla|paced\`` : 'not switchable (no --shim-switch-cmd)') : `kubelet-shim on every real node, vanilla <-> ${pacedConfig.replace(REPO, '')} by SIGHUP`,
+    pacedShimConfig: pacedConfig,
     criticalNamespace: CRITICAL_NAMESPACE,
+    reporters: async () => ['controller-manager', 'apf', ...(await shimNodes()).map((n) => `kubelet-shim/${n}`)],
   });
   // interrupted (Ctrl-C): never leave a source kubelet stopped behind
   const onSignal = (sig: NodeJS.Signals) => {
@@ -167,6 +166,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     process.off('SIGTERM', onSignal);
     // leave the cluster in configuration 1 (no pacing, no exemption) for whoever uses it next
     await configurator.apply(1).catch((err: Error) => o.progress?.log(`could not reset to configuration 1: ${err.message}`));
+    for (const w of watchers) await w.stop();
     await cm.stop();
     cmLog.flush();
   }

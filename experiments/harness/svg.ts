@@ -29,7 +29,7 @@ export function niceTicks(min: number, max: number, count = 5): number[] {
 const n = (v: number) => (Math.round(v * 10) / 10).toString();
 const tickLabel = (v: number) => (Number.isInteger(v) ? String(v) : v.toFixed(Math.abs(v) < 1 ? 2 : 1).replace(/0+$/, ''));
 
-interface Axis {
+export interface Axis {
   x0: number;
   y0: number;
   w: number;
@@ -38,10 +38,10 @@ interface Axis {
   yTicks: number[];
 }
 
-const sx = (a: Axis, v: number) => a.x0 + ((v - a.xTicks[0]!) / (a.xTicks[a.xTicks.length - 1]! - a.xTicks[0]!)) * a.w;
-const sy = (a: Axis, v: number) => a.y0 + a.h - ((v - a.yTicks[0]!) / (a.yTicks[a.yTicks.length - 1]! - a.yTicks[0]!)) * a.h;
+export const sx = (a: Axis, v: number) => a.x0 + ((v - a.xTicks[0]!) / (a.xTicks[a.xTicks.length - 1]! - a.xTicks[0]!)) * a.w;
+export const sy = (a: Axis, v: number) => a.y0 + a.h - ((v - a.yTicks[0]!) / (a.yTicks[a.yTicks.length - 1]! - a.yTicks[0]!)) * a.h;
 
-function axes(a: Axis, title: string, xLabel: string, yLabel: string): string {
+export function axes(a: Axis, title: string, xLabel: string, yLabel: string): string {
   const out: string[] = [`<rect x="${n(a.x0)}" y="${n(a.y0)}" width="${n(a.w)}" height="${n(a.h)}" fill="none" stroke="#333"/>`];
   for (const t of a.yTicks) {
     const y = sy(a, t);
@@ -60,7 +60,7 @@ function axes(a: Axis, title: string, xLabel: string, yLabel: string): string {
   return out.join('\n');
 }
 
-function legend(x: number, y: number, items: Array<{ label: string; color: string; dash?: string }>): string {
+export function legend(x: number, y: number, items: Array<{ label: string; color: string; dash?: string }>): string {
   return items
     .map((it, i) => {
       const yy = y + i * 16;
@@ -70,7 +70,7 @@ function legend(x: number, y: number, items: Array<{ label: string; color: strin
     .join('\n');
 }
 
-function document(width: number, height: number, body: string): string {
+export function document(width: number, height: number, body: string): string {
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="DejaVu Sans, Arial, sans-serif" font-size="11">`,
     `<rect width="100%" height="100%" fill="white"/>`,

@@ -264,7 +264,11 @@ export interface RealNodeHandles {
 const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 /** Starts the kubelet-shim (CRI proxy) of a node between its kubelet and its containerd. */
-export async function startKubeletShim(spec: RealNodeSpec, configFile: string, cpus?: string): Promise<TrackedProcess> {
+/**
+ * Starts the node's kubelet-shim. With `runtimeKubeconfig` it also watches UlyssesConfig/default
+ * (spec.kubeletShim) for this node and reports in its status.
+ */
+export async function startKubeletShim(spec: RealNodeSpec, configFile: string, cpus?: string, runtimeKubeconfig?: string): Promise<TrackedProcess> {
   const nodeConfig = join(spec.dir, 'kubelet-shim.yaml');
   copyFileSync(configFile, nodeConfig); // per node, so a test can rewrite it and send SIGHUP
   const p = startProcess({
@@ -283,6 +287,7 @@ export async function startKubeletShim(spec: RealNodeSpec, configFile: string, c
       nodeConfig,
       '--metrics-port',
       String(spec.shimMetricsPort),
+      ...(runtimeKubeconfig ? ['--kubeconfig', runtimeKubeconfig, '--node-name', spec.name] : []),
     ],
     logFile: join(spec.dir, 'kubelet-shim.log'),
     env: { ULYSSES_NODE: spec.name },
@@ -318,14 +323,14 @@ export async function importImages(spec: RealNodeSpec, tars: string[]): Promise<
 
 export async function startRealNode(
   spec: RealNodeSpec,
-  opts: { kubeconfig: string; caCert: string; imageTars: string[]; cpus?: string; kubeletShimConfig?: string },
+  opts: { kubeconfig: string; caCert: string; imageTars: string[]; cpus?: string; kubeletShimConfig?: string; shimRuntimeKubeconfig?: string },
 ): Promise<RealNodeHandles> {
   await mkdir(spec.dir, { recursive: true });
   createCgroupRoot(spec);
   await createBridge(spec);
   const containerd = await startContainerd(spec, opts.cpus);
   await importImages(spec, opts.imageTars);
-  const shim = opts.kubeletShimConfig ? await startKubeletShim(spec, opts.kubeletShimConfig, opts.cpus) : undefined;
+  const shim = opts.kubeletShimConfig ? await startKubeletShim(spec, opts.kubeletShimConfig, opts.cpus, opts.shimRuntimeKubeconfig) : undefined;
   const kdir = join(spec.dir, 'kubelet');
   await mkdir(kdir, { recursive: true });
   await writeFile(join(spec.dir, 'kubelet-config.yaml'), kubeletConfig(spec, opts.caCert, shim ? spec.shimSocket : spec.socket));

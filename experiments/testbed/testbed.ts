@@ -26,6 +26,8 @@ import {
 } from './controlplane.ts';
 import { realNodeSpec, startRealNode, stopRealNode, unmountUnder, mountsUnder, deleteBridge, destroyCgroupRoot, type RealNodeSpec } from './realnode.ts';
 import { createKwokNodes, DEFAULT_KWOK_DELAYS, KWOK_PORT, startKwok, writeKwokStages, type KwokDelays } from './kwok.ts';
+import { KubeClient } from '../../core/kube.ts';
+import { ensureRuntimeConfigCrd } from '../../core/runtime-config.ts';
 import { FatalError, isAlive, pidsMatching, pollUntil, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
 
 export interface TestbedOptions {
@@ -39,6 +41,12 @@ export interface TestbedOptions {
   kwokDelays?: KwokDelays;
   /** run Ulysses' kubelet-shim (CRI proxy) on every real node with this config file */
   kubeletShimConfig?: string;
+  /**
+   * kube-scheduler --config file (a KubeSchedulerConfiguration, e.g. with the Ulysses extender:
+   * scheduler-plugins/extender/kube-scheduler-config.ts). Its clientConnection.kubeconfig must be
+   * {@link schedulerKubeconfigPath}(runDir): with --config the scheduler ignores --kubeconfig.
+   */
+  schedulerConfig?: string;
   log?: (line: string) => void;
 }
 
@@ -47,7 +55,7 @@ export interface TestbedState {
   runDir: string;
   kubeconfig: string;
   apiserver: string;
-  options: { realNodes: number; kwokNodes: number; controllers: string; pinCpus: boolean; kubeletShimConfig?: string };
+  options: { realNodes: number; kwokNodes: number; controllers: string; pinCpus: boolean; kubeletShimConfig?: string; schedulerConfig?: string };
   processes: TrackedProcess[];
   realNodes: RealNodeSpec[];
   kwokNodes: string[];
@@ -87,14 +95,20 @@ function nodeSchedulable(n: V1Node): boolean {
   return nodeReady(n) && !n.spec?.unschedulable && !(n.spec?.taints ?? []).some((t) => transient.includes(t.key));
 }
 
-function controlPlaneOptions(runDir: string, pki: Pki, controllers: string, cpus?: string): ControlPlaneOptions {
+/** The kubeconfig the testbed writes for kube-scheduler (system:kube-scheduler). */
+export function schedulerKubeconfigPath(runDir: string): string {
+  return join(runDir, 'kubeconfigs', 'kube-scheduler.kubeconfig');
+}
+
+function controlPlaneOptions(runDir: string, pki: Pki, controllers: string, cpus?: string, schedulerConfig?: string): ControlPlaneOptions {
   return {
     runDir,
     pki,
     controllers,
     cpus,
+    ...(schedulerConfig ? { schedulerConfig } : {}),
     kubeconfigs: {
-      scheduler: join(runDir, 'kubeconfigs', 'kube-scheduler.kubeconfig'),
+      scheduler: schedulerKubeconfigPath(runDir),
       controllerManager: join(runDir, 'kubeconfigs', 'kube-controller-manager.kubeconfig'),
     },
   };
@@ -136,7 +150,7 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
     runDir,
     kubeconfig: join(runDir, 'kubeconfigs', 'admin.kubeconfig'),
     apiserver: APISERVER_URL,
-    options: { realNodes: realCount, kwokNodes: kwokCount, controllers, pinCpus, kubeletShimConfig: opts.kubeletShimConfig },
+    options: { realNodes: realCount, kwokNodes: kwokCount, controllers, pinCpus, kubeletShimConfig: opts.kubeletShimConfig, schedulerConfig: opts.schedulerConfig },
     processes: [],
     realNodes: nodes,
     kwokNodes: kwokNames,
@@ -168,7 +182,7 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
     await writeKubeconfig(join(kcDir, 'kube-controller-manager.kubeconfig'), APISERVER_URL, pki, 'kube-controller-manager', 'kube-controller-manager');
     for (const n of nodes) await writeKubeconfig(join(kcDir, `${n.name}.kubeconfig`), APISERVER_URL, pki, `node-${n.name}`, n.name);
 
-    const cp = controlPlaneOptions(runDir, pki, controllers, cpCpus);
+    const cp = controlPlaneOptions(runDir, pki, controllers, cpCpus, opts.schedulerConfig);
     log('starting etcd');
     track(await startEtcd(cp));
     log('starting kube-apiserver');
@@ -184,6 +198,9 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
       timeoutMs: 60_000,
     });
 
+    // Ulysses' runtime-config CRD (UlyssesConfig), so components and `ulysses set` work out of the box
+    await ensureRuntimeConfigCrd(new KubeClient(kc));
+
     if (nodes.length) log(`starting ${nodes.length} real node(s): containerd + kubelet`);
     for (const n of nodes) {
       const h = await startRealNode(n, {
@@ -192,6 +209,7 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
         imageTars: images.map((i) => i.tar),
         cpus: nodeCpus,
         kubeletShimConfig: opts.kubeletShimConfig,
+        shimRuntimeKubeconfig: state.kubeconfig, // the shims follow UlyssesConfig/default like in a cluster
       });
       track(h.containerd);
       if (h.shim) track(h.shim);
@@ -335,6 +353,35 @@ export async function restartComponent(name: 'kube-apiserver', opts: { runDir?: 
   state.processes[idx] = p;
   saveState(state);
   await waitApiserverReady(cp, p.logFile);
+}
+
+/**
+ * Stops a real node's containerd (its containers keep running under their shims), e.g. to test
+ * what the kubelet or the kubelet-shim do while the runtime is down. {@link startNodeContainerd}
+ * brings it back with the same command line.
+ */
+export async function stopNodeContainerd(node: string, runDir = defaultRunDir()): Promise<void> {
+  const state = readState(runDir);
+  const proc = state?.processes.find((p) => p.name === `containerd/${node}`);
+  if (!proc) throw new Error(`node ${node} of the testbed in ${runDir} has no tracked containerd`);
+  await stopProcess(proc.pid, 10_000);
+}
+
+/** Starts a real node's containerd again (same config, root and socket); resolves once its socket exists. */
+export async function startNodeContainerd(node: string, runDir = defaultRunDir()): Promise<void> {
+  const state = readState(runDir);
+  const spec = state?.realNodes.find((n) => n.name === node);
+  const idx = state?.processes.findIndex((p) => p.name === `containerd/${node}`) ?? -1;
+  if (!state || !spec || idx < 0) throw new Error(`node ${node} of the testbed in ${runDir} has no tracked containerd`);
+  const old = state.processes[idx]!;
+  if (isAlive(old.pid)) throw new Error(`containerd of ${node} (pid ${old.pid}) is still running`);
+  const p = startProcess({ name: old.name, cmd: old.cmd, args: old.args, logFile: old.logFile, env: old.env, cpus: old.cpus });
+  state.processes[idx] = p;
+  saveState(state);
+  await pollUntil(`containerd socket of ${node}`, () => {
+    if (!isAlive(p.pid)) throw new FatalError(`containerd of ${node} exited:\n${tailFile(p.logFile)}`);
+    return existsSync(spec.socket);
+  }, { timeoutMs: 30_000, explain: () => tailFile(p.logFile) });
 }
 
 /** What a clean teardown must leave: no process, mount, interface or cgroup of the testbed. */

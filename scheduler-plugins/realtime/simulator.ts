@@ -156,3 +156,47 @@ export function simulationHorizon(servers: readonly DeferrableServer[], maxOffse
   }
   return Math.min(maxOffsetUs + 2 * lcm + maxDeadline, capUs);
 }
+
+/**
+ * The adversarial scenarios the analysis is checked against (test/unit/sched-ds-simulation.test.ts,
+ * and the §6.2 schedulability study's check of rejected sets): synchronous release with full
+ * budgets; for every server S, S exhausted at the release (next replenishment T_S − C_S) while every
+ * other server is back-to-back (full budget at 0, replenished again at C_X) and the higher-priority
+ * servers' bursts aligned with S's k-th replenishment (k = 1..3); and `randomStates` random legal
+ * initial states with random release offsets.
+ */
+export function adversarialScenarios(servers: readonly DeferrableServer[], rand: () => number, randomStates = 4): SimulationOptions[] {
+  const out: SimulationOptions[] = [{}];
+  const order = serverPriorityOrder(servers);
+  for (const [rank, target] of order.entries()) {
+    const s = servers[target]!;
+    for (let k = 0; k < 3; k++) {
+      // Align hp bursts with S's (k+1)-th replenishment after the release at 0.
+      const a = (k + 1) * s.periodUs - s.budgetUs;
+      const initial: (ServerInitialState | undefined)[] = servers.map((x, i) => {
+        if (i === target) return { budgetUs: 0, firstReplenishmentUs: x.periodUs - x.budgetUs };
+        const isHp = order.indexOf(i) < rank;
+        const burst = isHp ? a : 0;
+        let first = (burst + x.budgetUs) % x.periodUs;
+        if (first === 0) first = x.periodUs;
+        return { budgetUs: x.budgetUs, firstReplenishmentUs: first };
+      });
+      const taskOffsetsUs = servers.map((x, i) => {
+        const isHp = order.indexOf(i) < rank;
+        return x.tasks.map((t) => (isHp && i !== target ? a % t.periodUs : 0));
+      });
+      out.push({ initial, taskOffsetsUs: k === 0 ? undefined : taskOffsetsUs });
+      out.push({ initial, taskOffsetsUs });
+    }
+  }
+  for (let r = 0; r < randomStates; r++) {
+    const initial = servers.map((x) => {
+      const first = 1 + Math.floor(rand() * x.periodUs);
+      const minBudget = Math.max(0, x.budgetUs - (x.periodUs - first));
+      return { budgetUs: minBudget + Math.floor(rand() * (x.budgetUs - minBudget + 1)), firstReplenishmentUs: first };
+    });
+    const taskOffsetsUs = servers.map((x) => x.tasks.map((t) => Math.floor(rand() * t.periodUs)));
+    out.push({ initial, taskOffsetsUs });
+  }
+  return out;
+}

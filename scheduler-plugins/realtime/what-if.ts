@@ -26,7 +26,7 @@
  */
 import { z } from 'zod';
 import { ConfigError, validateConfig } from '../../core/config.ts';
-import { parseRtAnnotation, parseRtCapacityAnnotation, RT_KINDS, type RtKind, type RtPodSpec } from './annotations.ts';
+import { parseRtAnnotation, parseRtCapacityAnnotation, RT_KINDS, type RtCapacity, type RtKind, type RtPodSpec } from './annotations.ts';
 import { DEFAULT_MAX_UTILIZATION, coreUtilization, placeReservation, type CoreReservation } from './budget-period.ts';
 import { coreSchedulable, placeServer, type CoreAnalysis, type DeferrableServer } from './deferrable-server.ts';
 import { edfCoreSchedulable, placeEdfTasks } from './edf.ts';
@@ -162,14 +162,43 @@ export function analyze(input: WhatIfInput): WhatIfResult {
   return { pod: pod.name, kind: pod.spec.kind, nodes, schedulableOn };
 }
 
-interface NewPod {
+export interface NewPod {
   readonly name: string;
   readonly uid: string;
   readonly spec: RtPodSpec;
 }
 
-type ParsedNode = z.output<typeof inputSchema>['nodes'][number];
-type ParsedPod = z.output<typeof podSchema>;
+type InputNode = z.output<typeof inputSchema>['nodes'][number];
+type InputPod = z.output<typeof podSchema>;
+
+/** An existing pod whose `ulysses.io/rt` is already parsed (the extender keeps these cached). */
+export interface ParsedRtPod {
+  readonly name: string;
+  readonly uid: string;
+  readonly spec: RtPodSpec;
+  /** Pin (see header). */
+  readonly cores?: readonly number[] | undefined;
+}
+
+/** A node whose label/annotations are already parsed. */
+export interface ParsedRtNode {
+  readonly name: string;
+  readonly kind: RtKind;
+  readonly capacity: RtCapacity;
+  readonly pods: readonly ParsedRtPod[];
+}
+
+export interface AnalyzeOptions {
+  /**
+   * Compute the exact deferrable-server response times of every task even when the cheaper
+   * periodic-resource bound already proves it (default true: the what-if reports them; the
+   * extender's filter only needs the verdict and passes false).
+   */
+  readonly exactResponseTimes?: boolean;
+}
+
+type ParsedNode = ParsedRtNode;
+type ParsedPod = ParsedRtPod;
 
 function failed(
   node: string,
@@ -225,11 +254,9 @@ function kindMismatch(spec: RtPodSpec, nodeKind: RtKind): string | undefined {
   return `the pod's ulysses.io/rt declares ${declares} but ${nodeKind} nodes need ${needs}`;
 }
 
-function existingSpec(p: ParsedPod, kind: RtKind): { ok: true; spec: RtPodSpec } | { ok: false; reason: string } {
+function existingSpec(p: InputPod): { ok: true; spec: RtPodSpec } | { ok: false; reason: string } {
   const s = parseRtAnnotation(p.rt);
   if (!s.ok) return { ok: false, reason: `existing pod ${p.name}: ${s.error}` };
-  const mismatch = kindMismatch(s.value, kind);
-  if (mismatch) return { ok: false, reason: `existing pod ${p.name}: ${mismatch}` };
   return { ok: true, spec: s.value };
 }
 
@@ -238,16 +265,38 @@ function badPin(p: ParsedPod, nCores: number): string | undefined {
   return bad === undefined ? undefined : `existing pod ${p.name}: pinned core ${bad} does not exist (node has ${nCores} cores)`;
 }
 
-function analyzeNode(n: ParsedNode, pod: NewPod): NodeReport {
+function analyzeNode(n: InputNode, pod: NewPod): NodeReport {
   const cap = parseRtCapacityAnnotation(n.capacity);
   if (!cap.ok) return failed(n.name, n.kind, 1, [], `node ${n.name}: ${cap.error}`);
-  const { cores } = cap.value;
   const maxU = cap.value.maxUtilization ?? (n.kind === 'budget-period' ? DEFAULT_MAX_UTILIZATION : 1);
   const mismatch = kindMismatch(pod.spec, n.kind);
-  if (mismatch) return failed(n.name, n.kind, maxU, new Array<number>(cores).fill(0), mismatch);
+  if (mismatch) return failed(n.name, n.kind, maxU, new Array<number>(cap.value.cores).fill(0), mismatch);
+  const pods: ParsedRtPod[] = [];
+  for (const p of n.pods) {
+    const e = existingSpec(p);
+    if (!e.ok) return failed(n.name, n.kind, maxU, new Array<number>(cap.value.cores).fill(0), e.reason);
+    pods.push({ name: p.name, uid: p.uid ?? p.name, spec: e.spec, cores: p.cores });
+  }
+  return analyzeRtNode({ name: n.name, kind: n.kind, capacity: cap.value, pods }, pod);
+}
+
+/**
+ * The per-node test of {@link analyze} on already parsed objects (no validation cost): the
+ * extender calls this for every RT node with its cached parses.
+ */
+export function analyzeRtNode(n: ParsedRtNode, pod: NewPod, options: AnalyzeOptions = {}): NodeReport {
+  const { cores } = n.capacity;
+  const maxU = n.capacity.maxUtilization ?? (n.kind === 'budget-period' ? DEFAULT_MAX_UTILIZATION : 1);
+  const zeros = () => new Array<number>(cores).fill(0);
+  const mismatch = kindMismatch(pod.spec, n.kind);
+  if (mismatch) return failed(n.name, n.kind, maxU, zeros(), mismatch);
+  for (const p of n.pods) {
+    const m = kindMismatch(p.spec, n.kind);
+    if (m) return failed(n.name, n.kind, maxU, zeros(), `existing pod ${p.name}: ${m}`);
+  }
   switch (n.kind) {
     case 'deferrable-server':
-      return analyzeDsNode(n, pod, cores, maxU);
+      return analyzeDsNode(n, pod, cores, maxU, options.exactResponseTimes ?? true);
     case 'budget-period':
       return analyzeBpNode(n, pod, cores, maxU);
     case 'edf':
@@ -304,15 +353,14 @@ function taskReport(
   };
 }
 
-function analyzeDsNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number): NodeReport {
+function analyzeDsNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number, exactResponseTimes: boolean): NodeReport {
   const coreServers: DeferrableServer[][] = Array.from({ length: nCores }, () => []);
   const names = new Map<string, string>();
   const util = () => coreServers.map((c) => c.reduce((u, s) => u + s.budgetUs / s.periodUs, 0));
   for (const p of n.pods) {
-    const e = existingSpec(p, n.kind);
-    if (!e.ok) return failed(n.name, n.kind, maxU, util(), e.reason);
+    const e = p;
     if (e.spec.kind !== 'deferrable-server') continue; // unreachable: kind checked
-    const uid = p.uid ?? p.name;
+    const uid = p.uid;
     names.set(uid, p.name);
     const server: DeferrableServer = { podUid: uid, ...e.spec.server, tasks: e.spec.tasks };
     const pin = badPin(p, nCores);
@@ -329,7 +377,7 @@ function analyzeDsNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number)
   names.set(pod.uid, pod.name);
   const server: DeferrableServer = { podUid: pod.uid, ...pod.spec.server, tasks: pod.spec.tasks };
   const before = util();
-  const placed = placeServer(coreServers, server, { maxUtilization: maxU, exactResponseTimes: true });
+  const placed = placeServer(coreServers, server, { maxUtilization: maxU, exactResponseTimes });
   if (!placed.ok) {
     const least = before.map((_, i) => i).sort((a, b) => before[a]! - before[b]! || a - b)[0]!;
     const reports = placed.analysis ? dsReports(least, placed.analysis, [...coreServers[least]!, server], names) : {};
@@ -356,8 +404,7 @@ function analyzeBpNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number)
   const coreRes: CoreReservation[][] = Array.from({ length: nCores }, () => []);
   const util = () => coreRes.map(coreUtilization);
   for (const p of n.pods) {
-    const e = existingSpec(p, n.kind);
-    if (!e.ok) return failed(n.name, n.kind, maxU, util(), e.reason);
+    const e = p;
     if (e.spec.kind !== 'budget-period') continue;
     const { runtimeUs, periodUs, cpus } = e.spec.reservation;
     const pin = badPin(p, nCores);
@@ -366,12 +413,12 @@ function analyzeBpNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number)
       if (new Set(p.cores).size !== cpus) {
         return failed(n.name, n.kind, maxU, util(), `existing pod ${p.name}: cores must list ${cpus} distinct core(s)`);
       }
-      for (const c of p.cores) coreRes[c]!.push({ runtimeUs, periodUs, podUid: p.uid ?? p.name });
+      for (const c of p.cores) coreRes[c]!.push({ runtimeUs, periodUs, podUid: p.uid });
       continue;
     }
-    const placed = placeReservation(coreRes, { ...e.spec.reservation, podUid: p.uid ?? p.name }, { maxUtilization: maxU });
+    const placed = placeReservation(coreRes, { ...e.spec.reservation, podUid: p.uid }, { maxUtilization: maxU });
     if (!placed.ok) return failed(n.name, n.kind, maxU, util(), `node already overloaded: existing pod ${p.name} does not fit (${placed.reason})`);
-    for (const c of placed.cores) coreRes[c]!.push({ runtimeUs, periodUs, podUid: p.uid ?? p.name });
+    for (const c of placed.cores) coreRes[c]!.push({ runtimeUs, periodUs, podUid: p.uid });
   }
   if (pod.spec.kind !== 'budget-period') return failed(n.name, n.kind, maxU, util(), 'kind mismatch');
   const spec = pod.spec;
@@ -402,8 +449,7 @@ function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number
   const owner: Array<Array<{ pod: string; task: number }>> = Array.from({ length: nCores }, () => []);
   const util = () => coreTasks.map((c) => c.reduce((u, t) => u + taskUtilization(t), 0));
   for (const p of n.pods) {
-    const e = existingSpec(p, n.kind);
-    if (!e.ok) return failed(n.name, n.kind, maxU, util(), e.reason);
+    const e = p;
     const tasks = e.spec.tasks;
     const pin = badPin(p, nCores);
     if (pin) return failed(n.name, n.kind, maxU, util(), pin);

@@ -9,15 +9,14 @@
  * FlowSchema (precedence 1), so the probes use ServiceAccount tokens (TokenRequest API).
  */
 import { execFile } from 'node:child_process';
-import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KubeConfig, type V1FlowSchema, type V1FlowSchemaList, type V1PriorityLevelConfiguration } from '@kubernetes/client-node';
+import { type KubeConfig, type V1FlowSchema, type V1FlowSchemaList, type V1PriorityLevelConfiguration } from '@kubernetes/client-node';
 import * as testbed from '../../experiments/testbed/testbed.ts';
 import { binaryPath } from '../../experiments/testbed/binaries.ts';
-import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { ApiError, apiRequest, isNotFound } from '../../core/kube.ts';
+import { ApfProbe, PROBE_SA, configMapsPath } from './apf-probe.ts';
 import {
   BUILTIN_MIN_NON_EXEMPT_PRECEDENCE,
   DEFAULT_FLOW_SCHEMA_NAME,
@@ -29,7 +28,6 @@ import {
 } from '../../apf-configs/flowschemas.ts';
 import {
   applyApfExemption,
-  classificationNames,
   dispatchedRequests,
   observedPriorityLevel,
   removeApfExemption,
@@ -39,65 +37,19 @@ import {
 const runDir = '/tmp/ulysses-it-apf';
 const CRIT = 'ulysses-critical';
 const OTHER = 'apf-other';
-const SA = 'apf-probe';
 const yamlFile = fileURLToPath(new URL('../../apf-configs/critical-namespace.yaml', import.meta.url));
 const run = promisify(execFile);
 
 let state: testbed.TestbedState;
 let kc: KubeConfig; // admin (system:masters)
-const saKc: Record<string, KubeConfig> = {}; // namespace -> kubeconfig with that namespace's SA token
 let exemptPlUid: string;
 const observations: Record<string, unknown> = {};
 
-const cmPath = (ns: string) => `/api/v1/namespaces/${ns}/configmaps`;
+const cmPath = configMapsPath;
 
-function tokenKubeConfig(token: string): KubeConfig {
-  const k = new KubeConfig();
-  k.loadFromOptions({
-    clusters: [{ name: 'testbed', server: state.apiserver, caFile: join(runDir, 'pki', 'ca.crt') }],
-    users: [{ name: 'sa', token }],
-    contexts: [{ name: 'sa', cluster: 'testbed', user: 'sa' }],
-    currentContext: 'sa',
-  });
-  return k;
-}
-
-async function setupProbeIdentity(ns: string): Promise<void> {
-  await apiRequest(kc, 'POST', '/api/v1/namespaces', { body: { metadata: { name: ns } } });
-  await apiRequest(kc, 'POST', `/api/v1/namespaces/${ns}/serviceaccounts`, { body: { metadata: { name: SA } } });
-  await apiRequest(kc, 'POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/roles`, {
-    body: { metadata: { name: 'configmap-reader' }, rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list'] }] },
-  });
-  await apiRequest(kc, 'POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings`, {
-    body: {
-      metadata: { name: 'apf-probe-configmap-reader' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'configmap-reader' },
-      subjects: [{ kind: 'ServiceAccount', name: SA, namespace: ns }],
-    },
-  });
-  const tr = await apiRequest<{ status: { token: string } }>(kc, 'POST', `/api/v1/namespaces/${ns}/serviceaccounts/${SA}/token`, {
-    body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
-  });
-  saKc[ns] = tokenKubeConfig(tr.status.token);
-}
-
-/** The probe: `ns`'s service account requests `path`; returns the classification with names. */
-async function probe(ns: string, path: string): Promise<ObservedClassification & { flowSchema?: string; priorityLevel?: string }> {
-  const obs = await observedPriorityLevel(saKc[ns]!, path);
-  return { ...obs, ...(await classificationNames(kc, obs)) };
-}
-
-async function waitClassified(what: string, ns: string, path: string, want: (o: ObservedClassification) => boolean) {
-  let last: ObservedClassification | undefined;
-  return pollUntil(
-    what,
-    async () => {
-      last = await probe(ns, path);
-      return want(last) ? last : undefined;
-    },
-    { timeoutMs: 30_000, intervalMs: 100, explain: () => `last: ${JSON.stringify(last)}` },
-  );
-}
+let apf: ApfProbe;
+const probe = (ns: string, path: string) => apf.probe(ns, path);
+const waitClassified = (what: string, ns: string, path: string, want: (o: ObservedClassification) => boolean) => apf.waitClassified(what, ns, path, want);
 
 const kubectl = (...args: string[]) => run(binaryPath('kubectl'), ['--kubeconfig', state.kubeconfig, ...args]);
 
@@ -107,8 +59,9 @@ describe('APF exemption of the critical namespace on the real apiserver', () => 
     state = await testbed.up({ runDir, realNodes: 0, kwokNodes: 0 });
     kc = testbed.kubeConfigFor(state);
     expect(new URL(state.apiserver).hostname).toBe('127.0.0.1');
-    await setupProbeIdentity(CRIT);
-    await setupProbeIdentity(OTHER);
+    apf = new ApfProbe(kc, state);
+    await apf.setup(CRIT);
+    await apf.setup(OTHER);
     // both probe identities may list namespaces (a cluster-scoped request), for includeClusterScoped
     await apiRequest(kc, 'POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
       body: { metadata: { name: 'apf-probe-namespace-reader' }, rules: [{ apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list'] }] },
@@ -117,7 +70,7 @@ describe('APF exemption of the critical namespace on the real apiserver', () => 
       body: {
         metadata: { name: 'apf-probe-namespace-reader' },
         roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'apf-probe-namespace-reader' },
-        subjects: [CRIT, OTHER].map((namespace) => ({ kind: 'ServiceAccount', name: SA, namespace })),
+        subjects: [CRIT, OTHER].map((namespace) => ({ kind: 'ServiceAccount', name: PROBE_SA, namespace })),
       },
     });
     const pl = await apiRequest<V1PriorityLevelConfiguration>(kc, 'GET', `${FLOWCONTROL_API_PATH}/prioritylevelconfigurations/${EXEMPT_PRIORITY_LEVEL}`);
@@ -203,7 +156,7 @@ describe('APF exemption of the critical namespace on the real apiserver', () => 
     // the dispatch metric of our FlowSchema at the exempt level grows with the critical requests
     const m0 = await dispatchedRequests(kc, { flowSchema: DEFAULT_FLOW_SCHEMA_NAME, priorityLevel: EXEMPT_PRIORITY_LEVEL });
     const N = 10;
-    for (let i = 0; i < N; i++) expect((await observedPriorityLevel(saKc[CRIT]!, cmPath(CRIT))).priorityLevelUID).toBe(exemptPlUid);
+    for (let i = 0; i < N; i++) expect((await observedPriorityLevel(apf.saKc[CRIT]!, cmPath(CRIT))).priorityLevelUID).toBe(exemptPlUid);
     const m1 = await dispatchedRequests(kc, { flowSchema: DEFAULT_FLOW_SCHEMA_NAME, priorityLevel: EXEMPT_PRIORITY_LEVEL });
     observations.dispatchedOursExempt = { before: m0, after: m1, requests: N };
     expect(m1 - m0).toBeGreaterThanOrEqual(N);
@@ -224,7 +177,7 @@ describe('APF exemption of the critical namespace on the real apiserver', () => 
     expect(off.flowSchemaUID).toBe(before.flowSchemaUID);
     expect(off.priorityLevelUID).toBe(before.priorityLevelUID);
     const m2 = await dispatchedRequests(kc, { flowSchema: DEFAULT_FLOW_SCHEMA_NAME, priorityLevel: EXEMPT_PRIORITY_LEVEL });
-    for (let i = 0; i < 5; i++) await observedPriorityLevel(saKc[CRIT]!, cmPath(CRIT));
+    for (let i = 0; i < 5; i++) await observedPriorityLevel(apf.saKc[CRIT]!, cmPath(CRIT));
     const m3 = await dispatchedRequests(kc, { flowSchema: DEFAULT_FLOW_SCHEMA_NAME, priorityLevel: EXEMPT_PRIORITY_LEVEL });
     observations.dispatchedOursExemptAfterRemove = { before: m2, after: m3, requests: 5 };
     expect(m3).toBe(m2);

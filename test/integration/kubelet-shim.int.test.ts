@@ -14,6 +14,8 @@ import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { ensureNamespace, podReady } from '../../experiments/workloads.ts';
 import { ResilientInformer } from '../../core/informer.ts';
 import { TEST_IMAGES } from '../../experiments/testbed/images/index.ts';
+import { CriClient } from '../../kubelet-shim/cri-client.ts';
+import * as grpc from '@grpc/grpc-js';
 
 const runDir = '/tmp/ulysses-it-shim-kubelet';
 const ns = 'shim-it';
@@ -39,6 +41,18 @@ async function setPolicy(policy: Record<string, unknown>, extra: Record<string, 
   const before = shimLog().filter((l) => l.msg === 'pacing reconfigured').length;
   testbed.reconfigureKubeletShim(node, { pacing: { policy, highMinInterArrivalMs: 100, ...extra } }, runDir);
   await pollUntil(`shim on ${node} to apply ${policy.type}`, () => shimLog().filter((l) => l.msg === 'pacing reconfigured').length > before, { timeoutMs: 10_000 });
+}
+
+/** One sample of the node's shim metrics (the shim serves /metrics on the node's shimMetricsPort). */
+async function shimMetric(name: string): Promise<number | undefined> {
+  const spec = state.realNodes.find((n) => n.name === node)!;
+  const text = await (await fetch(`http://127.0.0.1:${spec.shimMetricsPort}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`));
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+function forwardedSince(from: number): Array<{ key?: string; time: string }> {
+  return shimLog().slice(from).filter((l) => l.msg === 'RunPodSandbox forwarded');
 }
 
 async function deleteAll(): Promise<void> {
@@ -120,6 +134,78 @@ describe('real kubelet through the kubelet-shim', () => {
     await pollUntil('5 low sandboxes forwarded', () => shimLog().slice(from).filter((l) => l.msg === 'RunPodSandbox forwarded').length === 5, { timeoutMs: 60_000 });
     const times = shimLog().slice(from).filter((l) => l.msg === 'RunPodSandbox forwarded').map((l) => new Date(l.time).getTime());
     for (let i = 1; i < times.length; i++) expect(times[i]! - times[i - 1]!).toBeGreaterThanOrEqual(395);
+    await deleteAll();
+  });
+
+  it('adaptive: a slow critical creation raises the low-priority wait on the real node, and the lows are spaced by it', async () => {
+    // target 1 ms: every critical creation is "slow"; the wait goes up by kp * error, capped at 800 ms
+    await setPolicy({ type: 'adaptive', targetMs: 1, initialWaitMs: 0, minWaitMs: 0, maxWaitMs: 800, kp: 1, kn: 0.1, intervalMs: 60_000 });
+    expect(await shimMetric('ulysses_cri_pacing_adaptive_wait_seconds')).toBe(0);
+    const from = shimLog().length;
+    await core.createNamespacedPod({ namespace: ns, body: pod('a-high', 'high') });
+    await pollUntil('adaptive wait raised by the critical pod', () => shimLog().slice(from).some((l) => l.msg === 'adaptive pacing: critical creation slow, low-priority wait raised'), { timeoutMs: 60_000 });
+    const raised = shimLog().slice(from).find((l) => l.msg === 'adaptive pacing: critical creation slow, low-priority wait raised') as unknown as { latencyMs: number; waitMs: number; key?: string };
+    expect(raised.latencyMs).toBeGreaterThan(1);
+    expect(raised.waitMs).toBe(Math.min(800, Math.round(raised.latencyMs - 1)));
+    expect(await shimMetric('ulysses_cri_pacing_adaptive_wait_seconds')).toBeCloseTo(raised.waitMs / 1000, 2);
+    expect(await shimMetric('ulysses_cri_critical_creation_seconds_count')).toBeGreaterThanOrEqual(1);
+    const lowFrom = shimLog().length;
+    await Promise.all(Array.from({ length: 3 }, (_, i) => core.createNamespacedPod({ namespace: ns, body: pod(`a-low-${i}`, 'low') })));
+    await pollUntil('3 low sandboxes forwarded', () => forwardedSince(lowFrom).length === 3, { timeoutMs: 60_000 });
+    const times = forwardedSince(lowFrom).map((l) => new Date(l.time).getTime());
+    console.log(`adaptive: critical creation ${raised.latencyMs} ms -> low-priority wait ${raised.waitMs} ms; low gaps ${times.slice(1).map((t, i) => t - times[i]!).join(', ')} ms`);
+    for (let i = 1; i < times.length; i++) expect(times[i]! - times[i - 1]!).toBeGreaterThanOrEqual(raised.waitMs - 5);
+    await deleteAll();
+  });
+
+  it('containerd down: the shim answers UNAVAILABLE in < 1 s, leaks no waiting call, and the node recovers when containerd is back', async () => {
+    const spec = state.realNodes.find((n) => n.name === node)!;
+    await setPolicy({ type: 'fixed', waitMs: 1500 });
+    await core.createNamespacedPod({ namespace: ns, body: pod('survivor', 'high') });
+    await pollUntil('survivor Ready', async () => podReady(await core.readNamespacedPod({ name: 'survivor', namespace: ns })), { timeoutMs: 60_000 });
+    const survivorIp = (await core.readNamespacedPod({ name: 'survivor', namespace: ns })).status!.podIP!;
+    // 3 low pods: the first is forwarded, the next ones wait in the gate (1.5 s apart) while containerd goes away
+    const from = shimLog().length;
+    await Promise.all(Array.from({ length: 3 }, (_, i) => core.createNamespacedPod({ namespace: ns, body: pod(`down-low-${i}`, 'low') })));
+    await pollUntil('first low sandbox forwarded', () => forwardedSince(from).length >= 1, { timeoutMs: 30_000 });
+    await testbed.stopNodeContainerd(node, runDir);
+    const cri = new CriClient(spec.shimSocket); // a kubelet-like client of the shim
+    try {
+      for (const method of ['Version', 'ListPodSandbox', 'ListImages']) {
+        const t0 = performance.now();
+        const err = await cri.call(method, method === 'Version' ? { version: 'v1' } : {}, { deadline: Date.now() + 30_000 }).catch((e: grpc.ServiceError) => e);
+        const ms = performance.now() - t0;
+        expect((err as grpc.ServiceError).code, method).toBe(grpc.status.UNAVAILABLE);
+        expect(ms, method).toBeLessThan(1000);
+        console.log(`containerd down: ${method} through the shim -> UNAVAILABLE in ${ms.toFixed(1)} ms`);
+      }
+      // the paced calls still waiting are released on time, fail UNAVAILABLE, and leave the gate: no leak
+      await pollUntil('pacing queue empty while containerd is down', async () => (await shimMetric('ulysses_cri_pacing_queue_length')) === 0, { timeoutMs: 20_000, intervalMs: 200 });
+      expect(shimLog().slice(from).some((l) => l.msg === 'RunPodSandbox failed')).toBe(true);
+
+      await testbed.startNodeContainerd(node, runDir);
+      const back = performance.now();
+      await pollUntil('shim serves again', async () => (await cri.call('Version', { version: 'v1' }).catch(() => undefined))?.runtime_name === 'containerd', { timeoutMs: 30_000, intervalMs: 100 });
+      console.log(`containerd back: the shim answered Version ${(performance.now() - back).toFixed(0)} ms after containerd's socket reappeared`);
+    } finally {
+      cri.close();
+      // never leave the node without its runtime
+      const proc = testbed.readState(runDir)!.processes.find((p) => p.name === `containerd/${node}`)!;
+      try {
+        process.kill(proc.pid, 0);
+      } catch {
+        await testbed.startNodeContainerd(node, runDir);
+      }
+    }
+    // the pod that ran before still answers on its IP; the low pods and a new one start
+    const res = await fetch(`http://${survivorIp}:8080/`).catch((e: Error) => e);
+    expect(res instanceof Error ? res.message : res.status).toBe(200);
+    await core.createNamespacedPod({ namespace: ns, body: pod('after', 'high') });
+    await pollUntil('pods Ready after containerd came back', async () => {
+      const pods = (await core.listNamespacedPod({ namespace: ns, labelSelector: 'run=pacing' })).items;
+      return ['survivor', 'after', 'down-low-0', 'down-low-1', 'down-low-2'].every((n) => pods.some((p) => p.metadata!.name === n && podReady(p)));
+    }, { timeoutMs: 60_000, intervalMs: 500 }); // no call hung across the restart (a hung one stays until the kubelet's 2 min timeout)
+    expect(await shimMetric('ulysses_cri_pacing_queue_length')).toBe(0);
     await deleteAll();
   });
 });

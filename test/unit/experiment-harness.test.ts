@@ -122,7 +122,7 @@ describe('plan, progress, topology helpers', () => {
     expect(progressLine({ done: 0, total: 4, skipped: 0, width: 4 })).toBe('[----] 0/4 reps  ETA ?');
   });
   it('builds the kcm --controllers flag from the Ulysses controllers', () => {
-    expect(kcmControllersFlag(['replicaset', 'taint-eviction', 'endpointslice'])).toBe('*,-replicaset-controller,-taint-eviction-controller,-endpointslice-controller,-endpoints-controller');
+    expect(kcmControllersFlag(['replicaset', 'taint-eviction', 'endpointslice', 'endpoints'])).toBe('*,-replicaset-controller,-taint-eviction-controller,-endpointslice-controller,-endpoints-controller');
     expect(kcmControllersFlag(['deployment'])).toBe('*,-deployment-controller');
   });
   it('Table 6.1 adds one modification per configuration', () => {

@@ -18,14 +18,13 @@ import {
   type ServerParams,
 } from '../../scheduler-plugins/realtime/deferrable-server.ts';
 import {
+  adversarialScenarios,
   simulateDeferrableServers,
   simulationHorizon,
-  type ServerInitialState,
   type SimulationOptions,
 } from '../../scheduler-plugins/realtime/simulator.ts';
 import { ceilDiv, effectiveDeadline, higherPriorityTasks, levelLoad, type RtTask } from '../../scheduler-plugins/realtime/task.ts';
-import { prng } from './prng.ts';
-
+import { prng } from '../../core/prng.ts';
 
 const SERVER_PERIODS = [2000, 2500, 4000, 5000, 10000];
 const TASK_PERIODS = [5000, 10000, 20000, 25000, 40000, 50000];
@@ -54,42 +53,6 @@ function randomSystem(rand: () => number): DeferrableServer[] {
   return servers;
 }
 
-function scenarios(servers: readonly DeferrableServer[], rand: () => number): SimulationOptions[] {
-  const out: SimulationOptions[] = [{}];
-  const order = serverPriorityOrder(servers);
-  for (const [rank, target] of order.entries()) {
-    const s = servers[target]!;
-    for (let k = 0; k < 3; k++) {
-      // Align hp bursts with S's (k+1)-th replenishment after the release at 0.
-      const a = (k + 1) * s.periodUs - s.budgetUs;
-      const initial: (ServerInitialState | undefined)[] = servers.map((x, i) => {
-        if (i === target) return { budgetUs: 0, firstReplenishmentUs: x.periodUs - x.budgetUs };
-        const isHp = order.indexOf(i) < rank;
-        const burst = isHp ? a : 0;
-        let first = (burst + x.budgetUs) % x.periodUs;
-        if (first === 0) first = x.periodUs;
-        return { budgetUs: x.budgetUs, firstReplenishmentUs: first };
-      });
-      const taskOffsetsUs = servers.map((x, i) => {
-        const isHp = order.indexOf(i) < rank;
-        return x.tasks.map((t) => (isHp && i !== target ? a % t.periodUs : 0));
-      });
-      out.push({ initial, taskOffsetsUs: k === 0 ? undefined : taskOffsetsUs });
-      out.push({ initial, taskOffsetsUs });
-    }
-  }
-  for (let r = 0; r < 4; r++) {
-    const initial = servers.map((x) => {
-      const first = 1 + Math.floor(rand() * x.periodUs);
-      const minBudget = Math.max(0, x.budgetUs - (x.periodUs - first));
-      return { budgetUs: minBudget + Math.floor(rand() * (x.budgetUs - minBudget + 1)), firstReplenishmentUs: first };
-    });
-    const taskOffsetsUs = servers.map((x) => x.tasks.map((t) => Math.floor(rand() * t.periodUs)));
-    out.push({ initial, taskOffsetsUs });
-  }
-  return out;
-}
-
 function maxOffset(o: SimulationOptions): number {
   return Math.max(0, ...(o.taskOffsetsUs ?? []).flatMap((x) => [...(x ?? [])]));
 }
@@ -98,7 +61,7 @@ function maxOffset(o: SimulationOptions): number {
 function simulateAll(servers: readonly DeferrableServer[], rand: () => number) {
   const observed = servers.map((s) => s.tasks.map(() => 0));
   let missed = false;
-  for (const o of scenarios(servers, rand)) {
+  for (const o of adversarialScenarios(servers, rand)) {
     const res = simulateDeferrableServers(servers, simulationHorizon(servers, maxOffset(o)), o);
     if (res.misses.length > 0) missed = true;
     res.maxResponseUs.forEach((row, i) => row.forEach((r, k) => (observed[i]![k] = Math.max(observed[i]![k]!, r))));

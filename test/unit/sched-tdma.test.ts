@@ -10,7 +10,7 @@ import {
   timeToServe,
   type TdmaNetwork,
 } from '../../scheduler-plugins/tdma/tdma.ts';
-import { prng } from './prng.ts';
+import { prng } from '../../core/prng.ts';
 
 
 describe('TDMA supply (thesis testbed: 5 ms cycle, 1 ms slots)', () => {

@@ -26,7 +26,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describe('kubelet-shim config', () => {
   it('ships valid config files for the thesis settings', async () => {
     const files = readdirSync(join(shimDir, 'configs')).sort();
-    expect(files).toEqual(['fixed.yaml', 'thesis-cloud.yaml', 'thesis-edge.yaml', 'ulysses-cloud.yaml', 'vanilla.yaml']);
+    expect(files).toEqual(['fixed.yaml', 'thesis-cloud.yaml', 'thesis-edge.yaml', 'ulysses-adaptive.yaml', 'ulysses-cloud.yaml', 'vanilla.yaml']);
     const load = (f: string) => loadShimConfig(join(shimDir, 'configs', f));
     expect((await load('thesis-cloud.yaml')).pacing.policy).toEqual(THESIS_POLICIES.cloud);
     expect((await load('thesis-edge.yaml')).pacing.policy).toEqual(THESIS_POLICIES.edge);
@@ -36,6 +36,9 @@ describe('kubelet-shim config', () => {
     expect(ulysses.policy).toEqual(THESIS_POLICIES.cloud);
     expect(ulysses.holdLowsDuringHighMs).toBe(2000);
     expect((await load('thesis-cloud.yaml')).pacing.holdLowsDuringHighMs).toBe(0);
+    expect((await load('ulysses-adaptive.yaml')).pacing.policy).toEqual({
+      type: 'adaptive', targetMs: 1500, initialWaitMs: 0, minWaitMs: 0, maxWaitMs: 1500, kp: 0.5, kn: 0.1, intervalMs: 5000, cleanIntervals: 3,
+    });
   });
 
   it('fills defaults: vanilla pacing, 16 MiB, 0660, no metrics server', () => {
@@ -71,6 +74,14 @@ describe('kubelet-shim config', () => {
       writeFileSync(file, 'pacing:\n  policy: { type: fixed, waitMs: -1 }\n');
       await expect(shim.reload()).rejects.toThrow(/pacing\.policy\.waitMs/);
       expect(shim.gate.config.policy).toEqual(THESIS_POLICIES.edge); // unchanged
+      // the live entry point for runtime toggles: apply() validates and applies the pacing section
+      expect(() => shim.apply({ pacing: { policy: { type: 'adaptive', kn: 2 } } }, 'toggle')).toThrow(/toggle[\s\S]*pacing\.policy\.kn/);
+      expect(shim.gate.config.policy).toEqual(THESIS_POLICIES.edge);
+      const applied = shim.apply({ pacing: { policy: { type: 'adaptive', targetMs: 1500, maxWaitMs: 1000 } } });
+      expect(applied.pacing.policy).toMatchObject({ type: 'adaptive', targetMs: 1500, maxWaitMs: 1000, kp: 0.5, kn: 0.1 });
+      expect(shim.gate.config.policy).toEqual(applied.pacing.policy);
+      expect(shim.config.pacing).toEqual(shim.gate.config);
+      expect(shim.config.implementation).toBe('http2');
     } finally {
       await shim.stop();
     }

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { Registry } from 'prom-client';
 import { ConfigError } from '../../core/config.ts';
 import {
+  AdaptivePolicy,
   ExponentialDecayPolicy,
   FixedPolicy,
   PacingGate,
@@ -449,3 +450,91 @@ describe('critical-path protection (holdLowsDuringHighMs)', () => {
   });
 });
 
+
+describe('adaptive policy (seed 001 asymmetric controller, Tamiru et al. 2020 Algorithm 1)', () => {
+  const cfg = { type: 'adaptive', targetMs: 1000, initialWaitMs: 100, minWaitMs: 50, maxWaitMs: 2000, kp: 0.5, kn: 0.1, intervalMs: 1000, cleanIntervals: 3 } as const;
+
+  it('raises the wait by kp * (latency - target) on a slow critical creation, never above maxWaitMs', () => {
+    const p = createPolicy(cfg) as AdaptivePolicy;
+    expect(p).toBeInstanceOf(AdaptivePolicy);
+    expect(p.afterRelease(0)).toBe(100);
+    expect(p.observeCritical(1600, 10)).toBe(true); // error 600 ms -> +300
+    expect(p.afterRelease(20)).toBe(400);
+    expect(p.observeCritical(900, 30)).toBe(false); // on time: no change (no negative error, asymmetric)
+    expect(p.afterRelease(40)).toBe(400);
+    expect(p.observeCritical(1000, 50)).toBe(false); // exactly the target is not slow
+    expect(p.observeCritical(6000, 60)).toBe(true); // +2500 -> capped
+    expect(p.afterRelease(70)).toBe(2000);
+    expect(p.observeCritical(5000, 80)).toBe(false); // already at the bound
+  });
+
+  it('decays the wait by (1 - kn) only after 3 consecutive clean intervals, then every 3 more', () => {
+    const p = createPolicy(cfg) as AdaptivePolicy;
+    p.afterRelease(0); // first interval starts at 0
+    p.observeCritical(2000, 500); // slow in interval [0,1000): wait 100 + 500 = 600
+    expect(p.currentWaitMs(999)).toBe(600);
+    expect(p.currentWaitMs(3999)).toBe(600); // intervals [1000,2000), [2000,3000) clean; [3000,4000) not over
+    expect(p.currentWaitMs(4000)).toBe(540); // third clean interval over: x0.9
+    expect(p.currentWaitMs(6999)).toBe(540);
+    expect(p.currentWaitMs(7000)).toBeCloseTo(486, 9);
+  });
+
+  it('a slow creation restarts the clean-interval count', () => {
+    const p = createPolicy(cfg) as AdaptivePolicy;
+    p.afterRelease(0);
+    p.observeCritical(1200, 100); // +100 -> 200
+    expect(p.currentWaitMs(2500)).toBe(200); // [1000,2000) clean: 1
+    p.observeCritical(1200, 2500); // slow in [2000,3000): count restarts, 300
+    expect(p.currentWaitMs(5999)).toBe(300); // [3000,4000), [4000,5000) clean: 2
+    expect(p.currentWaitMs(6000)).toBe(270); // [5000,6000): 3
+  });
+
+  it('never decays below minWaitMs, and a long idle period is evaluated at once', () => {
+    const p = createPolicy(cfg) as AdaptivePolicy;
+    p.afterRelease(0);
+    p.observeCritical(5000, 1); // -> 2000
+    expect(p.currentWaitMs(3_600_000)).toBe(50); // an hour later: at the floor
+    expect(p.observeCritical(1100, 3_600_001)).toBe(true); // +50
+    expect(p.currentWaitMs(3_600_002)).toBe(100);
+  });
+
+  it('validates its parameters, naming the field', () => {
+    expect(() => createPolicy({ ...cfg, kn: 1 })).toThrow(/kn/);
+    expect(() => createPolicy({ ...cfg, kn: 0 })).toThrow(/kn/);
+    expect(() => createPolicy({ ...cfg, kp: -1 })).toThrow(/kp/);
+    expect(() => createPolicy({ ...cfg, minWaitMs: 3000 })).toThrow(/maxWaitMs/);
+    expect(() => createPolicy({ ...cfg, initialWaitMs: 5000 })).toThrow(/initialWaitMs/);
+    expect(() => createPolicy({ ...cfg, intervalMs: 0 })).toThrow(/intervalMs/);
+    expect(() => createPolicy({ ...cfg, gain: 1 } as never)).toThrow(ConfigError);
+    expect(createPolicy({ type: 'adaptive' }).config).toEqual({
+      type: 'adaptive', targetMs: 2000, initialWaitMs: 0, minWaitMs: 0, maxWaitMs: 2000, kp: 0.5, kn: 0.1, intervalMs: 5000, cleanIntervals: 3,
+    });
+  });
+
+  it('through the gate: critical feedback re-times the pending low release and is exported as metrics', async () => {
+    const registry = new Registry();
+    const { clock, gate, submit } = harness({ policy: { ...cfg, initialWaitMs: 100 } }, registry);
+    const lows = ['a', 'b', 'c'].map((k) => submit(k, 'low'));
+    await clock.advance(0);
+    expect(releasedAt(lows)).toEqual([0, undefined, undefined]); // b due at 100
+    gate.criticalCreation('ns/crit', 1800); // slow by 800 -> wait 100 + 400 = 500, b re-timed to 0 + 500
+    await clock.advance(499);
+    expect(releasedAt(lows)).toEqual([0, undefined, undefined]);
+    await clock.advance(1);
+    expect(releasedAt(lows)).toEqual([0, 500, undefined]);
+    await clock.advance(500);
+    expect(releasedAt(lows)).toEqual([0, 500, 1000]);
+    expect(gate.adaptiveWaitMs).toBe(500);
+    const text = await registry.metrics();
+    expect(text).toMatch(/ulysses_cri_pacing_adaptive_wait_seconds 0\.5/);
+    expect(text).toMatch(/ulysses_cri_critical_creation_seconds_count 1/);
+    // other policies ignore the feedback
+    const fixed = harness({ policy: { type: 'fixed', waitMs: 100 } });
+    const fl = ['a', 'b'].map((k) => fixed.submit(k, 'low'));
+    await fixed.clock.advance(0);
+    fixed.gate.criticalCreation('ns/crit', 60_000);
+    await fixed.clock.advance(100);
+    expect(releasedAt(fl)).toEqual([0, 100]);
+    expect(fixed.gate.adaptiveWaitMs).toBeUndefined();
+  });
+});

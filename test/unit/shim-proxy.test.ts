@@ -12,7 +12,9 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import { Registry } from 'prom-client';
-import { CriProxy, CRI_PROTO_FILE, RUN_POD_SANDBOX, criMethods, sandboxInfo, type ForwardEvent } from '../../kubelet-shim/proxy.ts';
+import { CRI_PROTO_FILE, RUN_POD_SANDBOX, criMethods, sandboxInfo, type CriProxyOptions, type ForwardEvent } from '../../kubelet-shim/proxy.ts';
+import { GrpcFrameScanner, formatGrpcTimeout, grpcMessage, parseGrpcTimeout } from '../../kubelet-shim/h2proxy.ts';
+import { PROXY_IMPLEMENTATIONS, createCriProxy, type CriProxyServer, type ProxyImplementation } from '../../kubelet-shim/proxies.ts';
 import { PacingGate } from '../../kubelet-shim/pacing.ts';
 import { shimMetrics } from '../../kubelet-shim/metrics.ts';
 import { CriClient } from '../../kubelet-shim/cri-client.ts';
@@ -138,23 +140,26 @@ function runPodSandboxRequest(namespace: string, name: string, criticality?: str
 
 let dir: string;
 let runtime: FakeRuntime;
-let proxy: CriProxy | undefined;
+let proxy: CriProxyServer | undefined;
+let implementation: ProxyImplementation = 'http2';
+const newProxy = (opts: CriProxyOptions) => createCriProxy({ ...opts, implementation });
 let client: grpc.Client | undefined;
 let registry: Registry;
 let forwarded: ForwardEvent[];
 
-async function startProxy(gate?: PacingGate, extra: Partial<ConstructorParameters<typeof CriProxy>[0]> = {}): Promise<string> {
+async function startProxy(gate?: PacingGate, extra: Partial<CriProxyOptions> = {}): Promise<string> {
   const listen = join(dir, `proxy-${Math.random().toString(36).slice(2, 8)}.sock`);
   registry = new Registry();
   forwarded = [];
-  proxy = new CriProxy({ listen, backend: runtime.socket, gate, metrics: shimMetrics(registry), onForward: (e) => forwarded.push(e), ...extra });
+  proxy = newProxy({ listen, backend: runtime.socket, gate, metrics: shimMetrics(registry), onForward: (e) => forwarded.push(e), ...extra });
   await proxy.start();
   client = rawClient(listen);
   return listen;
 }
 
-describe('kubelet-shim CRI proxy (fake runtime)', () => {
+describe.each(PROXY_IMPLEMENTATIONS)('kubelet-shim CRI proxy, %s implementation (fake runtime)', (impl) => {
   beforeAll(async () => {
+    implementation = impl;
     dir = mkdtempSync(join(tmpdir(), 'uly-shim-'));
     runtime = new FakeRuntime(join(dir, 'runtime.sock'));
     await runtime.start();
@@ -313,7 +318,7 @@ describe('kubelet-shim CRI proxy (fake runtime)', () => {
     const downSock = join(dir, 'down.sock');
     const downRuntime = new FakeRuntime(downSock);
     const listen = join(dir, 'p-down.sock');
-    proxy = new CriProxy({ listen, backend: downSock });
+    proxy = newProxy({ listen, backend: downSock });
     await proxy.start();
     client = rawClient(listen);
     const t0 = Date.now();
@@ -335,6 +340,52 @@ describe('kubelet-shim CRI proxy (fake runtime)', () => {
       expect(Date.now() - t1).toBeLessThan(2000);
     } finally {
       downRuntime.stop();
+    }
+  });
+
+  it('every call ends (never a hang) when the runtime stops abruptly or gracefully under load, and calls succeed again after', async () => {
+    for (const mode of ['force', 'graceful'] as const) {
+      const sock = join(dir, `load-${mode}.sock`);
+      let rt = new FakeRuntime(sock);
+      rt.unary.set('/runtime.v1.ImageService/ImageStatus', (_call, cb) => setTimeout(() => cb(null, Buffer.from('ok')), 5));
+      await rt.start();
+      const listen = join(dir, `p-load-${mode}.sock`);
+      proxy = newProxy({ listen, backend: sock });
+      await proxy.start();
+      client = rawClient(listen);
+      const outcomes: Array<{ code: string; ms: number }> = [];
+      let stop = false;
+      const call = () =>
+        new Promise<{ code: string; ms: number }>((resolve) => {
+          const t0 = Date.now();
+          client!.makeUnaryRequest('/runtime.v1.ImageService/ImageStatus', identity, identity, Buffer.from('x'), new grpc.Metadata(), { deadline: Date.now() + 4000 }, (err) =>
+            resolve({ code: err ? grpc.status[err.code] : 'OK', ms: Date.now() - t0 }),
+          );
+        });
+      const workers = Array.from({ length: 20 }, async () => {
+        while (!stop) outcomes.push(await call());
+      });
+      await waitFor('calls flowing', () => outcomes.length > 50);
+      if (mode === 'force') rt.server.forceShutdown();
+      else rt.server.tryShutdown(() => undefined);
+      await new Promise((r) => setTimeout(r, 300));
+      rt.stop();
+      rt = new FakeRuntime(sock);
+      await rt.start();
+      const back = outcomes.length;
+      await waitFor('calls succeed again', () => outcomes.slice(back).some((o) => o.code === 'OK'), 3000);
+      stop = true;
+      await Promise.all(workers);
+      rt.stop();
+      // UNAVAILABLE for calls the runtime never answered; CANCELLED where it reset the stream (as grpc-go maps RST_STREAM CANCEL)
+      const codes = new Set(outcomes.map((o) => o.code));
+      expect(codes.has('OK') && codes.has('UNAVAILABLE'), `${mode}: ${[...codes]}`).toBe(true);
+      expect([...codes].filter((c) => !['OK', 'UNAVAILABLE', 'CANCELLED'].includes(c)), mode).toEqual([]);
+      expect(outcomes.filter((o) => o.ms > 1000), mode).toEqual([]);
+      client.close();
+      client = undefined;
+      await proxy.close(100);
+      proxy = undefined;
     }
   });
 
@@ -412,12 +463,12 @@ describe('kubelet-shim CRI proxy (fake runtime)', () => {
     child.kill('SIGKILL');
     await new Promise((r) => child.once('exit', r));
     expect(statSync(listen).isSocket()).toBe(true);
-    proxy = new CriProxy({ listen, backend: runtime.socket });
+    proxy = newProxy({ listen, backend: runtime.socket });
     await proxy.start();
     expect(statSync(listen).mode & 0o777).toBe(0o660);
     client = rawClient(listen);
     expect((await rawUnary(client, '/runtime.v1.RuntimeService/Version', Buffer.alloc(0))).value.toString()).toContain('Version');
-    const second = new CriProxy({ listen, backend: runtime.socket });
+    const second = newProxy({ listen, backend: runtime.socket });
     await expect(second.start()).rejects.toThrow(/another server is listening/);
   });
 
@@ -434,5 +485,42 @@ describe('kubelet-shim CRI proxy (fake runtime)', () => {
     } finally {
       cri.close();
     }
+  });
+});
+
+describe('gRPC framing helpers of the http2 proxy', () => {
+  it('scans length prefixes across arbitrary chunk boundaries and reports the first oversized message', () => {
+    const msg = (len: number) => Buffer.concat([Buffer.from([0, (len >>> 24) & 255, (len >>> 16) & 255, (len >>> 8) & 255, len & 255]), Buffer.alloc(len, 7)]);
+    const stream = Buffer.concat([msg(3), msg(0), msg(300), msg(1000), msg(5)]);
+    for (const size of [1, 2, 4, 5, 6, 7, 64, stream.length]) {
+      const ok = new GrpcFrameScanner(1000);
+      for (let i = 0; i < stream.length; i += size) expect(ok.feed(stream.subarray(i, i + size)), `chunk ${size}`).toBeUndefined();
+      const strict = new GrpcFrameScanner(999);
+      const found: Array<number | undefined> = [];
+      for (let i = 0; i < stream.length; i += size) found.push(strict.feed(stream.subarray(i, i + size)));
+      expect(found.find((x) => x !== undefined), `chunk ${size}`).toBe(1000);
+    }
+    expect(new GrpcFrameScanner(16 * MiB).feed(Buffer.from([0, 0x01, 0x00, 0x00, 0x01]))).toBe(16 * MiB + 1);
+  });
+
+  it('extracts the message of a buffered unary body, and refuses compressed or truncated ones', () => {
+    const body = Buffer.from([0, 0, 0, 0, 2, 0xaa, 0xbb]);
+    expect(grpcMessage(body)).toEqual(Buffer.from([0xaa, 0xbb]));
+    expect(grpcMessage(Buffer.from([1, 0, 0, 0, 2, 0xaa, 0xbb]))).toBeUndefined();
+    expect(grpcMessage(body.subarray(0, 6))).toBeUndefined();
+    expect(grpcMessage(Buffer.alloc(3))).toBeUndefined();
+  });
+
+  it('parses and formats grpc-timeout', () => {
+    expect(parseGrpcTimeout('1999875u')).toBeCloseTo(1999.875, 6);
+    expect(parseGrpcTimeout('5S')).toBe(5000);
+    expect(parseGrpcTimeout('2M')).toBe(120_000);
+    expect(parseGrpcTimeout('100000000m')).toBeUndefined(); // 9 digits: not a valid timeout
+    expect(parseGrpcTimeout('5x')).toBeUndefined();
+    expect(parseGrpcTimeout(undefined)).toBeUndefined();
+    expect(formatGrpcTimeout(1999.875)).toBe('1999875u');
+    expect(formatGrpcTimeout(0)).toBe('1u');
+    expect(formatGrpcTimeout(120_000)).toBe('120000m');
+    for (const ms of [0.5, 1500, 99_999, 100_000, 3_600_000, 1e12]) expect(formatGrpcTimeout(ms)).toMatch(/^\d{1,8}[HMSmun]$/);
   });
 });

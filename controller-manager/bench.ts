@@ -1,0 +1,185 @@
+#!/usr/bin/env -S npx tsx
+/**
+ * Controller benchmark (issue 3), `npm run bench:controller` — run it under the testbed lock:
+ *   flock /tmp/ulysses-testbed.lock npm run bench:controller -- [--backlog 500] [--rs 100] [--queue-only]
+ *
+ * 1. Queueing (the WorkerPool alone, real timers, a 5 ms synthetic sync): a backlog of `--backlog`
+ *    low-priority keys, then one high-priority key; per mode the high key's queueing delay (added ->
+ *    its sync starts), with kcm's client limiter (20 qps / burst 30) gating the vanilla and
+ *    multi-priority-async syncs as in the controller manager. Target (issue 3): < 5 ms in the
+ *    periodic mode with 500 keys queued.
+ * 2. Real syncs on the testbed (KWOK nodes): `--rs` low-priority ReplicaSets of one pod, then one
+ *    high-criticality ReplicaSet, first with the vanilla kube-controller-manager, then with its
+ *    ReplicaSet controller disabled and Ulysses' in each mode. Per run: throughput (pods created per
+ *    second from the first ReplicaSet creation to the last pod), the high ReplicaSet's queueing delay
+ *    (its informer event -> its first sync; Ulysses only) and its time to first pod, and the p50/p99
+ *    sync runtime of Ulysses' ReplicaSet controller. Same qps limits (20/30) for kcm and Ulysses' vanilla.
+ */
+import { Command } from 'commander';
+import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod, type V1ReplicaSet } from '@kubernetes/client-node';
+import * as testbed from '../experiments/testbed/testbed.ts';
+import { pollUntil } from '../experiments/testbed/processes.ts';
+import { deployment, ensureNamespace } from '../experiments/workloads.ts';
+import { KWOK_ANNOTATION } from '../experiments/testbed/kwok.ts';
+import { ResilientInformer } from '../core/informer.ts';
+import { ControllerManager, type SyncObservation } from './manager.ts';
+import { PRIORITY_HIGH, PRIORITY_LOW, WorkerPool, type WorkerMode } from './queue/index.ts';
+
+const MODES: WorkerMode[] = ['vanilla', 'multi-priority-async', 'multi-priority-periodic'];
+
+function quantile(samples: number[], p: number): number {
+  if (samples.length === 0) return NaN;
+  const s = [...samples].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(p * s.length) - 1))]!;
+}
+const f = (x: number, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
+
+/** Part 1: the high key's queueing delay behind a backlog, per mode. */
+async function queueBench(backlog: number, syncMs: number): Promise<Record<WorkerMode, number>> {
+  const out = {} as Record<WorkerMode, number>;
+  for (const mode of MODES) {
+    let highAddedAt = 0;
+    let highStartedAt = 0;
+    let served = 0;
+    const pool = new WorkerPool<string>({
+      name: `bench-${mode}`,
+      mode,
+      workers: 5,
+      periodMs: 100,
+      highMinInterArrivalMs: 0,
+      reconcile: async (key) => {
+        if (key === 'high') highStartedAt = performance.now();
+        served++;
+        await new Promise((r) => setTimeout(r, syncMs));
+      },
+    });
+    // silence the pool's info logs in the bench output
+    for (let i = 0; i < backlog; i++) pool.queue.add(`low-${i}`, PRIORITY_LOW);
+    pool.start();
+    // steady state: the token bucket's burst is spent and the periodic workers are ticking
+    await pollUntil('backlog being served', () => served >= 40 || (mode === 'multi-priority-periodic' && served >= 8), { timeoutMs: 60_000, intervalMs: 5 });
+    highAddedAt = performance.now();
+    pool.queue.add('high', PRIORITY_HIGH);
+    await pollUntil(`high key served (${mode})`, () => highStartedAt > 0, { timeoutMs: 120_000, intervalMs: 1 });
+    out[mode] = highStartedAt - highAddedAt;
+    await pool.stop();
+  }
+  return out;
+}
+
+interface RunResult {
+  name: string;
+  podsPerSecond: number;
+  highFirstPodMs: number;
+  highQueueDelayMs?: number;
+  syncP50Ms?: number;
+  syncP99Ms?: number;
+  syncs?: number;
+}
+
+function rsBody(ns: string, name: string, criticality: 'low' | 'high'): V1ReplicaSet {
+  const d = deployment({ namespace: ns, name, replicas: 1, criticality, image: 'http-server' });
+  const tpl = d.spec!.template;
+  tpl.spec!.tolerations = [{ key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' }];
+  tpl.spec!.nodeSelector = { type: 'kwok' };
+  tpl.spec!.containers[0]!.readinessProbe = undefined;
+  return { apiVersion: 'apps/v1', kind: 'ReplicaSet', metadata: { name, namespace: ns }, spec: { replicas: 1, selector: d.spec!.selector, template: tpl } };
+}
+
+/** One run: n low RSs then one high RS in a fresh namespace; waits for every pod. */
+async function run(kc: KubeConfig, name: string, ns: string, n: number, cm?: ControllerManager, syncs?: SyncObservation[]): Promise<RunResult> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const apps = kc.makeApiClient(AppsV1Api);
+  await ensureNamespace(core, ns);
+  const firstPod = new Map<string, number>();
+  const watch = new ResilientInformer<V1Pod>(kc, { path: `/api/v1/namespaces/${ns}/pods` });
+  watch.on('add', (p) => {
+    const app = p.metadata!.labels!.app!;
+    if (!firstPod.has(app)) firstPod.set(app, performance.now());
+  });
+  await watch.start();
+  let highEnqueuedAt = 0;
+  const onRs = (rs: V1ReplicaSet) => {
+    if (rs.metadata?.namespace === ns && rs.metadata.name === 'high' && !highEnqueuedAt) highEnqueuedAt = performance.now();
+  };
+  cm?.replicaSets.on('add', onRs);
+  const from = syncs?.length ?? 0;
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: n }, (_, i) => apps.createNamespacedReplicaSet({ namespace: ns, body: rsBody(ns, `low-${i}`, 'low') })));
+  const highCreated = performance.now();
+  await apps.createNamespacedReplicaSet({ namespace: ns, body: rsBody(ns, 'high', 'high') });
+  await pollUntil(`${name}: ${n + 1} pods`, () => firstPod.size === n + 1, { timeoutMs: 300_000, intervalMs: 20 });
+  const t1 = Math.max(...firstPod.values());
+  watch.stop();
+  cm?.replicaSets.off('add', onRs);
+  const result: RunResult = { name, podsPerSecond: ((n + 1) * 1000) / (t1 - t0), highFirstPodMs: firstPod.get('high')! - highCreated };
+  if (syncs && cm) {
+    const mine = syncs.slice(from).filter((s) => s.key.startsWith(`${ns}/`));
+    const highSync = mine.find((s) => s.key === `${ns}/high`);
+    result.highQueueDelayMs = highSync && highEnqueuedAt ? highSync.startedAt - highEnqueuedAt : NaN;
+    result.syncP50Ms = quantile(mine.map((s) => s.durationMs), 0.5);
+    result.syncP99Ms = quantile(mine.map((s) => s.durationMs), 0.99);
+    result.syncs = mine.length;
+  }
+  // clean up so the next run starts from an idle cluster
+  await apps.deleteCollectionNamespacedReplicaSet({ namespace: ns });
+  await core.deleteCollectionNamespacedPod({ namespace: ns, gracePeriodSeconds: 0 });
+  return result;
+}
+
+async function main(): Promise<void> {
+  const o = new Command('bench:controller')
+    .option('--backlog <n>', 'low-priority keys queued before the high one (queueing part)', (v) => Number(v), 500)
+    .option('--sync-ms <ms>', 'synthetic sync duration of the queueing part', (v) => Number(v), 5)
+    .option('--rs <n>', 'low-priority ReplicaSets per testbed run', (v) => Number(v), 100)
+    .option('--queue-only', 'skip the testbed part')
+    .option('--run-dir <dir>', 'testbed run directory', '/tmp/ulysses-bench-controller')
+    .parse()
+    .opts<{ backlog: number; syncMs: number; rs: number; queueOnly?: boolean; runDir: string }>();
+  process.env.ULYSSES_LOG_LEVEL ??= 'warn';
+
+  console.log(`# 1. queueing delay of one high-priority key behind ${o.backlog} low keys (WorkerPool, ${o.syncMs} ms syncs, 5 workers, T = 100 ms)`);
+  const q = await queueBench(o.backlog, o.syncMs);
+  for (const m of MODES) console.log(`${m.padEnd(26)} high-priority queueing delay ${f(q[m], 2).padStart(10)} ms`);
+  console.log(`target: < 5 ms in multi-priority-periodic -> ${q['multi-priority-periodic'] < 5 ? 'met' : 'NOT met'}`);
+  if (o.queueOnly) return;
+
+  const results: RunResult[] = [];
+  console.log(`\n# 2. ${o.rs} low + 1 high ReplicaSets of one pod on KWOK nodes (testbed, same qps limits 20/30)`);
+  await testbed.down({ runDir: o.runDir, log: () => undefined });
+  let state = await testbed.up({ runDir: o.runDir, kwokNodes: 2, log: () => undefined });
+  try {
+    results.push(await run(testbed.kubeConfigFor(state), 'kube-controller-manager', 'bench-kcm', o.rs));
+  } finally {
+    await testbed.down({ runDir: o.runDir, log: () => undefined });
+  }
+  state = await testbed.up({ runDir: o.runDir, kwokNodes: 2, controllers: '*,-replicaset-controller', log: () => undefined });
+  const syncs: SyncObservation[] = [];
+  const kc = testbed.kubeConfigFor(state);
+  const cm = new ControllerManager({ kubeconfig: kc, controllers: ['replicaset'], observeSync: (e) => syncs.push(e) });
+  try {
+    await cm.start();
+    for (const mode of MODES) {
+      cm.setMode('replicaset', mode);
+      results.push(await run(kc, `ulysses ${mode}`, `bench-${mode}`, o.rs, cm, syncs));
+    }
+  } finally {
+    await cm.stop();
+    await testbed.down({ runDir: o.runDir, log: () => undefined });
+  }
+  const kcm = results[0]!.podsPerSecond;
+  console.log(`${'run'.padEnd(34)}${'pods/s'.padStart(8)}${'vs kcm'.padStart(8)}${'high 1st pod ms'.padStart(17)}${'high queue ms'.padStart(15)}${'sync p50 ms'.padStart(13)}${'sync p99 ms'.padStart(13)}${'syncs'.padStart(7)}`);
+  for (const r of results) {
+    console.log(
+      `${r.name.padEnd(34)}${f(r.podsPerSecond).padStart(8)}${f(r.podsPerSecond / kcm, 2).padStart(8)}${f(r.highFirstPodMs, 0).padStart(17)}${f(r.highQueueDelayMs ?? NaN, 2).padStart(15)}${f(r.syncP50Ms ?? NaN, 2).padStart(13)}${f(r.syncP99Ms ?? NaN, 2).padStart(13)}${String(r.syncs ?? '-').padStart(7)}`,
+    );
+  }
+  const vanilla = results.find((r) => r.name === 'ulysses vanilla')!;
+  const ratio = vanilla.podsPerSecond / kcm;
+  console.log(`target: vanilla-mode throughput within 10% of kube-controller-manager -> ratio ${f(ratio, 3)} ${Math.abs(ratio - 1) <= 0.1 ? 'met' : 'NOT met'}`);
+}
+
+main().catch((err: Error) => {
+  console.error(`bench:controller: ${err.stack ?? err.message}`);
+  process.exit(1);
+});

@@ -1,0 +1,68 @@
+/**
+ * The controller manager's section of UlyssesConfig (`spec.controllerManager`), applied live
+ * (thesis §5.3.5): mode and worker-pool parameters per controller. A controller absent from the
+ * section runs `vanilla` with the thesis period (declarative: removing an entry reverts it).
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import { z } from 'zod';
+import type { Logger } from '../core/logging.ts';
+import { RuntimeConfigWatcher } from '../core/runtime-config.ts';
+import { THESIS_PERIODS_MS, WORKER_MODES } from './queue/index.ts';
+import { CONTROLLERS, type ControllerManager, type ControllerName } from './manager.ts';
+
+export const RUNTIME_MODES = [...WORKER_MODES, 'auto'] as const;
+export type RuntimeMode = (typeof RUNTIME_MODES)[number];
+
+const ControllerRuntimeSchema = z
+  .object({
+    mode: z.enum(RUNTIME_MODES).default('vanilla'),
+    periodMs: z.number().positive().max(3_600_000).optional(),
+    workers: z.number().int().min(1).max(1000).optional(),
+    highWorkers: z.number().int().min(0).optional(),
+  })
+  .strict();
+
+export const ControllerManagerRuntimeSchema = z
+  .object({
+    controllers: z.partialRecord(z.enum(CONTROLLERS), ControllerRuntimeSchema).default({}),
+  })
+  .strict();
+export type ControllerManagerRuntime = z.output<typeof ControllerManagerRuntimeSchema>;
+
+/** thesis §6.1.1 periods: 50 ms node-related and endpoints, 100 ms ReplicaSet/Deployment */
+export function thesisPeriodMs(controller: string): number {
+  if (controller === 'taint-eviction') return THESIS_PERIODS_MS.node;
+  return (THESIS_PERIODS_MS as Record<string, number>)[controller] ?? 100;
+}
+
+/** Applies a section to the running controllers; returns "name=mode[/periodms],..." */
+export function applyControllerManagerRuntime(cm: ControllerManager, cfg: ControllerManagerRuntime, enabled: readonly ControllerName[]): string {
+  const parts: string[] = [];
+  for (const name of enabled) {
+    const e = cfg.controllers[name] ?? { mode: 'vanilla' as const };
+    const overrides = {
+      periodMs: e.periodMs ?? thesisPeriodMs(name),
+      ...(e.workers !== undefined ? { workers: e.workers } : {}),
+      ...(e.highWorkers !== undefined ? { highPriorityWorkers: e.highWorkers } : {}),
+    };
+    cm.setMode(name, e.mode, overrides);
+    parts.push(`${name}=${e.mode}${e.mode === 'multi-priority-periodic' ? `/${overrides.periodMs}ms` : ''}`);
+  }
+  return parts.join(',');
+}
+
+export function controllerManagerRuntimeWatcher(
+  kc: KubeConfig,
+  cm: ControllerManager,
+  enabled: readonly ControllerName[],
+  log?: Logger,
+): RuntimeConfigWatcher<typeof ControllerManagerRuntimeSchema> {
+  return new RuntimeConfigWatcher({
+    kc,
+    statusKey: 'controller-manager',
+    field: 'controllerManager',
+    schema: ControllerManagerRuntimeSchema,
+    apply: (cfg) => applyControllerManagerRuntime(cm, cfg, enabled),
+    log,
+  });
+}

@@ -1,0 +1,61 @@
+#!/bin/sh
+# Entry point of the Ulysses image (manifests/Containerfile) and of the systemd unit: the first
+# argument selects the component, the rest are its flags.
+#
+#   entrypoint.sh controller-manager  [--leader-elect=true ...]   controller-manager/main.ts
+#   entrypoint.sh scheduler-extender  [--port=8888 ...]           scheduler-plugins/extender/main.ts
+#   entrypoint.sh kubelet-shim        [--listen=... --backend=...] kubelet-shim/main.ts
+#   entrypoint.sh ulysses             [status|set|...]             cli/ulysses.ts
+#
+# ULYSSES_SUPERVISE=1 restarts the component when it exits (used by the kubelet-shim DaemonSet: once
+# the kubelet's runtime endpoint is the shim, the kubelet cannot restart the shim's container).
+set -eu
+
+APP=$(CDPATH= cd -- "$(dirname -- "$0")/.." && pwd)
+# tsx as a loader of a single node process (the `tsx` CLI would add a second, supervising process);
+# the path is the export "." of the tsx package.
+TSX_LOADER="$APP/node_modules/tsx/dist/loader.mjs"
+
+usage() {
+  echo "usage: $0 controller-manager|scheduler-extender|kubelet-shim|ulysses [flags...]" >&2
+  exit 2
+}
+
+[ $# -ge 1 ] || usage
+component=$1
+shift
+case "$component" in
+  controller-manager) main="$APP/controller-manager/main.ts" ;;
+  scheduler-extender) main="$APP/scheduler-plugins/extender/main.ts" ;;
+  kubelet-shim) main="$APP/kubelet-shim/main.ts" ;;
+  ulysses | cli) main="$APP/cli/ulysses.ts" ;;
+  *) echo "unknown component \"$component\"" >&2; usage ;;
+esac
+[ -f "$main" ] || { echo "$component: $main not found in this build" >&2; exit 2; }
+
+if [ "${ULYSSES_SUPERVISE:-0}" != 1 ]; then
+  if [ -f "$TSX_LOADER" ]; then exec node --import "$TSX_LOADER" "$main" "$@"; fi
+  exec "$APP/node_modules/.bin/tsx" "$main" "$@"
+fi
+
+# Supervised: forward SIGTERM/SIGINT to the component and stop; restart it after any other exit.
+child=
+stopping=0
+trap 'stopping=1; [ -z "$child" ] || kill -TERM "$child" 2>/dev/null || true' TERM INT
+while :; do
+  if [ -f "$TSX_LOADER" ]; then
+    node --import "$TSX_LOADER" "$main" "$@" &
+  else
+    "$APP/node_modules/.bin/tsx" "$main" "$@" &
+  fi
+  child=$!
+  rc=0
+  wait "$child" || rc=$?
+  if [ "$stopping" = 1 ]; then
+    # `wait` returns early when a trapped signal arrives: wait for the component to finish its stop
+    wait "$child" 2>/dev/null || true
+    exit 0
+  fi
+  echo "$component exited with status $rc; restarting in 1 s" >&2
+  sleep 1
+done

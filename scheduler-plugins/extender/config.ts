@@ -1,0 +1,95 @@
+/**
+ * Configuration of the scheduler extender: ONE zod schema, {@link ExtenderConfig}, so the same
+ * shape can be loaded from a file (`--config`, YAML or JSON, core/config.ts) or later be driven by a
+ * runtime-config object and applied live with `ExtenderServer.setConfig(cfg)`.
+ *
+ * ```yaml
+ * listen: { host: 127.0.0.1, port: 8888 }      # not live-reloadable
+ * plugins: { assurance: true, realtime: true, tdma: true }
+ * tdmaNetworks:                                # name -> cycle/slot length (µs) and slot count
+ *   rtnet0: { cycleUs: 5000, slotUs: 1000, slots: 5 }
+ * defaultAssurancePolicies:                    # per criticality level, for pods without
+ *   high: { policy: threshold, min: { cpu: 2 } }   # ulysses.io/assurance-policy (null = none)
+ *   low: null
+ *   none: null
+ * prioritize: { weights: { assurance: 1, realtime: 1 } }
+ * priorityClassThreshold: 1000000              # optional, as core/criticality.ts
+ * bindTimeoutMs: 10000
+ * bodyLimitBytes: 16777216
+ * ```
+ */
+import { z } from 'zod';
+import { loadConfigFile, validateConfig } from '../../core/config.ts';
+import { assurancePolicySchema, type AssurancePolicy } from '../assurance/assurance.ts';
+import { micros } from '../realtime/annotations.ts';
+import { MAX_SLOTS_PER_CYCLE, type TdmaNetwork } from '../tdma/tdma.ts';
+
+const tdmaNetworkConfig = z
+  .strictObject({
+    cycleUs: micros().optional(),
+    slotUs: micros(),
+    slots: z.number().int().min(1).max(MAX_SLOTS_PER_CYCLE).optional(),
+  })
+  .superRefine((n, ctx) => {
+    if (n.cycleUs === undefined && n.slots === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['cycleUs'], message: 'cycleUs or slots is required' });
+      return;
+    }
+    const cycle = n.cycleUs ?? n.slots! * n.slotUs;
+    if (cycle % n.slotUs !== 0) ctx.addIssue({ code: 'custom', path: ['cycleUs'], message: `must be a multiple of slotUs (${n.slotUs})` });
+    else if (n.slots !== undefined && cycle / n.slotUs !== n.slots) {
+      ctx.addIssue({ code: 'custom', path: ['slots'], message: `must equal cycleUs / slotUs = ${cycle / n.slotUs}` });
+    } else if (cycle / n.slotUs > MAX_SLOTS_PER_CYCLE) {
+      ctx.addIssue({ code: 'custom', path: ['slotUs'], message: `at most ${MAX_SLOTS_PER_CYCLE} slots per cycle` });
+    }
+  });
+
+const policyOrNull = assurancePolicySchema.nullable().default(null);
+
+export const ExtenderConfig = z.strictObject({
+  listen: z
+    .strictObject({
+      host: z.string().min(1).default('127.0.0.1'),
+      port: z.number().int().min(0).max(65535).default(8888),
+    })
+    .default({ host: '127.0.0.1', port: 8888 }),
+  plugins: z
+    .strictObject({ assurance: z.boolean().default(true), realtime: z.boolean().default(true), tdma: z.boolean().default(true) })
+    .default({ assurance: true, realtime: true, tdma: true }),
+  tdmaNetworks: z.record(z.string().min(1).max(253), tdmaNetworkConfig).default({}),
+  defaultAssurancePolicies: z
+    .strictObject({ high: policyOrNull, low: policyOrNull, none: policyOrNull })
+    .default({ high: null, low: null, none: null }),
+  prioritize: z
+    .strictObject({
+      weights: z
+        .strictObject({ assurance: z.number().min(0).max(100).default(1), realtime: z.number().min(0).max(100).default(1) })
+        .default({ assurance: 1, realtime: 1 }),
+    })
+    .default({ weights: { assurance: 1, realtime: 1 } }),
+  /** A pod without the criticality label whose spec.priority reaches this is `high` (core/criticality.ts). */
+  priorityClassThreshold: z.number().int().optional(),
+  bindTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
+  bodyLimitBytes: z.number().int().min(1024).max(1 << 30).default(16 << 20),
+});
+
+export type ExtenderConfig = z.output<typeof ExtenderConfig>;
+export type ExtenderConfigInput = z.input<typeof ExtenderConfig>;
+
+/** Validates (and fills defaults); throws ConfigError naming each bad field. */
+export function extenderConfig(raw: unknown = {}, source = 'extender config'): ExtenderConfig {
+  return validateConfig(ExtenderConfig, raw, source);
+}
+
+export function loadExtenderConfig(file: string): Promise<ExtenderConfig> {
+  return loadConfigFile(ExtenderConfig, file);
+}
+
+/** The configured networks in the form tdma/tdma.ts works with. */
+export function tdmaNetworks(cfg: ExtenderConfig): Map<string, TdmaNetwork> {
+  const out = new Map<string, TdmaNetwork>();
+  for (const [name, n] of Object.entries(cfg.tdmaNetworks)) out.set(name, { name, slotUs: n.slotUs, cycleUs: n.cycleUs ?? n.slots! * n.slotUs });
+  return out;
+}
+
+export type DefaultPolicies = Readonly<Record<'high' | 'low' | 'none', AssurancePolicy | null>>;

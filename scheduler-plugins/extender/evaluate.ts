@@ -1,0 +1,193 @@
+/**
+ * The extender's decisions for one pod (thesis §5.3.2), on top of the analyses of assurance/,
+ * realtime/ and tdma/ (nothing is re-derived here):
+ *
+ * 1. {@link podRequirements}: the pod's annotations of the enabled plugins, parsed once per request.
+ *    A malformed annotation (or a TDMA network the config does not know) is a POD-level error: the
+ *    pod is rejected on every node with the same message (FailedAndUnresolvableNodes).
+ * 2. {@link evaluateNode}, per node, in this order (first failure wins):
+ *    - assurance (§3.1.2): the node's `ulysses.io/assurance` must satisfy the pod's policy
+ *      (`ulysses.io/assurance-policy`, else the config default of its criticality level);
+ *    - real time (§5.3.2 b): an RT pod only on an RT node (label `ulysses.io/rt-scheduler`) of the kind
+ *      its `ulysses.io/rt` fits, whose schedulability test passes with the pod added to the pods
+ *      already bound or reserved there (realtime/what-if.ts `analyzeRtNode`);
+ *    - TDMA (§5.3.2 c): a TDMA pod only on a node of the requested network (label
+ *      `ulysses.io/tdma-network`) where `allocateSlots` finds a slot set meeting `slots`/`maxGapUs`
+ *      among the slots not reserved by other pods on that network (slots are network-wide).
+ * 3. Score 0..10 (prioritize): the mean of the applicable components weighted by
+ *    `prioritize.weights`: assurance → `assuranceScore` (10 for the node that just satisfies the
+ *    policy, decreasing with the assurance offered beyond it, so high-assurance nodes stay free for
+ *    critical pods); realtime (RT pods only) → `leastLoadedCoreScore` (remaining utilization of the
+ *    least loaded core after placement, worst-fit). score = round(Σ w_c s_c / Σ w_c); 0 when no
+ *    component applies.
+ * Every capacity/affinity failure is "unresolvable": preemption by the default scheduler would evict
+ * pods without knowing whether that frees RT capacity or slots, so we never invite it.
+ */
+import type { V1Pod } from '@kubernetes/client-node';
+import { podCriticality } from '../../core/criticality.ts';
+import { objectKey } from '../../core/objects.ts';
+import { assuranceScore, parseAssurancePolicyAnnotation, satisfies, ASSURANCE_POLICY_ANNOTATION, ASSURANCE_ANNOTATION, type AssurancePolicy } from '../assurance/assurance.ts';
+import { parseRtAnnotation, type RtPodSpec } from '../realtime/annotations.ts';
+import { analyzeRtNode } from '../realtime/what-if.ts';
+import { allocateSlots, parseTdmaAnnotation, type SlotAllocation, type TdmaNetwork, type TdmaRequest } from '../tdma/tdma.ts';
+import { RT_ANNOTATION, RT_CAPACITY_ANNOTATION, RT_SCHEDULER_LABEL, TDMA_ANNOTATION, TDMA_NETWORK_LABEL } from '../schedulability.ts';
+import type { ExtenderConfig } from './config.ts';
+import type { ClusterState, NodeInfo } from './state.ts';
+
+export type RejectionReason = 'malformed' | 'assurance' | 'realtime' | 'tdma' | 'node-annotation' | 'unknown-node' | 'bad-request';
+
+export interface Plugins {
+  readonly assurance: boolean;
+  readonly realtime: boolean;
+  readonly tdma: boolean;
+}
+
+export interface PodRequirements {
+  readonly key: string;
+  readonly uid: string;
+  readonly criticality: 'none' | 'low' | 'high';
+  /** null: no assurance constraint (plugin off, or no policy and no default). */
+  readonly policy: AssurancePolicy | null;
+  /** The policy as JSON, for messages. */
+  readonly policyText: string;
+  readonly rt?: RtPodSpec;
+  readonly tdma?: TdmaRequest;
+  readonly network?: TdmaNetwork;
+}
+
+export type Requirements = { ok: true; req: PodRequirements } | { ok: false; reason: RejectionReason; message: string };
+
+/** Parses what the enabled plugins need from the pod (header, 1). */
+export function podRequirements(pod: V1Pod, cfg: ExtenderConfig, networks: ReadonlyMap<string, TdmaNetwork>): Requirements {
+  const key = objectKey(pod);
+  const ann = pod.metadata?.annotations ?? {};
+  const errors: string[] = [];
+  const criticality = podCriticality(pod, { priorityClassThreshold: cfg.priorityClassThreshold }).level;
+  let policy: AssurancePolicy | null = null;
+  if (cfg.plugins.assurance) {
+    const raw = ann[ASSURANCE_POLICY_ANNOTATION];
+    if (raw !== undefined) {
+      const p = parseAssurancePolicyAnnotation(raw);
+      if (p.ok) policy = p.value;
+      else errors.push(p.error);
+    } else policy = cfg.defaultAssurancePolicies[criticality];
+  }
+  let rt: RtPodSpec | undefined;
+  if (cfg.plugins.realtime && ann[RT_ANNOTATION] !== undefined) {
+    const r = parseRtAnnotation(ann[RT_ANNOTATION]);
+    if (r.ok) rt = r.value;
+    else errors.push(r.error);
+  }
+  let tdma: TdmaRequest | undefined;
+  let network: TdmaNetwork | undefined;
+  if (cfg.plugins.tdma && ann[TDMA_ANNOTATION] !== undefined) {
+    const t = parseTdmaAnnotation(ann[TDMA_ANNOTATION]);
+    if (t.ok) {
+      tdma = t.value;
+      network = networks.get(t.value.network);
+      if (!network) {
+        const known = [...networks.keys()];
+        errors.push(`${TDMA_ANNOTATION}: network: ${JSON.stringify(t.value.network)} is not configured in the extender (known: ${known.length ? known.join(', ') : 'none'})`);
+      }
+    } else errors.push(t.error);
+  }
+  if (errors.length) return { ok: false, reason: 'malformed', message: `ulysses: pod ${key}: ${errors.join('; ')}` };
+  return {
+    ok: true,
+    req: {
+      key,
+      uid: pod.metadata?.uid ?? key,
+      criticality,
+      policy,
+      policyText: JSON.stringify(policy),
+      ...(rt ? { rt } : {}),
+      ...(tdma ? { tdma } : {}),
+      ...(network ? { network } : {}),
+    },
+  };
+}
+
+export type NodeVerdict =
+  | {
+      readonly fits: true;
+      readonly score: number;
+      readonly assuranceScore?: number;
+      readonly rtScore?: number;
+      /** RT placement (cores of the server / reservation / EDF tasks). */
+      readonly cores?: readonly number[];
+      readonly slots?: readonly number[];
+      /** Existing pods whose ulysses.io/rt could not be parsed (ignored). */
+      readonly skipped?: readonly string[];
+    }
+  | { readonly fits: false; readonly reason: RejectionReason; readonly message: string; readonly skipped?: readonly string[] };
+
+/** Memo of the network-wide slot allocation within one request (same answer for every node of a network). */
+export type SlotMemo = Map<string, SlotAllocation>;
+
+/** The per-node test and score (header, 2 and 3). */
+export function evaluateNode(req: PodRequirements, info: NodeInfo, state: ClusterState, cfg: ExtenderConfig, slotMemo: SlotMemo = new Map()): NodeVerdict {
+  const w = cfg.prioritize.weights;
+  let sum = 0;
+  let weights = 0;
+  let aScore: number | undefined;
+  if (cfg.plugins.assurance) {
+    if (!info.assurance.ok) return { fits: false, reason: 'node-annotation', message: `ulysses: node ${info.name}: ${info.assurance.error}` };
+    if (!satisfies(info.assurance.value, req.policy)) {
+      return {
+        fits: false,
+        reason: 'assurance',
+        message: `ulysses: node assurance ${info.assuranceText} (${ASSURANCE_ANNOTATION}) does not satisfy the pod's policy ${req.policyText}`,
+      };
+    }
+    aScore = assuranceScore(info.assurance.value, req.policy);
+    sum += w.assurance * aScore;
+    weights += w.assurance;
+  }
+  let rtScore: number | undefined;
+  let cores: readonly number[] | undefined;
+  let skipped: string[] | undefined;
+  if (req.rt) {
+    if (info.rtKind === null) return { fits: false, reason: 'realtime', message: `ulysses: not a real-time node (no ${RT_SCHEDULER_LABEL} label)` };
+    if (typeof info.rtKind !== 'string') return { fits: false, reason: 'node-annotation', message: `ulysses: node ${info.name}: ${info.rtKind.error}` };
+    if (!info.rtCapacity.ok) return { fits: false, reason: 'node-annotation', message: `ulysses: node ${info.name}: ${info.rtCapacity.error}` };
+    if (req.rt.kind !== info.rtKind) {
+      return { fits: false, reason: 'realtime', message: `ulysses: ${info.rtKind} node, but the pod's ${RT_ANNOTATION} is for ${req.rt.kind} nodes` };
+    }
+    const existing = state.rtPodsOn(info.name, req.uid);
+    if (existing.skipped.length) skipped = existing.skipped;
+    const report = analyzeRtNode(
+      { name: info.name, kind: info.rtKind, capacity: info.rtCapacity.value, pods: existing.pods },
+      { name: req.key, uid: req.uid, spec: req.rt },
+      { exactResponseTimes: false },
+    );
+    if (!report.schedulable || !report.cores) {
+      return { fits: false, reason: 'realtime', message: `ulysses: ${info.rtKind} node ${info.name} (${RT_CAPACITY_ANNOTATION} cores ${info.rtCapacity.value.cores}): ${report.reason}`, ...(skipped ? { skipped } : {}) };
+    }
+    cores = report.cores;
+    rtScore = report.score;
+    sum += w.realtime * rtScore;
+    weights += w.realtime;
+  }
+  let slots: readonly number[] | undefined;
+  if (req.tdma && req.network) {
+    if (info.tdmaNetwork !== req.tdma.network) {
+      return { fits: false, reason: 'tdma', message: `ulysses: node not on TDMA network ${req.tdma.network} (${TDMA_NETWORK_LABEL}=${info.tdmaNetwork ?? 'absent'})` };
+    }
+    let alloc = slotMemo.get(req.network.name);
+    if (!alloc) {
+      alloc = allocateSlots(req.network, state.takenSlots(req.network.name, req.uid), { slots: req.tdma.slots, ...(req.tdma.maxGapUs !== undefined ? { maxGapUs: req.tdma.maxGapUs } : {}) });
+      slotMemo.set(req.network.name, alloc);
+    }
+    if (!alloc.ok) return { fits: false, reason: 'tdma', message: `ulysses: ${TDMA_ANNOTATION}: ${alloc.reason}` };
+    slots = alloc.slots;
+  }
+  return {
+    fits: true,
+    score: weights > 0 ? Math.max(0, Math.min(10, Math.round(sum / weights))) : 0,
+    ...(aScore !== undefined ? { assuranceScore: aScore } : {}),
+    ...(rtScore !== undefined ? { rtScore } : {}),
+    ...(cores ? { cores } : {}),
+    ...(slots ? { slots } : {}),
+    ...(skipped ? { skipped } : {}),
+  };
+}

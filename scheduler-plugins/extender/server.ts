@@ -1,0 +1,433 @@
+/**
+ * The Ulysses scheduler extender (thesis §5.3.2) as a fastify HTTP server speaking the
+ * kube-scheduler extender protocol (wire.ts): POST /filter, /prioritize, /bind, plus GET /metrics
+ * and /healthz. nodeCacheCapable: node objects come from a nodes informer, capacity holders from a
+ * pods informer (state.ts); the decisions are evaluate.ts.
+ *
+ * Bind (thesis: "reserve the slot when the pod is bound"): under per-node and per-network locks
+ * (so two binds never compute their reservation from the same free slots/cores), re-run the node's
+ * test against the current state, write the reservation DURABLY on the pod (JSON patch with a UID
+ * precondition: `ulysses.io/reserved-node`, `ulysses.io/rt-cores`, `ulysses.io/tdma-slots`), record
+ * it in the cache, then create the pods/binding subresource. If the binding fails the reservation
+ * annotations are removed again (best effort; left in place they only over-reserve, never
+ * double-book). A restarted extender lists the pods before it answers anything, so it rebuilds every
+ * reservation from the annotations.
+ *
+ * `setConfig(cfg)` applies a new {@link ExtenderConfig} live (all fields except `listen`).
+ */
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { KubeConfig, V1Node, V1Pod } from '@kubernetes/client-node';
+import { Counter, Histogram } from 'prom-client';
+import { ResilientInformer } from '../../core/informer.ts';
+import { isNotFound, KubeClient } from '../../core/kube.ts';
+import { componentLogger, objectLogger, type Logger } from '../../core/logging.ts';
+import { metricsRegistry } from '../../core/metrics.ts';
+import { RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../schedulability.ts';
+import { extenderConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from './config.ts';
+import { evaluateNode, podRequirements, type NodeVerdict, type PodRequirements, type RejectionReason, type SlotMemo } from './evaluate.ts';
+import { ClusterState, nodeInfoOf, RESERVED_NODE_ANNOTATION, type NodeInfo } from './state.ts';
+import {
+  bindingArgsSchema,
+  describeIssues,
+  extenderArgsSchema,
+  type ExtenderArgs,
+  type ExtenderBindingArgs,
+  type ExtenderBindingResult,
+  type ExtenderFilterResult,
+  type HostPriority,
+} from './wire.ts';
+
+export type Verb = 'filter' | 'prioritize' | 'bind';
+
+let requestDuration: Histogram<'verb'> | undefined;
+let rejections: Counter<'reason'> | undefined;
+let binds: Counter<'result'> | undefined;
+function metrics() {
+  const registers = [metricsRegistry()];
+  requestDuration ??= new Histogram({
+    name: 'ulysses_extender_request_duration_seconds',
+    help: 'Time to answer one kube-scheduler extender request, by verb (filter, prioritize, bind).',
+    labelNames: ['verb'],
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
+    registers,
+  });
+  rejections ??= new Counter({
+    name: 'ulysses_extender_rejections_total',
+    help: 'Nodes rejected by the filter verb, by reason (malformed, assurance, realtime, tdma, node-annotation, unknown-node), plus rejected binds (bind) and bad request bodies (bad-request).',
+    labelNames: ['reason'],
+    registers,
+  });
+  binds ??= new Counter({
+    name: 'ulysses_extender_binds_total',
+    help: 'Bind verb outcomes (bound, rejected, error).',
+    labelNames: ['result'],
+    registers,
+  });
+  return { requestDuration, rejections, binds };
+}
+
+/** One promise chain per key: `run(keys, fn)` runs fn once it holds every key (taken in sorted order: no deadlock). */
+export class KeyedMutex {
+  private readonly tails = new Map<string, Promise<void>>();
+
+  async run<T>(keys: readonly string[], fn: () => Promise<T>): Promise<T> {
+    const sorted = [...new Set(keys)].sort();
+    const releases: Array<() => void> = [];
+    for (const k of sorted) {
+      const prev = this.tails.get(k) ?? Promise.resolve();
+      let release!: () => void;
+      const mine = new Promise<void>((r) => (release = r));
+      const tail = prev.then(() => mine);
+      this.tails.set(k, tail);
+      releases.push(() => {
+        release();
+        if (this.tails.get(k) === tail) this.tails.delete(k);
+      });
+      await prev;
+    }
+    try {
+      return await fn();
+    } finally {
+      for (const r of releases.reverse()) r();
+    }
+  }
+}
+
+export interface ExtenderServerOptions {
+  config?: ExtenderConfigInput;
+  /** API access: informers (nodes, pods) and bind. Without it the state must be fed by hand (tests, bench). */
+  kubeconfig?: KubeConfig;
+  /** Start the nodes/pods informers (default: when a kubeconfig is given). */
+  informers?: boolean;
+  state?: ClusterState;
+  log?: Logger;
+}
+
+const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
+
+interface CachedVerdict {
+  readonly nodeVersion: number;
+  readonly networkVersion: number;
+  readonly verdict: NodeVerdict;
+}
+
+interface VerdictCacheEntry {
+  readonly rv: string | undefined;
+  readonly configGen: number;
+  readonly nodes: Map<string, CachedVerdict>;
+}
+
+export class ExtenderServer {
+  readonly app: FastifyInstance;
+  readonly state: ClusterState;
+  private cfg: ExtenderConfig;
+  private networks: ReturnType<typeof tdmaNetworks>;
+  private configGen = 0;
+  private readonly log: Logger;
+  private readonly client: KubeClient | undefined;
+  private readonly informers: { nodes: ResilientInformer<V1Node>; pods: ResilientInformer<V1Pod> } | undefined;
+  private readonly locks = new KeyedMutex();
+  /** pod UID -> last malformed-annotation message logged (log once per pod and message). */
+  private readonly reported = new Map<string, string>();
+  /** Verdicts of the last pods filtered, reused by prioritize while nothing relevant changed. */
+  private readonly verdicts = new Map<string, VerdictCacheEntry>();
+  private listening: string | undefined;
+
+  constructor(opts: ExtenderServerOptions = {}) {
+    this.cfg = extenderConfig(opts.config ?? {});
+    this.networks = tdmaNetworks(this.cfg);
+    this.log = opts.log ?? componentLogger('scheduler-extender');
+    this.state = opts.state ?? new ClusterState();
+    if (opts.kubeconfig) this.client = new KubeClient(opts.kubeconfig);
+    if (opts.kubeconfig && (opts.informers ?? true)) {
+      const log = this.log;
+      const nodes = new ResilientInformer<V1Node>(opts.kubeconfig, { path: '/api/v1/nodes', log });
+      // terminal pods release their reservation: a pod leaving the selection arrives as a delete
+      const pods = new ResilientInformer<V1Pod>(opts.kubeconfig, { path: '/api/v1/pods', fieldSelector: 'status.phase!=Succeeded,status.phase!=Failed', log });
+      nodes.on('add', (n) => this.state.upsertNode(n));
+      nodes.on('update', (n) => this.state.upsertNode(n));
+      nodes.on('delete', (n) => this.state.deleteNode(n));
+      pods.on('add', (p) => this.state.upsertPod(p));
+      pods.on('update', (p) => this.state.upsertPod(p));
+      pods.on('delete', (p) => this.state.deletePod(p));
+      this.informers = { nodes, pods };
+    }
+    this.app = this.buildApp();
+  }
+
+  get config(): ExtenderConfig {
+    return this.cfg;
+  }
+
+  /** Applies a new configuration live (plugins, networks, default policies, weights, limits). `listen` needs a restart. */
+  setConfig(raw: ExtenderConfigInput | ExtenderConfig): void {
+    const cfg = extenderConfig(raw, 'setConfig');
+    if (this.listening && (cfg.listen.host !== this.cfg.listen.host || cfg.listen.port !== this.cfg.listen.port)) {
+      this.log.warn({ listen: cfg.listen, current: this.cfg.listen }, 'listen address changes take effect only after a restart');
+    }
+    this.cfg = cfg;
+    this.networks = tdmaNetworks(cfg);
+    this.configGen++;
+    this.verdicts.clear();
+    this.log.info({ plugins: cfg.plugins, networks: Object.keys(cfg.tdmaNetworks) }, 'configuration applied');
+  }
+
+  /** Starts the informers (waits for their first list: never answer from an empty cache) and listens. */
+  async start(): Promise<{ url: string; port: number }> {
+    if (this.informers) await Promise.all([this.informers.nodes.start(), this.informers.pods.start()]);
+    const address = await this.app.listen({ host: this.cfg.listen.host, port: this.cfg.listen.port });
+    this.listening = address;
+    const port = (this.app.server.address() as { port: number }).port;
+    this.log.info({ address, nodes: this.state.nodeNames().length, pods: this.state.podCount }, 'scheduler extender listening');
+    return { url: `http://${this.cfg.listen.host.includes(':') ? `[${this.cfg.listen.host}]` : this.cfg.listen.host}:${port}`, port };
+  }
+
+  async stop(): Promise<void> {
+    this.informers?.nodes.stop();
+    this.informers?.pods.stop();
+    await this.app.close();
+    this.listening = undefined;
+  }
+
+  private buildApp(): FastifyInstance {
+    const app = Fastify({ logger: false, bodyLimit: this.cfg.bodyLimitBytes });
+    const timed = <T>(verb: Verb, fn: () => T | Promise<T>) => async () => {
+      const end = metrics().requestDuration.startTimer({ verb });
+      try {
+        return await fn();
+      } finally {
+        end();
+      }
+    };
+    app.post('/filter', async (req, reply) =>
+      timed('filter', () => {
+        const parsed = extenderArgsSchema.safeParse(req.body);
+        if (!parsed.success) return this.badRequest(reply, describeIssues(parsed.error, 'ExtenderArgs'));
+        return this.filter(parsed.data as unknown as ExtenderArgs);
+      })(),
+    );
+    app.post('/prioritize', async (req, reply) =>
+      timed('prioritize', () => {
+        const parsed = extenderArgsSchema.safeParse(req.body);
+        if (!parsed.success) return this.badRequest(reply, describeIssues(parsed.error, 'ExtenderArgs'));
+        return this.prioritize(parsed.data as unknown as ExtenderArgs);
+      })(),
+    );
+    app.post('/bind', async (req, reply) =>
+      timed('bind', () => {
+        const parsed = bindingArgsSchema.safeParse(req.body);
+        if (!parsed.success) return this.badRequest(reply, describeIssues(parsed.error, 'ExtenderBindingArgs'));
+        return this.bind(parsed.data);
+      })(),
+    );
+    app.get('/healthz', async (_req, reply) => {
+      const synced = !this.informers || (this.informers.nodes.synced && this.informers.pods.synced);
+      return reply.code(synced ? 200 : 503).type('text/plain').send(synced ? 'ok' : 'informers not synced');
+    });
+    app.get('/metrics', async (_req, reply) => reply.type(metricsRegistry().contentType).send(await metricsRegistry().metrics()));
+    // framework errors (bad JSON, wrong content type, body too large) keep their 4xx; nothing else escapes the handlers
+    app.setErrorHandler((err: { statusCode?: number; message: string }, _req, reply) => {
+      const code = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 400;
+      metrics().rejections.inc({ reason: 'bad-request' });
+      void reply.code(code).send({ error: err.message });
+    });
+    return app;
+  }
+
+  private badRequest(reply: { code: (n: number) => { send: (b: unknown) => unknown } }, message: string) {
+    metrics().rejections.inc({ reason: 'bad-request' });
+    return reply.code(400).send({ error: message });
+  }
+
+  private requirements(pod: V1Pod) {
+    const r = podRequirements(pod, this.cfg, this.networks);
+    if (!r.ok) {
+      const uid = pod.metadata?.uid ?? `${pod.metadata?.namespace}/${pod.metadata?.name}`;
+      if (this.reported.get(uid) !== r.message) {
+        this.reported.set(uid, r.message);
+        if (this.reported.size > 10_000) this.reported.delete(this.reported.keys().next().value!);
+        objectLogger(this.log, 'Pod', `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`).warn({ uid, reason: r.reason }, r.message);
+      }
+    }
+    return r;
+  }
+
+  /** The nodes of a request: from the cache by name (nodeCacheCapable), or the objects sent. */
+  private requestNodes(args: ExtenderArgs): Array<{ name: string; info: NodeInfo | undefined; node?: V1Node }> {
+    if (args.NodeNames) return args.NodeNames.map((name) => ({ name, info: this.state.node(name) }));
+    return (args.Nodes?.items ?? []).map((node) => ({ name: node.metadata!.name!, info: nodeInfoOf(node), node }));
+  }
+
+  private verdictsFor(req: PodRequirements, pod: V1Pod): Map<string, CachedVerdict> {
+    const key = req.uid;
+    let entry = this.verdicts.get(key);
+    if (!entry || entry.rv !== pod.metadata?.resourceVersion || entry.configGen !== this.configGen) {
+      entry = { rv: pod.metadata?.resourceVersion, configGen: this.configGen, nodes: new Map() };
+      this.verdicts.delete(key);
+      this.verdicts.set(key, entry);
+      while (this.verdicts.size > 64) this.verdicts.delete(this.verdicts.keys().next().value!);
+    }
+    return entry.nodes;
+  }
+
+  private evaluate(req: PodRequirements, info: NodeInfo, cache: Map<string, CachedVerdict> | undefined, memo: SlotMemo): NodeVerdict {
+    const nodeVersion = info.version;
+    const networkVersion = req.network ? this.state.networkVersion(req.network.name) : 0;
+    const hit = cache?.get(info.name);
+    if (hit && hit.nodeVersion === nodeVersion && hit.networkVersion === networkVersion) return hit.verdict;
+    const verdict = evaluateNode(req, info, this.state, this.cfg, memo);
+    if (verdict.skipped) {
+      for (const s of verdict.skipped) if (this.reported.get(`skip:${s}`) === undefined) {
+        this.reported.set(`skip:${s}`, s);
+        this.log.warn({ node: info.name }, `existing pod ignored by the RT analysis: ${s}`);
+      }
+    }
+    // prioritize only ever asks about nodes that passed the filter
+    if (verdict.fits) cache?.set(info.name, { nodeVersion, networkVersion, verdict });
+    return verdict;
+  }
+
+  filter(args: ExtenderArgs): ExtenderFilterResult {
+    const out: ExtenderFilterResult = { FailedNodes: {}, FailedAndUnresolvableNodes: {}, Error: '' };
+    const passing: Array<{ name: string; node?: V1Node }> = [];
+    const nodes = this.requestNodes(args);
+    const m = metrics();
+    try {
+      const r = this.requirements(args.Pod);
+      if (!r.ok) {
+        for (const n of nodes) out.FailedAndUnresolvableNodes[n.name] = r.message;
+        if (nodes.length) m.rejections.inc({ reason: r.reason }, nodes.length);
+      } else {
+        const cache = args.NodeNames ? this.verdictsFor(r.req, args.Pod) : undefined;
+        const memo: SlotMemo = new Map();
+        const counts = new Map<RejectionReason, number>();
+        for (const n of nodes) {
+          if (!n.info) {
+            out.FailedNodes[n.name] = `ulysses: node ${n.name} is not in the extender's node cache (yet)`;
+            counts.set('unknown-node', (counts.get('unknown-node') ?? 0) + 1);
+            continue;
+          }
+          const v = this.evaluate(r.req, n.info, cache, memo);
+          if (v.fits) passing.push(n);
+          else {
+            out.FailedAndUnresolvableNodes[n.name] = v.message;
+            counts.set(v.reason, (counts.get(v.reason) ?? 0) + 1);
+          }
+        }
+        for (const [reason, count] of counts) m.rejections.inc({ reason }, count);
+      }
+    } catch (err) {
+      // a bug in an analysis must not become a 500 loop in the scheduler: report it as the extender's error
+      this.log.error({ err: (err as Error).stack ?? String(err) }, 'filter failed');
+      return { FailedNodes: {}, FailedAndUnresolvableNodes: {}, Error: `ulysses: internal error: ${(err as Error).message}` };
+    }
+    if (args.NodeNames) out.NodeNames = passing.map((n) => n.name);
+    else out.Nodes = { items: passing.map((n) => n.node!) };
+    return out;
+  }
+
+  prioritize(args: ExtenderArgs): HostPriority[] {
+    const nodes = this.requestNodes(args);
+    try {
+      const r = podRequirements(args.Pod, this.cfg, this.networks);
+      if (!r.ok) return nodes.map((n) => ({ Host: n.name, Score: 0 }));
+      const cache = args.NodeNames ? this.verdictsFor(r.req, args.Pod) : undefined;
+      const memo: SlotMemo = new Map();
+      return nodes.map((n) => {
+        if (!n.info) return { Host: n.name, Score: 0 };
+        const v = this.evaluate(r.req, n.info, cache, memo);
+        return { Host: n.name, Score: v.fits ? v.score : 0 };
+      });
+    } catch (err) {
+      this.log.error({ err: (err as Error).stack ?? String(err) }, 'prioritize failed');
+      return nodes.map((n) => ({ Host: n.name, Score: 0 }));
+    }
+  }
+
+  async bind(args: ExtenderBindingArgs): Promise<ExtenderBindingResult> {
+    const key = `${args.PodNamespace}/${args.PodName}`;
+    const log = objectLogger(this.log, 'Pod', key);
+    const m = metrics();
+    const fail = (result: 'rejected' | 'error', message: string): ExtenderBindingResult => {
+      m.binds.inc({ result });
+      if (result === 'rejected') m.rejections.inc({ reason: 'bind' });
+      log.warn({ node: args.Node }, message);
+      return { Error: message };
+    };
+    if (!this.client) return fail('error', `ulysses: bind ${key}: the extender has no API client`);
+    const client = this.client;
+    const podPath = `/api/v1/namespaces/${encodeURIComponent(args.PodNamespace)}/pods/${encodeURIComponent(args.PodName)}`;
+    try {
+      let pod = this.state.pod(key)?.pod;
+      if (!pod || (args.PodUID && pod.metadata?.uid !== args.PodUID)) pod = await client.get<V1Pod>(podPath);
+      if (args.PodUID && pod.metadata?.uid !== args.PodUID) {
+        return fail('rejected', `ulysses: bind ${key}: pod UID is ${pod.metadata?.uid}, the scheduler asked for ${args.PodUID}`);
+      }
+      const uid = pod.metadata!.uid!;
+      const r = this.requirements(pod);
+      if (!r.ok) return fail('rejected', r.message);
+      const needsReservation = !!(r.req.rt || r.req.tdma);
+      let reserved = false;
+      if (needsReservation) {
+        const keys = [`node:${args.Node}`, ...(r.req.network ? [`net:${r.req.network.name}`] : [])];
+        const rejection = await this.locks.run(keys, async () => {
+          const info = this.state.node(args.Node);
+          if (!info) return `ulysses: bind ${key}: node ${args.Node} is not in the extender's node cache`;
+          const v = evaluateNode(r.req, info, this.state, this.cfg);
+          if (!v.fits) return `ulysses: bind ${key} to ${args.Node}: ${v.message}`;
+          const latest = this.state.pod(key)?.pod;
+          const current = latest?.metadata?.uid === uid ? latest : pod;
+          const ann = current.metadata?.annotations ?? {};
+          const values: Record<string, string> = { [RESERVED_NODE_ANNOTATION]: args.Node };
+          if (v.cores) values[RT_CORES_ANNOTATION] = JSON.stringify(v.cores);
+          if (v.slots) values[TDMA_SLOTS_ANNOTATION] = JSON.stringify(v.slots);
+          const ops: unknown[] = [{ op: 'test', path: '/metadata/uid', value: uid }];
+          if (!current.metadata?.annotations) ops.push({ op: 'add', path: '/metadata/annotations', value: values });
+          else for (const [k, val] of Object.entries(values)) ops.push({ op: 'add', path: `/metadata/annotations/${escapePointer(k)}`, value: val });
+          // a stale reservation of a plugin that no longer applies must not stay
+          for (const k of [RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION]) if (!(k in values) && k in ann) ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointer(k)}` });
+          const patched = await client.request<V1Pod>('PATCH', podPath, { body: ops, contentType: 'application/json-patch+json', timeoutMs: this.cfg.bindTimeoutMs });
+          this.state.upsertPod(patched);
+          reserved = true;
+          log.info({ node: args.Node, cores: v.cores, slots: v.slots }, 'reservation recorded');
+          return undefined;
+        });
+        if (rejection) return fail('rejected', rejection);
+      }
+      try {
+        await client.request('POST', `${podPath}/binding`, {
+          body: {
+            apiVersion: 'v1',
+            kind: 'Binding',
+            metadata: { name: args.PodName, namespace: args.PodNamespace, uid },
+            target: { apiVersion: 'v1', kind: 'Node', name: args.Node },
+          },
+          timeoutMs: this.cfg.bindTimeoutMs,
+        });
+      } catch (err) {
+        if (reserved) await this.releaseReservation(podPath, uid, log);
+        throw err;
+      }
+      m.binds.inc({ result: 'bound' });
+      log.info({ node: args.Node }, 'bound');
+      return { Error: '' };
+    } catch (err) {
+      if (isNotFound(err)) return fail('rejected', `ulysses: bind ${key}: pod not found`);
+      return fail('error', `ulysses: bind ${key} to ${args.Node}: ${(err as Error).message}`);
+    }
+  }
+
+  /** Best effort: the binding failed, so the pod holds no node; drop its reservation annotations. */
+  private async releaseReservation(podPath: string, uid: string, log: Logger): Promise<void> {
+    try {
+      const current = await this.client!.get<V1Pod>(podPath);
+      const ann = current.metadata?.annotations ?? {};
+      if (current.spec?.nodeName || current.metadata?.uid !== uid) return;
+      const ops: unknown[] = [{ op: 'test', path: '/metadata/uid', value: uid }];
+      for (const k of [RESERVED_NODE_ANNOTATION, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION]) if (k in ann) ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointer(k)}` });
+      if (ops.length > 1) this.state.upsertPod(await this.client!.jsonPatch<V1Pod>(podPath, ops));
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, 'could not release the reservation after a failed binding (it stays: over-reservation, never double-booking)');
+    }
+  }
+}

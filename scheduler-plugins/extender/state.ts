@@ -1,0 +1,276 @@
+/**
+ * The extender's view of the cluster (nodeCacheCapable: the scheduler sends node NAMES only): node
+ * objects and the pods that hold capacity on them, fed by the nodes and pods informers
+ * (core/informer.ts) or, in tests and the benchmark, directly through upsertNode/upsertPod.
+ *
+ * A pod holds capacity on node N while it is not terminal and either is bound to N
+ * (`spec.nodeName`) or carries the reservation annotation `ulysses.io/reserved-node: N` written by
+ * our bind before the binding (see server.ts). Its reservation is in `ulysses.io/rt-cores` (cores
+ * of its server / reservation / EDF tasks) and `ulysses.io/tdma-slots` (slot indices on the network
+ * named by its `ulysses.io/tdma`). Everything is rebuilt from those annotations after a restart.
+ * Deleted or terminal (Succeeded/Failed) pods release their reservation.
+ *
+ * Annotations are parsed once per object version (the parse results are cached on the records), so
+ * a filter over 1000 nodes only runs the analyses.
+ */
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { objectKey } from '../../core/objects.ts';
+import { parseAssuranceAnnotation, ASSURANCE_ANNOTATION, type AssuranceVector } from '../assurance/assurance.ts';
+import { parseRtAnnotation, parseRtCapacityAnnotation, RT_KINDS, type Parsed, type RtCapacity, type RtKind, type RtPodSpec } from '../realtime/annotations.ts';
+import type { ParsedRtPod } from '../realtime/what-if.ts';
+import { parseTdmaAnnotation, type TdmaRequest } from '../tdma/tdma.ts';
+import {
+  RT_ANNOTATION,
+  RT_CAPACITY_ANNOTATION,
+  RT_CORES_ANNOTATION,
+  RT_SCHEDULER_LABEL,
+  TDMA_ANNOTATION,
+  TDMA_NETWORK_LABEL,
+  TDMA_SLOTS_ANNOTATION,
+} from '../schedulability.ts';
+
+/** Written by bind together with rt-cores / tdma-slots, before the binding (see header). */
+export const RESERVED_NODE_ANNOTATION = 'ulysses.io/reserved-node';
+
+export interface NodeInfo {
+  readonly name: string;
+  readonly node: V1Node;
+  /** `ulysses.io/assurance` (absent = no assurance: every level 0). */
+  readonly assurance: Parsed<AssuranceVector>;
+  /** The parsed vector as JSON, for messages. */
+  readonly assuranceText: string;
+  /** null: not an RT node. */
+  readonly rtKind: RtKind | null | { readonly error: string };
+  readonly rtCapacity: Parsed<RtCapacity>;
+  readonly tdmaNetwork: string | undefined;
+  /** Bumped whenever the node object or the pods holding capacity on it change. */
+  version: number;
+}
+
+export interface PodRecord {
+  readonly key: string;
+  readonly uid: string;
+  readonly name: string;
+  readonly pod: V1Pod;
+  /** The node the pod holds capacity on (bound, else reserved), if any. */
+  readonly node: string | undefined;
+  readonly rt: Parsed<RtPodSpec> | undefined;
+  readonly rtCores: number[] | undefined;
+  readonly tdma: Parsed<TdmaRequest> | undefined;
+  readonly tdmaSlots: number[] | undefined;
+}
+
+function intList(text: string | undefined): number[] | undefined {
+  if (text === undefined) return undefined;
+  try {
+    const v = JSON.parse(text) as unknown;
+    if (Array.isArray(v) && v.length <= 4096 && v.every((x) => Number.isSafeInteger(x) && x >= 0)) return v as number[];
+  } catch {
+    /* not a reservation we can use */
+  }
+  return undefined;
+}
+
+export function isTerminal(pod: V1Pod): boolean {
+  return pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed';
+}
+
+/** The node a pod holds capacity on: bound node, else the reservation annotation. */
+export function holdingNode(pod: V1Pod): string | undefined {
+  if (isTerminal(pod)) return undefined;
+  return pod.spec?.nodeName || pod.metadata?.annotations?.[RESERVED_NODE_ANNOTATION] || undefined;
+}
+
+export function nodeInfoOf(node: V1Node, version = 0): NodeInfo {
+  const labels = node.metadata?.labels ?? {};
+  const ann = node.metadata?.annotations ?? {};
+  const kindLabel = labels[RT_SCHEDULER_LABEL];
+  const rtKind: NodeInfo['rtKind'] =
+    kindLabel === undefined
+      ? null
+      : (RT_KINDS as readonly string[]).includes(kindLabel)
+        ? (kindLabel as RtKind)
+        : { error: `label ${RT_SCHEDULER_LABEL}: unknown kind ${JSON.stringify(kindLabel)} (expected ${RT_KINDS.join(', ')})` };
+  const assurance: Parsed<AssuranceVector> = ann[ASSURANCE_ANNOTATION] === undefined ? { ok: true, value: {} } : parseAssuranceAnnotation(ann[ASSURANCE_ANNOTATION]);
+  return {
+    name: node.metadata?.name ?? '',
+    node,
+    assurance,
+    assuranceText: assurance.ok ? JSON.stringify(assurance.value) : '(malformed)',
+    rtKind,
+    // a node of an RT kind without the capacity annotation has one core
+    rtCapacity: ann[RT_CAPACITY_ANNOTATION] === undefined ? { ok: true, value: { cores: 1 } } : parseRtCapacityAnnotation(ann[RT_CAPACITY_ANNOTATION]),
+    tdmaNetwork: labels[TDMA_NETWORK_LABEL] || undefined,
+    version,
+  };
+}
+
+export function podRecordOf(pod: V1Pod): PodRecord {
+  const ann = pod.metadata?.annotations ?? {};
+  return {
+    key: objectKey(pod),
+    uid: pod.metadata?.uid ?? objectKey(pod),
+    name: objectKey(pod),
+    pod,
+    node: holdingNode(pod),
+    rt: ann[RT_ANNOTATION] === undefined ? undefined : parseRtAnnotation(ann[RT_ANNOTATION]),
+    rtCores: intList(ann[RT_CORES_ANNOTATION]),
+    tdma: ann[TDMA_ANNOTATION] === undefined ? undefined : parseTdmaAnnotation(ann[TDMA_ANNOTATION]),
+    tdmaSlots: intList(ann[TDMA_SLOTS_ANNOTATION]),
+  };
+}
+
+/** Is resourceVersion `a` older than `b`? (etcd revisions are integers; opaque ones never compare as older) */
+function olderThan(a: string | undefined, b: string | undefined): boolean {
+  if (!a || !b || !/^\d{1,30}$/.test(a) || !/^\d{1,30}$/.test(b)) return false;
+  return BigInt(a) < BigInt(b);
+}
+
+export class ClusterState {
+  private readonly nodes = new Map<string, NodeInfo>();
+  private readonly pods = new Map<string, PodRecord>();
+  private readonly podsByNode = new Map<string, Set<string>>();
+  private readonly tdmaPods = new Set<string>();
+  private readonly networkVersions = new Map<string, number>();
+  private readonly nodeVersions = new Map<string, number>();
+
+  node(name: string): NodeInfo | undefined {
+    return this.nodes.get(name);
+  }
+
+  nodeNames(): string[] {
+    return [...this.nodes.keys()];
+  }
+
+  pod(key: string): PodRecord | undefined {
+    return this.pods.get(key);
+  }
+
+  get podCount(): number {
+    return this.pods.size;
+  }
+
+  private bumpNode(name: string | undefined): void {
+    if (!name) return;
+    const v = (this.nodeVersions.get(name) ?? 0) + 1;
+    this.nodeVersions.set(name, v);
+    const info = this.nodes.get(name);
+    if (info) info.version = v;
+  }
+
+  private bumpNetwork(rec: PodRecord | undefined): void {
+    if (rec?.tdma?.ok) this.networkVersions.set(rec.tdma.value.network, (this.networkVersions.get(rec.tdma.value.network) ?? 0) + 1);
+  }
+
+  nodeVersion(name: string): number {
+    return this.nodeVersions.get(name) ?? 0;
+  }
+
+  networkVersion(network: string): number {
+    return this.networkVersions.get(network) ?? 0;
+  }
+
+  upsertNode(node: V1Node): void {
+    const name = node.metadata?.name;
+    if (!name) return;
+    const old = this.nodes.get(name);
+    if (old && old.node.metadata?.resourceVersion === node.metadata?.resourceVersion && old.node.metadata?.resourceVersion) return;
+    this.nodes.set(name, nodeInfoOf(node));
+    this.bumpNode(name);
+  }
+
+  deleteNode(node: V1Node | string): void {
+    const name = typeof node === 'string' ? node : node.metadata?.name;
+    if (!name) return;
+    this.nodes.delete(name);
+    this.bumpNode(name);
+  }
+
+  /** Adds/updates a pod; an object older than the cached one (e.g. a late watch event after our own patch) is ignored. */
+  upsertPod(pod: V1Pod): void {
+    const key = objectKey(pod);
+    const old = this.pods.get(key);
+    if (old && old.uid === pod.metadata?.uid && olderThan(pod.metadata?.resourceVersion, old.pod.metadata?.resourceVersion)) return;
+    if (old && old.pod.metadata?.resourceVersion && old.pod.metadata.resourceVersion === pod.metadata?.resourceVersion && old.uid === pod.metadata?.uid) return;
+    const rec = podRecordOf(pod);
+    if (old) this.unindex(old);
+    this.pods.set(key, rec);
+    if (rec.node) {
+      let set = this.podsByNode.get(rec.node);
+      if (!set) this.podsByNode.set(rec.node, (set = new Set()));
+      set.add(key);
+      this.bumpNode(rec.node);
+    }
+    if (rec.tdmaSlots && rec.node) {
+      this.tdmaPods.add(key);
+      this.bumpNetwork(rec);
+    }
+  }
+
+  deletePod(pod: V1Pod): void {
+    const key = objectKey(pod);
+    const old = this.pods.get(key);
+    if (!old || (pod.metadata?.uid && old.uid !== pod.metadata.uid)) return;
+    this.unindex(old);
+    this.pods.delete(key);
+  }
+
+  private unindex(rec: PodRecord): void {
+    if (rec.node) {
+      this.podsByNode.get(rec.node)?.delete(rec.key);
+      this.bumpNode(rec.node);
+    }
+    if (this.tdmaPods.delete(rec.key)) this.bumpNetwork(rec);
+  }
+
+  /** Pods holding capacity on `node`, sorted by UID (deterministic order for unpinned placement). */
+  podsOn(node: string): PodRecord[] {
+    const out: PodRecord[] = [];
+    for (const key of this.podsByNode.get(node) ?? []) {
+      const r = this.pods.get(key);
+      if (r) out.push(r);
+    }
+    return out.sort((a, b) => (a.uid < b.uid ? -1 : a.uid > b.uid ? 1 : 0));
+  }
+
+  /**
+   * The RT pods already on `node` (parsed), except `excludeUid` (the pod being placed: its own old
+   * reservation must not count against it). Pods whose `ulysses.io/rt` does not parse are skipped
+   * and returned in `skipped` (they were not placed by this extender).
+   */
+  rtPodsOn(node: string, excludeUid: string): { pods: ParsedRtPod[]; skipped: string[] } {
+    const pods: ParsedRtPod[] = [];
+    const skipped: string[] = [];
+    for (const r of this.podsOn(node)) {
+      if (!r.rt || r.uid === excludeUid) continue;
+      if (!r.rt.ok) {
+        skipped.push(`${r.name}: ${r.rt.error}`);
+        continue;
+      }
+      pods.push({ name: r.name, uid: r.uid, spec: r.rt.value, cores: r.rtCores });
+    }
+    return { pods, skipped };
+  }
+
+  /** Slots reserved on `network` by pods holding capacity somewhere, except `excludeUid`. */
+  takenSlots(network: string, excludeUid: string): number[] {
+    const out: number[] = [];
+    for (const key of this.tdmaPods) {
+      const r = this.pods.get(key);
+      if (!r || r.uid === excludeUid || !r.tdma?.ok || r.tdma.value.network !== network) continue;
+      out.push(...(r.tdmaSlots ?? []));
+    }
+    return out;
+  }
+
+  /** Every (pod, slot) reservation per network: for checks that no slot is held twice. */
+  slotHolders(network: string): Map<number, string[]> {
+    const m = new Map<number, string[]>();
+    for (const key of this.tdmaPods) {
+      const r = this.pods.get(key);
+      if (!r?.tdma?.ok || r.tdma.value.network !== network) continue;
+      for (const s of r.tdmaSlots ?? []) m.set(s, [...(m.get(s) ?? []), r.name]);
+    }
+    return m;
+  }
+}

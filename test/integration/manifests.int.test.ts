@@ -1,0 +1,451 @@
+/**
+ * The install manifests (manifests/) against the real kube-apiserver, kube-controller-manager and
+ * kube-scheduler 1.36.3 of the testbed (0 real nodes, 2 KWOK nodes: nothing here runs pods):
+ *
+ * - every overlay rendered by the real `kubectl kustomize` passes a server-side dry-run apply
+ *   (admission, schema validation, RBAC escalation checks, Service ClusterIP allocation);
+ * - the cluster-level objects are applied for real: the UlyssesConfig CRD becomes Established, the
+ *   default UlyssesConfig is stored unchanged (no field pruned), invalid ones are rejected naming
+ *   the field, the status subresource takes what components will report;
+ * - each component's ServiceAccount may do what its component calls and nothing like reading or
+ *   deleting Secrets (SubjectAccessReview);
+ * - kube-controller-manager started with the ClusterConfiguration's --controllers value (the
+ *   testbed's own kcm) and with kubeadm's flag plus the patch's appended flag (a second kcm) disables
+ *   exactly the replaced controllers;
+ * - kube-scheduler accepts manifests/kubeadm/kube-scheduler-config.yaml (--write-config-to).
+ */
+import { execFile, spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { useTestbed } from './harness.ts';
+import { binaryPath } from '../../experiments/testbed/binaries.ts';
+import { pollUntil, stopProcess, tailFile } from '../../experiments/testbed/processes.ts';
+import { ApiError, apiRequest } from '../../core/kube.ts';
+import {
+  OVERLAYS,
+  ULYSSES_CONFIG_NAME,
+  ULYSSES_NAMESPACE,
+  kcmControllersFromPatch,
+  manifestFile,
+  renderOverlay,
+  type K8sObject,
+} from '../../manifests/overlays.ts';
+
+const runDir = '/tmp/ulysses-it-manifests';
+const run = promisify(execFile);
+const KCM_CONTROLLERS = kcmControllersFromPatch();
+/** kube-controller-manager's names of the controllers Ulysses replaces. */
+const REPLACED = ['replicaset-controller', 'deployment-controller', 'endpoints-controller', 'endpointslice-controller', 'taint-eviction-controller'];
+const CRD_NAME = 'ulyssesconfigs.ulysses.io';
+const CFG_PATH = '/apis/ulysses.io/v1alpha1/ulyssesconfigs';
+/** What the testbed cannot run without real nodes and the image: dry-run only. */
+const WORKLOAD_KINDS = new Set(['Deployment', 'DaemonSet']);
+
+const ctx = useTestbed(runDir, { realNodes: 0, kwokNodes: 2, controllers: KCM_CONTROLLERS });
+const rendered = new Map<string, { yaml: string; objects: K8sObject[] }>();
+
+async function kubectl(args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(binaryPath('kubectl'), [`--kubeconfig=${ctx.state.kubeconfig}`, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => (stdout += d));
+    p.stderr.on('data', (d) => (stderr += d));
+    p.on('error', reject);
+    p.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+    p.stdin.end(stdin ?? '');
+  });
+}
+
+const toYaml = (objs: K8sObject[]) => objs.map((o) => '---\n' + stringifyYaml(o)).join('');
+
+async function createConfig(body: unknown, query: Record<string, string> = {}): Promise<unknown> {
+  return apiRequest(ctx.kc, 'POST', CFG_PATH, { body, query: { fieldValidation: 'Strict', ...query } });
+}
+
+async function rejection(p: Promise<unknown>): Promise<ApiError> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof ApiError) return err;
+    throw err;
+  }
+  throw new Error('expected the apiserver to reject the request');
+}
+
+beforeAll(async () => {
+  for (const overlay of Object.keys(OVERLAYS)) rendered.set(overlay, await renderOverlay(overlay));
+});
+
+describe('kubectl kustomize + apply to the testbed apiserver', () => {
+  it('Namespace and CRD apply for real; the CRD becomes Established with its names accepted', async () => {
+    const { objects } = rendered.get('kubeadm')!;
+    const first = objects.filter((o) => o.kind === 'Namespace' || o.kind === 'CustomResourceDefinition');
+    const r = await kubectl(['apply', '--server-side', '--field-manager=ulysses-install', '-f', '-'], toYaml(first));
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const conds = await pollUntil(
+      `CRD ${CRD_NAME} Established`,
+      async () => {
+        const crd = await apiRequest<{ status?: { conditions?: { type: string; status: string }[] } }>(ctx.kc, 'GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${CRD_NAME}`);
+        const c = crd.status?.conditions ?? [];
+        return c.some((x) => x.type === 'Established' && x.status === 'True') ? c : undefined;
+      },
+      { timeoutMs: 30_000 },
+    );
+    expect(conds).toEqual(expect.arrayContaining([expect.objectContaining({ type: 'NamesAccepted', status: 'True' })]));
+  });
+
+  for (const overlay of Object.keys(OVERLAYS)) {
+    it(`overlay ${overlay}: every rendered object passes a server-side dry-run apply`, async () => {
+      const { yaml, objects } = rendered.get(overlay)!;
+      const r = await kubectl(['apply', '--server-side', '--dry-run=server', '--field-manager=ulysses-install', '-f', '-'], yaml);
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      const lines = r.stdout.trim().split('\n');
+      expect(lines).toHaveLength(objects.length);
+      for (const l of lines) expect(l).toMatch(/ serverside-applied \(server dry run\)$/);
+    });
+  }
+
+  it('the kubeadm overlay minus the workloads (Deployments, DaemonSet) applies for real, and re-applying changes nothing', async () => {
+    const { objects } = rendered.get('kubeadm')!;
+    const held = objects.filter((o) => !WORKLOAD_KINDS.has(o.kind));
+    const apply = () => kubectl(['apply', '--server-side', '--field-manager=ulysses-install', '-f', '-'], toYaml(held));
+    const r = await apply();
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout.trim().split('\n')).toHaveLength(held.length);
+    const before = await apiRequest<{ metadata: { generation: number; resourceVersion: string } }>(ctx.kc, 'GET', `${CFG_PATH}/${ULYSSES_CONFIG_NAME}`);
+    const again = await apply();
+    expect(again.code).toBe(0);
+    const after = await apiRequest<{ metadata: { generation: number; resourceVersion: string } }>(ctx.kc, 'GET', `${CFG_PATH}/${ULYSSES_CONFIG_NAME}`);
+    expect(after.metadata.resourceVersion).toBe(before.metadata.resourceVersion);
+    expect(after.metadata.generation).toBe(1);
+  });
+});
+
+describe('static-pod variants (manifests/kubeadm/static-pods)', () => {
+  it('the static Pods pass a server-side dry run in kube-system', async () => {
+    const pods = ['ulysses-controller-manager.yaml', 'ulysses-scheduler-extender.yaml'].map((f) => manifestFile(`kubeadm/static-pods/${f}`)).join('\n---\n');
+    const r = await kubectl(['apply', '--server-side', '--dry-run=server', '--field-manager=ulysses-install', '-f', '-'], pods);
+    expect(r.stderr).toBe('');
+    expect(r.stdout.trim().split('\n')).toEqual([
+      'pod/ulysses-controller-manager serverside-applied (server dry run)',
+      'pod/ulysses-scheduler-extender serverside-applied (server dry run)',
+    ]);
+  });
+
+  it("rbac-static.yaml gives kubeadm's kube-controller-manager and kube-scheduler identities the Ulysses roles", async () => {
+    const check = (user: string, verb: string, resource: string, group = '', namespace?: string, subresource?: string) =>
+      apiRequest<{ status: { allowed: boolean } }>(ctx.kc, 'POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+        body: {
+          apiVersion: 'authorization.k8s.io/v1',
+          kind: 'SubjectAccessReview',
+          spec: { user, groups: ['system:authenticated'], resourceAttributes: { verb, resource, group, namespace, subresource } },
+        },
+      }).then((x) => x.status.allowed);
+    const probes = async () => [
+      // (kube-controller-manager's own role already lists/watches every resource)
+      await check('system:kube-controller-manager', 'patch', 'ulyssesconfigs', 'ulysses.io', undefined, 'status'),
+      await check('system:kube-controller-manager', 'create', 'pods', '', 'some-namespace'),
+      await check('system:kube-controller-manager', 'update', 'leases', 'coordination.k8s.io', ULYSSES_NAMESPACE),
+      await check('system:kube-controller-manager', 'patch', 'flowschemas', 'flowcontrol.apiserver.k8s.io'),
+      await check('system:kube-scheduler', 'watch', 'ulyssesconfigs', 'ulysses.io'),
+      await check('system:kube-scheduler', 'patch', 'pods', '', 'some-namespace'),
+    ];
+    expect(await probes()).toEqual([false, false, false, false, false, false]); // kubeadm's roles alone
+    const r = await kubectl(['apply', '--server-side', '--field-manager=ulysses-install', '-f', '-'], manifestFile('kubeadm/static-pods/rbac-static.yaml'));
+    expect(r.code).toBe(0);
+    expect(await probes()).toEqual([true, true, true, true, true, true]);
+    expect(await check('system:kube-scheduler', 'delete', 'secrets', '', ULYSSES_NAMESPACE)).toBe(false);
+  });
+});
+
+describe('UlyssesConfig on the apiserver', () => {
+  it('the default instance is stored as written: no field pruned or defaulted differently', async () => {
+    const want = rendered.get('kubeadm')!.objects.find((o) => o.kind === 'UlyssesConfig')! as K8sObject & { spec: unknown };
+    const got = await apiRequest<{ spec: unknown }>(ctx.kc, 'GET', `${CFG_PATH}/${ULYSSES_CONFIG_NAME}`);
+    expect(got.spec).toEqual(want.spec);
+  });
+
+  it('the base default (all vanilla, apf disabled) passes strict validation as a new object, with every optional field', async () => {
+    const base = parseYaml(manifestFile('base/ulyssesconfig-default.yaml')) as { metadata: { name: string }; spec: Record<string, unknown> };
+    base.metadata.name = 'base-default'; // `default` itself exists already
+    const full = structuredClone(base);
+    full.metadata.name = 'full';
+    full.spec.kubeletShim = {
+      default: { policy: 'exponential-decay', params: { initialWaitMs: 700, factor: 0.5, resetAfterMs: 5000 } },
+      nodes: [{ nodeSelector: { 'node-role.kubernetes.io/edge': '' }, policy: 'exponential-decay', params: { initialWaitMs: 1500, factor: 0.6, resetAfterMs: 5000 } }],
+    };
+    for (const o of [base, full]) {
+      const created = (await createConfig(o, { dryRun: 'All' })) as { spec: unknown };
+      expect(created.spec).toEqual(o.spec);
+    }
+  });
+
+  it('rejects an invalid mode with 422 naming the field and the allowed values', async () => {
+    const err = await rejection(
+      createConfig({ apiVersion: 'ulysses.io/v1alpha1', kind: 'UlyssesConfig', metadata: { name: 'bad-mode' }, spec: { controllerManager: { controllers: { replicaset: { mode: 'fastest' } } } } }),
+    );
+    expect(err.statusCode).toBe(422);
+    expect(err.message).toContain('spec.controllerManager.controllers.replicaset.mode: Unsupported value: "fastest"');
+    expect(err.message).toContain('"multi-priority-periodic"');
+  });
+
+  it.each([
+    ['kubelet-shim policy enum', { kubeletShim: { default: { policy: 'sometimes' } } }, 'spec.kubeletShim.default.policy: Unsupported value: "sometimes"'],
+    ['negative pacing parameter', { kubeletShim: { default: { policy: 'fixed', params: { waitMs: -5 } } } }, 'spec.kubeletShim.default.params.waitMs: Invalid value: -5'],
+    ['per-node entry without nodeSelector', { kubeletShim: { nodes: [{ policy: 'fixed' }] } }, 'spec.kubeletShim.nodes[0].nodeSelector: Required value'],
+    ['zero workers', { controllerManager: { controllers: { replicaset: { mode: 'vanilla', workers: 0 } } } }, 'spec.controllerManager.controllers.replicaset.workers: Invalid value: 0'],
+    ['controller name not a DNS label', { controllerManager: { controllers: { ReplicaSet: { mode: 'vanilla' } } } }, 'controller names must be DNS-1123 labels'],
+    ['APF enabled without namespaces', { apf: { enabled: true, exemptNamespaces: [] } }, 'spec.apf.exemptNamespaces: Invalid value: exemptNamespaces must list at least one namespace when enabled is true'],
+    ['duplicate exempt namespace', { apf: { exemptNamespaces: ['a', 'a'] } }, 'spec.apf.exemptNamespaces[1]: Duplicate value: "a"'],
+    ['plugin flag not a boolean', { schedulerExtender: { plugins: { tdma: 'yes' } } }, 'spec.schedulerExtender.plugins.tdma: Invalid value: "string"'],
+    ['unknown field (strict field validation)', { kubeletShim: { default: { policy: 'fixed', waitMs: 1200 } } }, 'unknown field "spec.kubeletShim.default.waitMs"'],
+  ])('rejects %s naming the field', async (_what, spec, message) => {
+    const err = await rejection(createConfig({ apiVersion: 'ulysses.io/v1alpha1', kind: 'UlyssesConfig', metadata: { name: 'invalid' }, spec }));
+    expect([400, 422]).toContain(err.statusCode);
+    expect(err.message).toContain(message);
+  });
+
+  it('status subresource: components report observedGeneration/mode/conditions without bumping the generation; a bad condition status is rejected', async () => {
+    const status = {
+      components: {
+        'controller-manager': {
+          observedGeneration: 1,
+          mode: 'vanilla',
+          controllers: { replicaset: 'vanilla' }, // extra fields are kept (x-kubernetes-preserve-unknown-fields)
+          conditions: [{ type: 'Applied', status: 'True', reason: 'ConfigApplied', message: 'all controllers vanilla', lastTransitionTime: '2026-01-01T00:00:00Z', observedGeneration: 1 }],
+        },
+      },
+    };
+    const path = `${CFG_PATH}/${ULYSSES_CONFIG_NAME}/status`;
+    const patched = await apiRequest<{ metadata: { generation: number }; status: unknown }>(ctx.kc, 'PATCH', path, {
+      body: { status },
+      contentType: 'application/merge-patch+json',
+    });
+    expect(patched.status).toEqual(status);
+    expect(patched.metadata.generation).toBe(1);
+    const bad = await rejection(
+      apiRequest(ctx.kc, 'PATCH', path, {
+        body: { status: { components: { 'kubelet-shim/kwok-0': { conditions: [{ type: 'Applied', status: 'Maybe' }] } } } },
+        contentType: 'application/merge-patch+json',
+      }),
+    );
+    expect(bad.statusCode).toBe(422);
+    expect(bad.message).toContain('status.components.kubelet-shim/kwok-0.conditions[0].status: Unsupported value: "Maybe"');
+  });
+
+  it('kubectl get shows the printer columns', async () => {
+    const r = await kubectl(['get', 'ulyssesconfigs', ULYSSES_CONFIG_NAME]);
+    expect(r.code).toBe(0);
+    const [head, row] = r.stdout.trim().split('\n').map((l) => l.trim().split(/\s+/));
+    expect(head).toEqual(['NAME', 'REPLICASET', 'SHIM', 'ASSURANCE', 'REALTIME', 'TDMA', 'APF', 'AGE']);
+    expect(row!.slice(0, 7)).toEqual(['default', 'vanilla', 'vanilla', 'false', 'false', 'false', 'true']);
+  });
+});
+
+describe('least-privilege RBAC (SubjectAccessReview as each ServiceAccount)', () => {
+  type Check = [verb: string, resource: string, opts?: { group?: string; subresource?: string; namespace?: string }];
+  const any = 'some-namespace';
+  const CAN: Record<string, Check[]> = {
+    'ulysses-controller-manager': [
+      ['watch', 'pods'],
+      ['create', 'pods', { namespace: any }],
+      ['delete', 'pods', { namespace: any }],
+      ['patch', 'pods', { namespace: any }],
+      ['patch', 'pods', { subresource: 'status', namespace: any }],
+      ['list', 'nodes'],
+      ['watch', 'services'],
+      ['update', 'services', { subresource: 'finalizers', namespace: any }],
+      ['create', 'endpointslices', { group: 'discovery.k8s.io', namespace: any }],
+      ['delete', 'endpointslices', { group: 'discovery.k8s.io', namespace: any }],
+      ['update', 'endpoints', { namespace: any }],
+      ['watch', 'replicasets', { group: 'apps' }],
+      ['create', 'replicasets', { group: 'apps', namespace: any }],
+      ['update', 'replicasets', { group: 'apps', subresource: 'status', namespace: any }],
+      ['watch', 'deployments', { group: 'apps' }],
+      ['update', 'deployments', { group: 'apps', subresource: 'status', namespace: any }],
+      ['create', 'events', { namespace: any }],
+      ['create', 'events', { group: 'events.k8s.io', namespace: any }],
+      ['get', 'leases', { group: 'coordination.k8s.io', namespace: ULYSSES_NAMESPACE }],
+      ['create', 'leases', { group: 'coordination.k8s.io', namespace: ULYSSES_NAMESPACE }],
+      ['update', 'leases', { group: 'coordination.k8s.io', namespace: ULYSSES_NAMESPACE }],
+      ['watch', 'ulyssesconfigs', { group: 'ulysses.io' }],
+      ['patch', 'ulyssesconfigs', { group: 'ulysses.io', subresource: 'status' }],
+      ['patch', 'flowschemas', { group: 'flowcontrol.apiserver.k8s.io' }],
+      ['delete', 'flowschemas', { group: 'flowcontrol.apiserver.k8s.io' }],
+      ['list', 'prioritylevelconfigurations', { group: 'flowcontrol.apiserver.k8s.io' }],
+    ],
+    'ulysses-scheduler-extender': [
+      ['watch', 'nodes'],
+      ['list', 'pods'],
+      ['patch', 'pods', { namespace: any }],
+      ['create', 'pods', { subresource: 'binding', namespace: any }],
+      ['create', 'events', { namespace: any }],
+      ['watch', 'ulyssesconfigs', { group: 'ulysses.io' }],
+      ['patch', 'ulyssesconfigs', { group: 'ulysses.io', subresource: 'status' }],
+    ],
+    'ulysses-kubelet-shim': [
+      ['get', 'nodes'],
+      ['watch', 'nodes'],
+      ['get', 'ulyssesconfigs', { group: 'ulysses.io' }],
+      ['watch', 'ulyssesconfigs', { group: 'ulysses.io' }],
+      ['patch', 'ulyssesconfigs', { group: 'ulysses.io', subresource: 'status' }],
+      ['create', 'events', { namespace: ULYSSES_NAMESPACE }],
+    ],
+  };
+  const NO_SECRETS: Check[] = [
+    ['get', 'secrets', { namespace: any }],
+    ['list', 'secrets'],
+    ['delete', 'secrets', { namespace: ULYSSES_NAMESPACE }],
+  ];
+  const CANNOT: Record<string, Check[]> = {
+    'ulysses-controller-manager': [
+      ...NO_SECRETS,
+      ['update', 'ulyssesconfigs', { group: 'ulysses.io' }], // the spec belongs to the operator
+      ['delete', 'nodes'],
+      ['patch', 'nodes'],
+      ['create', 'deployments', { group: 'apps', namespace: any }],
+      ['delete', 'services', { namespace: any }],
+      ['create', 'pods', { subresource: 'binding', namespace: any }],
+      ['update', 'leases', { group: 'coordination.k8s.io', namespace: 'kube-system' }], // not kcm's lease
+      ['create', 'clusterrolebindings', { group: 'rbac.authorization.k8s.io' }],
+    ],
+    'ulysses-scheduler-extender': [
+      ...NO_SECRETS,
+      ['delete', 'pods', { namespace: any }],
+      ['create', 'pods', { namespace: any }],
+      ['update', 'nodes'],
+      ['update', 'ulyssesconfigs', { group: 'ulysses.io' }],
+      ['patch', 'flowschemas', { group: 'flowcontrol.apiserver.k8s.io' }],
+    ],
+    'ulysses-kubelet-shim': [
+      ...NO_SECRETS,
+      ['list', 'pods'],
+      ['patch', 'nodes'],
+      ['create', 'pods', { namespace: any }],
+      ['update', 'ulyssesconfigs', { group: 'ulysses.io' }],
+    ],
+    default: [['list', 'ulyssesconfigs', { group: 'ulysses.io' }]],
+  };
+
+  async function allowed(sa: string, [verb, resource, o = {}]: Check): Promise<boolean> {
+    const r = await apiRequest<{ status: { allowed: boolean } }>(ctx.kc, 'POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+      body: {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SubjectAccessReview',
+        spec: {
+          user: `system:serviceaccount:${ULYSSES_NAMESPACE}:${sa}`,
+          groups: ['system:serviceaccounts', `system:serviceaccounts:${ULYSSES_NAMESPACE}`, 'system:authenticated'],
+          resourceAttributes: { verb, resource, group: o.group ?? '', subresource: o.subresource, namespace: o.namespace },
+        },
+      },
+    });
+    return r.status.allowed;
+  }
+  const describeCheck = ([verb, resource, o = {}]: Check) =>
+    `${verb} ${o.group ? `${resource}.${o.group}` : resource}${o.subresource ? `/${o.subresource}` : ''}${o.namespace ? ` in ${o.namespace}` : ''}`;
+
+  for (const sa of Object.keys(CAN)) {
+    it(`${sa} may do what its component calls`, async () => {
+      const denied: string[] = [];
+      for (const c of CAN[sa]!) if (!(await allowed(sa, c))) denied.push(describeCheck(c));
+      expect(denied).toEqual([]);
+    });
+  }
+  for (const sa of Object.keys(CANNOT)) {
+    it(`${sa} may not read or delete Secrets, nor act outside its component`, async () => {
+      const granted: string[] = [];
+      for (const c of CANNOT[sa]!) if (await allowed(sa, c)) granted.push(describeCheck(c));
+      expect(granted).toEqual([]);
+    });
+  }
+});
+
+describe('control-plane flags on the real binaries', () => {
+  /** Controllers a kcm log states are disabled. */
+  const disabledIn = (log: string) => new Set([...log.matchAll(/controller is disabled"? controller="([a-z-]+)"/g)].map((m) => m[1]!));
+  /** Disabled by default in kcm but enabled by kubeadm's entries, and controllers that must keep running. */
+  const MUST_RUN = ['bootstrap-signer-controller', 'token-cleaner-controller', 'node-lifecycle-controller', 'garbage-collector-controller', 'namespace-controller', 'daemonset-controller', 'job-controller', 'serviceaccount-token-controller'];
+  let singleFlag: Set<string>;
+
+  it('kube-controller-manager with the ClusterConfiguration --controllers value disables the replaced controllers and keeps the rest', async () => {
+    const kcm = ctx.state.processes.find((p) => p.name === 'kube-controller-manager')!;
+    singleFlag = await pollUntil(
+      'kcm logged its disabled controllers',
+      () => {
+        const d = disabledIn(readFileSync(kcm.logFile, 'utf8'));
+        return REPLACED.every((c) => d.has(c)) ? d : undefined;
+      },
+      { timeoutMs: 30_000, explain: () => tailFile(kcm.logFile) },
+    );
+    expect(MUST_RUN.filter((c) => singleFlag.has(c))).toEqual([]);
+    // the others are the ones kcm 1.36 disables by default (feature-gated)
+    expect([...singleFlag].filter((c) => !REPLACED.includes(c))).toEqual(['selinux-warning-controller']);
+  });
+
+  it("kubeadm's --controllers flag followed by the patch's appended one has the same effect (a second, short-lived kcm)", async () => {
+    const logFile = join(runDir, 'logs', 'kcm-patched.log');
+    const args = [
+      `--kubeconfig=${join(runDir, 'kubeconfigs', 'kube-controller-manager.kubeconfig')}`,
+      '--leader-elect=false',
+      '--secure-port=0',
+      '--controllers=*,bootstrapsigner,tokencleaner', // what kubeadm writes
+      `--controllers=${KCM_CONTROLLERS}`, // what the patch appends
+      '--v=1',
+    ];
+    const child = spawn(binaryPath('kube-controller-manager'), args, { detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = '';
+    child.stdout.on('data', (d) => (log += d));
+    child.stderr.on('data', (d) => (log += d));
+    try {
+      const disabled = await pollUntil(
+        'patched kcm logged its disabled controllers',
+        () => {
+          if (child.exitCode !== null) throw new Error(`kube-controller-manager exited ${child.exitCode}:\n${log.slice(-3000)}`);
+          const d = disabledIn(log);
+          return REPLACED.every((c) => d.has(c)) ? d : undefined;
+        },
+        { timeoutMs: 60_000, explain: () => log.slice(-3000) },
+      );
+      expect([...disabled].sort()).toEqual([...singleFlag].sort());
+    } finally {
+      writeFileSync(logFile, log);
+      if (child.pid) await stopProcess(child.pid);
+    }
+  });
+
+  it.each([
+    ['kube-scheduler-config.yaml', 'http://10.96.0.250:8888'],
+    ['kube-scheduler-config-static.yaml', 'http://127.0.0.1:8888'],
+  ])('kube-scheduler accepts %s with the extender at %s (and would refuse a broken one)', async (file, urlPrefix) => {
+    const cfg = parseYaml(manifestFile(`kubeadm/${file}`)) as { clientConnection: { kubeconfig: string }; extenders: { weight: number }[] };
+    cfg.clientConnection.kubeconfig = join(runDir, 'kubeconfigs', 'kube-scheduler.kubeconfig'); // instead of kubeadm's /etc/kubernetes/scheduler.conf
+    const check = async (c: unknown, name: string) => {
+      const file = join(runDir, `${name}.yaml`);
+      const out = join(runDir, `${name}.effective.yaml`);
+      writeFileSync(file, stringifyYaml(c));
+      try {
+        await run(binaryPath('kube-scheduler'), [`--config=${file}`, `--write-config-to=${out}`], { timeout: 60_000 });
+        return { ok: true, effective: parseYaml(readFileSync(out, 'utf8')) as { extenders: unknown[] }, stderr: '' };
+      } catch (err) {
+        return { ok: false, effective: undefined, stderr: String((err as { stderr?: string }).stderr ?? err) };
+      }
+    };
+    const good = await check(cfg, file.replace('.yaml', ''));
+    expect(good.stderr).toBe('');
+    expect(good.effective!.extenders).toEqual([
+      { urlPrefix, filterVerb: 'filter', prioritizeVerb: 'prioritize', bindVerb: 'bind', weight: 1, nodeCacheCapable: true, httpTimeout: '5s' },
+    ]);
+    const broken = structuredClone(cfg);
+    broken.extenders[0]!.weight = 0;
+    const bad = await check(broken, file.replace('.yaml', '-broken'));
+    expect(bad.ok).toBe(false);
+    expect(bad.stderr).toContain('extenders[0].weight: Invalid value: 0');
+  });
+});

@@ -1,0 +1,170 @@
+/**
+ * Runtime toggling through UlyssesConfig/default on the real testbed (thesis §5.3.5): the
+ * components watch it and apply it live; we observe the new behaviour, not only the status:
+ * - controller manager: switched to multi-priority-periodic, ReplicaSet syncs come one per T/N;
+ *   back to vanilla, they come in a burst; a switch in the middle of a burst loses no key;
+ * - APF: `set apf on` makes the critical namespace's requests exempt (response headers), `off`
+ *   reverts; an invalid section is rejected (status condition + Warning Event naming the field)
+ *   and the last good configuration stays in force;
+ * - the CRD schema rejects a bad mode enum at the apiserver.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
+import { useTestbed } from './harness.ts';
+import { ApfProbe, configMapsPath } from './apf-probe.ts';
+import { pollUntil } from '../../experiments/testbed/processes.ts';
+import { deployment } from '../../experiments/workloads.ts';
+import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
+import { ResilientInformer } from '../../core/informer.ts';
+import { ApiError, KubeClient, apiRequest } from '../../core/kube.ts';
+import { patchRuntimeConfig, readRuntimeConfig, runtimeConfigPath, type ComponentStatus, type RuntimeConfigWatcher } from '../../core/runtime-config.ts';
+import { setPatch, statusRows } from '../../core/runtime-status.ts';
+import { controllerManagerRuntimeWatcher } from '../../controller-manager/runtime.ts';
+import { apfRuntimeWatcher } from '../../apf-configs/runtime.ts';
+import { EXEMPT_PRIORITY_LEVEL } from '../../apf-configs/flowschemas.ts';
+
+const runDir = '/tmp/ulysses-it-runtime-config';
+const ns = 'rtcfg-it';
+const CRIT = 'ulysses-critical';
+const t = useTestbed(runDir, {
+  realNodes: 0,
+  kwokNodes: 2,
+  controllers: '*,-replicaset-controller',
+  namespace: ns,
+  controllerManager: { controllers: ['replicaset'] },
+});
+
+let client: KubeClient;
+let cmWatcher: Pick<RuntimeConfigWatcher<never>, "start" | "stop">;
+let apfWatcher: Pick<RuntimeConfigWatcher<never>, "start" | "stop">;
+let podInformer: ResilientInformer<V1Pod>;
+const podSeen = new Map<string, number>(); // pod name -> local time its ADDED event arrived
+let apf: ApfProbe;
+
+beforeAll(async () => {
+  client = new KubeClient(t.kc);
+  cmWatcher = controllerManagerRuntimeWatcher(t.kc, t.cm!, ['replicaset']);
+  apfWatcher = apfRuntimeWatcher(t.kc);
+  await cmWatcher.start();
+  await apfWatcher.start();
+  podInformer = new ResilientInformer<V1Pod>(t.kc, { path: `/api/v1/namespaces/${ns}/pods` });
+  podInformer.on('add', (p) => podSeen.set(p.metadata!.name!, performance.now()));
+  await podInformer.start();
+  apf = new ApfProbe(t.kc, t.state);
+  await apf.setup(CRIT);
+});
+afterAll(async () => {
+  podInformer?.stop();
+  await cmWatcher?.stop();
+  await apfWatcher?.stop();
+});
+
+/** `ulysses set` as a library call; returns the generation the components must observe. */
+async function set(component: string, mode: string, o: Parameters<typeof setPatch>[2] = {}): Promise<number> {
+  const cur = await readRuntimeConfig(client);
+  const obj = await patchRuntimeConfig(client, setPatch(component, mode, o, cur?.spec));
+  return obj.metadata.generation!;
+}
+
+async function observed(key: string, generation: number): Promise<ComponentStatus> {
+  let last: ComponentStatus | null | undefined;
+  return pollUntil(
+    `${key} reports generation ${generation}`,
+    async () => {
+      last = (await readRuntimeConfig(client))?.status?.components?.[key];
+      return last && last.observedGeneration >= generation ? last : undefined;
+    },
+    { timeoutMs: 30_000, intervalMs: 100, explain: () => `last status: ${JSON.stringify(last)}` },
+  );
+}
+
+function rs(name: string): V1ReplicaSet {
+  const d = deployment({ namespace: ns, name, replicas: 1, criticality: 'low', image: 'http-server' });
+  const tpl = d.spec!.template;
+  tpl.spec!.tolerations = [{ key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' }];
+  tpl.spec!.nodeSelector = { type: 'kwok' };
+  return { apiVersion: 'apps/v1', kind: 'ReplicaSet', metadata: { name, namespace: ns }, spec: { replicas: 1, selector: d.spec!.selector, template: tpl } };
+}
+
+/** Creates `n` one-replica ReplicaSets at once; resolves with their pods' arrival times (ms, sorted). */
+async function burst(prefix: string, n: number, during?: (seen: () => number) => Promise<void>): Promise<number[]> {
+  const names = Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
+  await Promise.all(names.map((name) => t.apps.createNamespacedReplicaSet({ namespace: ns, body: rs(name) })));
+  const mine = () => [...podSeen.entries()].filter(([p]) => names.some((r) => p.startsWith(`${r}-`)));
+  if (during) await during(() => mine().length);
+  await pollUntil(`${n} pods of ${prefix}`, async () => mine().length >= n, { timeoutMs: 60_000, intervalMs: 50, explain: () => `${mine().length} seen` });
+  // exactly one pod per ReplicaSet: nothing lost, nothing duplicated
+  for (const r of names) expect(mine().filter(([p]) => p.startsWith(`${r}-`)), r).toHaveLength(1);
+  return mine()
+    .map(([, at]) => at)
+    .sort((a, b) => a - b);
+}
+const spread = (times: number[]) => times[times.length - 1]! - times[0]!;
+
+describe('runtime toggling through UlyssesConfig', () => {
+  it('controller manager: periodic workers pace ReplicaSet syncs at T/N, vanilla serves them at once', async () => {
+    // 5 workers = 4 periodic + 1 high-priority async: one low-priority key every 1000/4 = 250 ms
+    const g1 = await set('controller-manager', 'multi-priority-periodic', { controllers: ['replicaset'], periodMs: 1000, workers: 5 });
+    const st = await observed('controller-manager', g1);
+    expect(st.mode).toBe('replicaset=multi-priority-periodic/1000ms');
+    expect(st.conditions[0]).toMatchObject({ type: 'Applied', status: 'True' });
+    expect(t.cm!.pool('replicaset').mode).toBe('multi-priority-periodic');
+    const periodic = await burst('periodic', 8);
+    // 8 keys, one per 250 ms: >= 7 * 250 ms nominal; allow jitter of the watch
+    expect(spread(periodic)).toBeGreaterThanOrEqual(1400);
+
+    const g2 = await set('controller-manager', 'vanilla', { controllers: ['replicaset'] });
+    expect((await observed('controller-manager', g2)).mode).toBe('replicaset=vanilla');
+    const vanilla = await burst('vanilla', 8);
+    // 5 async workers, token bucket 20 qps / burst 30: the burst goes through at once
+    expect(spread(vanilla)).toBeLessThan(1000);
+    console.log(`ReplicaSet burst of 8: periodic spread ${spread(periodic).toFixed(0)} ms, vanilla spread ${spread(vanilla).toFixed(0)} ms`);
+  });
+
+  it('a mode switch in the middle of a burst loses no key', async () => {
+    await observed('controller-manager', await set('controller-manager', 'multi-priority-periodic', { controllers: ['replicaset'], periodMs: 2000, workers: 3 }));
+    await burst('switch', 10, async (seen) => {
+      await pollUntil('first pods of the paced burst', async () => seen() >= 2, { timeoutMs: 30_000, intervalMs: 20 });
+      expect(seen()).toBeLessThan(10);
+      await set('controller-manager', 'vanilla', { controllers: ['replicaset'] });
+    });
+  });
+
+  it('APF: on makes the critical namespace exempt, an invalid section is rejected and the last good one kept, off reverts', async () => {
+    const path = configMapsPath(CRIT);
+    const before = await apf.probe(CRIT, path);
+    expect(before.priorityLevel).not.toBe(EXEMPT_PRIORITY_LEVEL);
+
+    const g1 = await set('apf', 'on', { namespaces: [CRIT] });
+    expect((await observed('apf', g1)).mode).toBe(`exempt ${CRIT}`);
+    await apf.waitClassified('critical namespace exempt after `set apf on`', CRIT, path, (o) => o.priorityLevel === EXEMPT_PRIORITY_LEVEL);
+
+    // valid for the CRD schema (an integer), invalid for the component (must be > 1 and < 100)
+    const g2 = (await patchRuntimeConfig(client, { apf: { matchingPrecedence: 500 } })).metadata.generation!;
+    const rejected = await observed('apf', g2);
+    expect(rejected.conditions[0]).toMatchObject({ status: 'False', reason: 'InvalidConfig' });
+    expect(rejected.conditions[0]!.message).toContain('spec.apf: matchingPrecedence');
+    expect(rejected.mode).toBe(`exempt ${CRIT}`); // the last good configuration is still applied
+    expect((await apf.probe(CRIT, path)).priorityLevel).toBe(EXEMPT_PRIORITY_LEVEL);
+    const events = await apiRequest<{ items: Array<{ type: string; reason: string; message: string; involvedObject: { kind: string } }> }>(t.kc, 'GET', '/api/v1/namespaces/default/events');
+    const warning = events.items.find((e) => e.involvedObject.kind === 'UlyssesConfig' && e.reason === 'InvalidConfig');
+    expect(warning?.type).toBe('Warning');
+    expect(warning?.message).toContain('matchingPrecedence');
+    expect(events.items.some((e) => e.involvedObject.kind === 'UlyssesConfig' && e.reason === 'ConfigApplied')).toBe(true);
+    const rows = statusRows(await readRuntimeConfig(client));
+    expect(rows.find((r) => r.component === 'apf')?.upToDate).toBe(false);
+
+    await patchRuntimeConfig(client, { apf: { matchingPrecedence: null } });
+    const g3 = await set('apf', 'off');
+    expect((await observed('apf', g3)).mode).toBe('off');
+    await apf.waitClassified('critical namespace limited again after `set apf off`', CRIT, path, (o) => !!o.priorityLevel && o.priorityLevel !== EXEMPT_PRIORITY_LEVEL);
+    expect(statusRows(await readRuntimeConfig(client)).every((r) => r.upToDate)).toBe(true);
+  });
+
+  it('the apiserver rejects a mode outside the enum, naming the field', async () => {
+    const err = await client.mergePatch(runtimeConfigPath(), { spec: { controllerManager: { controllers: { replicaset: { mode: 'turbo' } } } } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect((err as ApiError).statusCode).toBe(422);
+    expect((err as ApiError).message).toContain('spec.controllerManager.controllers.replicaset.mode');
+  });
+});

@@ -1,0 +1,84 @@
+import { describe, expect, it } from 'vitest';
+import type { V1Deployment, V1ReplicaSet } from '@kubernetes/client-node';
+import {
+  computeHash,
+  equalIgnoreHash,
+  maxSurge,
+  maxUnavailable,
+  newRSNewReplicas,
+  proportionalSizes,
+  resolveFenceposts,
+  safeEncodeString,
+  scaledValue,
+  setCondition,
+} from '../../controller-manager/controllers/deployment.ts';
+
+const dep = (replicas: number, maxSurge?: number | string, maxUnavailable?: number | string, type = 'RollingUpdate'): V1Deployment => ({
+  metadata: { name: 'd', namespace: 'ns', uid: 'u' },
+  spec: {
+    replicas,
+    selector: { matchLabels: { app: 'a' } },
+    strategy: { type, rollingUpdate: type === 'RollingUpdate' ? { maxSurge: maxSurge as never, maxUnavailable: maxUnavailable as never } : undefined },
+    template: { metadata: { labels: { app: 'a' } }, spec: { containers: [{ name: 'c', image: 'i' }] } },
+  },
+});
+const rs = (name: string, replicas: number, created: string, maxReplicas?: number): V1ReplicaSet => ({
+  metadata: { name, creationTimestamp: new Date(created), annotations: maxReplicas ? { 'deployment.kubernetes.io/max-replicas': String(maxReplicas) } : {} },
+  spec: { replicas, selector: {} },
+});
+
+describe('deployment helpers', () => {
+  it('hash: upstream alphabet, stable under key order, changes with the template and the collision count', () => {
+    const t = dep(1).spec!.template;
+    const h = computeHash(t);
+    expect(h).toMatch(/^[bcdfghjklmnpqrstvwxz2456789]{6,10}$/);
+    expect(computeHash({ spec: t.spec, metadata: t.metadata })).toBe(h);
+    expect(computeHash({ ...t, spec: { containers: [{ name: 'c', image: 'j' }] } })).not.toBe(h);
+    expect(computeHash(t, 1)).not.toBe(h);
+    expect(safeEncodeString('0')).toBe('4'); // '0' = 48, 48 % 27 = 21 -> alphabet[21]
+  });
+
+  it('equalIgnoreHash ignores only pod-template-hash', () => {
+    const t = dep(1).spec!.template;
+    const withHash = { ...t, metadata: { labels: { ...t.metadata!.labels, 'pod-template-hash': 'abc' } } };
+    expect(equalIgnoreHash(t, withHash)).toBe(true);
+    expect(equalIgnoreHash({ spec: t.spec }, { metadata: { labels: { 'pod-template-hash': 'x' } }, spec: t.spec })).toBe(true);
+    expect(equalIgnoreHash(t, { ...withHash, metadata: { labels: { app: 'b', 'pod-template-hash': 'abc' } } })).toBe(false);
+  });
+
+  it('fenceposts: percent surge rounds up, unavailable down, both 0 -> 1 unavailable; defaults 25%/25%', () => {
+    expect(resolveFenceposts(dep(10, '25%', '25%'))).toEqual({ surge: 3, unavailable: 2 });
+    expect(resolveFenceposts(dep(10))).toEqual({ surge: 3, unavailable: 2 });
+    expect(resolveFenceposts(dep(1, 0, '10%'))).toEqual({ surge: 0, unavailable: 1 });
+    expect(maxUnavailable(dep(2, 0, 5))).toBe(2);
+    expect(maxSurge(dep(3, 0, 0, 'Recreate'))).toBe(0);
+    expect(maxUnavailable(dep(3, 0, 0, 'Recreate'))).toBe(0);
+    expect(() => scaledValue('abc', 10, true, 'Deployment ns/d: spec.strategy.rollingUpdate.maxSurge')).toThrow(/Deployment ns\/d: spec.strategy.rollingUpdate.maxSurge: invalid value "abc"/);
+  });
+
+  it('newRSNewReplicas respects maxSurge over all ReplicaSets', () => {
+    const d = dep(4, 1, 0);
+    const old = rs('old', 4, '2020-01-01');
+    const nw = rs('new', 0, '2020-01-02');
+    expect(newRSNewReplicas(d, [old, nw], nw)).toBe(1);
+    expect(newRSNewReplicas(d, [{ ...old, spec: { replicas: 3, selector: {} } }, { ...nw, spec: { replicas: 1, selector: {} } }], { ...nw, spec: { replicas: 1, selector: {} } })).toBe(2);
+    expect(newRSNewReplicas(dep(4, 0, 0, 'Recreate'), [old, nw], nw)).toBe(4);
+  });
+
+  it('proportional scaling distributes by size, leftovers to the largest', () => {
+    // 10 replicas (surge 3): old 8 + new 5 = 13 = 10+3; scale to 20 (surge 5) -> 25 allowed
+    const d = dep(20, '25%', '25%');
+    d.status = { replicas: 13 };
+    const sizes = proportionalSizes(d, [rs('old', 8, '2020-01-01', 13), rs('new', 5, '2020-01-02', 13)]);
+    expect(sizes.get('old')! + sizes.get('new')!).toBe(25);
+    expect(sizes.get('old')).toBeGreaterThan(sizes.get('new')!);
+    const down = proportionalSizes(dep(0), [rs('old', 8, '2020-01-01', 13), rs('new', 5, '2020-01-02', 13)]);
+    expect([...down.values()]).toEqual([0, 0]);
+  });
+
+  it('setCondition keeps lastTransitionTime while the status holds', () => {
+    const s = { conditions: [{ type: 'Progressing', status: 'True', reason: 'A', lastTransitionTime: new Date('2020-01-01') }] };
+    setCondition(s, { type: 'Progressing', status: 'True', reason: 'B', lastTransitionTime: new Date('2021-01-01') });
+    expect(s.conditions[0]).toMatchObject({ reason: 'B', lastTransitionTime: new Date('2020-01-01') });
+  });
+});

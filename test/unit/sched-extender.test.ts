@@ -1,0 +1,276 @@
+/**
+ * The extender's decisions (filter/prioritize over the real fastify instance, via inject) on an
+ * in-memory node/pod cache: assurance, RT kinds and schedulability with already-reserved pods,
+ * network-wide TDMA slots, malformed annotations, bad bodies, live config changes, the bind lock,
+ * and the rendered KubeSchedulerConfiguration.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { readFileSync } from 'node:fs';
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { ExtenderServer, KeyedMutex } from '../../scheduler-plugins/extender/server.ts';
+import { ClusterState, RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
+import { extenderConfig } from '../../scheduler-plugins/extender/config.ts';
+import { ConfigError } from '../../core/config.ts';
+import { kubeSchedulerConfiguration } from '../../scheduler-plugins/extender/kube-scheduler-config.ts';
+import type { ExtenderFilterResult, HostPriority } from '../../scheduler-plugins/extender/wire.ts';
+
+let uidSeq = 0;
+function node(name: string, labels: Record<string, string> = {}, annotations: Record<string, string> = {}): V1Node {
+  return { metadata: { name, labels, annotations, resourceVersion: String(++uidSeq) } };
+}
+function pod(name: string, annotations: Record<string, string> = {}, extra: { nodeName?: string; labels?: Record<string, string>; phase?: string } = {}): V1Pod {
+  return {
+    metadata: { name, namespace: 'ns', uid: `uid-${name}`, annotations, labels: extra.labels ?? {}, resourceVersion: String(++uidSeq) },
+    spec: { containers: [{ name: 'c' }], ...(extra.nodeName ? { nodeName: extra.nodeName } : {}) },
+    status: { phase: extra.phase ?? 'Pending' },
+  };
+}
+const ds = (budgetUs: number, periodUs: number, wcetUs = Math.floor(budgetUs / 2)) =>
+  JSON.stringify({ server: { budgetUs, periodUs }, tasks: [{ wcetUs, periodUs, deadlineUs: periodUs, priority: 1 }] });
+
+const servers: ExtenderServer[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) await s.app.close();
+});
+
+function extender(config: Parameters<typeof extenderConfig>[0] = {}) {
+  const s = new ExtenderServer({
+    config: { tdmaNetworks: { rtnet0: { cycleUs: 5000, slotUs: 1000, slots: 5 } }, ...(config as object) },
+    log: (() => {
+      const noop = () => undefined;
+      const l = { warn: noop, info: noop, error: noop, debug: noop, child: () => l };
+      return l as never;
+    })(),
+  });
+  servers.push(s);
+  return s;
+}
+
+async function filter(s: ExtenderServer, p: V1Pod, names: string[]) {
+  const res = await s.app.inject({ method: 'POST', url: '/filter', payload: { Pod: p, NodeNames: names } });
+  expect(res.statusCode).toBe(200);
+  return res.json() as ExtenderFilterResult;
+}
+async function prioritize(s: ExtenderServer, p: V1Pod, names: string[]) {
+  const res = await s.app.inject({ method: 'POST', url: '/prioritize', payload: { Pod: p, NodeNames: names } });
+  expect(res.statusCode).toBe(200);
+  return Object.fromEntries((res.json() as HostPriority[]).map((h) => [h.Host, h.Score]));
+}
+
+describe('scheduler extender: filter and prioritize', () => {
+  it('assurance: explicit policy, default per criticality, score prefers the node that just satisfies', async () => {
+    const s = extender({ defaultAssurancePolicies: { high: { policy: 'threshold', min: { cpu: 3 } } } });
+    s.state.upsertNode(node('a1', {}, { 'ulysses.io/assurance': '{"cpu":1}' }));
+    s.state.upsertNode(node('a2', {}, { 'ulysses.io/assurance': '{"cpu":2,"memory":2}' }));
+    s.state.upsertNode(node('a3', {}, { 'ulysses.io/assurance': '{"cpu":3,"memory":3}' }));
+    s.state.upsertNode(node('a4', {}, { 'ulysses.io/assurance': '{"cpu":9,"memory":9}' }));
+    const names = ['a1', 'a2', 'a3', 'a4'];
+
+    const p = pod('p', { 'ulysses.io/assurance-policy': '{"policy":"threshold","min":{"cpu":2}}' });
+    const r = await filter(s, p, names);
+    expect(r.NodeNames).toEqual(['a2', 'a3', 'a4']);
+    expect(r.FailedAndUnresolvableNodes.a1).toContain('does not satisfy');
+    expect(r.Error).toBe('');
+    const scores = await prioritize(s, p, names);
+    expect(scores.a2).toBeGreaterThan(scores.a3!);
+    expect(scores.a3).toBeGreaterThan(scores.a4!);
+    expect(scores.a1).toBe(0);
+
+    // no annotation: the default of the pod's criticality level
+    const critical = pod('crit', {}, { labels: { 'ulysses.io/criticality': 'high' } });
+    expect((await filter(s, critical, names)).NodeNames).toEqual(['a3', 'a4']);
+    const plain = pod('plain');
+    expect((await filter(s, plain, names)).NodeNames).toEqual(names);
+  });
+
+  it('RT: only RT nodes of the right kind, schedulable with the pods already bound or reserved', async () => {
+    const s = extender();
+    s.state.upsertNode(node('plain'));
+    s.state.upsertNode(node('bp', { 'ulysses.io/rt-scheduler': 'budget-period' }, { 'ulysses.io/rt-capacity': '{"cores":1}' }));
+    s.state.upsertNode(node('ds1', { 'ulysses.io/rt-scheduler': 'deferrable-server' }, { 'ulysses.io/rt-capacity': '{"cores":1}' }));
+    s.state.upsertNode(node('ds2', { 'ulysses.io/rt-scheduler': 'deferrable-server' }, { 'ulysses.io/rt-capacity': '{"cores":2}' }));
+    const names = ['plain', 'bp', 'ds1', 'ds2'];
+    const p = pod('rt', { 'ulysses.io/rt': ds(6000, 10000) });
+    let r = await filter(s, p, names);
+    expect(r.NodeNames).toEqual(['ds1', 'ds2']);
+    expect(r.FailedAndUnresolvableNodes.plain).toContain('not a real-time node');
+    expect(r.FailedAndUnresolvableNodes.bp).toContain('budget-period node');
+    // ds2 has two cores: more room left on its least loaded core -> higher score
+    const scores = await prioritize(s, p, names);
+    expect(scores.ds2).toBeGreaterThan(scores.ds1!);
+
+    // a pod bound on ds1 and one only RESERVED (annotation) on ds2 core 0 take their capacity
+    s.state.upsertPod(pod('bound', { 'ulysses.io/rt': ds(5000, 10000), 'ulysses.io/rt-cores': '[0]' }, { nodeName: 'ds1' }));
+    s.state.upsertPod(pod('reserved', { 'ulysses.io/rt': ds(5000, 10000), 'ulysses.io/rt-cores': '[0]', [RESERVED_NODE_ANNOTATION]: 'ds2' }));
+    r = await filter(s, p, names);
+    expect(r.NodeNames).toEqual(['ds2']); // ds2 still has core 1
+    expect(r.FailedAndUnresolvableNodes.ds1).toMatch(/deferrable-server node ds1.*does not fit/);
+    s.state.upsertPod(pod('reserved2', { 'ulysses.io/rt': ds(5000, 10000), 'ulysses.io/rt-cores': '[1]', [RESERVED_NODE_ANNOTATION]: 'ds2' }));
+    r = await filter(s, p, names);
+    expect(r.NodeNames).toEqual([]);
+    // the pod's own old reservation never counts against it
+    const self = pod('rt', { 'ulysses.io/rt': ds(6000, 10000), 'ulysses.io/rt-cores': '[1]', [RESERVED_NODE_ANNOTATION]: 'ds2' });
+    s.state.deletePod(pod('reserved2'));
+    s.state.upsertPod(self);
+    expect((await filter(s, self, names)).NodeNames).toEqual(['ds2']);
+    // deletion / terminal phase releases
+    s.state.deletePod(pod('bound'));
+    expect((await filter(s, p, names)).NodeNames).toEqual(['ds1', 'ds2']);
+    s.state.upsertPod(pod('blocker', { 'ulysses.io/rt': ds(5000, 10000) }, { nodeName: 'ds1', phase: 'Running' }));
+    expect((await filter(s, p, names)).NodeNames).toEqual(['ds2']);
+    s.state.upsertPod(pod('blocker', { 'ulysses.io/rt': ds(5000, 10000) }, { nodeName: 'ds1', phase: 'Failed' }));
+    expect((await filter(s, p, names)).NodeNames).toEqual(['ds1', 'ds2']);
+  });
+
+  it('TDMA: nodes of the requested network only, slots are network-wide', async () => {
+    const s = extender();
+    s.state.upsertNode(node('n1', { 'ulysses.io/tdma-network': 'rtnet0' }));
+    s.state.upsertNode(node('n2', { 'ulysses.io/tdma-network': 'rtnet0' }));
+    s.state.upsertNode(node('other', { 'ulysses.io/tdma-network': 'rtnet1' }));
+    s.state.upsertNode(node('none'));
+    const names = ['n1', 'n2', 'other', 'none'];
+    const p = pod('t', { 'ulysses.io/tdma': '{"network":"rtnet0","slots":2}' });
+    let r = await filter(s, p, names);
+    expect(r.NodeNames).toEqual(['n1', 'n2']);
+    expect(r.FailedAndUnresolvableNodes.other).toContain('not on TDMA network rtnet0');
+    // 4 of 5 slots held by pods on n1 -> no node of the network can take 2 more
+    s.state.upsertPod(pod('h1', { 'ulysses.io/tdma': '{"network":"rtnet0","slots":2}', 'ulysses.io/tdma-slots': '[0,1]' }, { nodeName: 'n1' }));
+    s.state.upsertPod(pod('h2', { 'ulysses.io/tdma': '{"network":"rtnet0","slots":2}', 'ulysses.io/tdma-slots': '[2,3]', [RESERVED_NODE_ANNOTATION]: 'n2' }));
+    r = await filter(s, p, names);
+    expect(r.NodeNames).toEqual([]);
+    expect(r.FailedAndUnresolvableNodes.n1).toContain('1 free slot(s), 2 needed');
+    expect(r.FailedAndUnresolvableNodes.n2).toContain('1 free slot(s), 2 needed');
+    const one = pod('one', { 'ulysses.io/tdma': '{"network":"rtnet0","slots":1}' });
+    expect((await filter(s, one, names)).NodeNames).toEqual(['n1', 'n2']);
+  });
+
+  it('malformed annotations reject the pod on every node, naming annotation and field', async () => {
+    const s = extender();
+    s.state.upsertNode(node('x'));
+    s.state.upsertNode(node('y'));
+    const cases: Array<[Record<string, string>, RegExp]> = [
+      [{ 'ulysses.io/rt': '{"server":{"budgetUs":0,"periodUs":10}}' }, /ulysses\.io\/rt: server\.budgetUs: must be > 0/],
+      [{ 'ulysses.io/rt': '{not json' }, /ulysses\.io\/rt: \(json\): invalid JSON/],
+      [{ 'ulysses.io/tdma': '{"network":"rtnet0","slots":"two"}' }, /ulysses\.io\/tdma: slots: must be a number/],
+      [{ 'ulysses.io/tdma': '{"network":"nope","slots":1}' }, /ulysses\.io\/tdma: network: "nope" is not configured/],
+      [{ 'ulysses.io/assurance-policy': '{"policy":"maximal"}' }, /ulysses\.io\/assurance-policy: policy: must be "threshold" or "weighted"/],
+    ];
+    for (const [ann, re] of cases) {
+      const r = await filter(s, pod('bad', ann), ['x', 'y']);
+      expect(r.NodeNames).toEqual([]);
+      expect(Object.keys(r.FailedAndUnresolvableNodes)).toEqual(['x', 'y']);
+      expect(r.FailedAndUnresolvableNodes.x).toMatch(re);
+      expect(r.FailedAndUnresolvableNodes.x).toContain('pod ns/bad');
+      expect(await prioritize(s, pod('bad', ann), ['x', 'y'])).toEqual({ x: 0, y: 0 });
+    }
+    // a malformed NODE annotation only rules out that node
+    s.state.upsertNode(node('z', { 'ulysses.io/rt-scheduler': 'fifo' }, { 'ulysses.io/assurance': '{"cpu":-1}' }));
+    const r = await filter(s, pod('ok'), ['x', 'z']);
+    expect(r.NodeNames).toEqual(['x']);
+    expect(r.FailedAndUnresolvableNodes.z).toContain('ulysses.io/assurance: cpu: must be >= 0');
+  });
+
+  it('unknown node names are resolvable failures; Nodes (non-cache mode) is answered with Nodes', async () => {
+    const s = extender();
+    s.state.upsertNode(node('known'));
+    const r = await filter(s, pod('p'), ['known', 'ghost']);
+    expect(r.NodeNames).toEqual(['known']);
+    expect(r.FailedNodes.ghost).toContain('not in the extender');
+    const res = await s.app.inject({ method: 'POST', url: '/filter', payload: { Pod: pod('p', { 'ulysses.io/tdma': '{"network":"rtnet0","slots":1}' }), Nodes: { items: [node('m1', { 'ulysses.io/tdma-network': 'rtnet0' }), node('m2')] } } });
+    const body = res.json() as ExtenderFilterResult;
+    expect(body.Nodes?.items.map((n) => n.metadata?.name)).toEqual(['m1']);
+    expect(body.NodeNames ?? null).toBeNull();
+  });
+
+  it('bad request bodies are 4xx naming the field, never 5xx', async () => {
+    const s = extender();
+    const bad: Array<[string, unknown, string | undefined, number]> = [
+      ['/filter', '{"Pod":', 'application/json', 400],
+      ['/filter', { Pod: {} }, undefined, 400],
+      ['/filter', { Pod: { metadata: { name: 'p' } } }, undefined, 400],
+      ['/prioritize', { Pod: { metadata: { name: 'p' } }, NodeNames: [1] }, undefined, 400],
+      ['/bind', { PodName: 'p' }, undefined, 400],
+      ['/filter', 'hello', 'text/plain', 400],
+      ['/filter', '<a/>', 'application/xml', 415],
+    ];
+    for (const [url, payload, contentType, code] of bad) {
+      const res = await s.app.inject({ method: 'POST', url, payload: payload as string, headers: contentType ? { 'content-type': contentType } : {} });
+      expect(res.statusCode, `${url} ${JSON.stringify(payload)}`).toBe(code);
+    }
+    const res = await s.app.inject({ method: 'POST', url: '/filter', payload: { Pod: { metadata: {} }, NodeNames: [] } });
+    expect(res.json().error).toContain('ExtenderArgs: Pod.metadata.name');
+    const noNodes = await s.app.inject({ method: 'POST', url: '/filter', payload: { Pod: { metadata: { name: 'p' } } } });
+    expect(noNodes.json().error).toContain('one of NodeNames or Nodes is required');
+  });
+
+  it('setConfig applies live: plugins off, networks, default policies; invalid config is refused', async () => {
+    const s = extender();
+    s.state.upsertNode(node('plain'));
+    const p = pod('t', { 'ulysses.io/tdma': '{"network":"rtnet0","slots":1}', 'ulysses.io/rt': ds(1000, 10000) });
+    expect((await filter(s, p, ['plain'])).NodeNames).toEqual([]);
+    s.setConfig({ ...s.config, plugins: { assurance: true, realtime: false, tdma: false } });
+    expect((await filter(s, p, ['plain'])).NodeNames).toEqual(['plain']);
+    s.setConfig({ ...s.config, defaultAssurancePolicies: { high: null, low: null, none: { policy: 'threshold', min: { cpu: 1 } } } });
+    expect((await filter(s, p, ['plain'])).NodeNames).toEqual([]);
+    expect(() => s.setConfig({ tdmaNetworks: { bad: { cycleUs: 5000, slotUs: 1000, slots: 4 } } })).toThrow(ConfigError);
+    expect(() => s.setConfig({ tdmaNetworks: { bad: { cycleUs: 5000, slotUs: 1000, slots: 4 } } })).toThrow(/tdmaNetworks\.bad\.slots: must equal cycleUs \/ slotUs = 5/);
+    expect(s.config.plugins.realtime).toBe(false); // unchanged after the refused config
+  });
+
+  it('metrics and healthz are served', async () => {
+    const s = extender();
+    s.state.upsertNode(node('a'));
+    await filter(s, pod('bad', { 'ulysses.io/rt': 'x' }), ['a']);
+    const m = await s.app.inject({ method: 'GET', url: '/metrics' });
+    expect(m.body).toContain('ulysses_extender_request_duration_seconds_bucket{le="0.001",verb="filter"}');
+    expect(m.body).toMatch(/ulysses_extender_rejections_total\{reason="malformed"\} [1-9]/);
+    expect((await s.app.inject({ method: 'GET', url: '/healthz' })).body).toBe('ok');
+  });
+});
+
+describe('scheduler extender: plumbing', () => {
+  it('KeyedMutex serializes runs sharing a key and not others', async () => {
+    const m = new KeyedMutex();
+    const log: string[] = [];
+    const task = (name: string, keys: string[], ms: number) =>
+      m.run(keys, async () => {
+        log.push(`${name}+`);
+        await new Promise((r) => setTimeout(r, ms));
+        log.push(`${name}-`);
+      });
+    await Promise.all([task('a', ['node:1', 'net:x'], 20), task('b', ['net:x'], 1), task('c', ['node:2'], 1)]);
+    expect(log.indexOf('b+')).toBeGreaterThan(log.indexOf('a-'));
+    expect(log.indexOf('c-')).toBeLessThan(log.indexOf('a-'));
+  });
+
+  it('ClusterState ignores a late, older object version (our own patch already seen)', () => {
+    const st = new ClusterState();
+    const newer = pod('p', { 'ulysses.io/tdma': '{"network":"rtnet0","slots":1}', 'ulysses.io/tdma-slots': '[3]', [RESERVED_NODE_ANNOTATION]: 'n' });
+    newer.metadata!.resourceVersion = '200';
+    const older = pod('p', { 'ulysses.io/tdma': '{"network":"rtnet0","slots":1}' });
+    older.metadata!.resourceVersion = '150';
+    st.upsertPod(newer);
+    st.upsertPod(older);
+    expect(st.takenSlots('rtnet0', 'x')).toEqual([3]);
+  });
+
+  it('renders the KubeSchedulerConfiguration; the shipped snippet has the same extender fields', () => {
+    const cfg = kubeSchedulerConfiguration({ kubeconfig: '/k', extenderUrl: 'http://127.0.0.1:8888' });
+    expect(cfg).toMatchObject({
+      apiVersion: 'kubescheduler.config.k8s.io/v1',
+      kind: 'KubeSchedulerConfiguration',
+      clientConnection: { kubeconfig: '/k' },
+      extenders: [{ urlPrefix: 'http://127.0.0.1:8888', filterVerb: 'filter', prioritizeVerb: 'prioritize', bindVerb: 'bind', nodeCacheCapable: true, ignorable: false }],
+    });
+    const shipped = parseYaml(readFileSync(new URL('../../scheduler-plugins/kube-scheduler-extender.yaml', import.meta.url), 'utf8')) as typeof cfg;
+    const { urlPrefix: _u, ...ours } = (cfg.extenders as Array<Record<string, unknown>>)[0]!;
+    expect((shipped.extenders as Array<Record<string, unknown>>)[0]).toMatchObject(ours);
+  });
+
+  it('the example config file is valid', async () => {
+    const { loadExtenderConfig } = await import('../../scheduler-plugins/extender/config.ts');
+    const cfg = await loadExtenderConfig(new URL('../../scheduler-plugins/extender/example-config.yaml', import.meta.url).pathname);
+    expect(cfg.tdmaNetworks.rtnet0).toEqual({ cycleUs: 5000, slotUs: 1000, slots: 5 });
+  });
+});
