@@ -47,5 +47,5 @@ export const KCM_NAMES: Record<string, string[]> = {
 
 /** kube-controller-manager --controllers that leaves the given controllers to Ulysses. */
 export function kcmControllersFlag(ulysses: readonly string[]): string {
-  return ['*', ...ulysses.flatMap((c) => KCM_NAMES[c] ?? [`${c}-controller`]).map((c) => `-${c}`)].join(',');
+  return ['*', ...new Set(ulysses.flatMap((c) => KCM_NAMES[c] ?? [`${c}-controller`]))].map((c, i) => (i ? `-${c}` : c)).join(',');
 }

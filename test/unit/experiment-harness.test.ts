@@ -124,6 +124,9 @@ describe('plan, progress, topology helpers', () => {
   it('builds the kcm --controllers flag from the Ulysses controllers', () => {
     expect(kcmControllersFlag(['replicaset', 'taint-eviction', 'endpointslice', 'endpoints'])).toBe('*,-replicaset-controller,-taint-eviction-controller,-endpointslice-controller,-endpoints-controller');
     expect(kcmControllersFlag(['deployment'])).toBe('*,-deployment-controller');
+    expect(kcmControllersFlag(['replicaset', 'deployment', 'taint-eviction', 'endpointslice', 'endpoints'])).toBe(
+      '*,-replicaset-controller,-deployment-controller,-taint-eviction-controller,-endpointslice-controller,-endpoints-controller',
+    );
   });
   it('Table 6.1 adds one modification per configuration', () => {
     expect(TABLE_6_1[1]).toEqual({ shim: 'vanilla', apf: false, controllerManager: 'vanilla' });
