@@ -7,6 +7,10 @@ import { AppsV1Api, CoreV1Api, DiscoveryV1Api, type KubeConfig } from '@kubernet
 import * as testbed from '../../experiments/testbed/testbed.ts';
 import { ensureNamespace } from '../../experiments/workloads.ts';
 import { ControllerManager, type ControllerManagerOptions } from '../../controller-manager/manager.ts';
+import { KubeClient } from '../../core/kube.ts';
+import { patchRuntimeConfig, readRuntimeConfig, type ComponentStatus } from '../../core/runtime-config.ts';
+import { setPatch, type SetOptions } from '../../core/runtime-status.ts';
+import { pollUntil } from '../../experiments/testbed/processes.ts';
 
 export interface TestbedContext {
   state: testbed.TestbedState;
@@ -40,4 +44,34 @@ export function useTestbed(
     await testbed.down({ runDir });
   });
   return ctx;
+}
+
+/**
+ * `ulysses set <component> <mode>` as a library call, then waits until `statusKey` reports the new
+ * generation in UlyssesConfig status; returns that component status.
+ */
+export async function setAndObserve(
+  kc: KubeConfig,
+  component: string,
+  mode: string,
+  o: SetOptions,
+  statusKey: string = component,
+): Promise<ComponentStatus> {
+  const client = new KubeClient(kc);
+  const gen = (await patchRuntimeConfig(client, setPatch(component, mode, o, (await readRuntimeConfig(client))?.spec))).metadata.generation!;
+  return observeRuntimeConfig(kc, statusKey, gen);
+}
+
+/** Waits until `statusKey` reports generation >= `generation` in UlyssesConfig/default's status. */
+export async function observeRuntimeConfig(kc: KubeConfig, statusKey: string, generation: number): Promise<ComponentStatus> {
+  const client = new KubeClient(kc);
+  let last: ComponentStatus | null | undefined;
+  return pollUntil(
+    `${statusKey} reports generation ${generation}`,
+    async () => {
+      last = (await readRuntimeConfig(client))?.status?.components?.[statusKey];
+      return last && last.observedGeneration >= generation ? last : undefined;
+    },
+    { timeoutMs: 30_000, intervalMs: 100, explain: () => `last status: ${JSON.stringify(last)}` },
+  );
 }

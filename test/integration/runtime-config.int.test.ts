@@ -10,14 +10,14 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
-import { useTestbed } from './harness.ts';
+import { observeRuntimeConfig, useTestbed } from './harness.ts';
 import { ApfProbe, configMapsPath } from './apf-probe.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { deployment } from '../../experiments/workloads.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 import { ResilientInformer } from '../../core/informer.ts';
 import { ApiError, KubeClient, apiRequest } from '../../core/kube.ts';
-import { patchRuntimeConfig, readRuntimeConfig, runtimeConfigPath, type ComponentStatus, type RuntimeConfigWatcher } from '../../core/runtime-config.ts';
+import { patchRuntimeConfig, readRuntimeConfig, runtimeConfigPath, type RuntimeConfigWatcher } from '../../core/runtime-config.ts';
 import { setPatch, statusRows } from '../../core/runtime-status.ts';
 import { controllerManagerRuntimeWatcher } from '../../controller-manager/runtime.ts';
 import { apfRuntimeWatcher } from '../../apf-configs/runtime.ts';
@@ -66,17 +66,7 @@ async function set(component: string, mode: string, o: Parameters<typeof setPatc
   return obj.metadata.generation!;
 }
 
-async function observed(key: string, generation: number): Promise<ComponentStatus> {
-  let last: ComponentStatus | null | undefined;
-  return pollUntil(
-    `${key} reports generation ${generation}`,
-    async () => {
-      last = (await readRuntimeConfig(client))?.status?.components?.[key];
-      return last && last.observedGeneration >= generation ? last : undefined;
-    },
-    { timeoutMs: 30_000, intervalMs: 100, explain: () => `last status: ${JSON.stringify(last)}` },
-  );
-}
+const observed = (key: string, generation: number) => observeRuntimeConfig(t.kc, key, generation);
 
 function rs(name: string): V1ReplicaSet {
   const d = deployment({ namespace: ns, name, replicas: 1, criticality: 'low', image: 'http-server' });

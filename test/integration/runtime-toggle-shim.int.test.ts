@@ -9,12 +9,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
-import { useTestbed } from './harness.ts';
+import { setAndObserve, useTestbed } from './harness.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { TEST_IMAGES } from '../../experiments/testbed/images/index.ts';
-import { KubeClient } from '../../core/kube.ts';
-import { patchRuntimeConfig, readRuntimeConfig, type ComponentStatus } from '../../core/runtime-config.ts';
-import { setPatch } from '../../core/runtime-status.ts';
+import type { SetOptions } from '../../core/runtime-status.ts';
 
 const runDir = '/tmp/ulysses-it-runtime-shim';
 const ns = 'rtshim-it';
@@ -40,19 +38,7 @@ function forwarded(): Array<{ time: string; key?: string }> {
     .filter((l) => l.msg === 'RunPodSandbox forwarded');
 }
 
-async function set(mode: string, o: Parameters<typeof setPatch>[2]): Promise<ComponentStatus> {
-  const client = new KubeClient(t.kc);
-  const gen = (await patchRuntimeConfig(client, setPatch('kubelet-shim', mode, o, (await readRuntimeConfig(client))?.spec))).metadata.generation!;
-  let last: ComponentStatus | null | undefined;
-  return pollUntil(
-    `${key} observes generation ${gen}`,
-    async () => {
-      last = (await readRuntimeConfig(client))?.status?.components?.[key];
-      return last && last.observedGeneration >= gen ? last : undefined;
-    },
-    { timeoutMs: 30_000, intervalMs: 100, explain: () => JSON.stringify(last) },
-  );
-}
+const set = (mode: string, o: SetOptions) => setAndObserve(t.kc, 'kubelet-shim', mode, o, key);
 
 /** Creates `n` low-priority pods at once; returns the shim's forwarding times of their sandboxes. */
 async function burst(prefix: string, n: number): Promise<number[]> {

@@ -9,7 +9,7 @@
 import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
-import { useTestbed } from './harness.ts';
+import { setAndObserve, useTestbed } from './harness.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
@@ -17,7 +17,8 @@ import { schedulerKubeconfigPath } from '../../experiments/testbed/testbed.ts';
 import { renderKubeSchedulerConfiguration } from '../../scheduler-plugins/extender/kube-scheduler-config.ts';
 import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
 import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
-import type { ExtenderConfigInput } from '../../scheduler-plugins/extender/config.ts';
+import { extenderConfig as parseExtenderConfig, type ExtenderConfigInput } from '../../scheduler-plugins/extender/config.ts';
+import { extenderRuntimeWatcher } from '../../scheduler-plugins/extender/runtime.ts';
 import { BASE_ASSURANCE_ANNOTATION, NodeAssuranceUpdater } from '../../scheduler-plugins/assurance/updater.ts';
 import { AssuranceRescheduler } from '../../scheduler-plugins/assurance/rescheduler.ts';
 
@@ -283,6 +284,32 @@ describe('kube-scheduler with the Ulysses extender (testbed, KWOK nodes)', () =>
     } finally {
       rescheduler.stop();
       updater.stop();
+    }
+  });
+  it('runtime toggle: `ulysses set scheduler-extender off --plugins assurance` stops assurance filtering live, `on` restores it', async () => {
+    // what main.ts does: spec.schedulerExtender over the file configuration, applied to the running server
+    const watcher = extenderRuntimeWatcher(t.kc, async (cfg) => extender.setConfig(cfg), () => parseExtenderConfig(extenderConfig));
+    await watcher.start();
+    try {
+      const client = new KubeClient(t.kc);
+      await client.mergePatch('/api/v1/nodes/kwok-6', { metadata: { labels: { 'toggle-target': 'yes' } } });
+      // kwok-6 offers no assurance: a pod that needs cpu >= 2 and may only go there is refused ...
+      const pod = kwokPod('toggle', { 'ulysses.io/assurance-policy': '{"policy":"threshold","min":{"cpu":2}}' });
+      pod.spec!.nodeSelector = { type: 'kwok', 'toggle-target': 'yes' };
+      await createAndWaitRefused(pod, /does not satisfy the pod's policy/);
+      // ... until the assurance plugin is switched off at runtime
+      const off = await setAndObserve(t.kc, 'scheduler-extender', 'off', { plugins: ['assurance'] });
+      expect(off.mode).toBe('assurance=off,realtime=on,tdma=on');
+      expect(extender.config.plugins.assurance).toBe(false);
+      // a node event makes kube-scheduler retry the unschedulable pod at once
+      await client.mergePatch('/api/v1/nodes/kwok-6', { metadata: { labels: { 'toggle-poke': String(Date.now()) } } });
+      const bound = await pollUntil('pod bound once assurance filtering is off', async () => (await readPod('toggle')).spec?.nodeName, { timeoutMs: 60_000 });
+      expect(bound).toBe('kwok-6');
+      const on = await setAndObserve(t.kc, 'scheduler-extender', 'on', { plugins: ['assurance'] });
+      expect(on.mode).toBe('assurance=on,realtime=on,tdma=on');
+      await createAndWaitRefused({ ...pod, metadata: { ...pod.metadata, name: 'toggle-2' } }, /does not satisfy the pod's policy/);
+    } finally {
+      await watcher.stop();
     }
   });
 });
