@@ -268,6 +268,17 @@ describe('scheduler extender: plumbing', () => {
     expect((shipped.extenders as Array<Record<string, unknown>>)[0]).toMatchObject(ours);
   });
 
+  it('priority-classes.yaml: one class per criticality level, ordered, one global default, no preemption', () => {
+    const docs = readFileSync(new URL('../../scheduler-plugins/priority-classes.yaml', import.meta.url), 'utf8').split(/^---$/m).map((d) => parseYaml(d) as { kind: string; metadata: { name: string }; value: number; globalDefault: boolean; preemptionPolicy: string });
+    expect(docs.map((d) => [d.kind, d.metadata.name, d.value])).toEqual([
+      ['PriorityClass', 'ulysses-high', 1000000],
+      ['PriorityClass', 'ulysses-low', 1000],
+      ['PriorityClass', 'ulysses-none', 0],
+    ]);
+    expect(docs.filter((d) => d.globalDefault).map((d) => d.metadata.name)).toEqual(['ulysses-none']);
+    expect(docs.every((d) => d.preemptionPolicy === 'Never')).toBe(true);
+  });
+
   it('the example config file is valid', async () => {
     const { loadExtenderConfig } = await import('../../scheduler-plugins/extender/config.ts');
     const cfg = await loadExtenderConfig(new URL('../../scheduler-plugins/extender/example-config.yaml', import.meta.url).pathname);
