@@ -13,7 +13,7 @@ import type { V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
 import { observeRuntimeConfig, useTestbed } from './harness.ts';
 import { ApfProbe, configMapsPath } from './apf-probe.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
-import { deployment } from '../../experiments/workloads.ts';
+import { deployment, taintNoExecute, untaint } from '../../experiments/workloads.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 import { ResilientInformer } from '../../core/informer.ts';
 import { ApiError, KubeClient, apiRequest } from '../../core/kube.ts';
@@ -29,9 +29,9 @@ const CRIT = 'ulysses-critical';
 const t = useTestbed(runDir, {
   realNodes: 0,
   kwokNodes: 2,
-  controllers: '*,-replicaset-controller',
+  controllers: '*,-replicaset-controller,-taint-eviction-controller',
   namespace: ns,
-  controllerManager: { controllers: ['replicaset'] },
+  controllerManager: { controllers: ['replicaset', 'taint-eviction'] },
 });
 
 let client: KubeClient;
@@ -43,7 +43,7 @@ let apf: ApfProbe;
 
 beforeAll(async () => {
   client = new KubeClient(t.kc);
-  cmWatcher = controllerManagerRuntimeWatcher(t.kc, t.cm!, ['replicaset']);
+  cmWatcher = controllerManagerRuntimeWatcher(t.kc, t.cm!, ['replicaset', 'taint-eviction']);
   apfWatcher = apfRuntimeWatcher(t.kc);
   await cmWatcher.start();
   await apfWatcher.start();
@@ -68,12 +68,12 @@ async function set(component: string, mode: string, o: Parameters<typeof setPatc
 
 const observed = (key: string, generation: number) => observeRuntimeConfig(t.kc, key, generation);
 
-function rs(name: string): V1ReplicaSet {
-  const d = deployment({ namespace: ns, name, replicas: 1, criticality: 'low', image: 'http-server' });
+function rs(name: string, replicas = 1, criticality: 'low' | 'high' = 'low'): V1ReplicaSet {
+  const d = deployment({ namespace: ns, name, replicas, criticality, image: 'http-server' });
   const tpl = d.spec!.template;
   tpl.spec!.tolerations = [{ key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' }];
   tpl.spec!.nodeSelector = { type: 'kwok' };
-  return { apiVersion: 'apps/v1', kind: 'ReplicaSet', metadata: { name, namespace: ns }, spec: { replicas: 1, selector: d.spec!.selector, template: tpl } };
+  return { apiVersion: 'apps/v1', kind: 'ReplicaSet', metadata: { name, namespace: ns }, spec: { replicas, selector: d.spec!.selector, template: tpl } };
 }
 
 /** Creates `n` one-replica ReplicaSets at once; resolves with their pods' arrival times (ms, sorted). */
@@ -96,7 +96,7 @@ describe('runtime toggling through UlyssesConfig', () => {
     // 5 workers = 4 periodic + 1 high-priority async: one low-priority key every 1000/4 = 250 ms
     const g1 = await set('controller-manager', 'multi-priority-periodic', { controllers: ['replicaset'], periodMs: 1000, workers: 5 });
     const st = await observed('controller-manager', g1);
-    expect(st.mode).toBe('replicaset=multi-priority-periodic/1000ms');
+    expect(st.mode).toBe('replicaset=multi-priority-periodic/1000ms,taint-eviction=vanilla');
     expect(st.conditions[0]).toMatchObject({ type: 'Applied', status: 'True' });
     expect(t.cm!.pool('replicaset').mode).toBe('multi-priority-periodic');
     const periodic = await burst('periodic', 8);
@@ -104,7 +104,7 @@ describe('runtime toggling through UlyssesConfig', () => {
     expect(spread(periodic)).toBeGreaterThanOrEqual(1400);
 
     const g2 = await set('controller-manager', 'vanilla', { controllers: ['replicaset'] });
-    expect((await observed('controller-manager', g2)).mode).toBe('replicaset=vanilla');
+    expect((await observed('controller-manager', g2)).mode).toBe('replicaset=vanilla,taint-eviction=vanilla');
     const vanilla = await burst('vanilla', 8);
     // 5 async workers, token bucket 20 qps / burst 30: the burst goes through at once
     expect(spread(vanilla)).toBeLessThan(1000);
@@ -118,6 +118,44 @@ describe('runtime toggling through UlyssesConfig', () => {
       expect(seen()).toBeLessThan(10);
       await set('controller-manager', 'vanilla', { controllers: ['replicaset'] });
     });
+  });
+
+  it('switching modes back and forth during a failover loses no work: every pod evicted from the failed node is replaced exactly once', async () => {
+    const core = t.core;
+    const sets = [...Array.from({ length: 6 }, (_, i) => ({ name: `fo-${i}`, replicas: 3, c: 'low' as const })), { name: 'fo-crit', replicas: 1, c: 'high' as const }];
+    const total = sets.reduce((n, r) => n + r.replicas, 0);
+    const onNode = async (node: string) =>
+      (await core.listNamespacedPod({ namespace: ns, labelSelector: 'ulysses.io/criticality' })).items.filter((p) => p.metadata?.name?.startsWith('fo-') && p.spec?.nodeName === node && !p.metadata.deletionTimestamp);
+    // everything starts on kwok-1
+    await core.patchNode({ name: 'kwok-2', body: [{ op: 'replace', path: '/spec/unschedulable', value: true }] }, undefined);
+    for (const r of sets) await t.apps.createNamespacedReplicaSet({ namespace: ns, body: rs(r.name, r.replicas, r.c) });
+    await pollUntil(`${total} pods running on kwok-1`, async () => (await onNode('kwok-1')).filter((p) => p.status?.phase === 'Running').length === total, { timeoutMs: 60_000 });
+    const before = new Set([...podSeen.keys()].filter((n) => n.startsWith('fo-')));
+    expect(before.size).toBe(total);
+    await core.patchNode({ name: 'kwok-2', body: [{ op: 'replace', path: '/spec/unschedulable', value: false }] }, undefined);
+
+    // the failure, then the controller manager flipped while it evicts and recreates
+    await taintNoExecute(core, 'kwok-1');
+    const both = ['replicaset', 'taint-eviction'];
+    await set('controller-manager', 'multi-priority-periodic', { controllers: both, periodMs: 400, workers: 3 });
+    await set('controller-manager', 'vanilla', { controllers: both });
+    await set('controller-manager', 'multi-priority-async', { controllers: both });
+    const last = await set('controller-manager', 'multi-priority-periodic', { controllers: both, periodMs: 200 });
+    expect((await observed('controller-manager', last)).mode).toBe('replicaset=multi-priority-periodic/200ms,taint-eviction=multi-priority-periodic/200ms');
+
+    await pollUntil(`${total} pods running on kwok-2, none left on kwok-1`, async () => {
+      const [a, b] = await Promise.all([onNode('kwok-1'), onNode('kwok-2')]);
+      return a.length === 0 && b.filter((p) => p.status?.phase === 'Running').length === total;
+    }, { timeoutMs: 90_000 });
+    for (const r of sets) {
+      const status = (await t.apps.readNamespacedReplicaSetStatus({ name: r.name, namespace: ns })).status;
+      expect(status?.replicas, r.name).toBe(r.replicas);
+      // exactly one replacement per evicted pod: no key lost (a missing pod), none served twice (an extra one)
+      const created = [...podSeen.keys()].filter((n) => n.startsWith(`${r.name}-`) && !before.has(n));
+      expect(created, r.name).toHaveLength(r.replicas);
+    }
+    await untaint(core, 'kwok-1');
+    await set('controller-manager', 'vanilla', { controllers: both });
   });
 
   it('APF: on makes the critical namespace exempt, an invalid section is rejected and the last good one kept, off reverts', async () => {
