@@ -14,11 +14,19 @@
  *    second from the first ReplicaSet creation to the last pod), the high ReplicaSet's queueing delay
  *    (its informer event -> its first sync; Ulysses only) and its time to first pod, and the p50/p99
  *    sync runtime of Ulysses' ReplicaSet controller. Same qps limits (20/30) for kcm and Ulysses' vanilla.
+ * 3. `--rss` (alone, heavy): resident memory of the controller manager *process*
+ *    (`npm run start:controller-manager`, all five controllers) with `--rss-nodes` KWOK nodes and
+ *    `--rss-pods` pods selected by 100 Services, once its informers synced and the Endpoints of every
+ *    Service are written; read from its own /metrics (process_resident_memory_bytes). Target
+ *    (issue 3): < 150 MB with 1000 nodes and 10k pods.
  */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Command } from 'commander';
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod, type V1ReplicaSet } from '@kubernetes/client-node';
 import * as testbed from '../experiments/testbed/testbed.ts';
-import { pollUntil } from '../experiments/testbed/processes.ts';
+import { pollUntil, startProcess, stopProcess } from '../experiments/testbed/processes.ts';
+import { apiRequest } from '../core/kube.ts';
 import { deployment, ensureNamespace } from '../experiments/workloads.ts';
 import { KWOK_ANNOTATION } from '../experiments/testbed/kwok.ts';
 import { ResilientInformer } from '../core/informer.ts';
@@ -133,10 +141,14 @@ async function main(): Promise<void> {
     .option('--sync-ms <ms>', 'synthetic sync duration of the queueing part', (v) => Number(v), 5)
     .option('--rs <n>', 'low-priority ReplicaSets per testbed run', (v) => Number(v), 100)
     .option('--queue-only', 'skip the testbed part')
+    .option('--rss', 'only part 3: RSS of the controller manager process at scale')
+    .option('--rss-nodes <n>', 'KWOK nodes for --rss (the testbed waits 120 s for nodes Ready: 1000 is too many for a 2-core VM)', (v) => Number(v), 300)
+    .option('--rss-pods <n>', 'pods for --rss', (v) => Number(v), 10000)
     .option('--run-dir <dir>', 'testbed run directory', '/tmp/ulysses-bench-controller')
     .parse()
-    .opts<{ backlog: number; syncMs: number; rs: number; queueOnly?: boolean; runDir: string }>();
+    .opts<{ backlog: number; syncMs: number; rs: number; queueOnly?: boolean; runDir: string; rss?: boolean; rssNodes: number; rssPods: number }>();
   process.env.ULYSSES_LOG_LEVEL ??= 'warn';
+  if (o.rss) return rssBench(o.runDir, o.rssNodes, o.rssPods);
 
   console.log(`# 1. queueing delay of one high-priority key behind ${o.backlog} low keys (WorkerPool, ${o.syncMs} ms syncs, 5 workers, T = 100 ms)`);
   const q = await queueBench(o.backlog, o.syncMs);
@@ -177,6 +189,82 @@ async function main(): Promise<void> {
   const vanilla = results.find((r) => r.name === 'ulysses vanilla')!;
   const ratio = vanilla.podsPerSecond / kcm;
   console.log(`target: vanilla-mode throughput within 10% of kube-controller-manager -> ratio ${f(ratio, 3)} ${Math.abs(ratio - 1) <= 0.1 ? 'met' : 'NOT met'}`);
+}
+
+/** Part 3: RSS of the controller-manager process with many nodes and pods. */
+async function rssBench(runDir: string, nodes: number, pods: number): Promise<void> {
+  const services = 100;
+  console.log(`# 3. controller-manager process RSS with ${nodes} KWOK nodes, ${pods} pods, ${services} Services`);
+  await testbed.down({ runDir, log: () => undefined });
+  const t0 = performance.now();
+  const state = await testbed.up({ runDir, realNodes: 0, kwokNodes: nodes, controllers: '*,-replicaset-controller,-deployment-controller,-endpoints-controller,-endpointslice-controller,-taint-eviction-controller', log: () => undefined });
+  console.log(`testbed with ${nodes} KWOK nodes up in ${f((performance.now() - t0) / 1000)} s`);
+  const kc = testbed.kubeConfigFor(state);
+  const core = kc.makeApiClient(CoreV1Api);
+  const ns = 'rss';
+  let proc: ReturnType<typeof startProcess> | undefined;
+  try {
+    await ensureNamespace(core, ns);
+    for (let k = 0; k < services; k++) {
+      await core.createNamespacedService({ namespace: ns, body: { metadata: { name: `svc-${k}` }, spec: { selector: { app: `rss-${k}` }, ports: [{ port: 80, targetPort: 8080 as never }] } } });
+    }
+    const t1 = performance.now();
+    let next = 0;
+    const worker = async () => {
+      for (let i = next++; i < pods; i = next++) {
+        await apiRequest(kc, 'POST', `/api/v1/namespaces/${ns}/pods`, {
+          body: {
+            apiVersion: 'v1',
+            kind: 'Pod',
+            metadata: { name: `p-${i}`, labels: { app: `rss-${i % services}`, 'ulysses.io/criticality': 'low' } },
+            spec: {
+              nodeName: state.kwokNodes[i % state.kwokNodes.length],
+              tolerations: [{ key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' }],
+              containers: [{ name: 'c', image: 'ulysses.local/http-server:1', imagePullPolicy: 'Never', ports: [{ containerPort: 8080 }] }],
+            },
+          },
+        });
+      }
+    };
+    await Promise.all(Array.from({ length: 32 }, worker));
+    console.log(`${pods} pods created in ${f((performance.now() - t1) / 1000)} s`);
+    const want = pods / services;
+    for (const strip of [false, true]) {
+      const logFile = join(runDir, 'logs', `cm-rss-strip-${strip}.log`);
+      const cfgFile = join(runDir, `cm-rss-strip-${strip}.yaml`);
+      writeFileSync(cfgFile, `stripManagedFields: ${strip}\n`);
+      const t2 = performance.now();
+      proc = startProcess({
+        name: 'cm-rss',
+        cmd: 'npm',
+        args: ['run', '--silent', 'start:controller-manager', '--', '--kubeconfig', state.kubeconfig, '--config', cfgFile, '--leader-elect', 'false', '--metrics-port', '0'],
+        logFile,
+        env: { ULYSSES_LOG_LEVEL: 'info' },
+      });
+      await pollUntil('controller manager started', () => readFileSync(logFile, 'utf8').includes('controller manager started'), { timeoutMs: 300_000, intervalMs: 200 });
+      console.log(`stripManagedFields=${strip}: informers synced in ${f((performance.now() - t2) / 1000)} s`);
+      const port = /"metricsPort":(\d+)/.exec(readFileSync(logFile, 'utf8'))![1];
+      await pollUntil('Endpoints of every Service written', async () => {
+        const list = await apiRequest<{ items: { subsets?: { addresses?: unknown[]; notReadyAddresses?: unknown[] }[] }[] }>(kc, 'GET', `/api/v1/namespaces/${ns}/endpoints`);
+        return list.items.length === services && list.items.every((e) => (e.subsets ?? []).reduce((n, s) => n + (s.addresses?.length ?? 0) + (s.notReadyAddresses?.length ?? 0), 0) === want);
+      }, { timeoutMs: 600_000, intervalMs: 2000 });
+      console.log(`Endpoints of ${services} Services x ${want} pods in place ${f((performance.now() - t2) / 1000)} s after start`);
+      let rss = 0;
+      let heap = 0;
+      for (let i = 0; i < 5; i++) {
+        await new Promise((r) => setTimeout(r, 2000));
+        const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+        rss = Math.max(rss, Number(/^process_resident_memory_bytes (\S+)/m.exec(text)?.[1] ?? 0));
+        heap = Math.max(heap, Number(/^nodejs_heap_size_used_bytes (\S+)/m.exec(text)?.[1] ?? 0));
+      }
+      console.log(`controller-manager process (stripManagedFields=${strip}): RSS ${f(rss / 2 ** 20)} MiB (max of 5 scrapes), heap used ${f(heap / 2 ** 20)} MiB; target < 150 MB -> ${rss < 150e6 ? 'met' : 'NOT met'}`);
+      await stopProcess(proc.pid, 5000);
+      proc = undefined;
+    }
+  } finally {
+    if (proc) await stopProcess(proc.pid, 5000);
+    await testbed.down({ runDir, log: () => undefined });
+  }
 }
 
 main().catch((err: Error) => {

@@ -36,6 +36,7 @@ export const ControllerManagerConfigSchema = z
     apiQps: z.number().positive().default(20),
     apiBurst: z.number().int().positive().default(30),
     priorityClassThreshold: z.number().int().optional(),
+    stripManagedFields: z.boolean().default(true),
   })
   .strict();
 

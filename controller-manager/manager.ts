@@ -8,7 +8,7 @@
 import type { KubeConfig, V1Deployment, V1EndpointSlice, V1Endpoints, V1Node, V1Pod, V1ReplicaSet, V1Service } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { CriticalityIndex } from '../core/criticality.ts';
-import { ResilientInformer } from '../core/informer.ts';
+import { ResilientInformer, stripManagedFields } from '../core/informer.ts';
 import { KubeClient } from '../core/kube.ts';
 import { componentLogger } from '../core/logging.ts';
 import { Gauge } from 'prom-client';
@@ -42,6 +42,8 @@ export interface ControllerManagerOptions {
    */
   auto?: ControllerName[];
   autoHoldMs?: number;
+  /** drop metadata.managedFields from cached objects (default true: saves memory, nothing reads them) */
+  stripManagedFields?: boolean;
   /** called after every sync (benchmarks, experiments): controller, key, priority, mode, start, duration */
   observeSync?: (e: SyncObservation) => void;
   /** reportingInstance of Events and holder identity of leader election (default: hostname_pid) */
@@ -124,14 +126,15 @@ export class ControllerManager {
     });
     this.apiLimiter = new TokenBucket({ qps: o.apiQps ?? KCM_API_QPS, burst: o.apiBurst ?? KCM_API_BURST });
     const kc = o.kubeconfig;
-    this.pods = new ResilientInformer<V1Pod>(kc, { path: '/api/v1/pods', log: this.log });
-    this.replicaSets = new ResilientInformer<V1ReplicaSet>(kc, { path: '/apis/apps/v1/replicasets', log: this.log });
-    this.deployments = new ResilientInformer<V1Deployment>(kc, { path: '/apis/apps/v1/deployments', log: this.log });
+    const transform = o.stripManagedFields === false ? undefined : stripManagedFields;
+    this.pods = new ResilientInformer<V1Pod>(kc, { path: '/api/v1/pods', log: this.log, transform });
+    this.replicaSets = new ResilientInformer<V1ReplicaSet>(kc, { path: '/apis/apps/v1/replicasets', log: this.log, transform });
+    this.deployments = new ResilientInformer<V1Deployment>(kc, { path: '/apis/apps/v1/deployments', log: this.log, transform });
     this.events = new EventRecorder({ client: new KubeClient(kc), reportingController: REPORTING_CONTROLLER, reportingInstance: o.identity, log: this.log });
-    this.nodes = new ResilientInformer<V1Node>(kc, { path: '/api/v1/nodes', log: this.log });
-    this.services = new ResilientInformer<V1Service>(kc, { path: '/api/v1/services', log: this.log });
-    this.endpointSlices = new ResilientInformer<V1EndpointSlice>(kc, { path: '/apis/discovery.k8s.io/v1/endpointslices', log: this.log });
-    this.endpoints = new ResilientInformer<V1Endpoints>(kc, { path: '/api/v1/endpoints', log: this.log });
+    this.nodes = new ResilientInformer<V1Node>(kc, { path: '/api/v1/nodes', log: this.log, transform });
+    this.services = new ResilientInformer<V1Service>(kc, { path: '/api/v1/services', log: this.log, transform });
+    this.endpointSlices = new ResilientInformer<V1EndpointSlice>(kc, { path: '/apis/discovery.k8s.io/v1/endpointslices', log: this.log, transform });
+    this.endpoints = new ResilientInformer<V1Endpoints>(kc, { path: '/api/v1/endpoints', log: this.log, transform });
     this.autoSwitch = new AutoModeSwitch({ holdMs: o.autoHoldMs, clock: realClock, onChange: (critical) => this.applyAuto(critical) });
     // the index first, so every controller's handler sees the pod's current level
     const indexPod = (p: V1Pod) => {

@@ -30,7 +30,18 @@ export interface InformerOptions {
   backoffInitialMs?: number;
   backoffMaxMs?: number;
   pageSize?: number;
+  /**
+   * Applied to every listed/watched object before it is cached and handed to handlers (client-go's
+   * informer transform), e.g. {@link stripManagedFields} to save memory.
+   */
+  transform?: (obj: never) => unknown;
   log?: Logger;
+}
+
+/** Transform dropping metadata.managedFields (large, and no controller reads them). */
+export function stripManagedFields<T extends KubernetesObject>(obj: T): T {
+  if (obj.metadata?.managedFields) delete obj.metadata.managedFields;
+  return obj;
 }
 
 export type InformerEvent = 'add' | 'update' | 'delete';
@@ -64,8 +75,9 @@ export class ResilientInformer<T extends KubernetesObject> extends EventEmitter 
   private lastActivity = 0;
   private failures = 0;
   private readonly log: Logger;
-  private readonly o: Required<Omit<InformerOptions, 'labelSelector' | 'fieldSelector' | 'log' | 'watchTimeoutSeconds'>> &
+  private readonly o: Required<Omit<InformerOptions, 'labelSelector' | 'fieldSelector' | 'log' | 'watchTimeoutSeconds' | 'transform'>> &
     Pick<InformerOptions, 'labelSelector' | 'fieldSelector' | 'watchTimeoutSeconds'>;
+  private readonly transform: ((obj: T) => T) | undefined;
   private syncWaiters: Array<() => void> = [];
   /** Increments on every (re)start of the loop so stale callbacks of an old watch are ignored. */
   private generation = 0;
@@ -86,6 +98,7 @@ export class ResilientInformer<T extends KubernetesObject> extends EventEmitter 
       pageSize: opts.pageSize ?? 500,
     };
     this.log = (opts.log ?? componentLogger('informer')).child({ resource: opts.path });
+    this.transform = opts.transform as ((obj: T) => T) | undefined;
   }
 
   override on(event: InformerEvent, fn: (obj: T, old?: T) => void): this;
@@ -179,7 +192,8 @@ export class ResilientInformer<T extends KubernetesObject> extends EventEmitter 
     void this.watch(gen);
   }
 
-  private upsert(obj: T): void {
+  private upsert(raw: T): void {
+    const obj = this.transform ? this.transform(raw) : raw;
     const key = objectKey(obj);
     const old = this.cache.get(key);
     this.cache.set(key, obj);

@@ -7,7 +7,7 @@
  * SIGTERM steps down and releases the Lease.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readFileSync, writeFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppsV1Api, CoordinationV1Api, type KubeConfig, type V1Pod, type V1ReplicaSet } from '@kubernetes/client-node';
 import { useTestbed } from './harness.ts';
@@ -34,12 +34,14 @@ const LEASE = ['--leader-elect-lease-duration', '3s', '--leader-elect-renew-dead
 function startCm(id: string, config: string): TrackedProcess {
   const cfgFile = join(runDir, `cm-${id}.yaml`);
   writeFileSync(cfgFile, config);
-  rmSync(join(runDir, 'logs', `cm-${id}.log`), { force: true }); // a log of an earlier run in the same run dir
+  // log files are appended to: start from an empty one so nothing of an earlier run is read
+  const logFile = join(runDir, 'logs', `cm-${id}.log`);
+  rmSync(logFile, { force: true });
   const p = startProcess({
     name: `cm-${id}`,
     cmd: 'npm',
     args: ['run', '--silent', 'start:controller-manager', '--', '--kubeconfig', t.state.kubeconfig, '--config', cfgFile, '--metrics-port', '0', '--identity', id, ...LEASE],
-    logFile: join(runDir, 'logs', `cm-${id}.log`),
+    logFile,
     env: { ULYSSES_LOG_LEVEL: 'info' },
   });
   procs.push(p);

@@ -148,8 +148,8 @@ describe('runtime toggling through UlyssesConfig', () => {
       return a.length === 0 && b.filter((p) => p.status?.phase === 'Running').length === total;
     }, { timeoutMs: 90_000 });
     for (const r of sets) {
-      const status = (await t.apps.readNamespacedReplicaSetStatus({ name: r.name, namespace: ns })).status;
-      expect(status?.replicas, r.name).toBe(r.replicas);
+      // status follows the pods (one more sync of the ReplicaSet)
+      await pollUntil(`${r.name} status replicas ${r.replicas}`, async () => (await t.apps.readNamespacedReplicaSetStatus({ name: r.name, namespace: ns })).status?.replicas === r.replicas, { timeoutMs: 30_000 });
       // exactly one replacement per evicted pod: no key lost (a missing pod), none served twice (an extra one)
       const created = [...podSeen.keys()].filter((n) => n.startsWith(`${r.name}-`) && !before.has(n));
       expect(created, r.name).toHaveLength(r.replicas);
