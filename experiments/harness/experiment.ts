@@ -46,6 +46,8 @@ export interface ExperimentOptions extends ScenarioOptions {
   inflationTargets?: EventName[];
   command?: string;
   repTimeoutMs?: number;
+  /** how long the setup of a repetition may take (workload Ready on the sources; default 180 s) */
+  setupTimeoutMs?: number;
   /** give up after this many repetitions that failed outright in a row (not timeouts: errors) */
   maxConsecutiveFailures?: number;
   progress?: ProgressBar;
@@ -84,7 +86,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
         await o.configurator.apply(r.config);
         // the critical Deployment's place in creation order: pseudo-random per (DN, load, rep), same for every configuration
         const prioPosition = criticalPosition(r.rep * 10_007 + r.dn * 101 + r.podsPerNode, loadDeployments(r.podsPerNode * r.dn).length);
-        const outcome = await runRep(o.kubeconfig, { ...o, topology: o.topology(r.dn), podsPerNode: r.podsPerNode, timeoutMs: o.repTimeoutMs, criticalPosition: prioPosition });
+        const outcome = await runRep(o.kubeconfig, { ...o, topology: o.topology(r.dn), podsPerNode: r.podsPerNode, timeoutMs: o.repTimeoutMs, setupTimeoutMs: o.setupTimeoutMs, criticalPosition: prioPosition });
         const result: RepResult = { ...r, events: outcome.events, prioPosition, startedAt: new Date(started).toISOString(), durationS: 0 };
         if (outcome.error) {
           result.error = outcome.error;

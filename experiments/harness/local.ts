@@ -201,7 +201,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       loadNamespace: LOAD_NAMESPACE,
       failure,
       // KWOK: the scale target of issue 7 is on scheduling and the EndpointSlice (no data plane to probe)
-      ...(o.kwokNodes ? { tolerations: [{ ...KWOK_TOLERATION }], udpProbe: false, inflationTargets: ['prioScheduled', 'prioEndpointReady'] as EventName[] } : {}),
+      ...(o.kwokNodes ? { tolerations: [{ ...KWOK_TOLERATION }], udpProbe: false, inflationTargets: ['prioScheduled', 'prioEndpointReady'] as EventName[], setupTimeoutMs: 600_000 } : {}),
       notes: [
         ...notes,
         `node failure: NoExecute taint${failure ? `; ${failure.description}` : o.kwokNodes ? ' only (kwok removes the evicted pods)' : ' only (the source kubelet keeps running and kills its pods)'}`,
