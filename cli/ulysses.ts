@@ -105,8 +105,11 @@ experiment
   .option('--shim-config <file>', 'kubelet-shim config of the paced configurations (2-5)')
   .option('--no-freeze-source', "local testbed: keep the source node's kubelet running after the taint (it then tears its pods down on the shared CPUs)")
   .option('--rep-timeout <s>', 'seconds to wait for all events after the taint', int('--rep-timeout'), 180)
+  .option('--kwok-nodes <n>', 'scale run: a local testbed of this many KWOK nodes only (control plane only, no UDP client, no kubelet pacing)', int('--kwok-nodes'))
+  .option('--kwok-sources <n>', 'with --kwok-nodes: KWOK nodes that fail (kwok-1..kwok-N); the destinations are the next --dn nodes', int('--kwok-sources'), 10)
   .action(async (o) => {
     const { runFailoverExperiment } = await import('../experiments/harness/local.ts');
+    if (o.kwokNodes !== undefined && o.kubeconfig) throw new InvalidArgumentError('--kwok-nodes is a local testbed mode: do not combine it with --kubeconfig');
     const { loadKubeConfig } = await import('../core/kube.ts');
     const podsPerNode = [...new Set([...(o.idle ? [0] : []), ...o.podsPerNode])].sort((a, b) => a - b);
     const split = (v?: string) => v?.split(',').map((s) => s.trim()).filter(Boolean);
@@ -120,6 +123,8 @@ experiment
       pacedShimConfig: o.shimConfig,
       repTimeoutMs: o.repTimeout * 1000,
       freezeSource: o.freezeSource,
+      kwokNodes: o.kwokNodes,
+      kwokSources: o.kwokSources,
       command: `npx tsx cli/ulysses.ts experiment report --out ${o.out}`,
     });
     console.log(`${r.ran} repetitions run, ${r.skipped} already done; report: ${r.report}`);

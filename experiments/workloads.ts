@@ -4,7 +4,7 @@
  * that sends a packet every 50 ms until the first answer (thesis §4.3.2 "Prio up").
  */
 import dgram from 'node:dgram';
-import type { AppsV1Api, CoreV1Api, V1Deployment, V1Pod } from '@kubernetes/client-node';
+import type { AppsV1Api, CoreV1Api, V1Deployment, V1Pod, V1Toleration } from '@kubernetes/client-node';
 import { CRITICALITY_LABEL, type Criticality } from '../core/criticality.ts';
 import { isPodReady } from '../core/objects.ts';
 import { TEST_IMAGES } from './testbed/images/index.ts';
@@ -24,6 +24,8 @@ export interface DeploymentSpec {
   labels?: Record<string, string>;
   /** spread the replicas evenly over the (untainted) nodes */
   spread?: boolean;
+  /** tolerations of the pods (e.g. KWOK_TOLERATION for KWOK nodes) */
+  tolerations?: V1Toleration[];
 }
 
 export function deployment(s: DeploymentSpec): V1Deployment {
@@ -62,6 +64,7 @@ export function deployment(s: DeploymentSpec): V1Deployment {
                 },
               ]
             : undefined,
+          tolerations: s.tolerations,
           containers: [
             {
               name: s.image,

@@ -13,7 +13,7 @@ import type { ClusterConfigurator } from './configurator.ts';
 import { META_FILE, RESULTS_FILE, writeOutputs, type OutputFiles } from './outputs.ts';
 import { ProgressBar, formatDuration, progressLine } from './progress.ts';
 import type { ReportMeta } from './report.ts';
-import { appendResult, readResults, repKey, type Cell, type ConfigId, type RepResult } from './results.ts';
+import { appendResult, readResults, repKey, type Cell, type ConfigId, type EventName, type RepResult } from './results.ts';
 import { captureBaseline, criticalPosition, loadDeployments, prepareScenario, restoreInitialState, runRep, type ScenarioOptions, type Topology } from './scenario.ts';
 
 export interface ExperimentPlan {
@@ -42,8 +42,12 @@ export interface ExperimentOptions extends ScenarioOptions {
   out: string;
   /** lines for the report (machine, testbed, ...) besides the configurator's */
   notes?: string[];
+  /** see ReportMeta.inflationTargets */
+  inflationTargets?: EventName[];
   command?: string;
   repTimeoutMs?: number;
+  /** how long the setup of a repetition may take (workload Ready on the sources; default 180 s) */
+  setupTimeoutMs?: number;
   /** give up after this many repetitions that failed outright in a row (not timeouts: errors) */
   maxConsecutiveFailures?: number;
   progress?: ProgressBar;
@@ -61,7 +65,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
   const all = planReps(o.plan);
   const todo = all.filter((r) => !done.has(repKey(r)));
   const bar = o.progress ?? new ProgressBar();
-  const meta: ReportMeta = { notes: [machineNote(), ...(o.notes ?? []), ...o.configurator.describe()], command: o.command };
+  const meta: ReportMeta = { notes: [machineNote(), ...(o.notes ?? []), ...o.configurator.describe()], command: o.command, inflationTargets: o.inflationTargets };
   writeFileSync(join(o.out, META_FILE), JSON.stringify(meta, null, 2));
 
   const maxDn = Math.max(...o.plan.dns);
@@ -82,7 +86,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
         await o.configurator.apply(r.config);
         // the critical Deployment's place in creation order: pseudo-random per (DN, load, rep), same for every configuration
         const prioPosition = criticalPosition(r.rep * 10_007 + r.dn * 101 + r.podsPerNode, loadDeployments(r.podsPerNode * r.dn).length);
-        const outcome = await runRep(o.kubeconfig, { ...o, topology: o.topology(r.dn), podsPerNode: r.podsPerNode, timeoutMs: o.repTimeoutMs, criticalPosition: prioPosition });
+        const outcome = await runRep(o.kubeconfig, { ...o, topology: o.topology(r.dn), podsPerNode: r.podsPerNode, timeoutMs: o.repTimeoutMs, setupTimeoutMs: o.setupTimeoutMs, criticalPosition: prioPosition });
         const result: RepResult = { ...r, events: outcome.events, prioPosition, startedAt: new Date(started).toISOString(), durationS: 0 };
         if (outcome.error) {
           result.error = outcome.error;

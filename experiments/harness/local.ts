@@ -15,6 +15,7 @@ import { pino } from 'pino';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { CONTROLLERS, ControllerManager, type ControllerName } from '../../controller-manager/manager.ts';
 import * as testbed from '../testbed/testbed.ts';
+import { KWOK_TOLERATION } from '../testbed/kwok.ts';
 import { kcmControllersFlag } from './configurator.ts';
 import { RuntimeConfigConfigurator } from './runtime-configurator.ts';
 import { controllerManagerRuntimeWatcher } from '../../controller-manager/runtime.ts';
@@ -24,6 +25,7 @@ import { readRuntimeConfig } from '../../core/runtime-config.ts';
 import { runExperiment, type ExperimentPlan } from './experiment.ts';
 import type { ProgressBar } from './progress.ts';
 import type { NodeFailure, Topology } from './scenario.ts';
+import type { EventName } from './results.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 export const SHIM_CONFIGS = join(REPO, 'kubelet-shim', 'configs');
@@ -64,15 +66,40 @@ export function testbedFrozenKubelet(runDir: string): NodeFailure {
   };
 }
 
+/**
+ * KWOK mode (scale run, issue 7): a control-plane-only testbed of `kwokNodes` KWOK nodes, no real
+ * node, no kubelet-shim (KWOK fakes the pod lifecycle, so kubelet pacing has nothing to pace);
+ * kcm again without the controllers Ulysses replaces.
+ */
+export function kwokExperimentTestbedOptions(runDir: string, kwokNodes: number): testbed.TestbedOptions {
+  return { runDir, realNodes: 0, kwokNodes, controllers: kcmControllersFlag(ULYSSES_CONTROLLERS) };
+}
+
+/**
+ * KWOK topology: kwok-1 .. kwok-S fail, kwok-(S+1) .. kwok-(S+DN) receive (the critical pod may only
+ * go to kwok-(S+1)). The load of podsPerNode x DN pods starts on the S sources.
+ */
+export function kwokTopology(sources: number, kwokNodes: number): (dn: number) => Topology {
+  if (sources < 1) throw new Error(`--kwok-sources must be at least 1, got ${sources}`);
+  return (dn) => {
+    if (sources + dn > kwokNodes) throw new Error(`KWOK topology: ${sources} source(s) + DN ${dn} destinations need ${sources + dn} KWOK nodes, --kwok-nodes is ${kwokNodes}`);
+    return {
+      sources: Array.from({ length: sources }, (_, i) => `kwok-${i + 1}`),
+      destinations: Array.from({ length: dn }, (_, i) => `kwok-${sources + i + 1}`),
+    };
+  };
+}
+
 /** Brings up (or reuses) the testbed; an existing one with other options is an error, not silently used. */
-export async function ensureExperimentTestbed(runDir: string, maxDn: number): Promise<testbed.TestbedState> {
-  const want = experimentTestbedOptions(runDir, maxDn);
+export async function ensureExperimentTestbed(runDir: string, maxDn: number, kwokNodes?: number): Promise<testbed.TestbedState> {
+  const want = kwokNodes ? kwokExperimentTestbedOptions(runDir, kwokNodes) : experimentTestbedOptions(runDir, maxDn);
   const existing = testbed.readState(runDir);
   if (existing?.ready && !(await testbed.statusProblems(existing)).length) {
     const problems: string[] = [];
     if (existing.options.realNodes < want.realNodes!) problems.push(`realNodes ${existing.options.realNodes} (need ${want.realNodes} for DN ${maxDn})`);
+    if (existing.options.kwokNodes < (want.kwokNodes ?? 0)) problems.push(`kwokNodes ${existing.options.kwokNodes} (need ${want.kwokNodes})`);
     if (existing.options.controllers !== want.controllers) problems.push(`controllers "${existing.options.controllers}" (need "${want.controllers}")`);
-    if (!existing.options.kubeletShimConfig) problems.push('no kubelet-shim on the real nodes');
+    if (want.kubeletShimConfig && !existing.options.kubeletShimConfig) problems.push('no kubelet-shim on the real nodes');
     if (problems.length) throw new Error(`testbed in ${runDir} was started with ${problems.join(', ')}: run \`ulysses testbed down --run-dir ${runDir}\` first`);
     return existing;
   }
@@ -92,6 +119,10 @@ export interface FailoverExperimentOptions {
   repTimeoutMs?: number;
   /** local testbed: stop the source kubelet during the failover (default true) */
   freezeSource?: boolean;
+  /** KWOK mode: a testbed of this many KWOK nodes only (no real node, no UDP client) */
+  kwokNodes?: number;
+  /** KWOK mode: how many of them fail (default 10) */
+  kwokSources?: number;
   command?: string;
   progress?: ProgressBar;
 }
@@ -115,6 +146,19 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       return Object.keys(comps).filter((k) => k.startsWith('kubelet-shim/')).map((k) => k.slice('kubelet-shim/'.length));
     };
     notes.push(`cluster: ${kc.getCurrentCluster()?.server}; kube-controller-manager must run with --controllers=${kcmControllersFlag(ULYSSES_CONTROLLERS)}`);
+  } else if (o.kwokNodes) {
+    const runDir = o.runDir ?? testbed.defaultRunDir();
+    const sources = o.kwokSources ?? 10;
+    topology = kwokTopology(sources, o.kwokNodes);
+    topology(maxDn); // a plan that does not fit is an error before anything starts
+    const state = await ensureExperimentTestbed(runDir, maxDn, o.kwokNodes);
+    kc = testbed.kubeConfigFor(state);
+    shimNodes = async () => []; // no kubelet-shim: configs differ only in APF and the controller manager
+    notes.push(
+      `local KWOK testbed (control plane only: ${state.kwokNodes.length} KWOK nodes, pod lifecycle faked by kwok; sources kwok-1..kwok-${sources}, destinations kwok-${sources + 1}..kwok-${sources + maxDn}); ` +
+        `kube-controller-manager --controllers=${state.options.controllers}`,
+      'KWOK mode: no kubelet, so no kubelet-shim pacing (configurations differ in APF and the controller manager only) and no UDP client (Prio up is not measured)',
+    );
   } else {
     const runDir = o.runDir ?? testbed.defaultRunDir();
     const state = await ensureExperimentTestbed(runDir, maxDn);
@@ -156,7 +200,12 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       criticalNamespace: CRITICAL_NAMESPACE,
       loadNamespace: LOAD_NAMESPACE,
       failure,
-      notes: [...notes, `node failure: NoExecute taint${failure ? `; ${failure.description}` : ' only (the source kubelet keeps running and kills its pods)'}`],
+      // KWOK: the scale target of issue 7 is on scheduling and the EndpointSlice (no data plane to probe)
+      ...(o.kwokNodes ? { tolerations: [{ ...KWOK_TOLERATION }], udpProbe: false, inflationTargets: ['prioScheduled', 'prioEndpointReady'] as EventName[], setupTimeoutMs: 600_000 } : {}),
+      notes: [
+        ...notes,
+        `node failure: NoExecute taint${failure ? `; ${failure.description}` : o.kwokNodes ? ' only (kwok removes the evicted pods)' : ' only (the source kubelet keeps running and kills its pods)'}`,
+      ],
       command: o.command,
       repTimeoutMs: o.repTimeoutMs,
       progress: o.progress,

@@ -10,12 +10,12 @@
  * scheduler puts them on the destinations. Events come from watches (pods, EndpointSlices) and a UDP
  * client on the host that sends a datagram every 50 ms to the new critical pod ("Prio up").
  */
-import { AppsV1Api, CoreV1Api, type KubeConfig, type V1EndpointSlice, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, type KubeConfig, type V1EndpointSlice, type V1Node, type V1Pod, type V1Toleration } from '@kubernetes/client-node';
 import { ResilientInformer } from '../../core/informer.ts';
 import { isPodReady } from '../../core/objects.ts';
 import { pollUntil, TimeoutError } from '../testbed/processes.ts';
 import { ECHO_PORT, applyDeployment, deployment, ensureNamespace, taintNoExecute, udpFirstAnswer, untaint } from '../workloads.ts';
-import { emptyEvents, type FailoverEvents } from './results.ts';
+import { EVENTS, emptyEvents, type EventName, type FailoverEvents } from './results.ts';
 
 export const EXPERIMENT_LABEL = 'ulysses.io/experiment';
 export const FAILURE_TAINT = 'ulysses.io/failure';
@@ -35,6 +35,13 @@ export interface ScenarioOptions {
   loadNamespace: string;
   /** what else happens to a failed node besides its NoExecute taint (default: nothing) */
   failure?: NodeFailure;
+  /** tolerations of every experiment pod (KWOK nodes: KWOK_TOLERATION) */
+  tolerations?: V1Toleration[];
+  /**
+   * Probe the critical pod with the host's UDP client ("Prio up", default true). False on KWOK nodes,
+   * whose pods run nothing: prioUp then stays null and the repetition does not wait for it.
+   */
+  udpProbe?: boolean;
 }
 
 /**
@@ -108,6 +115,11 @@ export function loadDeployments(total: number): number[] {
   return sizes;
 }
 
+/** The events a repetition waits for: all of them, but Prio up only when the UDP client probes. */
+export function awaitedEvents(udpProbe: boolean): EventName[] {
+  return EVENTS.filter((e) => udpProbe || e !== 'prioUp');
+}
+
 const onNode = (p: V1Pod, nodes: string[]) => nodes.includes(p.spec?.nodeName ?? '') && !p.metadata?.deletionTimestamp;
 
 /** Runs one repetition; the caller restores the initial state afterwards (restoreInitialState). */
@@ -123,10 +135,10 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
   const load = loadDeployments(lowTotal);
   const position = Math.min(o.criticalPosition ?? 0, load.length);
   const critical = () =>
-    applyDeployment(apps, deployment({ namespace: o.criticalNamespace, name: PRIO_NAME, replicas: 1, criticality: 'high', image: 'udp-echo', nodes: [...sources, destinations[0]!], labels: LABELS }));
+    applyDeployment(apps, deployment({ namespace: o.criticalNamespace, name: PRIO_NAME, replicas: 1, criticality: 'high', image: 'udp-echo', nodes: [...sources, destinations[0]!], labels: LABELS, tolerations: o.tolerations }));
   for (const [i, replicas] of load.entries()) {
     if (i === position) await critical();
-    await applyDeployment(apps, deployment({ namespace: o.loadNamespace, name: `low-${i}`, replicas, criticality: 'low', image: 'http-server', nodes: [...sources, ...destinations], labels: LABELS }));
+    await applyDeployment(apps, deployment({ namespace: o.loadNamespace, name: `low-${i}`, replicas, criticality: 'low', image: 'http-server', nodes: [...sources, ...destinations], labels: LABELS, tolerations: o.tolerations }));
   }
   if (position >= load.length) await critical();
   const setupTimeoutMs = o.setupTimeoutMs ?? 180_000;
@@ -149,6 +161,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
 
   // --- watches
   const events = emptyEvents();
+  const awaited = awaitedEvents(o.udpProbe ?? true);
   const scheduled = new Map<string, number>();
   const ready = new Map<string, number>();
   const endpointReady = new Map<string, number>(); // pod uid -> first time ready in a slice
@@ -165,7 +178,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     if (isPodReady(p) && !ready.has(uid)) ready.set(uid, now);
     if (p.metadata?.namespace === o.criticalNamespace) {
       prioUid ??= uid;
-      if (p.status?.podIP && !probe) {
+      if (p.status?.podIP && !probe && (o.udpProbe ?? true)) {
         probe = udpFirstAnswer(p.status.podIP, ECHO_PORT, { intervalMs: 50, timeoutMs });
         probe.then(
           (t) => (events.prioUp = (t - t0) / 1000),
@@ -197,7 +210,11 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
   let error: string | undefined;
   try {
     await o.failure?.freeze(sources);
-    for (const s of sources) t0 = await taintNoExecute(core, s, FAILURE_TAINT);
+    // all sources fail at once: t=0 is the first taint patch sent (recording starts just before, so
+    // nothing the taints cause is missed; with many sources a sequential loop would let a pod
+    // evicted from the first one be rescheduled "before" the last taint)
+    t0 = Date.now();
+    t0 = Math.min(...(await Promise.all(sources.map((s) => taintNoExecute(core, s, FAILURE_TAINT)))));
     for (const p of pods.list()) onPod(p);
     const rel = (t: number | undefined) => (t === undefined ? null : (t - t0) / 1000);
     const collect = () => {
@@ -208,7 +225,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
       }
       if (scheduled.size >= total) events.lastScheduled = rel(Math.max(...scheduled.values()));
       if (ready.size >= total) events.lastReady = rel(Math.max(...ready.values()));
-      return Object.values(events).every((v) => v !== null);
+      return awaited.every((e) => events[e] !== null);
     };
     try {
       await pollUntil('every failover event', () => {
@@ -218,7 +235,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     } catch (err) {
       if (!(err instanceof TimeoutError) && !probeError) throw err;
       collect();
-      const missing = Object.entries(events).filter(([, v]) => v === null).map(([k]) => k);
+      const missing = awaited.filter((e) => events[e] === null);
       error = `${missing.join(', ')} not seen within ${timeoutMs / 1000} s (${ready.size}/${total} pods Ready on the destinations${probeError ? `; ${probeError}` : ''})`;
     }
     return { events, error };

@@ -14,6 +14,8 @@ import { startProcess, type TrackedProcess } from './processes.ts';
 
 export const KWOK_ANNOTATION = 'kwok.x-k8s.io/node';
 export const KWOK_PORT = 20300;
+/** What a pod needs to be scheduled on (and stay on) a KWOK node, whose taint is KWOK_ANNOTATION=fake:NoSchedule. */
+export const KWOK_TOLERATION = { key: KWOK_ANNOTATION, operator: 'Equal', value: 'fake', effect: 'NoSchedule' } as const;
 
 export interface KwokDelays {
   /** pod created -> containers "running" (ms, plus uniform jitter) */
