@@ -29,7 +29,7 @@ import { ApiError, isConflict, isNotFound, type KubeClient } from '../../core/ku
 import { compileLabelSelector } from '../../core/labels.ts';
 import { objectKey } from '../../core/objects.ts';
 import { TerminalError, type ReconcileResult } from '../queue/index.ts';
-import { controllerRef } from './replicaset.ts';
+import { claimObjects, controllerRef } from './claim.ts';
 
 export const POD_TEMPLATE_HASH_LABEL = 'pod-template-hash';
 export const REVISION_ANNOTATION = 'deployment.kubernetes.io/revision';
@@ -359,7 +359,16 @@ export class DeploymentController {
       throw new TerminalError((err as Error).message);
     }
     try {
-      const rsList = await this.claimReplicaSets(dep, selector.matches, log);
+      // upstream ClaimReplicaSets
+      const rsList = await claimObjects({
+        client: this.d.client,
+        owner: { apiVersion: 'apps/v1', kind: 'Deployment', metadata: dep.metadata },
+        candidates: this.d.replicaSets.list(),
+        matches: selector.matches,
+        path: (rs) => `${rsBase(rs.metadata!.namespace!)}/${rs.metadata!.name}`,
+        noun: 'ReplicaSet',
+        log,
+      });
       if (dep.metadata?.deletionTimestamp) return await this.syncStatusOnly(dep, rsList);
       await this.checkPausedConditions(dep);
       if (dep.spec?.paused) return await this.sync(dep, rsList);
@@ -375,56 +384,6 @@ export class DeploymentController {
   };
 
   // ------------------------------------------------------------------------- ReplicaSets
-
-  /** upstream ClaimReplicaSets: adopt matching orphans, release owned ones that no longer match. */
-  private async claimReplicaSets(dep: V1Deployment, matches: (l: Record<string, string>) => boolean, log: Logger): Promise<V1ReplicaSet[]> {
-    const ns = dep.metadata!.namespace!;
-    const uid = dep.metadata!.uid!;
-    const out: V1ReplicaSet[] = [];
-    for (const rs of this.d.replicaSets.list()) {
-      if (rs.metadata?.namespace !== ns) continue;
-      const ref = controllerRef(rs.metadata);
-      const labels = rs.metadata?.labels ?? {};
-      if (ref) {
-        if (ref.uid !== uid) continue;
-        if (matches(labels) || dep.metadata?.deletionTimestamp) out.push(rs);
-        else if (!rs.metadata?.deletionTimestamp) await this.patchOwner(rs, dep, 'release', log);
-        continue;
-      }
-      if (!matches(labels) || rs.metadata?.deletionTimestamp || dep.metadata?.deletionTimestamp) continue;
-      const adopted = await this.patchOwner(rs, dep, 'adopt', log);
-      if (adopted) out.push(adopted);
-    }
-    return out;
-  }
-
-  private async patchOwner(rs: V1ReplicaSet, dep: V1Deployment, what: 'adopt' | 'release', log: Logger): Promise<V1ReplicaSet | undefined> {
-    const path = `${rsBase(rs.metadata!.namespace!)}/${rs.metadata!.name}`;
-    let ops: unknown[];
-    if (what === 'adopt') {
-      const ref: V1OwnerReference = { apiVersion: 'apps/v1', kind: 'Deployment', name: dep.metadata!.name!, uid: dep.metadata!.uid!, controller: true, blockOwnerDeletion: true };
-      ops = [
-        { op: 'test', path: '/metadata/uid', value: rs.metadata!.uid },
-        rs.metadata?.ownerReferences?.length ? { op: 'add', path: '/metadata/ownerReferences/-', value: ref } : { op: 'add', path: '/metadata/ownerReferences', value: [ref] },
-      ];
-    } else {
-      const i = (rs.metadata?.ownerReferences ?? []).findIndex((r) => r.uid === dep.metadata!.uid);
-      if (i < 0) return undefined;
-      ops = [
-        { op: 'test', path: `/metadata/ownerReferences/${i}/uid`, value: dep.metadata!.uid },
-        { op: 'remove', path: `/metadata/ownerReferences/${i}` },
-      ];
-    }
-    try {
-      const res = await this.d.client.jsonPatch<V1ReplicaSet>(path, ops);
-      log.info({ replicaset: objectKey(rs) }, what === 'adopt' ? 'adopted ReplicaSet' : 'released ReplicaSet that no longer matches the selector');
-      return res;
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      log.warn({ replicaset: objectKey(rs), err: (err as Error).message }, `${what} failed`);
-      return undefined;
-    }
-  }
 
   /** upstream FindNewReplicaSet / FindOldReplicaSets */
   private split(dep: V1Deployment, rsList: V1ReplicaSet[]): { newRS?: V1ReplicaSet; oldRSs: V1ReplicaSet[] } {

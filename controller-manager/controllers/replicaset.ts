@@ -18,6 +18,7 @@ import { isConflict, isNotFound, type KubeClient } from '../../core/kube.ts';
 import { compileLabelSelector } from '../../core/labels.ts';
 import { NO_EVENTS, type ComponentEventRecorder } from '../../core/events.ts';
 import { ControllerExpectations } from '../expectations.ts';
+import { claimObjects, controllerRef } from './claim.ts';
 import type { ReconcileResult } from '../queue/index.ts';
 
 /** upstream: burstReplicas = 500 creations/deletions per sync */
@@ -42,9 +43,6 @@ export interface ReplicaSetControllerDeps {
 
 const asReplicaSet = (rs: V1ReplicaSet) => ({ apiVersion: 'apps/v1', kind: 'ReplicaSet', metadata: rs.metadata });
 
-export function controllerRef(meta: { ownerReferences?: V1OwnerReference[] } | undefined): V1OwnerReference | undefined {
-  return meta?.ownerReferences?.find((r) => r.controller);
-}
 
 /**
  * Order of deletion when scaling down (upstream ActivePods ranking, simplified): unassigned before
@@ -164,7 +162,17 @@ export class ReplicaSetController {
       log.error({ err: selector.error }, 'invalid selector: not syncing');
       return;
     }
-    const pods = await this.claimPods(rs, selector.matches, log);
+    // upstream ClaimPods
+    const pods = await claimObjects({
+      client: this.d.client,
+      owner: asReplicaSet(rs),
+      candidates: this.d.pods.list(),
+      matches: selector.matches,
+      path: (p) => `${podsPath(p.metadata!.namespace!)}/${p.metadata!.name}`,
+      noun: 'pod',
+      canAdopt: isPodActive,
+      log,
+    });
     const active = pods.filter(isPodActive);
     let manageError: unknown;
     if (needsSync && !rs.metadata?.deletionTimestamp) {
@@ -178,71 +186,6 @@ export class ReplicaSetController {
     if (manageError) throw manageError;
     return requeue;
   };
-
-  /** Adopts matching orphans and releases owned pods that no longer match (upstream ClaimPods). */
-  private async claimPods(rs: V1ReplicaSet, matches: (l: Record<string, string>) => boolean, log: Logger): Promise<V1Pod[]> {
-    const ns = rs.metadata!.namespace!;
-    const uid = rs.metadata!.uid!;
-    const claimed: V1Pod[] = [];
-    for (const pod of this.d.pods.list()) {
-      if (pod.metadata?.namespace !== ns) continue;
-      const ref = controllerRef(pod.metadata);
-      const labels = pod.metadata?.labels ?? {};
-      if (ref) {
-        if (ref.uid !== uid) continue;
-        if (matches(labels) || rs.metadata?.deletionTimestamp) {
-          claimed.push(pod);
-        } else if (!pod.metadata?.deletionTimestamp) {
-          await this.release(rs, pod, log);
-        }
-        continue;
-      }
-      if (!matches(labels) || pod.metadata?.deletionTimestamp || rs.metadata?.deletionTimestamp || !isPodActive(pod)) continue;
-      if (await this.adopt(rs, pod, log)) claimed.push(pod);
-    }
-    return claimed;
-  }
-
-  private async adopt(rs: V1ReplicaSet, pod: V1Pod, log: Logger): Promise<boolean> {
-    const ref: V1OwnerReference = {
-      apiVersion: 'apps/v1',
-      kind: 'ReplicaSet',
-      name: rs.metadata!.name!,
-      uid: rs.metadata!.uid!,
-      controller: true,
-      blockOwnerDeletion: true,
-    };
-    const ops = [
-      { op: 'test', path: '/metadata/uid', value: pod.metadata!.uid },
-      pod.metadata?.ownerReferences?.length
-        ? { op: 'add', path: '/metadata/ownerReferences/-', value: ref }
-        : { op: 'add', path: '/metadata/ownerReferences', value: [ref] },
-    ];
-    try {
-      await this.d.client.jsonPatch(`${podsPath(pod.metadata!.namespace!)}/${pod.metadata!.name}`, ops);
-      log.info({ pod: objectKey(pod) }, 'adopted orphan pod');
-      return true;
-    } catch (err) {
-      if (isNotFound(err)) return false;
-      log.warn({ pod: objectKey(pod), err: (err as Error).message }, 'adoption failed');
-      return false;
-    }
-  }
-
-  private async release(rs: V1ReplicaSet, pod: V1Pod, log: Logger): Promise<void> {
-    const refs = pod.metadata?.ownerReferences ?? [];
-    const i = refs.findIndex((r) => r.uid === rs.metadata!.uid);
-    if (i < 0) return;
-    try {
-      await this.d.client.jsonPatch(`${podsPath(pod.metadata!.namespace!)}/${pod.metadata!.name}`, [
-        { op: 'test', path: `/metadata/ownerReferences/${i}/uid`, value: rs.metadata!.uid },
-        { op: 'remove', path: `/metadata/ownerReferences/${i}` },
-      ]);
-      log.info({ pod: objectKey(pod) }, 'released pod that no longer matches the selector');
-    } catch (err) {
-      if (!isNotFound(err)) log.warn({ pod: objectKey(pod), err: (err as Error).message }, 'release failed');
-    }
-  }
 
   private async manageReplicas(rs: V1ReplicaSet, active: V1Pod[], log: Logger): Promise<void> {
     const key = objectKey(rs);

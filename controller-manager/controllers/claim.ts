@@ -1,0 +1,86 @@
+/**
+ * Upstream's ControllerRefManager (k8s.io/kubernetes/pkg/controller/controller_ref_manager.go),
+ * shared by the ReplicaSet controller (ClaimPods) and the Deployment controller (ClaimReplicaSets):
+ * of the candidates in the owner's namespace, keep those it controls and that still match, adopt
+ * matching orphans, release controlled ones that no longer match. Adoption and release are JSON
+ * patches guarded by `test` ops, so a concurrent change makes them fail instead of clobbering.
+ */
+import type { KubernetesObject, V1ObjectMeta, V1OwnerReference } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { isNotFound, type KubeClient } from '../../core/kube.ts';
+import { objectKey } from '../../core/objects.ts';
+
+export function controllerRef(meta: { ownerReferences?: V1OwnerReference[] } | undefined): V1OwnerReference | undefined {
+  return meta?.ownerReferences?.find((r) => r.controller);
+}
+
+type Owned = KubernetesObject & { metadata?: V1ObjectMeta };
+
+export interface ClaimOptions<T extends Owned> {
+  client: KubeClient;
+  /** the controller: its apiVersion/kind go into the adopted objects' ownerReference */
+  owner: { apiVersion: string; kind: string; metadata?: V1ObjectMeta };
+  candidates: readonly T[];
+  matches: (labels: Record<string, string>) => boolean;
+  /** object path for the patches */
+  path: (obj: T) => string;
+  /** what is claimed, for the logs ("pod", "ReplicaSet") */
+  noun: string;
+  /** extra condition for adopting an orphan (ClaimPods adopts active pods only) */
+  canAdopt?: (obj: T) => boolean;
+  log: Logger;
+}
+
+/** Returns the claimed objects (adopted ones as returned by the adoption patch). */
+export async function claimObjects<T extends Owned>(o: ClaimOptions<T>): Promise<T[]> {
+  const ns = o.owner.metadata!.namespace!;
+  const uid = o.owner.metadata!.uid!;
+  const ownerGone = !!o.owner.metadata?.deletionTimestamp;
+  const claimed: T[] = [];
+  for (const obj of o.candidates) {
+    if (obj.metadata?.namespace !== ns) continue;
+    const ref = controllerRef(obj.metadata);
+    const labels = obj.metadata?.labels ?? {};
+    if (ref) {
+      if (ref.uid !== uid) continue;
+      if (o.matches(labels) || ownerGone) claimed.push(obj);
+      else if (!obj.metadata?.deletionTimestamp) await release(o, obj, uid);
+      continue;
+    }
+    if (!o.matches(labels) || obj.metadata?.deletionTimestamp || ownerGone || (o.canAdopt && !o.canAdopt(obj))) continue;
+    const adopted = await adopt(o, obj);
+    if (adopted) claimed.push(adopted);
+  }
+  return claimed;
+}
+
+async function adopt<T extends Owned>(o: ClaimOptions<T>, obj: T): Promise<T | undefined> {
+  const m = o.owner.metadata!;
+  const ref: V1OwnerReference = { apiVersion: o.owner.apiVersion, kind: o.owner.kind, name: m.name!, uid: m.uid!, controller: true, blockOwnerDeletion: true };
+  const ops = [
+    { op: 'test', path: '/metadata/uid', value: obj.metadata!.uid },
+    obj.metadata?.ownerReferences?.length ? { op: 'add', path: '/metadata/ownerReferences/-', value: ref } : { op: 'add', path: '/metadata/ownerReferences', value: [ref] },
+  ];
+  try {
+    const res = await o.client.jsonPatch<T>(o.path(obj), ops);
+    o.log.info({ [o.noun.toLowerCase()]: objectKey(obj) }, `adopted orphan ${o.noun}`);
+    return res ?? obj;
+  } catch (err) {
+    if (!isNotFound(err)) o.log.warn({ [o.noun.toLowerCase()]: objectKey(obj), err: (err as Error).message }, `adoption of ${o.noun} failed`);
+    return undefined;
+  }
+}
+
+async function release<T extends Owned>(o: ClaimOptions<T>, obj: T, uid: string): Promise<void> {
+  const i = (obj.metadata?.ownerReferences ?? []).findIndex((r) => r.uid === uid);
+  if (i < 0) return;
+  try {
+    await o.client.jsonPatch(o.path(obj), [
+      { op: 'test', path: `/metadata/ownerReferences/${i}/uid`, value: uid },
+      { op: 'remove', path: `/metadata/ownerReferences/${i}` },
+    ]);
+    o.log.info({ [o.noun.toLowerCase()]: objectKey(obj) }, `released ${o.noun} that no longer matches the selector`);
+  } catch (err) {
+    if (!isNotFound(err)) o.log.warn({ [o.noun.toLowerCase()]: objectKey(obj), err: (err as Error).message }, `release of ${o.noun} failed`);
+  }
+}
