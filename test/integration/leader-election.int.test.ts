@@ -112,6 +112,7 @@ describe('leader election between two controller-manager processes', () => {
 
     // SIGTERM: stop the controllers, then release the Lease (empty holder)
     process.kill(-b.pid, 'SIGTERM');
-    await pollUntil('lease released', async () => (await holder()) === '', { timeoutMs: 15_000 });
+    // stopping waits for in-flight syncs and their API calls (30 s client timeout) before the release
+    await pollUntil('lease released', async () => (await holder()) === '', { timeoutMs: 45_000 });
   });
 });
