@@ -22,6 +22,7 @@ import { KubeClient, loadKubeConfig } from '../core/kube.ts';
 import { defaultIdentity, DEFAULT_LEASE_DURATION_S, DEFAULT_RENEW_DEADLINE_S, DEFAULT_RETRY_PERIOD_S, LeaderElector } from '../core/leader-election.ts';
 import { componentLogger } from '../core/logging.ts';
 import { serveMetrics } from '../core/metrics.ts';
+import { onShutdownSignal } from '../core/shutdown.ts';
 import { WorkerPoolConfigSchema } from './queue/index.ts';
 import { CONTROLLERS, ControllerManager } from './manager.ts';
 import { controllerManagerRuntimeWatcher } from './runtime.ts';
@@ -89,7 +90,9 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
   const stopControllers = async () => {
     await Promise.all(watchers.map((w) => w.stop()));
     watchers = [];
+    log.info('runtime-config watchers stopped');
     await cm?.stop();
+    log.info('controllers stopped');
   };
   let elector: LeaderElector | undefined;
   if (values['leader-elect'] === 'true') {
@@ -116,14 +119,11 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
   } else {
     await startControllers();
   }
-  const shutdown = async () => {
+  onShutdownSignal(async () => {
     if (elector) await elector.stop();
     else await stopControllers();
     await metrics.close();
-    process.exit(0);
-  };
-  process.once('SIGTERM', shutdown);
-  process.once('SIGINT', shutdown);
+  }, { log });
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

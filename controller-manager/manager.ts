@@ -264,6 +264,7 @@ export class ControllerManager {
     this.autoSwitch.stop();
     for (const i of this.informers()) i.stop();
     await Promise.all([...this.running.values()].map((r) => r.pool.stop()));
+    this.log.info('worker pools stopped; flushing events');
     await this.events.flush();
   }
 }

@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { componentLogger, type Logger } from '../core/logging.ts';
 import { serveMetrics } from '../core/metrics.ts';
+import { onShutdownSignal } from '../core/shutdown.ts';
 import { ConfigError } from '../core/config.ts';
 import { loadShimConfig, parseShimConfig, type ShimConfig } from './config.ts';
 import { PacingGate } from './pacing.ts';
@@ -158,21 +159,7 @@ async function main(argv: string[]): Promise<void> {
       .then(() => runtime?.watcher.resync())
       .catch((err: Error) => log.error({ err: err.message }, 'config reload failed; pacing unchanged'));
   });
-  let stopping = false;
-  for (const sig of ['SIGTERM', 'SIGINT'] as const) {
-    process.on(sig, () => {
-      if (stopping) return;
-      stopping = true;
-      log.info({ signal: sig }, 'stopping');
-      Promise.all([runtime?.stop(), shim.stop()]).then(
-        () => process.exit(0),
-        (err: Error) => {
-          log.error({ err: err.message }, 'unclean stop');
-          process.exit(1);
-        },
-      );
-    });
-  }
+  onShutdownSignal(() => Promise.all([runtime?.stop(), shim.stop()]), { log });
 }
 
 const invokedDirectly = process.argv[1] !== undefined && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url);

@@ -15,6 +15,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { loadKubeConfig } from '../../core/kube.ts';
 import { componentLogger } from '../../core/logging.ts';
 import { serveMetrics } from '../../core/metrics.ts';
+import { onShutdownSignal } from '../../core/shutdown.ts';
 import { extenderConfig, loadExtenderConfig, type ExtenderConfig } from './config.ts';
 import { ExtenderServer } from './server.ts';
 import { extenderRuntimeWatcher, withRuntime } from './runtime.ts';
@@ -107,9 +108,7 @@ if (isMain) {
     .action(async (o) => {
       const running = await startExtender({ configFile: o.config, kubeconfig: o.kubeconfig, host: o.host ?? o.bindAddress, port: o.port, runtimeConfig: o.runtimeConfig });
       const metrics = o.metricsPort !== undefined ? await serveMetrics(o.metricsPort, o.host ?? o.bindAddress) : undefined;
-      const stop = () => void Promise.all([running.stop(), metrics?.close()]).then(() => process.exit(0));
-      process.once('SIGTERM', stop);
-      process.once('SIGINT', stop);
+      onShutdownSignal(() => Promise.all([running.stop(), metrics?.close()]));
     });
   program.parseAsync().catch((err: Error) => {
     console.error(err.message);
