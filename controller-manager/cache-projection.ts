@@ -23,9 +23,53 @@
  *    reason, containerStatuses[].name/ready/started/restartCount (ReplicaSet deletion rank)
  * Of a node: metadata minus managedFields and annotations (labels: zone of EndpointSlices), spec
  * taints/unschedulable (taint-eviction).
+ *
+ * Repeated strings (label keys and values, toleration keys, condition types, node names, IPs of
+ * hosts...) are shared through a bounded {@link StringPool}.
  */
 import type { V1Container, V1ContainerStatus, V1Node, V1Pod } from '@kubernetes/client-node';
 import { stripManagedFields } from '../core/informer.ts';
+
+/**
+ * Shares equal strings between cached objects: JSON.parse gives every pod its own copy of
+ * "node.kubernetes.io/not-ready", "ContainersReady", its namespace, node name, host IP... (7 MiB of
+ * duplicates for 10k pods). Bounded: when full the pool is dropped and refilled, so strings of
+ * objects long gone (timestamps, names) are never kept alive by it.
+ */
+export class StringPool {
+  private pool = new Map<string, string>();
+  constructor(
+    readonly maxEntries = 50_000,
+    readonly maxLength = 64,
+  ) {}
+
+  intern<T extends string | undefined>(s: T): T {
+    if (s === undefined || s.length > this.maxLength) return s;
+    const hit = this.pool.get(s);
+    if (hit !== undefined) return hit as T;
+    if (this.pool.size >= this.maxEntries) this.pool = new Map();
+    this.pool.set(s, s);
+    return s;
+  }
+
+  get size(): number {
+    return this.pool.size;
+  }
+}
+
+const strings = new StringPool();
+
+/** Interns every string value of a small JSON value in place (labels, tolerations, conditions...). */
+function internDeep<T>(v: T): T {
+  if (typeof v === 'string') return strings.intern(v) as T;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) v[i] = internDeep(v[i]);
+  } else if (v && typeof v === 'object') {
+    const o = v as Record<string, unknown>;
+    for (const k of Object.keys(o)) o[k] = internDeep(o[k]);
+  }
+  return v;
+}
 
 /** Copies the listed keys that are present (undefined ones are left out, not stored). */
 function pick<T extends object, K extends keyof T>(o: T | undefined, keys: readonly K[]): Pick<T, K> | undefined {
@@ -51,12 +95,21 @@ export function projectPod(pod: V1Pod): V1Pod {
   }
   const status = pick(pod.status, POD_STATUS_KEYS) as V1Pod['status'];
   if (status && pod.status!.containerStatuses) status.containerStatuses = pod.status!.containerStatuses.map(containerStatus);
-  return { apiVersion: pod.apiVersion, kind: pod.kind, metadata: pod.metadata, spec, status };
+  const meta = pod.metadata;
+  if (meta) {
+    meta.namespace = strings.intern(meta.namespace);
+    if (meta.labels) internDeep(meta.labels);
+    if (meta.ownerReferences) internDeep(meta.ownerReferences);
+  }
+  return { apiVersion: strings.intern(pod.apiVersion), kind: strings.intern(pod.kind), metadata: meta, spec: internDeep(spec), status: internDeep(status) };
 }
 
 /** The node as the controllers read it (see the module comment). */
 export function projectNode(node: V1Node): V1Node {
   stripManagedFields(node);
-  if (node.metadata) delete node.metadata.annotations;
-  return { apiVersion: node.apiVersion, kind: node.kind, metadata: node.metadata, spec: pick(node.spec, ['taints', 'unschedulable'] as const) };
+  if (node.metadata) {
+    delete node.metadata.annotations;
+    if (node.metadata.labels) internDeep(node.metadata.labels);
+  }
+  return { apiVersion: node.apiVersion, kind: node.kind, metadata: node.metadata, spec: internDeep(pick(node.spec, ['taints', 'unschedulable'] as const)) };
 }

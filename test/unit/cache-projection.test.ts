@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { V1Node, V1Pod, V1Service } from '@kubernetes/client-node';
-import { projectNode, projectPod } from '../../controller-manager/cache-projection.ts';
+import { projectNode, projectPod, StringPool } from '../../controller-manager/cache-projection.ts';
 import { desiredSubsets } from '../../controller-manager/controllers/endpoints.ts';
 import { desiredEndpoints, resolvePort } from '../../controller-manager/controllers/endpointslice.ts';
 import { deletionRank } from '../../controller-manager/controllers/replicaset.ts';
@@ -188,5 +188,18 @@ describe('cache projections: every controller decides the same on the projected 
 
   it('objects without spec or status stay without', () => {
     expect(projectPod({ metadata: { name: 'x', namespace: 'n' } })).toEqual({ apiVersion: undefined, kind: undefined, metadata: { name: 'x', namespace: 'n' }, spec: undefined, status: undefined });
+  });
+});
+
+describe('StringPool', () => {
+  it('is bounded: when full it starts over instead of keeping old strings alive', () => {
+    const pool = new StringPool(3, 8);
+    for (const s of ['a', 'b', 'a', 'c']) expect(pool.intern(s)).toBe(s);
+    expect(pool.size).toBe(3);
+    expect(pool.intern('d')).toBe('d');
+    expect(pool.size).toBe(1);
+    expect(pool.intern('longer than eight')).toBe('longer than eight');
+    expect(pool.intern(undefined)).toBeUndefined();
+    expect(pool.size).toBe(1);
   });
 });
