@@ -29,7 +29,7 @@ import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod, type V1ReplicaSet } from '@kubernetes/client-node';
 import * as testbed from '../experiments/testbed/testbed.ts';
-import { pollUntil, startProcess, stopProcess } from '../experiments/testbed/processes.ts';
+import { pollUntil, startProcess, stopProcess, tailFile } from '../experiments/testbed/processes.ts';
 import { apiRequest } from '../core/kube.ts';
 import { deployment, ensureNamespace } from '../experiments/workloads.ts';
 import { KWOK_ANNOTATION } from '../experiments/testbed/kwok.ts';
@@ -217,7 +217,10 @@ const RSS_VARIANTS: Record<string, { args: string[]; config?: string; env?: Reco
   // glibc: 2 malloc arenas instead of 8 per core (threads of libuv and V8 each get one otherwise)
   'dist-arena2': { args: DIST, env: { MALLOC_ARENA_MAX: '2' } },
   'dist-semi1-arena2': { args: ['--max-semi-space-size=1', ...DIST], env: { MALLOC_ARENA_MAX: '2' } },
+  'dist-semi2': { args: ['--max-semi-space-size=2', ...DIST] },
+  // V8 favours memory over speed: small young generation, lower heap growing factors
   'dist-optimize-for-size': { args: ['--optimize-for-size', ...DIST] },
+  'dist-optimize-for-size-arena2': { args: ['--optimize-for-size', ...DIST], env: { MALLOC_ARENA_MAX: '2' } },
 };
 type RssVariant = string;
 
@@ -277,53 +280,57 @@ async function rssBench(runDir: string, nodes: number, pods: number, variants: R
     console.log(`${pods} pods created in ${f((performance.now() - t1) / 1000)} s`);
     const want = pods / services;
     for (const variant of variants) {
-      // every variant writes the Endpoints and EndpointSlices of the 100 Services itself
-      await apiRequest(kc, 'DELETE', `/api/v1/namespaces/${ns}/endpoints`);
-      await apiRequest(kc, 'DELETE', `/apis/discovery.k8s.io/v1/namespaces/${ns}/endpointslices`);
-      const logFile = join(runDir, 'logs', `cm-rss-${variant}.log`);
-      const cfgFile = join(runDir, `cm-rss-${variant}.yaml`);
-      const spec = RSS_VARIANTS[variant]!;
-      writeFileSync(cfgFile, spec.config ?? '{}\n');
-      const t2 = performance.now();
-      proc = startProcess({
-        name: 'cm-rss',
-        cmd: 'node',
-        args: [...spec.args, '--kubeconfig', state.kubeconfig, '--config', cfgFile, '--leader-elect', 'false', '--metrics-port', '0'],
-        logFile,
-        env: { ULYSSES_LOG_LEVEL: 'info', ...spec.env, ...(heapSnapshot ? { NODE_OPTIONS: '--heapsnapshot-signal=SIGUSR2' } : {}) },
-      });
-      await pollUntil('controller manager started', () => readFileSync(logFile, 'utf8').includes('controller manager started'), { timeoutMs: 300_000, intervalMs: 200 });
-      const syncS = (performance.now() - t2) / 1000;
-      const port = /"metricsPort":(\d+)/.exec(readFileSync(logFile, 'utf8'))![1];
-      await pollUntil('Endpoints of every Service written', async () => {
-        const list = await apiRequest<{ items: { subsets?: { addresses?: unknown[]; notReadyAddresses?: unknown[] }[] }[] }>(kc, 'GET', `/api/v1/namespaces/${ns}/endpoints`);
-        return list.items.length === services && list.items.every((e) => (e.subsets ?? []).reduce((n, s) => n + (s.addresses?.length ?? 0) + (s.notReadyAddresses?.length ?? 0), 0) === want);
-      }, { timeoutMs: 600_000, intervalMs: 2000 });
-      const endpointsS = (performance.now() - t2) / 1000;
-      const mem: MemorySample = { rss: 0, heapUsed: 0, heapTotal: 0, external: 0 };
-      for (let i = 0; i < 5; i++) {
-        await new Promise((r) => setTimeout(r, 2000));
-        const m = memoryFromMetrics(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
-        for (const k of Object.keys(mem) as (keyof MemorySample)[]) mem[k] = Math.max(mem[k], m[k]);
+      try {
+        // every variant writes the Endpoints and EndpointSlices of the 100 Services itself
+        await apiRequest(kc, 'DELETE', `/api/v1/namespaces/${ns}/endpoints`);
+        await apiRequest(kc, 'DELETE', `/apis/discovery.k8s.io/v1/namespaces/${ns}/endpointslices`);
+        const logFile = join(runDir, 'logs', `cm-rss-${variant}.log`);
+        const cfgFile = join(runDir, `cm-rss-${variant}.yaml`);
+        const spec = RSS_VARIANTS[variant]!;
+        writeFileSync(cfgFile, spec.config ?? '{}\n');
+        const t2 = performance.now();
+        proc = startProcess({
+          name: 'cm-rss',
+          cmd: 'node',
+          args: [...spec.args, '--kubeconfig', state.kubeconfig, '--config', cfgFile, '--leader-elect', 'false', '--metrics-port', '0'],
+          logFile,
+          env: { ULYSSES_LOG_LEVEL: 'info', ...spec.env, ...(heapSnapshot ? { NODE_OPTIONS: '--heapsnapshot-signal=SIGUSR2' } : {}) },
+        });
+        await pollUntil('controller manager started', () => readFileSync(logFile, 'utf8').includes('controller manager started'), { timeoutMs: 300_000, intervalMs: 200 });
+        const syncS = (performance.now() - t2) / 1000;
+        const port = /"metricsPort":(\d+)/.exec(readFileSync(logFile, 'utf8'))![1];
+        await pollUntil('Endpoints of every Service written', async () => {
+          const list = await apiRequest<{ items: { subsets?: { addresses?: unknown[]; notReadyAddresses?: unknown[] }[] }[] }>(kc, 'GET', `/api/v1/namespaces/${ns}/endpoints`);
+          return list.items.length === services && list.items.every((e) => (e.subsets ?? []).reduce((n, s) => n + (s.addresses?.length ?? 0) + (s.notReadyAddresses?.length ?? 0), 0) === want);
+        }, { timeoutMs: 600_000, intervalMs: 2000 });
+        const endpointsS = (performance.now() - t2) / 1000;
+        const mem: MemorySample = { rss: 0, heapUsed: 0, heapTotal: 0, external: 0 };
+        for (let i = 0; i < 5; i++) {
+          await new Promise((r) => setTimeout(r, 2000));
+          const m = memoryFromMetrics(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
+          for (const k of Object.keys(mem) as (keyof MemorySample)[]) mem[k] = Math.max(mem[k], m[k]);
+        }
+        // settled: a minute after the last write, once V8's memory reducer had its chance
+        const settled: MemorySample = { rss: 0, heapUsed: 0, heapTotal: 0, external: 0 };
+        await new Promise((r) => setTimeout(r, Math.max(0, endpointsS * 1000 + 60_000 - (performance.now() - t2))));
+        for (let i = 0; i < 3; i++) {
+          const m = memoryFromMetrics(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
+          for (const k of Object.keys(settled) as (keyof MemorySample)[]) settled[k] = Math.max(settled[k], m[k]);
+          await new Promise((r) => setTimeout(r, 2000));
+        }
+        if (heapSnapshot) {
+          // node writes Heap.<date>.<pid>.<n>.heapsnapshot into its cwd
+          process.kill(proc.pid, 'SIGUSR2');
+          console.log(`${variant}: heap snapshot requested (pid ${proc.pid}, written to ${repo})`);
+          await new Promise((r) => setTimeout(r, 20_000));
+        }
+        const mib = (x: number) => f(x / 2 ** 20);
+        console.log(`${variant}: informers synced ${f(syncS)} s, Endpoints in place ${f(endpointsS)} s after start; RSS ${mib(mem.rss)} MiB, heap used ${mib(mem.heapUsed)} / total ${mib(mem.heapTotal)} MiB, external ${mib(mem.external)} MiB (max of 5 scrapes over the next 10 s); 60 s later RSS ${mib(settled.rss)} MiB, heap used ${mib(settled.heapUsed)} / total ${mib(settled.heapTotal)} MiB`);
+        rows.push({ variant, mem, settled, syncS, endpointsS });
+      } catch (err) {
+        console.log(`${variant}: FAILED: ${(err as Error).message}${proc ? `\n${tailFile(join(runDir, 'logs', `cm-rss-${variant}.log`), 5)}` : ''}`);
       }
-      // settled: a minute after the last write, once V8's memory reducer had its chance
-      const settled: MemorySample = { rss: 0, heapUsed: 0, heapTotal: 0, external: 0 };
-      await new Promise((r) => setTimeout(r, Math.max(0, endpointsS * 1000 + 60_000 - (performance.now() - t2))));
-      for (let i = 0; i < 3; i++) {
-        const m = memoryFromMetrics(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
-        for (const k of Object.keys(settled) as (keyof MemorySample)[]) settled[k] = Math.max(settled[k], m[k]);
-        await new Promise((r) => setTimeout(r, 2000));
-      }
-      if (heapSnapshot) {
-        // node writes Heap.<date>.<pid>.<n>.heapsnapshot into its cwd
-        process.kill(proc.pid, 'SIGUSR2');
-        console.log(`${variant}: heap snapshot requested (pid ${proc.pid}, written to ${repo})`);
-        await new Promise((r) => setTimeout(r, 20_000));
-      }
-      const mib = (x: number) => f(x / 2 ** 20);
-      console.log(`${variant}: informers synced ${f(syncS)} s, Endpoints in place ${f(endpointsS)} s after start; RSS ${mib(mem.rss)} MiB, heap used ${mib(mem.heapUsed)} / total ${mib(mem.heapTotal)} MiB, external ${mib(mem.external)} MiB (max of 5 scrapes over the next 10 s); 60 s later RSS ${mib(settled.rss)} MiB, heap used ${mib(settled.heapUsed)} / total ${mib(settled.heapTotal)} MiB`);
-      rows.push({ variant, mem, settled, syncS, endpointsS });
-      await stopProcess(proc.pid, 5000);
+      if (proc) await stopProcess(proc.pid, 5000);
       proc = undefined;
     }
   } finally {
