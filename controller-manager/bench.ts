@@ -287,6 +287,7 @@ async function rssBench(runDir: string, nodes: number, pods: number, variants: R
         const logFile = join(runDir, 'logs', `cm-rss-${variant}.log`);
         const cfgFile = join(runDir, `cm-rss-${variant}.yaml`);
         const spec = RSS_VARIANTS[variant]!;
+        writeFileSync(logFile, ''); // a log of an earlier run would answer the polls below
         writeFileSync(cfgFile, spec.config ?? '{}\n');
         const t2 = performance.now();
         proc = startProcess({
