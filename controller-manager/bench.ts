@@ -148,7 +148,7 @@ async function main(): Promise<void> {
     .option('--rss', 'only part 3: RSS of the controller manager process at scale')
     .option('--rss-nodes <n>', 'KWOK nodes for --rss', (v) => Number(v), 1000)
     .option('--rss-pods <n>', 'pods for --rss', (v) => Number(v), 10000)
-    .option('--rss-variants <list>', `controller-manager processes measured one after the other on the same cluster (${Object.keys(RSS_VARIANTS).join(', ')})`, 'dist,tsx,dist-no-projection')
+    .option('--rss-variants <list>', `controller-manager processes measured one after the other on the same cluster (${Object.keys(RSS_VARIANTS).join(', ')})`, 'dist,tsx,dist-default-gc')
     .option('--rss-heap-snapshot', 'write a heap snapshot of each variant (SIGUSR2) into the repository root')
     .option('--run-dir <dir>', 'testbed run directory', '/tmp/ulysses-bench-controller')
     .parse()
@@ -201,26 +201,29 @@ async function main(): Promise<void> {
   console.log(`target: vanilla-mode throughput within 10% of kube-controller-manager -> ratio ${f(ratio, 3)} ${Math.abs(ratio - 1) <= 0.1 ? 'met' : 'NOT met'}`);
 }
 
-/** How the controller manager process of part 3 is started and configured. */
+/**
+ * How the controller manager process of part 3 is started and configured. `dist` and `tsx` are the
+ * npm scripts start:controller-manager:dist / start:controller-manager (V8 --optimize-for-size,
+ * glibc MALLOC_ARENA_MAX=2); the others take one of those settings away.
+ */
 const DIST = ['--enable-source-maps', 'dist/controller-manager/main.js'];
+const TSX = ['--import', 'tsx', 'controller-manager/main.ts'];
+const TUNED = { args: ['--optimize-for-size'], env: { MALLOC_ARENA_MAX: '2' } };
 const RSS_VARIANTS: Record<string, { args: string[]; config?: string; env?: Record<string, string> }> = {
-  // `npm run start:controller-manager:dist` (compiled by `npm run build`), the default configuration
-  dist: { args: DIST },
+  // `npm run start:controller-manager:dist` (compiled by `npm run build`)
+  dist: { args: [...TUNED.args, ...DIST], env: TUNED.env },
   // `npm run start:controller-manager` (tsx loader in the process)
-  tsx: { args: ['--import', 'tsx', 'controller-manager/main.ts'] },
-  // compiled, pods and nodes cached whole (minus managedFields): what the projections save
-  'dist-no-projection': { args: DIST, config: 'cacheProjection: false\n' },
-  // tsx, whole objects with managedFields (the first measurement of issue 3)
-  'tsx-no-strip': { args: ['--import', 'tsx', 'controller-manager/main.ts'], config: 'cacheProjection: false\nstripManagedFields: false\n' },
-  // V8's young generation: semi-spaces of 1 MiB instead of up to 16 MiB
-  'dist-semi1': { args: ['--max-semi-space-size=1', ...DIST] },
-  // glibc: 2 malloc arenas instead of 8 per core (threads of libuv and V8 each get one otherwise)
-  'dist-arena2': { args: DIST, env: { MALLOC_ARENA_MAX: '2' } },
-  'dist-semi1-arena2': { args: ['--max-semi-space-size=1', ...DIST], env: { MALLOC_ARENA_MAX: '2' } },
+  tsx: { args: [...TUNED.args, ...TSX], env: TUNED.env },
+  // compiled, V8 and glibc defaults
+  'dist-default-gc': { args: DIST },
+  // compiled, --optimize-for-size, default malloc arenas (8 per core)
+  'dist-no-arena-limit': { args: [...TUNED.args, ...DIST] },
+  // compiled, V8 defaults but semi-spaces of at most 2 MiB instead of 16
   'dist-semi2': { args: ['--max-semi-space-size=2', ...DIST] },
-  // V8 favours memory over speed: small young generation, lower heap growing factors
-  'dist-optimize-for-size': { args: ['--optimize-for-size', ...DIST] },
-  'dist-optimize-for-size-arena2': { args: ['--optimize-for-size', ...DIST], env: { MALLOC_ARENA_MAX: '2' } },
+  // compiled and tuned, pods and nodes cached whole (minus managedFields): what the projections save
+  'dist-no-projection': { args: [...TUNED.args, ...DIST], env: TUNED.env, config: 'cacheProjection: false\n' },
+  // the first measurement of issue 3: tsx, V8 defaults, whole objects with managedFields
+  'tsx-no-strip': { args: TSX, config: 'cacheProjection: false\nstripManagedFields: false\n' },
 };
 type RssVariant = string;
 
