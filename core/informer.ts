@@ -12,7 +12,7 @@
  */
 import { EventEmitter } from 'node:events';
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
-// the module alone: the package index (and its config.js) loads the whole generated API (~70 MiB RSS)
+// the module alone: the package index (and its config.js) loads the whole generated API (~80 MiB RSS)
 import { Watch } from '@kubernetes/client-node/dist/watch.js';
 import { Counter } from 'prom-client';
 import { apiRequest, ApiError, type KubeAccess } from './kube.ts';

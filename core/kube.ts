@@ -2,7 +2,7 @@
  * Kubernetes API access shared by every component: a raw JSON request helper (used for paginated
  * lists and resources without a typed client), instrumented with the client-go metric names
  * rest_client_requests_total and rest_client_request_duration_seconds. Kubeconfig loading is in
- * core/kubeconfig.ts; this module does not load @kubernetes/client-node (its index costs ~70 MiB RSS).
+ * core/kubeconfig.ts; this module does not load @kubernetes/client-node (its index costs ~80 MiB RSS).
  */
 import fetch from 'node-fetch';
 import { Counter, Histogram } from 'prom-client';
@@ -16,7 +16,6 @@ export interface KubeAccess {
   getCurrentCluster(): { server: string } | null;
   applyToFetchOptions(opts: object): Promise<object>;
 }
-
 
 let requestsTotal: Counter<'code' | 'method' | 'host'> | undefined;
 let requestDuration: Histogram<'verb' | 'host'> | undefined;

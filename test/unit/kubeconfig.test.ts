@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeConfig } from '@kubernetes/client-node';
 import { LightKubeConfig, loadKubeAccess, parseLightKubeconfig, UnsupportedKubeconfig } from '../../core/kubeconfig.ts';
 import { apiRequest } from '../../core/kube.ts';
+import { ResilientInformer } from '../../core/informer.ts';
 import { generatePki, writeKubeconfig, type Pki } from '../../experiments/testbed/pki.ts';
 
 const kubeconfigYaml = (user: string, cluster = 'server: https://127.0.0.1:6443') => `apiVersion: v1
@@ -78,11 +79,22 @@ describe('LightKubeConfig: a real TLS round trip with client certificates', () =
       (req, res) => {
         const peer = (req.socket as TLSSocket).getPeerCertificate();
         res.setHeader('Content-Type', 'application/json');
+        const url = new URL(req.url!, 'https://x');
+        if (url.pathname === '/api/v1/configmaps' && url.searchParams.get('watch')) {
+          // a watch: one event, then the stream stays open until the client aborts
+          res.write(`${JSON.stringify({ type: 'ADDED', object: { metadata: { name: 'b', namespace: 'n', resourceVersion: '2' }, data: { user: peer.subject?.CN } } })}\n`);
+          return;
+        }
+        if (url.pathname === '/api/v1/configmaps') {
+          res.end(JSON.stringify({ metadata: { resourceVersion: '1' }, items: [{ metadata: { name: 'a', namespace: 'n', resourceVersion: '1' } }] }));
+          return;
+        }
         res.end(JSON.stringify({ kind: 'APIVersions', path: req.url, user: peer.subject?.CN }));
       },
     );
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     port = (server.address() as { port: number }).port;
+    await writeKubeconfig(join(dir, 'admin.conf'), `https://127.0.0.1:${port}`, pki, 'admin', 'kubernetes-admin');
   }, 60_000);
   afterAll(async () => {
     await new Promise((r) => server?.close(r));
@@ -90,13 +102,25 @@ describe('LightKubeConfig: a real TLS round trip with client certificates', () =
   });
 
   it('authenticates with the kubeconfig client certificate and verifies the server against its CA', async () => {
-    const file = join(dir, 'admin.conf');
-    await writeKubeconfig(file, `https://127.0.0.1:${port}`, pki, 'admin', 'kubernetes-admin');
-    const kc = await loadKubeAccess(file);
+    const kc = await loadKubeAccess(join(dir, 'admin.conf'));
     expect(kc).toBeInstanceOf(LightKubeConfig);
     for (let i = 0; i < 3; i++) {
       const body = await apiRequest<{ path: string; user: string }>(kc, 'GET', '/api', { query: { i } });
       expect(body).toEqual({ kind: 'APIVersions', path: `/api?i=${i}`, user: 'kubernetes-admin' });
+    }
+  });
+
+  it('lists and watches through it (ResilientInformer with client-node dist/watch.js)', async () => {
+    const kc = await loadKubeAccess(join(dir, 'admin.conf'));
+    const informer = new ResilientInformer<{ metadata?: { name?: string; namespace?: string; resourceVersion?: string }; data?: { user?: string } }>(kc, { path: '/api/v1/configmaps' });
+    const added: string[] = [];
+    const watched = new Promise<string | undefined>((resolve) => informer.on('add', (o) => (added.push(o.metadata!.name!), o.metadata!.name === 'b' && resolve(o.data?.user))));
+    await informer.start();
+    try {
+      expect(await watched).toBe('kubernetes-admin');
+      expect(added).toEqual(['a', 'b']);
+    } finally {
+      informer.stop();
     }
   });
 
