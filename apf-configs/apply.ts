@@ -8,8 +8,8 @@
  * resourceVersion), removing an absent one returns false.
  */
 import fetch from 'node-fetch';
-import type { KubeConfig, V1FlowSchema, V1FlowSchemaList, V1PriorityLevelConfigurationList } from '@kubernetes/client-node';
-import { ApiError, apiRequest, isNotFound } from '../core/kube.ts';
+import type { V1FlowSchema, V1FlowSchemaList, V1PriorityLevelConfigurationList } from '@kubernetes/client-node';
+import { ApiError, apiRequest, isNotFound, type KubeAccess } from '../core/kube.ts';
 import {
   COMPONENT_LABEL,
   COMPONENT_VALUE,
@@ -51,7 +51,7 @@ export interface ApplyApfExemptionResult {
  * Server-side applies the exemption FlowSchema(s) (PATCH application/apply-patch+yaml,
  * fieldManager "ulysses", force=true). Options are validated first (ConfigError names the field).
  */
-export async function applyApfExemption(kc: KubeConfig, opts: ApplyApfExemptionOptions): Promise<ApplyApfExemptionResult> {
+export async function applyApfExemption(kc: KubeAccess, opts: ApplyApfExemptionOptions): Promise<ApplyApfExemptionResult> {
   const { waitDigestedMs, ...fsOpts } = opts;
   const desired = criticalNamespaceFlowSchemas(fsOpts);
   const applied: V1FlowSchema[] = [];
@@ -73,7 +73,7 @@ export async function applyApfExemption(kc: KubeConfig, opts: ApplyApfExemptionO
   return { flowSchemas: applied, shadowedBy: [...shadowedBy].sort() };
 }
 
-async function waitDigested(kc: KubeConfig, name: string, timeoutMs: number): Promise<void> {
+async function waitDigested(kc: KubeAccess, name: string, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const fs = await apiRequest<V1FlowSchema>(kc, 'GET', flowSchemaPath(name));
@@ -90,7 +90,7 @@ async function waitDigested(kc: KubeConfig, name: string, timeoutMs: number): Pr
  * Refuses to delete a FlowSchema not labelled as ours (app.kubernetes.io/managed-by=ulysses), and
  * deletes with a UID precondition so a concurrently re-created object is left alone.
  */
-export async function removeApfExemption(kc: KubeConfig, name: string = DEFAULT_FLOW_SCHEMA_NAME): Promise<boolean> {
+export async function removeApfExemption(kc: KubeAccess, name: string = DEFAULT_FLOW_SCHEMA_NAME): Promise<boolean> {
   let fs: V1FlowSchema;
   try {
     fs = await apiRequest<V1FlowSchema>(kc, 'GET', flowSchemaPath(name));
@@ -123,7 +123,7 @@ export interface RawResponse {
  * A request through kc's credentials (client certs or bearer token, CA) that exposes the response
  * headers, which core/kube.ts apiRequest hides. Never throws on HTTP errors.
  */
-export async function rawRequest(kc: KubeConfig, method: string, path: string, opts: { timeoutMs?: number } = {}): Promise<RawResponse> {
+export async function rawRequest(kc: KubeAccess, method: string, path: string, opts: { timeoutMs?: number } = {}): Promise<RawResponse> {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error('kubeconfig has no current cluster');
   const init = (await kc.applyToFetchOptions({})) as Parameters<typeof fetch>[1] & object;
@@ -155,7 +155,7 @@ export interface ObservedClassification {
  * APF classifies by the request's user and namespace, so use the identity whose traffic you want
  * to check (an admin in system:masters always matches the built-in `exempt` FlowSchema).
  */
-export async function observedPriorityLevel(kc: KubeConfig, path: string): Promise<ObservedClassification> {
+export async function observedPriorityLevel(kc: KubeAccess, path: string): Promise<ObservedClassification> {
   const res = await rawRequest(kc, 'GET', path);
   return {
     status: res.status,
@@ -165,7 +165,7 @@ export async function observedPriorityLevel(kc: KubeConfig, path: string): Promi
 }
 
 /** Maps the UIDs of an observation to FlowSchema / PriorityLevelConfiguration names (needs list rights). */
-export async function classificationNames(kc: KubeConfig, obs: ObservedClassification): Promise<{ flowSchema?: string; priorityLevel?: string }> {
+export async function classificationNames(kc: KubeAccess, obs: ObservedClassification): Promise<{ flowSchema?: string; priorityLevel?: string }> {
   const [fss, pls] = await Promise.all([
     apiRequest<V1FlowSchemaList>(kc, 'GET', `${FLOWCONTROL_API_PATH}/flowschemas`),
     apiRequest<V1PriorityLevelConfigurationList>(kc, 'GET', `${FLOWCONTROL_API_PATH}/prioritylevelconfigurations`),
@@ -202,7 +202,7 @@ export function parseMetricSamples(text: string, metric: string): MetricSample[]
  * Sum of apiserver_flowcontrol_dispatched_requests_total over the samples matching the given labels,
  * read from the apiserver's /metrics (kc needs GET on the /metrics non-resource URL).
  */
-export async function dispatchedRequests(kc: KubeConfig, match: { flowSchema?: string; priorityLevel?: string }): Promise<number> {
+export async function dispatchedRequests(kc: KubeAccess, match: { flowSchema?: string; priorityLevel?: string }): Promise<number> {
   const res = await rawRequest(kc, 'GET', '/metrics');
   if (res.status !== 200) throw new ApiError(`GET /metrics: ${res.status}`, res.status);
   return parseMetricSamples(res.text, DISPATCHED_METRIC)

@@ -3,7 +3,7 @@
  * ({enabled, exemptNamespaces, matchingPrecedence?}) is applied live — FlowSchema server-side applied
  * when enabled, deleted when disabled. Hosted by the (leader-elected) controller manager.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeAccess } from '../core/kube.ts';
 import { z } from 'zod';
 import type { Logger } from '../core/logging.ts';
 import { RuntimeConfigWatcher } from '../core/runtime-config.ts';
@@ -28,7 +28,7 @@ export const ApfRuntimeSchema = z
 export type ApfRuntime = z.output<typeof ApfRuntimeSchema>;
 
 /** Applies one `spec.apf` section; returns the mode now in effect. */
-export async function applyApfRuntime(kc: KubeConfig, cfg: ApfRuntime): Promise<string> {
+export async function applyApfRuntime(kc: KubeAccess, cfg: ApfRuntime): Promise<string> {
   if (!cfg.enabled) {
     await removeApfExemption(kc);
     return 'off';
@@ -37,6 +37,6 @@ export async function applyApfRuntime(kc: KubeConfig, cfg: ApfRuntime): Promise<
   return `exempt ${cfg.exemptNamespaces.join(',')}`;
 }
 
-export function apfRuntimeWatcher(kc: KubeConfig, log?: Logger): RuntimeConfigWatcher<typeof ApfRuntimeSchema> {
+export function apfRuntimeWatcher(kc: KubeAccess, log?: Logger): RuntimeConfigWatcher<typeof ApfRuntimeSchema> {
   return new RuntimeConfigWatcher({ kc, statusKey: 'apf', field: 'apf', schema: ApfRuntimeSchema, apply: (cfg) => applyApfRuntime(kc, cfg), log });
 }

@@ -22,8 +22,10 @@ tb.command('up')
   .option('--pin-cpus', 'pin control plane to CPU 0 and nodes to CPU 1', false)
   .option('--kubelet-shim <config>', "run Ulysses' kubelet-shim between each real kubelet and containerd, with this config file")
   .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
+  .option('--nodes-ready-timeout <s>', 'seconds to wait for all nodes Ready (default 120 + 0.3 per KWOK node)', int('--nodes-ready-timeout'))
   .action(async (o) => {
     const s = await testbed.up({
+      nodesReadyTimeoutMs: o.nodesReadyTimeout !== undefined ? o.nodesReadyTimeout * 1000 : undefined,
       realNodes: o.realNodes,
       kwokNodes: o.kwokNodes,
       controllers: o.controllers,
@@ -110,14 +112,14 @@ experiment
   .action(async (o) => {
     const { runFailoverExperiment } = await import('../experiments/harness/local.ts');
     if (o.kwokNodes !== undefined && o.kubeconfig) throw new InvalidArgumentError('--kwok-nodes is a local testbed mode: do not combine it with --kubeconfig');
-    const { loadKubeConfig } = await import('../core/kube.ts');
+    const { loadKubeConfig } = await import('../core/kubeconfig.ts');
     const podsPerNode = [...new Set([...(o.idle ? [0] : []), ...o.podsPerNode])].sort((a, b) => a - b);
     const split = (v?: string) => v?.split(',').map((s) => s.trim()).filter(Boolean);
     const r = await runFailoverExperiment({
       plan: { configs: o.config, dns: o.dn, podsPerNode, reps: o.reps },
       out: o.out,
       runDir: o.runDir,
-      kubeconfig: o.kubeconfig ? loadKubeConfig(o.kubeconfig) : undefined,
+      kubeconfig: o.kubeconfig ? await loadKubeConfig(o.kubeconfig) : undefined,
       sources: split(o.sources),
       destinations: split(o.destinations),
       pacedShimConfig: o.shimConfig,
@@ -205,9 +207,10 @@ program
 
 /** --kubeconfig, else $KUBECONFIG, else the local testbed's admin kubeconfig. */
 async function clusterClient(kubeconfig?: string) {
-  const { loadKubeConfig, KubeClient } = await import('../core/kube.ts');
+  const { KubeClient } = await import('../core/kube.ts');
+  const { loadKubeConfig } = await import('../core/kubeconfig.ts');
   const file = kubeconfig ?? process.env.KUBECONFIG ?? testbed.readState()?.kubeconfig;
-  return new KubeClient(loadKubeConfig(file));
+  return new KubeClient(await loadKubeConfig(file));
 }
 
 const num = (name: string) => (v: string) => {

@@ -14,18 +14,22 @@
  *    second from the first ReplicaSet creation to the last pod), the high ReplicaSet's queueing delay
  *    (its informer event -> its first sync; Ulysses only) and its time to first pod, and the p50/p99
  *    sync runtime of Ulysses' ReplicaSet controller. Same qps limits (20/30) for kcm and Ulysses' vanilla.
- * 3. `--rss` (alone, heavy): resident memory of the controller manager *process*
- *    (`npm run start:controller-manager`, all five controllers) with `--rss-nodes` KWOK nodes and
- *    `--rss-pods` pods selected by 100 Services, once its informers synced and the Endpoints of every
- *    Service are written; read from its own /metrics (process_resident_memory_bytes). Target
- *    (issue 3): < 150 MB with 1000 nodes and 10k pods.
+ * 3. `--rss` (alone, heavy): resident memory of the controller manager *process* (all five
+ *    controllers; `--rss-variants`: compiled `dist` as `npm run start:controller-manager:dist`, `tsx`
+ *    as `npm run start:controller-manager`, and without the cache projections) with `--rss-nodes`
+ *    KWOK nodes and `--rss-pods` pods selected by 100 Services, once its informers synced and the
+ *    Endpoints of every Service are written; read from its own /metrics
+ *    (process_resident_memory_bytes, nodejs_heap_size_*). Target (issue 3): < 150 MB with 1000
+ *    nodes and 10k pods.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod, type V1ReplicaSet } from '@kubernetes/client-node';
 import * as testbed from '../experiments/testbed/testbed.ts';
-import { pollUntil, startProcess, stopProcess } from '../experiments/testbed/processes.ts';
+import { pollUntil, startProcess, stopProcess, tailFile } from '../experiments/testbed/processes.ts';
 import { apiRequest } from '../core/kube.ts';
 import { deployment, ensureNamespace } from '../experiments/workloads.ts';
 import { KWOK_ANNOTATION } from '../experiments/testbed/kwok.ts';
@@ -142,13 +146,19 @@ async function main(): Promise<void> {
     .option('--rs <n>', 'low-priority ReplicaSets per testbed run', (v) => Number(v), 100)
     .option('--queue-only', 'skip the testbed part')
     .option('--rss', 'only part 3: RSS of the controller manager process at scale')
-    .option('--rss-nodes <n>', 'KWOK nodes for --rss (the testbed waits 120 s for nodes Ready: 1000 is too many for a 2-core VM)', (v) => Number(v), 300)
+    .option('--rss-nodes <n>', 'KWOK nodes for --rss', (v) => Number(v), 1000)
     .option('--rss-pods <n>', 'pods for --rss', (v) => Number(v), 10000)
+    .option('--rss-variants <list>', `controller-manager processes measured one after the other on the same cluster (${Object.keys(RSS_VARIANTS).join(', ')})`, 'dist,tsx,dist-default-gc')
+    .option('--rss-heap-snapshot', 'write a heap snapshot of each variant (SIGUSR2) into the repository root')
     .option('--run-dir <dir>', 'testbed run directory', '/tmp/ulysses-bench-controller')
     .parse()
-    .opts<{ backlog: number; syncMs: number; rs: number; queueOnly?: boolean; runDir: string; rss?: boolean; rssNodes: number; rssPods: number }>();
+    .opts<{ backlog: number; syncMs: number; rs: number; queueOnly?: boolean; runDir: string; rss?: boolean; rssNodes: number; rssPods: number; rssVariants: string; rssHeapSnapshot?: boolean }>();
   process.env.ULYSSES_LOG_LEVEL ??= 'warn';
-  if (o.rss) return rssBench(o.runDir, o.rssNodes, o.rssPods);
+  if (o.rss) {
+    const variants = o.rssVariants.split(',').map((v) => v.trim()) as RssVariant[];
+    for (const v of variants) if (!(v in RSS_VARIANTS)) throw new Error(`--rss-variants: unknown variant ${JSON.stringify(v)} (${Object.keys(RSS_VARIANTS).join(', ')})`);
+    return rssBench(o.runDir, o.rssNodes, o.rssPods, variants, !!o.rssHeapSnapshot);
+  }
 
   console.log(`# 1. queueing delay of one high-priority key behind ${o.backlog} low keys (WorkerPool, ${o.syncMs} ms syncs, 5 workers, T = 100 ms)`);
   const q = await queueBench(o.backlog, o.syncMs);
@@ -191,10 +201,52 @@ async function main(): Promise<void> {
   console.log(`target: vanilla-mode throughput within 10% of kube-controller-manager -> ratio ${f(ratio, 3)} ${Math.abs(ratio - 1) <= 0.1 ? 'met' : 'NOT met'}`);
 }
 
+/**
+ * How the controller manager process of part 3 is started and configured. `dist` and `tsx` are the
+ * npm scripts start:controller-manager:dist / start:controller-manager (V8 --optimize-for-size,
+ * glibc MALLOC_ARENA_MAX=2); the others take one of those settings away.
+ */
+const DIST = ['--enable-source-maps', 'dist/controller-manager/main.js'];
+const TSX = ['--import', 'tsx', 'controller-manager/main.ts'];
+const TUNED = { args: ['--optimize-for-size'], env: { MALLOC_ARENA_MAX: '2' } };
+const RSS_VARIANTS: Record<string, { args: string[]; config?: string; env?: Record<string, string> }> = {
+  // `npm run start:controller-manager:dist` (compiled by `npm run build`)
+  dist: { args: [...TUNED.args, ...DIST], env: TUNED.env },
+  // `npm run start:controller-manager` (tsx loader in the process)
+  tsx: { args: [...TUNED.args, ...TSX], env: TUNED.env },
+  // compiled, V8 and glibc defaults
+  'dist-default-gc': { args: DIST },
+  // compiled, --optimize-for-size, default malloc arenas (8 per core)
+  'dist-no-arena-limit': { args: [...TUNED.args, ...DIST] },
+  // compiled, V8 defaults but semi-spaces of at most 2 MiB instead of 16
+  'dist-semi2': { args: ['--max-semi-space-size=2', ...DIST] },
+  // compiled and tuned, pods and nodes cached whole (minus managedFields): what the projections save
+  'dist-no-projection': { args: [...TUNED.args, ...DIST], env: TUNED.env, config: 'cacheProjection: false\n' },
+  // the first measurement of issue 3: tsx, V8 defaults, whole objects with managedFields
+  'tsx-no-strip': { args: TSX, config: 'cacheProjection: false\nstripManagedFields: false\n' },
+};
+type RssVariant = string;
+
+interface MemorySample {
+  rss: number;
+  heapUsed: number;
+  heapTotal: number;
+  external: number;
+}
+
+function memoryFromMetrics(text: string): MemorySample {
+  const v = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
+  return { rss: v('process_resident_memory_bytes'), heapUsed: v('nodejs_heap_size_used_bytes'), heapTotal: v('nodejs_heap_size_total_bytes'), external: v('nodejs_external_memory_bytes') };
+}
+
 /** Part 3: RSS of the controller-manager process with many nodes and pods. */
-async function rssBench(runDir: string, nodes: number, pods: number): Promise<void> {
+async function rssBench(runDir: string, nodes: number, pods: number, variants: RssVariant[], heapSnapshot: boolean): Promise<void> {
   const services = 100;
-  console.log(`# 3. controller-manager process RSS with ${nodes} KWOK nodes, ${pods} pods, ${services} Services`);
+  const repo = fileURLToPath(new URL('..', import.meta.url));
+  if (variants.some((v) => v.startsWith('dist'))) {
+    execFileSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: repo, stdio: 'inherit' });
+  }
+  console.log(`# 3. controller-manager process RSS with ${nodes} KWOK nodes, ${pods} pods, ${services} Services (${variants.join(', ')})`);
   await testbed.down({ runDir, log: () => undefined });
   const t0 = performance.now();
   const state = await testbed.up({ runDir, realNodes: 0, kwokNodes: nodes, controllers: '*,-replicaset-controller,-deployment-controller,-endpoints-controller,-endpointslice-controller,-taint-eviction-controller', log: () => undefined });
@@ -203,6 +255,7 @@ async function rssBench(runDir: string, nodes: number, pods: number): Promise<vo
   const core = kc.makeApiClient(CoreV1Api);
   const ns = 'rss';
   let proc: ReturnType<typeof startProcess> | undefined;
+  const rows: Array<{ variant: RssVariant; mem: MemorySample; settled: MemorySample; syncS: number; endpointsS: number }> = [];
   try {
     await ensureNamespace(core, ns);
     for (let k = 0; k < services; k++) {
@@ -229,41 +282,71 @@ async function rssBench(runDir: string, nodes: number, pods: number): Promise<vo
     await Promise.all(Array.from({ length: 32 }, worker));
     console.log(`${pods} pods created in ${f((performance.now() - t1) / 1000)} s`);
     const want = pods / services;
-    for (const strip of [false, true]) {
-      const logFile = join(runDir, 'logs', `cm-rss-strip-${strip}.log`);
-      const cfgFile = join(runDir, `cm-rss-strip-${strip}.yaml`);
-      writeFileSync(cfgFile, `stripManagedFields: ${strip}\n`);
-      const t2 = performance.now();
-      proc = startProcess({
-        name: 'cm-rss',
-        cmd: 'npm',
-        args: ['run', '--silent', 'start:controller-manager', '--', '--kubeconfig', state.kubeconfig, '--config', cfgFile, '--leader-elect', 'false', '--metrics-port', '0'],
-        logFile,
-        env: { ULYSSES_LOG_LEVEL: 'info' },
-      });
-      await pollUntil('controller manager started', () => readFileSync(logFile, 'utf8').includes('controller manager started'), { timeoutMs: 300_000, intervalMs: 200 });
-      console.log(`stripManagedFields=${strip}: informers synced in ${f((performance.now() - t2) / 1000)} s`);
-      const port = /"metricsPort":(\d+)/.exec(readFileSync(logFile, 'utf8'))![1];
-      await pollUntil('Endpoints of every Service written', async () => {
-        const list = await apiRequest<{ items: { subsets?: { addresses?: unknown[]; notReadyAddresses?: unknown[] }[] }[] }>(kc, 'GET', `/api/v1/namespaces/${ns}/endpoints`);
-        return list.items.length === services && list.items.every((e) => (e.subsets ?? []).reduce((n, s) => n + (s.addresses?.length ?? 0) + (s.notReadyAddresses?.length ?? 0), 0) === want);
-      }, { timeoutMs: 600_000, intervalMs: 2000 });
-      console.log(`Endpoints of ${services} Services x ${want} pods in place ${f((performance.now() - t2) / 1000)} s after start`);
-      let rss = 0;
-      let heap = 0;
-      for (let i = 0; i < 5; i++) {
-        await new Promise((r) => setTimeout(r, 2000));
-        const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-        rss = Math.max(rss, Number(/^process_resident_memory_bytes (\S+)/m.exec(text)?.[1] ?? 0));
-        heap = Math.max(heap, Number(/^nodejs_heap_size_used_bytes (\S+)/m.exec(text)?.[1] ?? 0));
+    for (const variant of variants) {
+      try {
+        // every variant writes the Endpoints and EndpointSlices of the 100 Services itself
+        await apiRequest(kc, 'DELETE', `/api/v1/namespaces/${ns}/endpoints`);
+        await apiRequest(kc, 'DELETE', `/apis/discovery.k8s.io/v1/namespaces/${ns}/endpointslices`);
+        const logFile = join(runDir, 'logs', `cm-rss-${variant}.log`);
+        const cfgFile = join(runDir, `cm-rss-${variant}.yaml`);
+        const spec = RSS_VARIANTS[variant]!;
+        writeFileSync(logFile, ''); // a log of an earlier run would answer the polls below
+        writeFileSync(cfgFile, spec.config ?? '{}\n');
+        const t2 = performance.now();
+        proc = startProcess({
+          name: 'cm-rss',
+          cmd: 'node',
+          args: [...spec.args, '--kubeconfig', state.kubeconfig, '--config', cfgFile, '--leader-elect', 'false', '--metrics-port', '0'],
+          logFile,
+          env: { ULYSSES_LOG_LEVEL: 'info', ...spec.env, ...(heapSnapshot ? { NODE_OPTIONS: '--heapsnapshot-signal=SIGUSR2' } : {}) },
+        });
+        await pollUntil('controller manager started', () => readFileSync(logFile, 'utf8').includes('controller manager started'), { timeoutMs: 300_000, intervalMs: 200 });
+        const syncS = (performance.now() - t2) / 1000;
+        const port = /"metricsPort":(\d+)/.exec(readFileSync(logFile, 'utf8'))![1];
+        await pollUntil('Endpoints of every Service written', async () => {
+          const list = await apiRequest<{ items: { subsets?: { addresses?: unknown[]; notReadyAddresses?: unknown[] }[] }[] }>(kc, 'GET', `/api/v1/namespaces/${ns}/endpoints`);
+          return list.items.length === services && list.items.every((e) => (e.subsets ?? []).reduce((n, s) => n + (s.addresses?.length ?? 0) + (s.notReadyAddresses?.length ?? 0), 0) === want);
+        }, { timeoutMs: 600_000, intervalMs: 2000 });
+        const endpointsS = (performance.now() - t2) / 1000;
+        const mem: MemorySample = { rss: 0, heapUsed: 0, heapTotal: 0, external: 0 };
+        for (let i = 0; i < 5; i++) {
+          await new Promise((r) => setTimeout(r, 2000));
+          const m = memoryFromMetrics(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
+          for (const k of Object.keys(mem) as (keyof MemorySample)[]) mem[k] = Math.max(mem[k], m[k]);
+        }
+        // settled: a minute after the last write, once V8's memory reducer had its chance
+        const settled: MemorySample = { rss: 0, heapUsed: 0, heapTotal: 0, external: 0 };
+        await new Promise((r) => setTimeout(r, Math.max(0, endpointsS * 1000 + 60_000 - (performance.now() - t2))));
+        for (let i = 0; i < 3; i++) {
+          const m = memoryFromMetrics(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
+          for (const k of Object.keys(settled) as (keyof MemorySample)[]) settled[k] = Math.max(settled[k], m[k]);
+          await new Promise((r) => setTimeout(r, 2000));
+        }
+        if (heapSnapshot) {
+          // node writes Heap.<date>.<pid>.<n>.heapsnapshot into its cwd
+          process.kill(proc.pid, 'SIGUSR2');
+          console.log(`${variant}: heap snapshot requested (pid ${proc.pid}, written to ${repo})`);
+          await new Promise((r) => setTimeout(r, 20_000));
+        }
+        const mib = (x: number) => f(x / 2 ** 20);
+        console.log(`${variant}: informers synced ${f(syncS)} s, Endpoints in place ${f(endpointsS)} s after start; RSS ${mib(mem.rss)} MiB, heap used ${mib(mem.heapUsed)} / total ${mib(mem.heapTotal)} MiB, external ${mib(mem.external)} MiB (max of 5 scrapes over the next 10 s); 60 s later RSS ${mib(settled.rss)} MiB, heap used ${mib(settled.heapUsed)} / total ${mib(settled.heapTotal)} MiB`);
+        rows.push({ variant, mem, settled, syncS, endpointsS });
+      } catch (err) {
+        console.log(`${variant}: FAILED: ${(err as Error).message}${proc ? `\n${tailFile(join(runDir, 'logs', `cm-rss-${variant}.log`), 5)}` : ''}`);
       }
-      console.log(`controller-manager process (stripManagedFields=${strip}): RSS ${f(rss / 2 ** 20)} MiB (max of 5 scrapes), heap used ${f(heap / 2 ** 20)} MiB; target < 150 MB -> ${rss < 150e6 ? 'met' : 'NOT met'}`);
-      await stopProcess(proc.pid, 5000);
+      if (proc) await stopProcess(proc.pid, 5000);
       proc = undefined;
     }
   } finally {
     if (proc) await stopProcess(proc.pid, 5000);
     await testbed.down({ runDir, log: () => undefined });
+  }
+  const mib = (x: number) => f(x / 2 ** 20);
+  console.log(`\n${'variant'.padEnd(24)}${'nodes'.padStart(6)}${'pods'.padStart(7)}${'RSS MiB'.padStart(9)}${'heap used'.padStart(11)}${'heap total'.padStart(12)}${'external'.padStart(10)}${'RSS +60s'.padStart(10)}${'heap +60s'.padStart(11)}${'synced s'.padStart(10)}${'endpoints s'.padStart(13)}  target < 150 MB`);
+  for (const r of rows) {
+    console.log(
+      `${r.variant.padEnd(24)}${String(nodes).padStart(6)}${String(pods).padStart(7)}${mib(r.mem.rss).padStart(9)}${mib(r.mem.heapUsed).padStart(11)}${mib(r.mem.heapTotal).padStart(12)}${mib(r.mem.external).padStart(10)}${mib(r.settled.rss).padStart(10)}${mib(r.settled.heapUsed).padStart(11)}${f(r.syncS).padStart(10)}${f(r.endpointsS).padStart(13)}  ${Math.max(r.mem.rss, r.settled.rss) < 150e6 ? 'met' : 'NOT met'}`,
+    );
   }
 }
 

@@ -18,7 +18,8 @@
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { loadConfigFile, validateConfig } from '../core/config.ts';
-import { KubeClient, loadKubeConfig } from '../core/kube.ts';
+import { KubeClient } from '../core/kube.ts';
+import { loadKubeAccess } from '../core/kubeconfig.ts';
 import { defaultIdentity, DEFAULT_LEASE_DURATION_S, DEFAULT_RENEW_DEADLINE_S, DEFAULT_RETRY_PERIOD_S, LeaderElector } from '../core/leader-election.ts';
 import { componentLogger } from '../core/logging.ts';
 import { serveMetrics } from '../core/metrics.ts';
@@ -38,6 +39,7 @@ export const ControllerManagerConfigSchema = z
     apiBurst: z.number().int().positive().default(30),
     priorityClassThreshold: z.number().int().optional(),
     stripManagedFields: z.boolean().default(true),
+    cacheProjection: z.boolean().default(true),
   })
   .strict();
 
@@ -69,7 +71,8 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
   const log = componentLogger('controller-manager');
   const cfg = values.config ? await loadConfigFile(ControllerManagerConfigSchema, values.config) : validateConfig(ControllerManagerConfigSchema, {}, 'defaults');
   if (!['true', 'false'].includes(values['leader-elect']!)) throw new Error(`--leader-elect: expected true or false, got ${JSON.stringify(values['leader-elect'])}`);
-  const kubeconfig = loadKubeConfig(values.kubeconfig);
+  // not client-node's KubeConfig unless the kubeconfig needs it: its module costs ~70 MiB RSS
+  const kubeconfig = await loadKubeAccess(values.kubeconfig, (reason) => log.info({ reason }, 'kubeconfig needs @kubernetes/client-node'));
   const identity = values.identity ?? defaultIdentity();
   const metrics = await serveMetrics(Number(values['metrics-port']));
   log.info({ metricsPort: metrics.port, identity }, 'serving /metrics');

@@ -5,17 +5,18 @@
  * limiter (20 qps / burst 30, one per process) applied per API request in the modes that keep it.
  * In the periodic mode the periodic workers pace the work instead of the global limiter.
  */
-import type { KubeConfig, V1Deployment, V1EndpointSlice, V1Endpoints, V1Node, V1Pod, V1ReplicaSet, V1Service } from '@kubernetes/client-node';
+import type { V1Deployment, V1EndpointSlice, V1Endpoints, V1Node, V1Pod, V1ReplicaSet, V1Service } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { CriticalityIndex } from '../core/criticality.ts';
 import { ResilientInformer, stripManagedFields } from '../core/informer.ts';
-import { KubeClient } from '../core/kube.ts';
+import { KubeClient, type KubeAccess } from '../core/kube.ts';
 import { componentLogger } from '../core/logging.ts';
 import { Gauge } from 'prom-client';
 import { EventRecorder } from '../core/events.ts';
 import { metricsRegistry } from '../core/metrics.ts';
 import { objectKey } from '../core/objects.ts';
 import { AutoModeSwitch } from './auto-mode.ts';
+import { projectNode, projectPod } from './cache-projection.ts';
 import { ReplicaSetController } from './controllers/replicaset.ts';
 import { DeploymentController } from './controllers/deployment.ts';
 import { EndpointsController } from './controllers/endpoints.ts';
@@ -27,7 +28,7 @@ export const CONTROLLERS = ['replicaset', 'deployment', 'taint-eviction', 'endpo
 export type ControllerName = (typeof CONTROLLERS)[number];
 
 export interface ControllerManagerOptions {
-  kubeconfig: KubeConfig;
+  kubeconfig: KubeAccess;
   controllers?: ControllerName[];
   /** per-controller worker pool settings (mode, workers, periodMs, ...) */
   pools?: Partial<Record<ControllerName, WorkerPoolConfigInput>>;
@@ -44,6 +45,11 @@ export interface ControllerManagerOptions {
   autoHoldMs?: number;
   /** drop metadata.managedFields from cached objects (default true: saves memory, nothing reads them) */
   stripManagedFields?: boolean;
+  /**
+   * cache pods and nodes with only the fields the controllers read (cache-projection.ts; default
+   * true). Implies stripManagedFields for them.
+   */
+  cacheProjection?: boolean;
   /** called after every sync (benchmarks, experiments): controller, key, priority, mode, start, duration */
   observeSync?: (e: SyncObservation) => void;
   /** reportingInstance of Events and holder identity of leader election (default: hostname_pid) */
@@ -127,11 +133,12 @@ export class ControllerManager {
     this.apiLimiter = new TokenBucket({ qps: o.apiQps ?? KCM_API_QPS, burst: o.apiBurst ?? KCM_API_BURST });
     const kc = o.kubeconfig;
     const transform = o.stripManagedFields === false ? undefined : stripManagedFields;
-    this.pods = new ResilientInformer<V1Pod>(kc, { path: '/api/v1/pods', log: this.log, transform });
+    const project = o.cacheProjection !== false;
+    this.pods = new ResilientInformer<V1Pod>(kc, { path: '/api/v1/pods', log: this.log, transform: project ? projectPod : transform });
     this.replicaSets = new ResilientInformer<V1ReplicaSet>(kc, { path: '/apis/apps/v1/replicasets', log: this.log, transform });
     this.deployments = new ResilientInformer<V1Deployment>(kc, { path: '/apis/apps/v1/deployments', log: this.log, transform });
     this.events = new EventRecorder({ client: new KubeClient(kc), reportingController: REPORTING_CONTROLLER, reportingInstance: o.identity, log: this.log });
-    this.nodes = new ResilientInformer<V1Node>(kc, { path: '/api/v1/nodes', log: this.log, transform });
+    this.nodes = new ResilientInformer<V1Node>(kc, { path: '/api/v1/nodes', log: this.log, transform: project ? projectNode : transform });
     this.services = new ResilientInformer<V1Service>(kc, { path: '/api/v1/services', log: this.log, transform });
     this.endpointSlices = new ResilientInformer<V1EndpointSlice>(kc, { path: '/apis/discovery.k8s.io/v1/endpointslices', log: this.log, transform });
     this.endpoints = new ResilientInformer<V1Endpoints>(kc, { path: '/api/v1/endpoints', log: this.log, transform });

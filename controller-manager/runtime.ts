@@ -3,7 +3,7 @@
  * (thesis §5.3.5): mode and worker-pool parameters per controller. A controller absent from the
  * section runs `vanilla` with the thesis period (declarative: removing an entry reverts it).
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeAccess } from '../core/kube.ts';
 import { z } from 'zod';
 import type { Logger } from '../core/logging.ts';
 import { RuntimeConfigWatcher } from '../core/runtime-config.ts';
@@ -52,7 +52,7 @@ export function applyControllerManagerRuntime(cm: ControllerManager, cfg: Contro
 }
 
 export function controllerManagerRuntimeWatcher(
-  kc: KubeConfig,
+  kc: KubeAccess,
   cm: ControllerManager,
   enabled: readonly ControllerName[],
   log?: Logger,

@@ -11,9 +11,11 @@
  *  - `synced` / `waitForSync()` once the first list is in the cache (client-go's HasSynced).
  */
 import { EventEmitter } from 'node:events';
-import { Watch, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
+// the module alone: the package index (and its config.js) loads the whole generated API (~80 MiB RSS)
+import { Watch } from '@kubernetes/client-node/dist/watch.js';
 import { Counter } from 'prom-client';
-import { apiRequest, ApiError } from './kube.ts';
+import { apiRequest, ApiError, type KubeAccess } from './kube.ts';
 import { componentLogger, type Logger } from './logging.ts';
 import { metricsRegistry } from './metrics.ts';
 import { objectKey } from './objects.ts';
@@ -83,7 +85,7 @@ export class ResilientInformer<T extends KubernetesObject> extends EventEmitter 
   private generation = 0;
 
   constructor(
-    private readonly kc: KubeConfig,
+    private readonly kc: KubeAccess,
     opts: InformerOptions,
   ) {
     super();
@@ -149,7 +151,8 @@ export class ResilientInformer<T extends KubernetesObject> extends EventEmitter 
       const page = await apiRequest<ListResponse<T>>(this.kc, 'GET', this.o.path, {
         query: { labelSelector: this.o.labelSelector, fieldSelector: this.o.fieldSelector, limit: this.o.pageSize, continue: cont },
       });
-      items.push(...page.items);
+      // transformed page by page: the raw objects of a large list are never all alive at once
+      for (const item of page.items) items.push(this.transform ? this.transform(item) : item);
       cont = page.metadata?.continue || undefined;
       rv = page.metadata?.resourceVersion ?? rv;
     } while (cont);
@@ -174,7 +177,7 @@ export class ResilientInformer<T extends KubernetesObject> extends EventEmitter 
     for (const item of list.items) {
       const key = objectKey(item);
       seen.add(key);
-      this.upsert(item);
+      this.store(item);
     }
     for (const [key, old] of this.cache) {
       if (!seen.has(key)) {
@@ -193,7 +196,11 @@ export class ResilientInformer<T extends KubernetesObject> extends EventEmitter 
   }
 
   private upsert(raw: T): void {
-    const obj = this.transform ? this.transform(raw) : raw;
+    this.store(this.transform ? this.transform(raw) : raw);
+  }
+
+  /** Caches an already transformed object and emits add/update. */
+  private store(obj: T): void {
     const key = objectKey(obj);
     const old = this.cache.get(key);
     this.cache.set(key, obj);
@@ -214,7 +221,8 @@ export class ResilientInformer<T extends KubernetesObject> extends EventEmitter 
     }, Math.max(50, Math.min(this.o.inactivityMs / 4, 10_000)));
     const timeout = this.o.watchTimeoutSeconds ?? Math.floor(300 + Math.random() * 300);
     let gone = false;
-    const w = new Watch(this.kc);
+    // Watch only calls getCurrentCluster() and applyToFetchOptions() (client-node 1.4 dist/watch.js)
+    const w = new Watch(this.kc as KubeConfig);
     try {
       this.watchCtrl = await w.watch(
         this.o.path,
@@ -237,7 +245,7 @@ export class ResilientInformer<T extends KubernetesObject> extends EventEmitter 
               const key = objectKey(obj);
               const old = this.cache.get(key);
               this.cache.delete(key);
-              this.emit('delete', old ?? obj);
+              this.emit('delete', old ?? (this.transform ? this.transform(obj) : obj));
               break;
             }
             case 'BOOKMARK':

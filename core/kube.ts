@@ -1,18 +1,20 @@
 /**
- * Kubernetes API access shared by every component: kubeconfig loading and a raw JSON request helper
- * (used for paginated lists and resources without a typed client), instrumented with the client-go
- * metric names rest_client_requests_total and rest_client_request_duration_seconds.
+ * Kubernetes API access shared by every component: a raw JSON request helper (used for paginated
+ * lists and resources without a typed client), instrumented with the client-go metric names
+ * rest_client_requests_total and rest_client_request_duration_seconds. Kubeconfig loading is in
+ * core/kubeconfig.ts; this module does not load @kubernetes/client-node (its index costs ~80 MiB RSS).
  */
 import fetch from 'node-fetch';
-import { KubeConfig } from '@kubernetes/client-node';
 import { Counter, Histogram } from 'prom-client';
 import { metricsRegistry } from './metrics.ts';
 
-export function loadKubeConfig(file = process.env.KUBECONFIG): KubeConfig {
-  const kc = new KubeConfig();
-  if (file) kc.loadFromFile(file);
-  else kc.loadFromDefault();
-  return kc;
+/**
+ * What the request paths of the shared core need of a kubeconfig: client-node's KubeConfig, or
+ * core/kubeconfig.ts's LightKubeConfig in processes that must not load client-node (memory).
+ */
+export interface KubeAccess {
+  getCurrentCluster(): { server: string } | null;
+  applyToFetchOptions(opts: object): Promise<object>;
 }
 
 let requestsTotal: Counter<'code' | 'method' | 'host'> | undefined;
@@ -49,7 +51,7 @@ export class ApiError extends Error {
 }
 
 export async function apiRequest<T = unknown>(
-  kc: KubeConfig,
+  kc: KubeAccess,
   method: string,
   path: string,
   opts: { query?: Record<string, string | number | boolean | undefined>; body?: unknown; contentType?: string; timeoutMs?: number } = {},
@@ -100,7 +102,7 @@ export interface RequestLimiter {
  */
 export class KubeClient {
   constructor(
-    readonly kc: KubeConfig,
+    readonly kc: KubeAccess,
     public limiter?: RequestLimiter,
   ) {}
 

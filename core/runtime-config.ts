@@ -19,7 +19,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeAccess } from './kube.ts';
 import type { z } from 'zod';
 import { ConfigError, validateConfig } from './config.ts';
 import { ResilientInformer } from './informer.ts';
@@ -70,7 +70,7 @@ export interface UlyssesConfig {
 }
 
 export interface RuntimeConfigOptions<S extends z.ZodType> {
-  kc: KubeConfig;
+  kc: KubeAccess;
   /** Status key: the component, plus "/<instance>" for per-node components ("kubelet-shim/real-0"). */
   statusKey: string;
   /** This component's section of the spec (absent: the schema's defaults apply). */

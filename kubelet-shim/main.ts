@@ -22,7 +22,7 @@ import { PacingGate } from './pacing.ts';
 import { PROXY_IMPLEMENTATIONS, createCriProxy, type CriProxyServer, type ProxyImplementation } from './proxies.ts';
 import { shimMetrics } from './metrics.ts';
 import { shimRuntime } from './runtime.ts';
-import { loadKubeConfig } from '../core/kube.ts';
+import { loadKubeConfig } from '../core/kubeconfig.ts';
 
 export interface RunningShim {
   readonly proxy: CriProxyServer;
@@ -150,7 +150,7 @@ async function main(argv: string[]): Promise<void> {
   // the runtime config wins over the file's pacing while a UlyssesConfig exists; watched with
   // --kubeconfig, $KUBECONFIG (systemd unit) or the in-cluster ServiceAccount (DaemonSet), given a node name
   const canReachApi = !!(o.kubeconfig || process.env.KUBECONFIG || process.env.KUBERNETES_SERVICE_HOST);
-  const runtime = canReachApi && o.nodeName ? shimRuntime(loadKubeConfig(o.kubeconfig), shim, o.nodeName, log) : undefined;
+  const runtime = canReachApi && o.nodeName ? shimRuntime(await loadKubeConfig(o.kubeconfig), shim, o.nodeName, log) : undefined;
   if (!runtime) log.info('no API access configured (--kubeconfig, $KUBECONFIG or in-cluster) or no node name: UlyssesConfig not watched, file config only');
   await runtime?.start();
   process.on('SIGHUP', () => {

@@ -33,21 +33,35 @@ case "$component" in
 esac
 [ -f "$main" ] || { echo "$component: $main not found in this build" >&2; exit 2; }
 
-if [ "${ULYSSES_SUPERVISE:-0}" != 1 ]; then
-  if [ -f "$TSX_LOADER" ]; then exec node --import "$TSX_LOADER" "$main" "$@"; fi
-  exec "$APP/node_modules/.bin/tsx" "$main" "$@"
+# Compiled JavaScript from `npm run build` (dist/, the controller manager only) when present and not
+# older than any source it is built from: no TypeScript loader in the process (~30 MiB less RSS).
+# ULYSSES_DIST=0 forces the tsx loader.
+# The controller manager runs with V8's --optimize-for-size and 2 glibc malloc arenas: 100-120 MiB
+# RSS instead of ~220 MiB with 1000 nodes and 10k pods (controller-manager/README.md, Memory).
+v8flags=
+if [ "$component" = controller-manager ]; then
+  v8flags=--optimize-for-size
+  export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"
 fi
+dist="$APP/dist/${main#"$APP"/}"
+dist="${dist%.ts}.js"
+if [ "${ULYSSES_DIST:-1}" != 0 ] && [ -f "$dist" ] &&
+  [ -z "$(find "$APP/core" "$APP/controller-manager" "$APP/apf-configs" -name '*.ts' -newer "$dist" 2>/dev/null | head -n 1)" ]; then
+  set -- node $v8flags --enable-source-maps "$dist" "$@"
+elif [ -f "$TSX_LOADER" ]; then
+  set -- node $v8flags --import "$TSX_LOADER" "$main" "$@"
+else
+  set -- "$APP/node_modules/.bin/tsx" "$main" "$@"
+fi
+
+[ "${ULYSSES_SUPERVISE:-0}" = 1 ] || exec "$@"
 
 # Supervised: forward SIGTERM/SIGINT to the component and stop; restart it after any other exit.
 child=
 stopping=0
 trap 'stopping=1; [ -z "$child" ] || kill -TERM "$child" 2>/dev/null || true' TERM INT
 while :; do
-  if [ -f "$TSX_LOADER" ]; then
-    node --import "$TSX_LOADER" "$main" "$@" &
-  else
-    "$APP/node_modules/.bin/tsx" "$main" "$@" &
-  fi
+  "$@" &
   child=$!
   rc=0
   wait "$child" || rc=$?

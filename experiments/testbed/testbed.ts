@@ -47,7 +47,17 @@ export interface TestbedOptions {
    * {@link schedulerKubeconfigPath}(runDir): with --config the scheduler ignores --kubeconfig.
    */
   schedulerConfig?: string;
+  /**
+   * How long to wait for every node to be Ready and schedulable; default 120 s + 0.3 s per KWOK
+   * node (kwok and the node lifecycle controller need minutes for 1000 nodes on 2 cores).
+   */
+  nodesReadyTimeoutMs?: number;
   log?: (line: string) => void;
+}
+
+/** Default wait for nodes Ready: 120 s, plus 0.3 s per KWOK node. */
+export function defaultNodesReadyTimeoutMs(kwokNodes: number): number {
+  return 120_000 + 300 * kwokNodes;
 }
 
 export interface TestbedState {
@@ -233,8 +243,9 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
         return expected.every((n) => ready.has(n));
       },
       {
-        timeoutMs: 120_000,
-        intervalMs: 500,
+        timeoutMs: opts.nodesReadyTimeoutMs ?? defaultNodesReadyTimeoutMs(kwokNames.length),
+        // listing 1000 nodes every 500 ms would load the apiserver that is getting them Ready
+        intervalMs: expected.length > 100 ? 3000 : 500,
         explain: () => nodes.map((n) => `--- kubelet ${n.name}:\n${tailFile(join(n.dir, 'kubelet.log'), 15)}`).join('\n'),
       },
     );

@@ -12,7 +12,7 @@
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
-import { loadKubeConfig } from '../../core/kube.ts';
+import { loadKubeConfig } from '../../core/kubeconfig.ts';
 import { componentLogger } from '../../core/logging.ts';
 import { serveMetrics } from '../../core/metrics.ts';
 import { onShutdownSignal } from '../../core/shutdown.ts';
@@ -34,7 +34,7 @@ export async function startExtender(opts: { configFile?: string; kubeconfig?: st
     const base = opts.configFile ? await loadExtenderConfig(opts.configFile) : extenderConfig({});
     return extenderConfig({ ...base, listen: { host: opts.host ?? base.listen.host, port: opts.port ?? base.listen.port } }, 'scheduler-extender flags');
   };
-  const kc = loadKubeConfig(opts.kubeconfig);
+  const kc = await loadKubeConfig(opts.kubeconfig);
   const cfg = await load();
   const server = new ExtenderServer({ config: cfg, kubeconfig: kc });
   await server.start();
