@@ -8,11 +8,15 @@
  * the TDMA network (some of them budget/period nodes), every node with an assurance vector; 5 plain pods per node, 1-2 RT pods per RT
  * node (cores reserved), 1-slot TDMA pods holding a third of the slots. Pods scheduled: a critical
  * pod with a threshold assurance policy, a deferrable-server RT pod, a TDMA pod, a budget/period
- * RT pod that also needs 2 TDMA slots — each with a fresh UID (no cache carried over).
+ * RT pod that also needs 2 TDMA slots — each with a fresh UID.
+ * Between two rounds (not timed) `--churn` nodes change as the informers would report it (a pod on
+ * the node is updated: the node's version is bumped, which invalidates what the extender cached for
+ * it): default 1, the node the previous pod was bound to in a real cluster; `--churn all` changes
+ * every node each round (every verdict recomputed: the cold path); `--churn 0` none.
  * Baseline in the same run: a no-op fastify extender (accepts every node, scores 0): the HTTP+JSON
  * floor. Targets (issue 4): p99 < 2 ms at 100 nodes, < 10 ms at 1000 nodes.
  *
- *   npm run bench:extender -- [--iterations 400] [--sizes 100,1000] [--json]
+ *   npm run bench:extender -- [--iterations 400] [--sizes 100,1000] [--churn 1|all|0] [--kinds a,b] [--json]
  */
 import http from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -31,6 +35,8 @@ const arg = (name: string, dflt: string) => {
 const ITERATIONS = Number(arg('iterations', '400'));
 const SIZES = arg('sizes', '100,1000').split(',').map(Number);
 const JSON_OUT = args.includes('--json');
+const KINDS = arg('kinds', '');
+const CHURN = arg('churn', '1');
 
 const quiet = (() => {
   const noop = () => undefined;
@@ -38,7 +44,8 @@ const quiet = (() => {
   return l as never;
 })();
 
-function populate(server: ExtenderServer, n: number, rnd: () => number) {
+/** Fills the cache; returns `touch(node index)`: an update of one of the node's plain pods (a new resourceVersion). */
+function populate(server: ExtenderServer, n: number, rnd: () => number): (i: number) => void {
   const slotsTotal = 100;
   let slot = 0;
   let rv = 1;
@@ -83,6 +90,7 @@ function populate(server: ExtenderServer, n: number, rnd: () => number) {
       addPod(`${name}-tdma`, name, { 'ulysses.io/tdma': '{"network":"bus0","slots":1}', 'ulysses.io/tdma-slots': JSON.stringify([slot++]), [RESERVED_NODE_ANNOTATION]: name });
     }
   }
+  return (i) => addPod(`node-${i}-plain-0`, `node-${i}`, { touched: String(rv) });
 }
 
 const POD_KINDS: Record<string, Record<string, string>> = {
@@ -148,7 +156,7 @@ interface Row {
   noopP99Ms: number;
 }
 
-async function measure(url: string, pod: (i: number) => V1Pod, names: string[], iterations: number): Promise<{ lat: number[]; server: number[]; feasible: number }> {
+async function measure(url: string, pod: (i: number) => V1Pod, names: string[], iterations: number, churn: (round: number) => void = () => undefined): Promise<{ lat: number[]; server: number[]; feasible: number }> {
   const lat: number[] = [];
   const server: number[] = [];
   let feasible = 0;
@@ -164,6 +172,7 @@ async function measure(url: string, pod: (i: number) => V1Pod, names: string[], 
       server.push(serverTime.ms);
     }
     feasible = f.NodeNames?.length ?? 0;
+    churn(i);
   }
   return { lat: lat.sort((a, b) => a - b), server: server.sort((a, b) => a - b), feasible };
 }
@@ -173,16 +182,22 @@ async function main() {
   const noop = await noopExtender();
   for (const n of SIZES) {
     const server = new ExtenderServer({ config: { listen: { host: '127.0.0.1', port: 0 }, tdmaNetworks: { bus0: { cycleUs: 100_000, slotUs: 1000 } } }, log: quiet });
-    populate(server, n, prng(n));
+    const touch = populate(server, n, prng(n));
+    const perRound = CHURN === 'all' ? n : Math.min(n, Number(CHURN));
+    let next = 0;
+    // spread over the nodes (step coprime to n): every node changes as often as any other
+    const churn = () => {
+      for (let k = 0; k < perRound; k++) touch((next = (next + 7919) % n));
+    };
     instrument(server.app);
     const { url } = await server.start();
     const names = server.state.nodeNames();
-    for (const [kind, annotations] of Object.entries(POD_KINDS)) {
+    for (const [kind, annotations] of Object.entries(POD_KINDS).filter(([k]) => !KINDS || KINDS.split(',').includes(k))) {
       const pod = (i: number): V1Pod => ({
         metadata: { name: `new-${i}`, namespace: 'bench', uid: `new-${kind}-${i}`, annotations, labels: { 'ulysses.io/criticality': 'high' }, resourceVersion: '1' },
         spec: { containers: [{ name: 'c' }] },
       });
-      const ours = await measure(url, pod, names, ITERATIONS);
+      const ours = await measure(url, pod, names, ITERATIONS, churn);
       const base = await measure(noop.url, pod, names, ITERATIONS);
       rows.push({
         nodes: n,
@@ -204,6 +219,7 @@ async function main() {
     return;
   }
   console.log(`filter+prioritize round trip over loopback HTTP, ${ITERATIONS} iterations per row (after 50 warm-up), node ${process.version}`);
+  console.log(`churn: ${CHURN === 'all' ? 'every node' : `${CHURN} node(s)`} changed between two rounds (extender rows)`);
   console.log('round trip = client-measured filter+prioritize; server = fastify handler time of the two requests (reply.elapsedTime)');
   console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} on ${os.cpus().length} CPUs`);
   console.log('nodes  pod                       feasible | round trip p50  p99 | server p50  p99 | no-op round trip p50  p99 | p99 target');

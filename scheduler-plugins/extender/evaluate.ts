@@ -53,7 +53,35 @@ export interface PodRequirements {
   readonly rt?: RtPodSpec;
   readonly tdma?: TdmaRequest;
   readonly network?: TdmaNetwork;
+  /**
+   * What the pod asks of a node, as text: the effective assurance policy and the raw RT and TDMA
+   * annotations the enabled plugins read. Two pods with the same demand get the same verdict on a
+   * node in the same state (up to the UID tie-break of deferrable servers, see server.ts).
+   */
+  readonly demand: string;
 }
+
+/**
+ * `parse` with its results kept per raw annotation text (bounded, oldest dropped): the replicas of a
+ * workload carry the same annotation texts, so a busy scheduler parses each once. The parsed values
+ * are shared and never mutated (the analyses only read them; state.ts shares its parses the same way).
+ */
+function memoParse<T>(parse: (raw: string) => T, max = 512): (raw: string) => T {
+  const memo = new Map<string, T>();
+  return (raw) => {
+    if (typeof raw !== 'string' || raw.length > 4096) return parse(raw);
+    let v = memo.get(raw);
+    if (v === undefined) {
+      v = parse(raw);
+      if (memo.size >= max) memo.delete(memo.keys().next().value!);
+      memo.set(raw, v);
+    }
+    return v;
+  };
+}
+const parsePolicy = memoParse(parseAssurancePolicyAnnotation);
+const parseRt = memoParse(parseRtAnnotation);
+const parseTdma = memoParse(parseTdmaAnnotation);
 
 export type Requirements = { ok: true; req: PodRequirements } | { ok: false; reason: RejectionReason; message: string };
 
@@ -67,21 +95,21 @@ export function podRequirements(pod: V1Pod, cfg: ExtenderConfig, networks: Reado
   if (cfg.plugins.assurance) {
     const raw = ann[ASSURANCE_POLICY_ANNOTATION];
     if (raw !== undefined) {
-      const p = parseAssurancePolicyAnnotation(raw);
+      const p = parsePolicy(raw);
       if (p.ok) policy = p.value;
       else errors.push(p.error);
     } else policy = cfg.defaultAssurancePolicies[criticality];
   }
   let rt: RtPodSpec | undefined;
   if (cfg.plugins.realtime && ann[RT_ANNOTATION] !== undefined) {
-    const r = parseRtAnnotation(ann[RT_ANNOTATION]);
+    const r = parseRt(ann[RT_ANNOTATION]);
     if (r.ok) rt = r.value;
     else errors.push(r.error);
   }
   let tdma: TdmaRequest | undefined;
   let network: TdmaNetwork | undefined;
   if (cfg.plugins.tdma && ann[TDMA_ANNOTATION] !== undefined) {
-    const t = parseTdmaAnnotation(ann[TDMA_ANNOTATION]);
+    const t = parseTdma(ann[TDMA_ANNOTATION]);
     if (t.ok) {
       tdma = t.value;
       network = networks.get(t.value.network);
@@ -92,6 +120,7 @@ export function podRequirements(pod: V1Pod, cfg: ExtenderConfig, networks: Reado
     } else errors.push(t.error);
   }
   if (errors.length) return { ok: false, reason: 'malformed', message: `ulysses: pod ${key}: ${errors.join('; ')}` };
+  const policyText = JSON.stringify(policy);
   return {
     ok: true,
     req: {
@@ -99,7 +128,8 @@ export function podRequirements(pod: V1Pod, cfg: ExtenderConfig, networks: Reado
       uid: pod.metadata?.uid ?? key,
       criticality,
       policy,
-      policyText: JSON.stringify(policy),
+      policyText,
+      demand: `${policyText}\u0000${rt ? ann[RT_ANNOTATION] : ''}\u0000${tdma ? ann[TDMA_ANNOTATION] : ''}`,
       ...(rt ? { rt } : {}),
       ...(tdma ? { tdma } : {}),
       ...(network ? { network } : {}),
@@ -145,7 +175,7 @@ export function evaluateNode(req: PodRequirements, info: NodeInfo, state: Cluste
   }
   let rtScore: number | undefined;
   let cores: readonly number[] | undefined;
-  let skipped: string[] | undefined;
+  let skipped: readonly string[] | undefined;
   if (req.rt) {
     if (info.rtKind === null) return { fits: false, reason: 'realtime', message: `ulysses: not a real-time node (no ${RT_SCHEDULER_LABEL} label)` };
     if (typeof info.rtKind !== 'string') return { fits: false, reason: 'node-annotation', message: `ulysses: node ${info.name}: ${info.rtKind.error}` };

@@ -30,6 +30,7 @@ import {
   bindingArgsSchema,
   describeIssues,
   extenderArgsSchema,
+  fastExtenderArgs,
   type ExtenderArgs,
   type ExtenderBindingArgs,
   type ExtenderBindingResult,
@@ -105,17 +106,20 @@ export interface ExtenderServerOptions {
 
 const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
 
+/**
+ * One cached verdict of a node for a demand. Valid while the node (its object and the pods holding
+ * capacity on it: ClusterState versions, bumped by the informer handlers), the pod's TDMA network
+ * and the pod's rank among equal-period deferrable servers on the node are what they were.
+ */
 interface CachedVerdict {
   readonly nodeVersion: number;
   readonly networkVersion: number;
+  readonly tieRank: number;
   readonly verdict: NodeVerdict;
 }
 
-interface VerdictCacheEntry {
-  readonly rv: string | undefined;
-  readonly configGen: number;
-  readonly nodes: Map<string, CachedVerdict>;
-}
+/** Demands whose verdicts are kept (least recently used dropped first). */
+const VERDICT_CACHE_DEMANDS = 256;
 
 export class ExtenderServer {
   readonly app: FastifyInstance;
@@ -129,8 +133,12 @@ export class ExtenderServer {
   private readonly locks = new KeyedMutex();
   /** pod UID -> last malformed-annotation message logged (log once per pod and message). */
   private readonly reported = new Map<string, string>();
-  /** Verdicts of the last pods filtered, reused by prioritize while nothing relevant changed. */
-  private readonly verdicts = new Map<string, VerdictCacheEntry>();
+  /**
+   * Verdict cache: demand key -> node -> verdict (see {@link verdictsFor}). Filter fills it,
+   * prioritize of the same pod reads it, and so does the next pod with the same demand (the
+   * replicas of a Deployment) on every node whose state did not change in between.
+   */
+  private readonly verdicts = new Map<string, Map<string, CachedVerdict>>();
   private listening: string | undefined;
 
   constructor(opts: ExtenderServerOptions = {}) {
@@ -201,16 +209,14 @@ export class ExtenderServer {
     };
     app.post('/filter', async (req, reply) =>
       timed('filter', () => {
-        const parsed = extenderArgsSchema.safeParse(req.body);
-        if (!parsed.success) return this.badRequest(reply, describeIssues(parsed.error, 'ExtenderArgs'));
-        return this.filter(parsed.data as unknown as ExtenderArgs);
+        const args = this.args(req.body);
+        return typeof args === 'string' ? this.badRequest(reply, args) : this.filter(args);
       })(),
     );
     app.post('/prioritize', async (req, reply) =>
       timed('prioritize', () => {
-        const parsed = extenderArgsSchema.safeParse(req.body);
-        if (!parsed.success) return this.badRequest(reply, describeIssues(parsed.error, 'ExtenderArgs'));
-        return this.prioritize(parsed.data as unknown as ExtenderArgs);
+        const args = this.args(req.body);
+        return typeof args === 'string' ? this.badRequest(reply, args) : this.prioritize(args);
       })(),
     );
     app.post('/bind', async (req, reply) =>
@@ -232,6 +238,14 @@ export class ExtenderServer {
       void reply.code(code).send({ error: err.message });
     });
     return app;
+  }
+
+  /** The validated ExtenderArgs, or the 400 message naming the field. */
+  private args(body: unknown): ExtenderArgs | string {
+    const fast = fastExtenderArgs(body);
+    if (fast) return fast;
+    const parsed = extenderArgsSchema.safeParse(body);
+    return parsed.success ? (parsed.data as unknown as ExtenderArgs) : describeIssues(parsed.error, 'ExtenderArgs');
   }
 
   private badRequest(reply: { code: (n: number) => { send: (b: unknown) => unknown } }, message: string) {
@@ -258,94 +272,116 @@ export class ExtenderServer {
     return r;
   }
 
-  /** The nodes of a request: from the cache by name (nodeCacheCapable), or the objects sent. */
-  private requestNodes(args: ExtenderArgs): Array<{ name: string; info: NodeInfo | undefined; node?: V1Node }> {
-    if (args.NodeNames) return args.NodeNames.map((name) => ({ name, info: this.state.node(name) }));
-    return (args.Nodes?.items ?? []).map((node) => ({ name: node.metadata!.name!, info: nodeInfoOf(node), node }));
-  }
-
-  private verdictsFor(req: PodRequirements, pod: V1Pod): Map<string, CachedVerdict> {
-    const key = req.uid;
-    let entry = this.verdicts.get(key);
-    if (!entry || entry.rv !== pod.metadata?.resourceVersion || entry.configGen !== this.configGen) {
-      entry = { rv: pod.metadata?.resourceVersion, configGen: this.configGen, nodes: new Map() };
+  /**
+   * The verdict map of the pod's demand. A node's verdict depends on the pod only through its
+   * demand (PodRequirements.demand), except that (1) a pod that already holds capacity is left out
+   * of the analyses of its own node/network, and (2) deferrable servers of equal period are ranked
+   * by UID. (1): such a pod gets a map of its own (keyed by UID too); (2): the pod's rank among the
+   * node's equal-period servers is part of the cached entry (tieRank).
+   */
+  private verdictsFor(req: PodRequirements): Map<string, CachedVerdict> {
+    const key = this.state.holdsCapacity(req.uid) ? `uid:${req.uid}\u0000${req.demand}` : req.demand;
+    let m = this.verdicts.get(key);
+    if (m) {
+      // most recently used last
       this.verdicts.delete(key);
-      this.verdicts.set(key, entry);
-      while (this.verdicts.size > 64) this.verdicts.delete(this.verdicts.keys().next().value!);
+    } else {
+      m = new Map();
+      while (this.verdicts.size >= VERDICT_CACHE_DEMANDS) this.verdicts.delete(this.verdicts.keys().next().value!);
     }
-    return entry.nodes;
+    this.verdicts.set(key, m);
+    return m;
   }
 
   private evaluate(req: PodRequirements, info: NodeInfo, cache: Map<string, CachedVerdict> | undefined, memo: SlotMemo): NodeVerdict {
     const nodeVersion = info.version;
     const networkVersion = req.network ? this.state.networkVersion(req.network.name) : 0;
+    const tieRank = req.rt?.kind === 'deferrable-server' && info.rtKind === 'deferrable-server' ? this.state.dsTieRank(info.name, req.rt.server.periodUs, req.uid) : 0;
     const hit = cache?.get(info.name);
-    if (hit && hit.nodeVersion === nodeVersion && hit.networkVersion === networkVersion) return hit.verdict;
+    if (hit && hit.nodeVersion === nodeVersion && hit.networkVersion === networkVersion && hit.tieRank === tieRank) return hit.verdict;
     const verdict = evaluateNode(req, info, this.state, this.cfg, memo);
     if (verdict.skipped) {
       for (const s of verdict.skipped) if (this.remember(`skip:${s}`, s)) {
         this.log.warn({ node: info.name }, `existing pod ignored by the RT analysis: ${s}`);
       }
     }
-    // prioritize only ever asks about nodes that passed the filter
-    if (verdict.fits) cache?.set(info.name, { nodeVersion, networkVersion, verdict });
+    // A message naming this pod (its UID or name: e.g. "server of pod <uid>" when the new server is
+    // the one missing its deadline) is not another pod's message: not shared (the analyses are
+    // otherwise symmetric in the pod's identity, so any other message is the same for every pod).
+    if (cache && (verdict.fits || !(verdict.message.includes(req.uid) || verdict.message.includes(req.key)))) {
+      cache.set(info.name, { nodeVersion, networkVersion, tieRank, verdict });
+    } else cache?.delete(info.name);
     return verdict;
   }
 
   filter(args: ExtenderArgs): ExtenderFilterResult {
     const out: ExtenderFilterResult = { FailedNodes: {}, FailedAndUnresolvableNodes: {}, Error: '' };
-    const passing: Array<{ name: string; node?: V1Node }> = [];
-    const nodes = this.requestNodes(args);
+    const names = args.NodeNames;
+    // nodeCacheCapable (the scheduler sends names): no per-node objects on this path
+    const sent = names ? undefined : (args.Nodes?.items ?? []);
+    const count = names ? names.length : sent!.length;
+    const passingNames: string[] = [];
+    const passingNodes: V1Node[] = [];
     const m = metrics();
     try {
       const r = this.requirements(args.Pod);
       if (!r.ok) {
-        for (const n of nodes) out.FailedAndUnresolvableNodes[n.name] = r.message;
-        if (nodes.length) m.rejections.inc({ reason: r.reason }, nodes.length);
+        for (let i = 0; i < count; i++) out.FailedAndUnresolvableNodes[names ? names[i]! : sent![i]!.metadata!.name!] = r.message;
+        if (count) m.rejections.inc({ reason: r.reason }, count);
       } else {
-        const cache = args.NodeNames ? this.verdictsFor(r.req, args.Pod) : undefined;
+        const cache = names ? this.verdictsFor(r.req) : undefined;
         const memo: SlotMemo = new Map();
         const counts = new Map<RejectionReason, number>();
-        for (const n of nodes) {
-          if (!n.info) {
-            out.FailedNodes[n.name] = `ulysses: node ${n.name} is not in the extender's node cache (yet)`;
+        for (let i = 0; i < count; i++) {
+          const node = sent?.[i];
+          const name = names ? names[i]! : node!.metadata!.name!;
+          const info = names ? this.state.node(name) : nodeInfoOf(node!);
+          if (!info) {
+            out.FailedNodes[name] = `ulysses: node ${name} is not in the extender's node cache (yet)`;
             counts.set('unknown-node', (counts.get('unknown-node') ?? 0) + 1);
             continue;
           }
-          const v = this.evaluate(r.req, n.info, cache, memo);
-          if (v.fits) passing.push(n);
-          else {
-            out.FailedAndUnresolvableNodes[n.name] = v.message;
+          const v = this.evaluate(r.req, info, cache, memo);
+          if (v.fits) {
+            if (names) passingNames.push(name);
+            else passingNodes.push(node!);
+          } else {
+            out.FailedAndUnresolvableNodes[name] = v.message;
             counts.set(v.reason, (counts.get(v.reason) ?? 0) + 1);
           }
         }
-        for (const [reason, count] of counts) m.rejections.inc({ reason }, count);
+        for (const [reason, n] of counts) m.rejections.inc({ reason }, n);
       }
     } catch (err) {
       // a bug in an analysis must not become a 500 loop in the scheduler: report it as the extender's error
       this.log.error({ err: (err as Error).stack ?? String(err) }, 'filter failed');
       return { FailedNodes: {}, FailedAndUnresolvableNodes: {}, Error: `ulysses: internal error: ${(err as Error).message}` };
     }
-    if (args.NodeNames) out.NodeNames = passing.map((n) => n.name);
-    else out.Nodes = { items: passing.map((n) => n.node!) };
+    if (names) out.NodeNames = passingNames;
+    else out.Nodes = { items: passingNodes };
     return out;
   }
 
   prioritize(args: ExtenderArgs): HostPriority[] {
-    const nodes = this.requestNodes(args);
+    const names = args.NodeNames;
+    const sent = names ? undefined : (args.Nodes?.items ?? []);
+    const count = names ? names.length : sent!.length;
+    const nameAt = (i: number) => (names ? names[i]! : sent![i]!.metadata!.name!);
+    const out: HostPriority[] = new Array<HostPriority>(count);
     try {
       const r = podRequirements(args.Pod, this.cfg, this.networks);
-      if (!r.ok) return nodes.map((n) => ({ Host: n.name, Score: 0 }));
-      const cache = args.NodeNames ? this.verdictsFor(r.req, args.Pod) : undefined;
+      const cache = r.ok && names ? this.verdictsFor(r.req) : undefined;
       const memo: SlotMemo = new Map();
-      return nodes.map((n) => {
-        if (!n.info) return { Host: n.name, Score: 0 };
-        const v = this.evaluate(r.req, n.info, cache, memo);
-        return { Host: n.name, Score: v.fits ? v.score : 0 };
-      });
+      for (let i = 0; i < count; i++) {
+        const Host = nameAt(i);
+        const info = !r.ok ? undefined : names ? this.state.node(Host) : nodeInfoOf(sent![i]!);
+        const v = r.ok && info ? this.evaluate(r.req, info, cache, memo) : undefined;
+        out[i] = { Host, Score: v?.fits ? v.score : 0 };
+      }
+      return out;
     } catch (err) {
       this.log.error({ err: (err as Error).stack ?? String(err) }, 'prioritize failed');
-      return nodes.map((n) => ({ Host: n.name, Score: 0 }));
+      return Array.from({ length: count }, (_, i) => ({ Host: nameAt(i), Score: 0 }));
     }
   }
 

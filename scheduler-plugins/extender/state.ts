@@ -11,7 +11,11 @@
  * Deleted or terminal (Succeeded/Failed) pods release their reservation.
  *
  * Annotations are parsed once per object version (the parse results are cached on the records), so
- * a filter over 1000 nodes only runs the analyses.
+ * a filter over 1000 nodes only runs the analyses. What a node offers independently of the pod being
+ * placed (its parsed RT pods, sorted; the deferrable-server UIDs per server period) is cached per
+ * node version ({@link ClusterState.rtSummary}): every informer event that touches the node or a pod
+ * holding capacity on it bumps that version, which invalidates the summary and every verdict the
+ * extender cached for the node (server.ts).
  */
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { objectKey } from '../../core/objects.ts';
@@ -120,6 +124,20 @@ export function podRecordOf(pod: V1Pod): PodRecord {
   };
 }
 
+/** What the RT analyses need from a node's pods, independent of the pod being placed (see header). */
+export interface RtSummary {
+  /** The node version it was computed at. */
+  readonly version: number;
+  /** Parsed RT pods holding capacity on the node, sorted by UID. */
+  readonly pods: readonly ParsedRtPod[];
+  /** Pods whose ulysses.io/rt does not parse (ignored by the analyses). */
+  readonly skipped: readonly string[];
+  /** UIDs of every pod in pods or skipped. */
+  readonly uids: ReadonlySet<string>;
+  /** Deferrable-server pods' UIDs per server period, sorted (ties of the rate-monotonic order are broken by UID). */
+  readonly dsUidsByPeriod: ReadonlyMap<number, readonly string[]>;
+}
+
 /** Is resourceVersion `a` older than `b`? (etcd revisions are integers; opaque ones never compare as older) */
 function olderThan(a: string | undefined, b: string | undefined): boolean {
   if (!a || !b || !/^\d{1,30}$/.test(a) || !/^\d{1,30}$/.test(b)) return false;
@@ -133,6 +151,9 @@ export class ClusterState {
   private readonly tdmaPods = new Set<string>();
   private readonly networkVersions = new Map<string, number>();
   private readonly nodeVersions = new Map<string, number>();
+  private readonly rtSummaries = new Map<string, RtSummary>();
+  /** UID -> number of records holding capacity somewhere (a pod being placed that already holds some is excluded from the analyses). */
+  private readonly holders = new Map<string, number>();
 
   node(name: string): NodeInfo | undefined {
     return this.nodes.get(name);
@@ -199,6 +220,7 @@ export class ClusterState {
       let set = this.podsByNode.get(rec.node);
       if (!set) this.podsByNode.set(rec.node, (set = new Set()));
       set.add(key);
+      this.holders.set(rec.uid, (this.holders.get(rec.uid) ?? 0) + 1);
       this.bumpNode(rec.node);
     }
     if (rec.tdmaSlots && rec.node) {
@@ -218,6 +240,9 @@ export class ClusterState {
   private unindex(rec: PodRecord): void {
     if (rec.node) {
       this.podsByNode.get(rec.node)?.delete(rec.key);
+      const n = (this.holders.get(rec.uid) ?? 1) - 1;
+      if (n > 0) this.holders.set(rec.uid, n);
+      else this.holders.delete(rec.uid);
       this.bumpNode(rec.node);
     }
     if (this.tdmaPods.delete(rec.key)) this.bumpNetwork(rec);
@@ -238,7 +263,62 @@ export class ClusterState {
    * reservation must not count against it). Pods whose `ulysses.io/rt` does not parse are skipped
    * and returned in `skipped` (they were not placed by this extender).
    */
-  rtPodsOn(node: string, excludeUid: string): { pods: ParsedRtPod[]; skipped: string[] } {
+  rtPodsOn(node: string, excludeUid: string): { pods: readonly ParsedRtPod[]; skipped: readonly string[] } {
+    const s = this.rtSummary(node);
+    if (!s.uids.has(excludeUid)) return s;
+    return this.computeRtPods(node, excludeUid);
+  }
+
+  /** Does a pod with this UID hold capacity (bound or reserved) on some node? */
+  holdsCapacity(uid: string): boolean {
+    return this.holders.has(uid);
+  }
+
+  /** The node's RT pods, computed once per node version (see header). */
+  rtSummary(node: string): RtSummary {
+    const version = this.nodeVersion(node);
+    const cached = this.rtSummaries.get(node);
+    if (cached && cached.version === version) return cached;
+    const { pods, skipped } = this.computeRtPods(node, undefined);
+    const uids = new Set<string>();
+    const dsUidsByPeriod = new Map<number, string[]>();
+    for (const r of this.podsByNode.get(node) ?? []) {
+      const rec = this.pods.get(r);
+      if (rec?.rt) uids.add(rec.uid);
+    }
+    for (const p of pods) {
+      if (p.spec.kind !== 'deferrable-server') continue;
+      const list = dsUidsByPeriod.get(p.spec.server.periodUs);
+      if (list) list.push(p.uid);
+      else dsUidsByPeriod.set(p.spec.server.periodUs, [p.uid]);
+    }
+    // pods are sorted by UID already, so every list is too
+    const summary: RtSummary = { version, pods, skipped, uids, dsUidsByPeriod };
+    if (this.nodes.has(node) || this.podsByNode.get(node)?.size) this.rtSummaries.set(node, summary);
+    else this.rtSummaries.delete(node);
+    return summary;
+  }
+
+  /**
+   * Position of a new deferrable-server pod (server period `periodUs`, UID `uid`) among the node's
+   * servers of the same period: the number of them with a smaller UID. Together with the node
+   * version it fixes the pod's rate-monotonic rank on every core (deferrable-server.ts
+   * serverPriorityOrder), the only way a pod's UID influences the node's analysis.
+   */
+  dsTieRank(node: string, periodUs: number, uid: string): number {
+    const list = this.rtSummary(node).dsUidsByPeriod.get(periodUs);
+    if (!list) return 0;
+    let lo = 0;
+    let hi = list.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (list[mid]! < uid) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  private computeRtPods(node: string, excludeUid: string | undefined): { pods: ParsedRtPod[]; skipped: string[] } {
     const pods: ParsedRtPod[] = [];
     const skipped: string[] = [];
     for (const r of this.podsOn(node)) {

@@ -51,6 +51,38 @@ export const extenderArgsSchema = z
     if (!a.NodeNames && !a.Nodes) ctx.addIssue({ code: 'custom', path: ['NodeNames'], message: 'one of NodeNames or Nodes is required' });
   });
 
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const optString = (v: unknown, min: number, max: number) => v === undefined || (typeof v === 'string' && v.length >= min && v.length <= max);
+const stringMapOk = (v: unknown) => {
+  if (v === undefined || v === null) return true;
+  if (!isPlainObject(v)) return false;
+  for (const k in v) if (typeof v[k] !== 'string') return false;
+  return true;
+};
+
+/**
+ * The request as the nodeCacheCapable scheduler sends it, checked without copying (the hot path:
+ * zod's parse copies the whole pod). Accepts only what {@link extenderArgsSchema} accepts, with
+ * `NodeNames` set and `Nodes` absent; anything else (including every malformed body) goes through
+ * the schema, which names the offending field.
+ */
+export function fastExtenderArgs(body: unknown): ExtenderArgs | undefined {
+  if (!isPlainObject(body)) return undefined;
+  const pod = body.Pod;
+  const names = body.NodeNames;
+  if (!isPlainObject(pod) || !Array.isArray(names) || (body.Nodes !== undefined && body.Nodes !== null)) return undefined;
+  const meta = pod.metadata;
+  if (!isPlainObject(meta) || typeof meta.name !== 'string' || meta.name.length < 1 || meta.name.length > 253) return undefined;
+  if (!optString(meta.namespace, 0, 253) || !optString(meta.uid, 0, 128) || !optString(meta.resourceVersion, 0, 64)) return undefined;
+  if (!stringMapOk(meta.labels) || !stringMapOk(meta.annotations)) return undefined;
+  if (pod.spec !== undefined && !isPlainObject(pod.spec)) return undefined;
+  for (let i = 0; i < names.length; i++) {
+    const n: unknown = names[i];
+    if (typeof n !== 'string' || n.length === 0 || n.length > 253) return undefined;
+  }
+  return body as unknown as ExtenderArgs;
+}
+
 export const bindingArgsSchema = z.looseObject({
   PodName: z.string().min(1).max(253),
   PodNamespace: z.string().min(1).max(253),
