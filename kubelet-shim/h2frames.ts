@@ -43,6 +43,7 @@ export const ErrorCode = {
 } as const;
 
 export const SETTINGS_HEADER_TABLE_SIZE = 0x1;
+export const SETTINGS_INITIAL_WINDOW_SIZE = 0x4;
 /** RFC 7541 §4.2 / RFC 9113 §6.5.2: the initial SETTINGS_HEADER_TABLE_SIZE. */
 export const DEFAULT_HEADER_TABLE_SIZE = 4096;
 

@@ -53,12 +53,14 @@ import {
 import {
   CLIENT_PREFACE,
   ErrorCode,
+  FRAME_HEADER_BYTES,
   Flag,
   FrameReader,
   FrameType,
   HeaderBlockAssembler,
   HpackDecoder,
   SETTINGS_HEADER_TABLE_SIZE,
+  SETTINGS_INITIAL_WINDOW_SIZE,
   framePayload,
   grpcStatusFrame,
   rstStreamFrame,
@@ -78,6 +80,16 @@ const enum Kind {
 
 /** How many recently reset stream ids a connection remembers (to drop and credit their late DATA). */
 const RESET_MEMORY = 256;
+/** RFC 9113 §6.9.2: initial connection and stream flow-control windows. */
+const INITIAL_WINDOW = 65_535;
+/**
+ * Most a RunPodSandbox request may hold back on its stream: half the runtime's initial stream window
+ * (at most 32 KiB). A larger request could not even be sent whole before the runtime grants more
+ * window — which it only does for bytes it received — so it is forwarded unpaced (a kubelet's
+ * request is 1-3 KiB).
+ */
+const MAX_HELD_STREAM_BYTES = 32 * 1024;
+
 
 interface SpliceStream {
   readonly id: number;
@@ -298,6 +310,19 @@ class SpliceConnection {
   /** Streams whose header block completed in the chunk being processed (added-latency metric). */
   private opened: SpliceStream[] = [];
   private readonly max: number;
+  /**
+   * Connection-level flow control around held DATA. Held bytes are credited to the kubelet at once
+   * (WINDOW_UPDATE), so waiting RunPodSandbox requests never eat the window the kubelet's other calls
+   * need; once released, as many bytes of the runtime's next connection WINDOW_UPDATEs are kept back
+   * (`debt`). Meanwhile the kubelet may send up to `debt` bytes more than the runtime allows:
+   * `serverWindow` (the runtime's connection window as the proxy has used it) holds such DATA back in
+   * `upFifo`, with every frame after it, until the runtime grants more.
+   */
+  private serverWindow = INITIAL_WINDOW;
+  private debt = 0;
+  private upFifo: Buffer[] = [];
+  /** The runtime's SETTINGS_INITIAL_WINDOW_SIZE (stream windows). */
+  private streamWindow = INITIAL_WINDOW;
 
   constructor(
     private readonly proxy: SpliceCriProxy,
@@ -370,7 +395,7 @@ class SpliceConnection {
   }
 
   private clientFrame(f: Frame): void {
-    if (this.upQueue.length && !this.upBlocks.open) this.upOut.addFrames(this.takeQueue('up'));
+    if (this.upQueue.length && !this.upBlocks.open) this.injectNow(this.takeQueue('up'));
     switch (f.type) {
       case FrameType.DATA:
         return this.clientData(f);
@@ -378,16 +403,16 @@ class SpliceConnection {
       case FrameType.CONTINUATION:
         return this.clientHeaders(f);
       case FrameType.RST_STREAM:
-        this.upOut.add(f.buf, f.start, f.end);
+        this.forwardUp(f.buf, f.start, f.end);
         return this.clientReset(f.streamId);
       default:
         if (this.upBlocks.open) throw new Error(`frame type ${f.type} inside a header block`);
-        this.upOut.add(f.buf, f.start, f.end);
+        this.forwardUp(f.buf, f.start, f.end);
     }
   }
 
   private clientHeaders(f: Frame): void {
-    this.upOut.add(f.buf, f.start, f.end);
+    this.forwardUp(f.buf, f.start, f.end);
     if (f.type === FrameType.HEADERS) {
       let st = this.streams.get(f.streamId);
       if (!st && f.streamId > this.lastStreamId) {
@@ -428,7 +453,7 @@ class SpliceConnection {
     const st = this.streams.get(f.streamId);
     if (!st) {
       if (this.resetIds.has(f.streamId)) return this.credit('down', f.length);
-      return this.upOut.add(f.buf, f.start, f.end);
+      return this.forwardUp(f.buf, f.start, f.end);
     }
     const data = framePayload(f);
     const over = (st.upScan ??= new GrpcFrameScanner(this.max)).feed(data);
@@ -441,10 +466,15 @@ class SpliceConnection {
       st.held.push(f.buf.subarray(f.start, f.end));
       st.heldData!.push(data);
       st.heldFlow += f.length;
+      this.credit('down', f.length);
       if (end) void this.pace(st);
+      else if (st.heldFlow > Math.min(MAX_HELD_STREAM_BYTES, this.streamWindow / 2)) {
+        this.proxy.log?.warn({ heldBytes: st.heldFlow }, 'RunPodSandbox request too large to hold within its stream window; forwarded unpaced');
+        this.release(st, undefined, undefined);
+      }
       return;
     }
-    this.upOut.add(f.buf, f.start, f.end);
+    this.forwardUp(f.buf, f.start, f.end);
     if (st.request) {
       st.request.push(data);
       if (end) this.trackRequest(st, concat(st.request));
@@ -513,10 +543,24 @@ class SpliceConnection {
         return;
       case FrameType.SETTINGS:
         if (!(f.flags & Flag.ACK)) {
-          for (const [id, value] of settingsOf(f)) if (id === SETTINGS_HEADER_TABLE_SIZE) this.hpack.setMaxTableSize(value);
+          for (const [id, value] of settingsOf(f)) {
+            if (id === SETTINGS_HEADER_TABLE_SIZE) this.hpack.setMaxTableSize(value);
+            else if (id === SETTINGS_INITIAL_WINDOW_SIZE) this.streamWindow = value;
+          }
         }
         this.downOut.add(f.buf, f.start, f.end);
         return;
+      case FrameType.WINDOW_UPDATE: {
+        if (f.streamId !== 0 || f.length !== 4) return this.downOut.add(f.buf, f.start, f.end);
+        const increment = f.buf.readUInt32BE(f.start + 9) & 0x7fffffff;
+        this.serverWindow += increment;
+        const kept = Math.min(this.debt, increment);
+        this.debt -= kept;
+        if (kept === 0) this.downOut.add(f.buf, f.start, f.end);
+        else if (increment > kept) this.downOut.addFrames([windowUpdateFrame(0, increment - kept)]);
+        if (this.upFifo.length) this.drainFifo();
+        return;
+      }
       default:
         this.downOut.add(f.buf, f.start, f.end);
     }
@@ -569,6 +613,7 @@ class SpliceConnection {
   /** Sends the held DATA frames on, as they were received; follows the answer. */
   private release(st: SpliceStream, info: SandboxInfo | undefined, admission: Admission | undefined): void {
     const frames = st.held!;
+    this.debt += st.heldFlow; // credited while held: kept back from the runtime's next WINDOW_UPDATEs
     st.held = undefined;
     st.heldData = undefined;
     st.heldFlow = 0;
@@ -629,11 +674,10 @@ class SpliceConnection {
     cb(message, message !== undefined);
   }
 
-  /** Drops held DATA (credited back to the kubelet), leaves the gate; `resetRuntime`: RST_STREAM towards the runtime. */
+  /** Drops held DATA (already credited to the kubelet), leaves the gate; `resetRuntime`: RST_STREAM towards the runtime. */
   private discard(st: SpliceStream, resetRuntime: boolean): void {
     st.gone = true;
     st.ac?.abort();
-    if (st.heldFlow > 0) this.credit('down', st.heldFlow);
     st.held = undefined;
     st.heldData = undefined;
     st.heldFlow = 0;
@@ -673,12 +717,50 @@ class SpliceConnection {
     if (bytes > 0) this.inject(dir, [windowUpdateFrame(0, bytes)]);
   }
 
+  /** A frame towards the runtime: written (with the chunk's other frames), or queued behind the runtime's window. */
+  private forwardUp(buf: Buffer, start: number, end: number): void {
+    if (this.upFifo.length === 0) {
+      if (buf[start + 3] !== FrameType.DATA) return this.upOut.add(buf, start, end);
+      const len = end - start - FRAME_HEADER_BYTES;
+      if (len <= this.serverWindow) {
+        this.serverWindow -= len;
+        return this.upOut.add(buf, start, end);
+      }
+    }
+    this.upFifo.push(buf.subarray(start, end));
+  }
+
+  /** The proxy's own frames towards the runtime, at the current boundary. */
+  private injectNow(frames: Buffer[]): void {
+    for (const b of frames) this.forwardUp(b, 0, b.length);
+  }
+
+  /** The runtime granted window: send what waited for it, in order. */
+  private drainFifo(): void {
+    let n = 0;
+    for (const b of this.upFifo) {
+      if (b[3] === FrameType.DATA) {
+        const len = b.length - FRAME_HEADER_BYTES;
+        if (len > this.serverWindow) break;
+        this.serverWindow -= len;
+      }
+      n++;
+    }
+    if (n === 0) return;
+    const out = this.upFifo.slice(0, n);
+    this.upFifo = this.upFifo.slice(n);
+    this.write(this.upstream, out, true);
+  }
+
   /** Adds frames of the proxy's own to a direction, at the next frame boundary outside a header block. */
   private inject(dir: 'up' | 'down', frames: Buffer[]): void {
     if (this.closed) return;
     if (dir === 'up') {
       this.upQueue.push(...frames);
-      if (!this.upBusy && !this.upBlocks.open) this.write(this.upstream, this.takeQueue('up'), true);
+      if (!this.upBusy && !this.upBlocks.open) {
+        this.injectNow(this.takeQueue('up'));
+        this.write(this.upstream, this.upOut.take(), true);
+      }
     } else {
       this.downQueue.push(...frames);
       if (!this.downBusy && !this.downBlockOpen) this.write(this.client, this.takeQueue('down'), false);
@@ -686,8 +768,9 @@ class SpliceConnection {
   }
 
   private flushQueue(out: Output, dir: 'up' | 'down'): void {
-    const open = dir === 'up' ? this.upBlocks.open : this.downBlockOpen;
-    if (!open && (dir === 'up' ? this.upQueue : this.downQueue).length) out.addFrames(this.takeQueue(dir));
+    if (dir === 'up') {
+      if (!this.upBlocks.open && this.upQueue.length) this.injectNow(this.takeQueue('up'));
+    } else if (!this.downBlockOpen && this.downQueue.length) out.addFrames(this.takeQueue('down'));
   }
 
   private takeQueue(dir: 'up' | 'down'): Buffer[] {
