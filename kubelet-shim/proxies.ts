@@ -1,6 +1,6 @@
 /**
  * The CRI proxy implementations behind one interface: `splice` (splice.ts, HTTP/2 frame-level
- * splice of the two sockets), `http2` (h2proxy.ts, HTTP/2 stream-level pass-through with
+ * splice of the two sockets, the default: least added latency, see README), `http2` (h2proxy.ts, HTTP/2 stream-level pass-through with
  * node:http2) and `grpc-js` (proxy.ts, gRPC terminated on both sides with identity codecs).
  */
 import type { PacingGate } from './pacing.ts';
@@ -20,7 +20,7 @@ export interface CriProxyServer {
 }
 
 export function createCriProxy(options: CriProxyOptions & { implementation?: ProxyImplementation }): CriProxyServer {
-  const { implementation = 'http2', ...opts } = options;
+  const { implementation = 'splice', ...opts } = options;
   if (implementation === 'grpc-js') return new CriProxy(opts);
   if (implementation === 'splice') return new SpliceCriProxy(opts);
   return new H2CriProxy(opts);

@@ -107,6 +107,8 @@ interface SpliceStream {
   /** The runtime sent response headers. */
   responded: boolean;
   ac: AbortController | undefined;
+  /** The pod of a RunPodSandbox being paced. */
+  pod: SandboxInfo | undefined;
   upScan: GrpcFrameScanner | undefined;
   downScan: GrpcFrameScanner | undefined;
   /** Copy of the request DATA (CreateContainer/StartContainer while a critical pod is tracked). */
@@ -595,6 +597,7 @@ class SpliceConnection {
     }
     const podLog = log && objectLogger(log, 'Pod', info.key);
     if (info.invalidLabel !== undefined) podLog?.warn({ value: info.invalidLabel }, `invalid ${CRITICALITY_LABEL} label value; treated as "none"`);
+    st.pod = info;
     const ac = (st.ac = new AbortController());
     let admission: Admission;
     try {
@@ -830,7 +833,15 @@ class SpliceConnection {
       return;
     }
     this.closed = true;
+    const log = this.proxy.log;
     for (const st of this.streams.values()) {
+      if (st.held && st.pod && log) {
+        // waiting in the gate: the kubelet sees UNAVAILABLE (its connection closes) and retries the pod later
+        objectLogger(log, 'Pod', st.pod.key).warn(
+          { criticality: st.pod.criticality, waitedMs: Math.round(performance.now() - st.t0), reason: this.connected ? 'connection closed' : 'runtime unreachable' },
+          'RunPodSandbox failed',
+        );
+      }
       st.gone = true;
       st.ac?.abort();
       st.held = undefined;
@@ -864,6 +875,7 @@ function newStream(id: number): SpliceStream {
     gone: false,
     responded: false,
     ac: undefined,
+    pod: undefined,
     upScan: undefined,
     downScan: undefined,
     request: undefined,
