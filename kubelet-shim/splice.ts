@@ -44,12 +44,16 @@ import {
   MAX_MESSAGE_BYTES,
   RUN_POD_SANDBOX,
   START_CONTAINER,
+  criDecoders,
   criMethods,
   removeStaleSocket,
   sandboxInfo,
+  tryDecode,
+  type CriDecoders,
   type CriProxyOptions,
   type SandboxInfo,
 } from './proxy.ts';
+import { addedLatencyByMethod } from './metrics.ts';
 import {
   CLIENT_PREFACE,
   ErrorCode,
@@ -69,7 +73,6 @@ import {
   type Frame,
 } from './h2frames.ts';
 
-type Decoder = (b: Buffer) => Record<string, unknown>;
 type OnAnswer = (message: Buffer | undefined, ok: boolean) => void;
 
 const enum Kind {
@@ -165,9 +168,10 @@ export class SpliceCriProxy {
   readonly opts: Required<Pick<CriProxyOptions, 'maxMessageBytes' | 'connectTimeoutMs' | 'socketMode'>> & CriProxyOptions;
   readonly log: Logger | undefined;
   readonly critical: CriticalPathTracker;
-  readonly decode: Record<'runPodSandbox' | 'sandboxResponse' | 'createRequest' | 'createResponse' | 'startRequest', Decoder>;
+  readonly decode: CriDecoders;
+  /** The per-method child of the added-latency histogram. */
+  readonly latencyOf: (method: string) => { observe(v: number): void } | undefined;
   private readonly methodNames = new Map<string, string>();
-  private readonly latencyChildren = new Map<string, { observe(v: number): void }>();
   private readonly server: net.Server;
   private readonly connections = new Set<SpliceConnection>();
   private started = false;
@@ -180,18 +184,8 @@ export class SpliceCriProxy {
     this.log = options.log;
     this.critical = new CriticalPathTracker(() => this.gate, options.log);
     const methods = criMethods();
-    const def = (path: string) => {
-      const m = methods.find((x) => x.path === path);
-      if (!m) throw new Error(`CRI proto: no ${path} method`);
-      return m.definition;
-    };
-    this.decode = {
-      runPodSandbox: def(RUN_POD_SANDBOX).requestDeserialize as Decoder,
-      sandboxResponse: def(RUN_POD_SANDBOX).responseDeserialize as Decoder,
-      createRequest: def(CREATE_CONTAINER).requestDeserialize as Decoder,
-      createResponse: def(CREATE_CONTAINER).responseDeserialize as Decoder,
-      startRequest: def(START_CONTAINER).requestDeserialize as Decoder,
-    };
+    this.decode = criDecoders(methods);
+    this.latencyOf = addedLatencyByMethod(options.metrics);
     for (const m of methods) this.methodNames.set(m.path, m.name);
     this.server = net.createServer((socket) => {
       if (this.closing) {
@@ -246,15 +240,6 @@ export class SpliceCriProxy {
     return this.methodNames.get(path) ?? 'unknown';
   }
 
-  /** The per-method child of the added-latency histogram, resolved once per method. */
-  latencyOf(method: string): { observe(v: number): void } | undefined {
-    const h = this.opts.metrics?.addedLatency;
-    if (!h) return undefined;
-    let child = this.latencyChildren.get(method);
-    if (!child) this.latencyChildren.set(method, (child = h.labels({ method })));
-    return child;
-  }
-
   backendUnreachable(err: Error): void {
     if (!this.backendDown && !this.closing) {
       this.backendDown = true;
@@ -269,13 +254,6 @@ export class SpliceCriProxy {
     }
   }
 
-  tryDecode(decode: Decoder, b: Buffer): Record<string, unknown> | undefined {
-    try {
-      return decode(b);
-    } catch {
-      return undefined;
-    }
-  }
 }
 
 /** One kubelet connection spliced to one runtime connection. */
@@ -634,7 +612,7 @@ class SpliceConnection {
         if (ok) podLog?.info(outcome, 'RunPodSandbox done');
         else podLog?.warn(outcome, 'RunPodSandbox failed');
         if (admission.priority === 'high') {
-          const id = ok && answer ? proxy.tryDecode(proxy.decode.sandboxResponse, answer)?.pod_sandbox_id : undefined;
+          const id = ok && answer ? tryDecode(proxy.decode.sandboxResponse, answer)?.pod_sandbox_id : undefined;
           proxy.critical.sandboxDone(info.key, t0, typeof id === 'string' && id ? id : undefined);
         }
       };
@@ -649,15 +627,15 @@ class SpliceConnection {
     const msg = grpcMessage(body);
     if (!msg) return;
     if (st.method === 'CreateContainer') {
-      const tracked = proxy.critical.createFor(proxy.tryDecode(proxy.decode.createRequest, msg)?.pod_sandbox_id);
+      const tracked = proxy.critical.createFor(tryDecode(proxy.decode.createRequest, msg)?.pod_sandbox_id);
       if (!tracked) return;
       st.response = [];
       st.onAnswer = (m, ok) => {
-        const id = ok && m ? proxy.tryDecode(proxy.decode.createResponse, m)?.container_id : undefined;
+        const id = ok && m ? tryDecode(proxy.decode.createResponse, m)?.container_id : undefined;
         proxy.critical.containerCreated(tracked, typeof id === 'string' && id ? id : undefined);
       };
     } else {
-      const tracked = proxy.critical.startFor(proxy.tryDecode(proxy.decode.startRequest, msg)?.container_id);
+      const tracked = proxy.critical.startFor(tryDecode(proxy.decode.startRequest, msg)?.container_id);
       if (!tracked) return;
       st.response = [];
       st.onAnswer = (_m, ok) => proxy.critical.finish(tracked, ok);
