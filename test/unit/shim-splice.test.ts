@@ -191,6 +191,32 @@ describe('HTTP/2 frames of recorded gRPC connections (splice proxy logic)', () =
     expect(() => big.decode(Buffer.from([0x3f, 0xe1, 0x3f]))).not.toThrow();
   });
 
+  it('decodes multi-octet integer lengths and references to the entries it added', () => {
+    const enc = (n: number, mask: number) => {
+      const out: number[] = [];
+      if (n < 127) return [mask | n];
+      out.push(mask | 127);
+      n -= 127;
+      while (n >= 128) {
+        out.push((n % 128) + 128);
+        n = Math.floor(n / 128);
+      }
+      out.push(n);
+      return out;
+    };
+    const value = 'y'.repeat(3000);
+    // literal with incremental indexing, new name "x-long" (6), value 3000 bytes; then index 62 (that entry)
+    const block = Buffer.concat([Buffer.from([0x40, 6]), Buffer.from('x-long'), Buffer.from(enc(3000, 0)), Buffer.from(value), Buffer.from([0x80 | 62])]);
+    const d = new HpackDecoder();
+    const fields: Array<[string, string]> = [];
+    d.decode(block, fields);
+    expect(fields).toEqual([
+      ['x-long', value],
+      ['x-long', value],
+    ]);
+    expect(d.dynamicTableSize).toBe(6 + 3000 + 32);
+  });
+
   it('writes a trailers-only gRPC status that does not touch the kubelet\'s dynamic table, between the runtime\'s own blocks', () => {
     const status = frames(grpcStatusFrame(9, grpc.status.RESOURCE_EXHAUSTED, 'queue full: 5 waiting (ns/p)'), 100)[0]!;
     expect(status.type).toBe(FrameType.HEADERS);
