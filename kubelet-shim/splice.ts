@@ -375,7 +375,10 @@ class SpliceConnection {
   }
 
   private clientFrame(f: Frame): void {
-    if (this.upQueue.length && !this.upBlocks.open) this.injectNow(this.takeQueue('up'));
+    if (this.upBlocks.open) {
+      // RFC 9113 §6.10: nothing but its CONTINUATIONs inside a header block
+      if (f.type !== FrameType.CONTINUATION) throw new Error(`frame type ${f.type} on stream ${f.streamId} inside a header block`);
+    } else if (this.upQueue.length) this.injectNow(this.takeQueue('up'));
     switch (f.type) {
       case FrameType.DATA:
         return this.clientData(f);
@@ -386,7 +389,6 @@ class SpliceConnection {
         this.forwardUp(f.buf, f.start, f.end);
         return this.clientReset(f.streamId);
       default:
-        if (this.upBlocks.open) throw new Error(`frame type ${f.type} inside a header block`);
         this.forwardUp(f.buf, f.start, f.end);
     }
   }

@@ -11,6 +11,7 @@
  * The behaviour shared with the other implementations is in shim-proxy.test.ts (all implementations).
  */
 import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -289,14 +290,14 @@ describe('splice proxy against an in-process grpc-js runtime', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  async function withProxy(gate: PacingGate, test: (client: grpc.Client, forwarded: ForwardEvent[]) => Promise<void>): Promise<void> {
+  async function withProxy(gate: PacingGate, test: (client: grpc.Client, forwarded: ForwardEvent[], listen: string) => Promise<void>): Promise<void> {
     const listen = join(dir, `p-${Math.random().toString(36).slice(2, 8)}.sock`);
     const forwarded: ForwardEvent[] = [];
     const proxy: CriProxyServer = createCriProxy({ implementation: 'splice', listen, backend: runtimeSock, gate, onForward: (e) => forwarded.push(e) });
     await proxy.start();
     const client = new grpc.Client(`unix://${listen}`, grpc.credentials.createInsecure(), { 'grpc.max_send_message_length': 64 * MiB });
     try {
-      await test(client, forwarded);
+      await test(client, forwarded, listen);
     } finally {
       client.close();
       await proxy.close(100);
@@ -331,6 +332,23 @@ describe('splice proxy against an in-process grpc-js runtime', () => {
       expect(forwarded.length).toBe(22);
       // and the connection still works, in both directions, with big bodies
       for (let i = 0; i < 3; i++) expect((await unary(client, '/runtime.v1.ImageService/ImageStatus', Buffer.alloc(200 * 1024, 1))).toString()).toBe(`ImageStatus|${200 * 1024}`);
+    });
+  });
+
+  it('a connection that is not HTTP/2 (or breaks its framing) is closed; the proxy keeps serving the others', async () => {
+    const gate = new PacingGate();
+    await withProxy(gate, async (client, _forwarded, listen) => {
+      for (const junk of [Buffer.from('GET / HTTP/1.1\r\nHost: x\r\n\r\n'), Buffer.concat([CLIENT_PREFACE, Buffer.from('000005010000000001', 'hex'), Buffer.from([0x82, 0x86, 0x84, 0x41, 0x00]), Buffer.from('000008060000000000', 'hex'), Buffer.alloc(8)])]) {
+        const sock = net.connect(listen);
+        sock.on('error', () => undefined);
+        sock.write(junk); // HTTP/1.1; then a PING inside the header block of stream 1
+        const closed = await new Promise<boolean>((resolve) => {
+          const t = setTimeout(() => resolve(false), 3000);
+          sock.once('close', () => (clearTimeout(t), resolve(true)));
+        });
+        expect(closed).toBe(true);
+      }
+      expect((await unary(client, '/runtime.v1.RuntimeService/Version', Buffer.from('v'))).toString()).toBe('Version|1');
     });
   });
 
