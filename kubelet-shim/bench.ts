@@ -1,12 +1,12 @@
 #!/usr/bin/env -S npx tsx
 /**
  * Latency the kubelet-shim adds to CRI calls: Version, ListPodSandbox and PodSandboxStatus, N times
- * each, straight to containerd and through each proxy implementation (http2, grpc-js), in the same
+ * each, straight to containerd and through each proxy implementation (splice, http2, grpc-js), in the same
  * run and interleaved (one call per path in turn, rotating the order), after a warm-up, from one
  * client process, as the kubelet would. Prints p50/p99/mean per path and the added p50/p99.
  *
- *   npx tsx kubelet-shim/bench.ts [--n 5000] [--warmup 500] [--implementations http2,grpc-js]
- *       [--pin-shim 1 --pin-client 0] [--backend /path/containerd.sock] [--in-process]
+ *   npx tsx kubelet-shim/bench.ts [--n 5000] [--warmup 500] [--implementations splice,http2]
+ *       [--pin-shim 1 --pin-client 0] [--shim-nice -10] [--backend /path/containerd.sock] [--in-process]
  *
  * Without --backend it starts its own containerd (node index 9 under /tmp/ulysses-bench-shim: do not
  * run it together with the shim's integration test, which uses the same bridge and cgroup root; run
@@ -43,10 +43,11 @@ async function time(fn: () => Promise<unknown>): Promise<number> {
   return performance.now() - t0;
 }
 
-async function startShimProcess(listen: string, backend: string, implementation: ProxyImplementation, nodeFlags: string[], cpus?: string): Promise<ChildProcess> {
+async function startShimProcess(listen: string, backend: string, implementation: ProxyImplementation, nodeFlags: string[], cpus?: string, nice?: number): Promise<ChildProcess> {
   const main = fileURLToPath(new URL('./main.ts', import.meta.url));
   const args = [...nodeFlags, '--import', 'tsx', main, '--listen', listen, '--backend', backend, '--implementation', implementation];
-  const [cmd, argv] = cpus ? ['taskset', ['-c', cpus, process.execPath, ...args]] : [process.execPath, args];
+  let [cmd, argv]: [string, string[]] = cpus ? ['taskset', ['-c', cpus, process.execPath, ...args]] : [process.execPath, args];
+  if (nice !== undefined) [cmd, argv] = ['nice', ['-n', String(nice), cmd, ...argv]];
   const child = spawn(cmd, argv, {
     stdio: ['ignore', 'ignore', 'inherit'],
     env: { ...process.env, ULYSSES_LOG_LEVEL: 'warn' },
@@ -83,8 +84,9 @@ async function main(): Promise<void> {
     .option('--pin-shim <cpus>', 'taskset CPU list of the shim processes (e.g. 1)')
     .option('--pin-client <cpus>', 'taskset CPU list of this (client) process and the containerd started here (e.g. 0)')
     .option('--shim-node-flags <flags>', 'extra node flags of the shim processes, e.g. "--max-semi-space-size=32"', '')
+    .option('--shim-nice <n>', 'scheduling niceness of the shim processes (e.g. -10, as a node daemon unit would set; root for < 0)', (v) => Number(v))
     .parse(process.argv)
-    .opts<{ n: number; warmup: number; backend?: string; runDir: string; nodeIndex: number; implementations: string; inProcess: boolean; pinShim?: string; pinClient?: string; shimNodeFlags: string }>();
+    .opts<{ n: number; warmup: number; backend?: string; runDir: string; nodeIndex: number; implementations: string; inProcess: boolean; pinShim?: string; pinClient?: string; shimNodeFlags: string; shimNice?: number }>();
   const impls = o.implementations.split(',').map((x) => x.trim()) as ProxyImplementation[];
   for (const i of impls) if (!PROXY_IMPLEMENTATIONS.includes(i)) throw new Error(`--implementations: unknown implementation "${i}" (one of ${PROXY_IMPLEMENTATIONS.join(', ')})`);
 
@@ -110,7 +112,7 @@ async function main(): Promise<void> {
         await p.start();
         proxies.push(p);
       } else {
-        children.push(await startShimProcess(listen, backend, impl, o.shimNodeFlags.split(' ').filter(Boolean), o.pinShim));
+        children.push(await startShimProcess(listen, backend, impl, o.shimNodeFlags.split(' ').filter(Boolean), o.pinShim, o.shimNice));
       }
       const c = new CriClient(listen);
       clients.push(c);
@@ -153,7 +155,7 @@ async function main(): Promise<void> {
 
     const f = (v: number) => v.toFixed(3).padStart(8);
     const where = o.inProcess ? 'in-process' : 'each as its own process';
-    const pin = o.pinShim || o.pinClient ? `, shim pinned to CPU ${o.pinShim ?? '-'}, client+containerd to CPU ${o.pinClient ?? '-'}` : ', no CPU pinning';
+    const pin = (o.pinShim || o.pinClient ? `, shim pinned to CPU ${o.pinShim ?? '-'}, client+containerd to CPU ${o.pinClient ?? '-'}` : ', no CPU pinning') + (o.shimNice !== undefined ? `, shims at nice ${o.shimNice}` : '');
     console.log(`\nCRI call latency in ms seen by a grpc-js client, N=${o.n} per method and path (warm-up ${o.warmup}), interleaved; shims ${where}${pin}; Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
     console.log(`added = proxied quantile - direct quantile of the same run; shim CPU = CPU time of the shim process per call (utime+stime, 10 ms ticks)`);
     console.log(`${'method'.padEnd(18)}${'path'.padEnd(9)}${'p50'.padStart(9)}${'p99'.padStart(9)}${'mean'.padStart(9)}${'added p50'.padStart(11)}${'added p99'.padStart(11)}${'shim CPU'.padStart(11)}`);

@@ -29,8 +29,8 @@ export const ShimConfigSchema = z
       .string()
       .regex(/^0?[0-7]{3}$/, 'an octal mode such as "0660"')
       .default('0660'),
-    /** `http2`: stream-level pass-through (default, lower added latency); `grpc-js`: gRPC terminated on both sides. Not reloadable. */
-    implementation: z.enum(PROXY_IMPLEMENTATIONS).default('http2'),
+    /** `splice`: frame-level splice of the two sockets (default, least added latency); `http2`: stream-level pass-through with node:http2; `grpc-js`: gRPC terminated on both sides. Not reloadable. */
+    implementation: z.enum(PROXY_IMPLEMENTATIONS).default('splice'),
     pacing: PacingConfigSchema.prefault({}),
     /** How long a call waits for a connecting runtime before failing UNAVAILABLE. */
     connectTimeoutMs: z.number().int().positive().default(1000),

@@ -33,12 +33,16 @@ import {
   MAX_MESSAGE_BYTES,
   RUN_POD_SANDBOX,
   START_CONTAINER,
+  criDecoders,
   criMethods,
+  tryDecode,
   removeStaleSocket,
   sandboxInfo,
+  type CriDecoders,
   type CriProxyOptions,
   type SandboxInfo,
 } from './proxy.ts';
+import { addedLatencyByMethod } from './metrics.ts';
 
 const {
   NGHTTP2_CANCEL,
@@ -140,9 +144,10 @@ export class H2CriProxy {
   private readonly sessions = new Set<ServerHttp2Session>();
   private backend: ClientHttp2Session | undefined;
   private readonly critical: CriticalPathTracker;
-  private readonly decode: Record<'runPodSandbox' | 'sandboxResponse' | 'createRequest' | 'createResponse' | 'startRequest', Decoder>;
+  private readonly decode: CriDecoders;
   private readonly methodNames = new Map<string, string>();
-  private readonly latencyChildren = new Map<string, { observe(v: number): void }>();
+  /** The per-method child of the added-latency histogram. */
+  private readonly latencyOf: (method: string) => { observe(v: number): void } | undefined;
   private readonly log: Logger | undefined;
   private started = false;
   private closing = false;
@@ -154,18 +159,8 @@ export class H2CriProxy {
     this.log = options.log;
     this.critical = new CriticalPathTracker(() => this.gate, options.log);
     const methods = criMethods();
-    const def = (path: string) => {
-      const m = methods.find((x) => x.path === path);
-      if (!m) throw new Error(`CRI proto: no ${path} method`);
-      return m.definition;
-    };
-    this.decode = {
-      runPodSandbox: def(RUN_POD_SANDBOX).requestDeserialize as Decoder,
-      sandboxResponse: def(RUN_POD_SANDBOX).responseDeserialize as Decoder,
-      createRequest: def(CREATE_CONTAINER).requestDeserialize as Decoder,
-      createResponse: def(CREATE_CONTAINER).responseDeserialize as Decoder,
-      startRequest: def(START_CONTAINER).requestDeserialize as Decoder,
-    };
+    this.decode = criDecoders(methods);
+    this.latencyOf = addedLatencyByMethod(options.metrics);
     for (const m of methods) this.methodNames.set(m.path, m.name);
     this.server = http2.createServer({ settings: SETTINGS, maxSessionMemory: MAX_SESSION_MEMORY });
     this.server.on('session', (s) => {
@@ -525,20 +520,7 @@ export class H2CriProxy {
     });
   }
 
-  /** The per-method child of the added-latency histogram, resolved once per method (no label hashing per call). */
-  private latencyOf(method: string): { observe(v: number): void } | undefined {
-    const h = this.opts.metrics?.addedLatency;
-    if (!h) return undefined;
-    let child = this.latencyChildren.get(method);
-    if (!child) this.latencyChildren.set(method, (child = h.labels({ method })));
-    return child;
-  }
-
   private tryDecode(decode: Decoder, b: Buffer): Record<string, unknown> | undefined {
-    try {
-      return decode(b);
-    } catch {
-      return undefined;
-    }
+    return tryDecode(decode, b);
   }
 }

@@ -127,7 +127,7 @@ async function main(argv: string[]): Promise<void> {
     .option('--backend <socket>', "containerd's unix socket")
     .option('--config <file>', 'YAML/JSON config file (pacing policy etc.); SIGHUP reloads its pacing section')
     .option('--metrics-port <n>', 'serve /metrics on this port (0: any free port)', nonNegativeInt('--metrics-port'))
-    .addOption(new Option('--implementation <impl>', 'proxy implementation (default: the config file\'s, else http2)').choices(PROXY_IMPLEMENTATIONS))
+    .addOption(new Option('--implementation <impl>', 'proxy implementation (default: the config file\'s, else splice)').choices(PROXY_IMPLEMENTATIONS))
     .option('--kubeconfig <file>', 'kubeconfig to watch UlyssesConfig/default (spec.kubeletShim) and report status; without it only the file config applies')
     .option('--node-name <name>', 'this node (selects the spec.kubeletShim entry; default $NODE_NAME)', process.env.NODE_NAME)
     .parse(argv);

@@ -20,6 +20,21 @@ export interface ShimMetrics {
 
 const byRegistry = new WeakMap<Registry, ShimMetrics>();
 
+/**
+ * The per-method children of `ulysses_cri_proxy_added_latency_seconds`, resolved once per method
+ * (no label hashing per call); a no-op without metrics.
+ */
+export function addedLatencyByMethod(metrics: ShimMetrics | undefined): (method: string) => { observe(v: number): void } | undefined {
+  const h = metrics?.addedLatency;
+  if (!h) return () => undefined;
+  const children = new Map<string, { observe(v: number): void }>();
+  return (method) => {
+    let child = children.get(method);
+    if (!child) children.set(method, (child = h.labels({ method })));
+    return child;
+  };
+}
+
 export function shimMetrics(registry: Registry = metricsRegistry()): ShimMetrics {
   const existing = byRegistry.get(registry);
   if (existing) return existing;

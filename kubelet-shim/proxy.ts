@@ -71,6 +71,33 @@ export function criMethods(pkg: protoLoader.PackageDefinition = criPackageDefini
   return out;
 }
 
+/** Decoders of the messages the proxies inspect (RunPodSandbox, CreateContainer, StartContainer). */
+export type CriDecoders = Record<'runPodSandbox' | 'sandboxResponse' | 'createRequest' | 'createResponse' | 'startRequest', (b: Buffer) => Record<string, unknown>>;
+
+export function criDecoders(methods: CriMethod[] = criMethods()): CriDecoders {
+  const def = (path: string) => {
+    const m = methods.find((x) => x.path === path);
+    if (!m) throw new Error(`${CRI_PROTO_FILE}: no ${path} method`);
+    return m.definition as unknown as { requestDeserialize: (b: Buffer) => Record<string, unknown>; responseDeserialize: (b: Buffer) => Record<string, unknown> };
+  };
+  return {
+    runPodSandbox: def(RUN_POD_SANDBOX).requestDeserialize,
+    sandboxResponse: def(RUN_POD_SANDBOX).responseDeserialize,
+    createRequest: def(CREATE_CONTAINER).requestDeserialize,
+    createResponse: def(CREATE_CONTAINER).responseDeserialize,
+    startRequest: def(START_CONTAINER).requestDeserialize,
+  };
+}
+
+/** Decodes `b` with `decode`, undefined when it is not such a message. */
+export function tryDecode(decode: (b: Buffer) => Record<string, unknown>, b: Buffer): Record<string, unknown> | undefined {
+  try {
+    return decode(b);
+  } catch {
+    return undefined;
+  }
+}
+
 /** What the proxy reads of a RunPodSandboxRequest. */
 export interface SandboxInfo {
   /** "namespace/name" of the pod. */

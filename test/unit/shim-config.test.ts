@@ -81,7 +81,7 @@ describe('kubelet-shim config', () => {
       expect(applied.pacing.policy).toMatchObject({ type: 'adaptive', targetMs: 1500, maxWaitMs: 1000, kp: 0.5, kn: 0.1 });
       expect(shim.gate.config.policy).toEqual(applied.pacing.policy);
       expect(shim.config.pacing).toEqual(shim.gate.config);
-      expect(shim.config.implementation).toBe('http2');
+      expect(shim.config.implementation).toBe('splice');
     } finally {
       await shim.stop();
     }
