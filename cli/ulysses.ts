@@ -107,14 +107,23 @@ experiment
   .option('--rep-timeout <s>', 'seconds to wait for all events after the taint', int('--rep-timeout'), 180)
   .option('--kwok-nodes <n>', 'scale run: a local testbed of this many KWOK nodes only (control plane only, no UDP client, no kubelet pacing)', int('--kwok-nodes'))
   .option('--kwok-sources <n>', 'with --kwok-nodes: KWOK nodes that fail (kwok-1..kwok-N); the destinations are the next --dn nodes', int('--kwok-sources'), 10)
+  .option('--shim-policies <list>', 'kubelet policy comparison (thesis Fig 6.5): run each configuration with each kubelet-shim policy, e.g. vanilla,fixed,exponential-decay (or name=config.yaml)')
+  .option('--no-rate-limit', "\"rate limiting off\" (thesis §4.3.3, Fig 6.4): the controller manager's client-side limiter off in every configuration")
+  .option('--scenario <name>', 'failover, or 5g: UPF stand-in (UDP echo) + multi-service low-priority app (thesis §6.1.2)', 'failover')
   .action(async (o) => {
-    const { runFailoverExperiment } = await import('../experiments/harness/local.ts');
+    const { runFailoverExperiment, resolveShimPolicies } = await import('../experiments/harness/local.ts');
+    if (!['failover', '5g'].includes(o.scenario)) throw new InvalidArgumentError(`--scenario: "${o.scenario}" is not failover or 5g`);
     if (o.kwokNodes !== undefined && o.kubeconfig) throw new InvalidArgumentError('--kwok-nodes is a local testbed mode: do not combine it with --kubeconfig');
     const { loadKubeConfig } = await import('../core/kube.ts');
     const podsPerNode = [...new Set([...(o.idle ? [0] : []), ...o.podsPerNode])].sort((a, b) => a - b);
     const split = (v?: string) => v?.split(',').map((s) => s.trim()).filter(Boolean);
+    const policyItems = split(o.shimPolicies);
+    const shimPolicyFiles = policyItems?.length ? resolveShimPolicies(policyItems) : undefined;
     const r = await runFailoverExperiment({
-      plan: { configs: o.config, dns: o.dn, podsPerNode, reps: o.reps },
+      plan: { configs: o.config, dns: o.dn, podsPerNode, reps: o.reps, ...(shimPolicyFiles ? { shimPolicies: Object.keys(shimPolicyFiles) } : {}) },
+      shimPolicyFiles,
+      clientRateLimit: o.rateLimit,
+      scenario: o.scenario,
       out: o.out,
       runDir: o.runDir,
       kubeconfig: o.kubeconfig ? loadKubeConfig(o.kubeconfig) : undefined,
