@@ -109,7 +109,7 @@ describe('UlyssesConfig spec of a configuration', () => {
       controllers: ['replicaset'],
       pacedShimConfig: DEFAULT_PACED_SHIM_CONFIG,
       criticalNamespace: 'crit',
-      reporters: [],
+      reporters: () => [],
       shimPolicies: resolveShimPolicies(['vanilla', 'fixed', 'exponential-decay']),
       ...o,
     });
