@@ -64,6 +64,11 @@ export class RuntimeConfigConfigurator implements ClusterConfigurator {
       if (!entry) throw new Error(`kubelet-shim policy "${shimPolicy}": not one of the configured policies (${Object.keys(this.policies).join(', ') || 'none'})`);
       shim = entry;
     }
+    // a merge patch merges `params`: every parameter some other policy of the run sets but this one
+    // does not is removed explicitly (null), or fixed's waitMs would stay under exponential-decay
+    const others = [this.paced, ...Object.values(this.policies)].flatMap((e) => Object.keys(e.params ?? {}));
+    const params: Record<string, number | null> = Object.fromEntries(others.map((k) => [k, null]));
+    Object.assign(params, shim.params ?? {});
     return {
       controllerManager: {
         controllers: Object.fromEntries(this.o.controllers.map((c) => [c, { mode: want.controllerManager }])),
@@ -71,7 +76,7 @@ export class RuntimeConfigConfigurator implements ClusterConfigurator {
         apiRateLimit: this.o.clientRateLimit === false ? { enabled: false } : null,
       },
       // a merge patch: `params: null` removes the previous policy's parameters when the new one has none
-      kubeletShim: { default: { params: null, ...shim }, nodes: [] },
+      kubeletShim: { default: { policy: shim.policy, params: Object.values(params).some((v) => v !== null) ? params : null }, nodes: [] },
       apf: { enabled: want.apf, exemptNamespaces: [this.o.criticalNamespace] },
     };
   }

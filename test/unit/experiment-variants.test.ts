@@ -115,8 +115,10 @@ describe('UlyssesConfig spec of a configuration', () => {
     });
   it('overrides the kubelet-shim entry with the named policy (parameters from its file)', () => {
     const c = make();
-    expect(c.spec(1, 'fixed').kubeletShim).toEqual({ default: { policy: 'fixed', params: { waitMs: 1200, highMinInterArrivalMs: 100 } }, nodes: [] });
-    expect(c.spec(1, 'exponential-decay').kubeletShim).toMatchObject({ default: { policy: 'exponential-decay', params: { initialWaitMs: 700, factor: 0.5, resetAfterMs: 5000 } } });
+    // a merge patch: the parameters of the other policies of the run are removed (null), their own set
+    const removed = { initialWaitMs: null, factor: null, resetAfterMs: null, maxQueueLength: null, holdLowsDuringHighMs: null };
+    expect(c.spec(1, 'fixed').kubeletShim).toEqual({ default: { policy: 'fixed', params: { ...removed, waitMs: 1200, highMinInterArrivalMs: 100 } }, nodes: [] });
+    expect(c.spec(1, 'exponential-decay').kubeletShim).toMatchObject({ default: { policy: 'exponential-decay', params: { waitMs: null, initialWaitMs: 700, factor: 0.5, resetAfterMs: 5000 } } });
     // vanilla drops the previous policy's parameters (merge patch null)
     expect(c.spec(1, 'vanilla').kubeletShim).toEqual({ default: { policy: 'vanilla', params: null }, nodes: [] });
     expect(c.spec(1).kubeletShim).toEqual({ default: { policy: 'vanilla', params: null }, nodes: [] });
