@@ -244,7 +244,7 @@ program
   .command('set')
   .description(
     'switch a component at runtime (patches UlyssesConfig/default; the components apply it live):\n' +
-      '  set controller-manager vanilla|multi-priority-async|multi-priority-periodic|auto [--controllers a,b] [--period-ms N] [--workers N]\n' +
+      '  set controller-manager vanilla|multi-priority-async|multi-priority-periodic|auto [--controllers a,b] [--period-ms N] [--workers N] [--api-rate-limit on|off]\n' +
       '  set kubelet-shim vanilla|fixed|exponential-decay|adaptive [--node N | --selector k=v] [--param name=value ...]\n' +
       '  set scheduler-extender on|off [--plugins assurance,realtime,tdma]\n' +
       '  set apf on|off [--namespaces ns1,ns2]',
@@ -255,6 +255,7 @@ program
   .option('--controllers <list>', 'controller-manager: controllers to switch (default: all failover-path ones)', list)
   .option('--period-ms <n>', 'controller-manager: period T of the periodic workers', num('--period-ms'))
   .option('--workers <n>', 'controller-manager: workers', num('--workers'))
+  .option('--api-rate-limit <on|off>', "controller-manager: kcm's client-side limiter (20 qps / burst 30); off = \"rate limiting off\"")
   .option('--node <name>', 'kubelet-shim: only this node')
   .option('--selector <k=v,...>', 'kubelet-shim: nodes with these labels')
   .option('--param <name=value>', 'kubelet-shim: a policy or gate parameter, e.g. initialWaitMs=700 (repeatable)', (v: string, acc: Record<string, number> = {}) => {
@@ -269,7 +270,7 @@ program
     const { setPatch } = await import('../core/runtime-status.ts');
     const client = await clusterClient(o.kubeconfig);
     const current = await readRuntimeConfig(client);
-    const patch = setPatch(component, mode, { controllers: o.controllers, periodMs: o.periodMs, workers: o.workers, node: o.node, selector: o.selector, params: o.param, plugins: o.plugins, namespaces: o.namespaces }, current?.spec);
+    const patch = setPatch(component, mode, { controllers: o.controllers, periodMs: o.periodMs, workers: o.workers, apiRateLimit: o.apiRateLimit, node: o.node, selector: o.selector, params: o.param, plugins: o.plugins, namespaces: o.namespaces }, current?.spec);
     const obj = await patchRuntimeConfig(client, patch);
     console.log(`UlyssesConfig/default generation ${obj.metadata.generation}: ${JSON.stringify(patch)}\n(run "ulysses status" to see the components apply it)`);
   });

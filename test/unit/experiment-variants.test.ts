@@ -182,3 +182,13 @@ describe('5g scenario', () => {
 });
 
 
+
+describe('ulysses set controller-manager --api-rate-limit', () => {
+  it('patches spec.controllerManager.apiRateLimit (off: disabled, on: removed), rejecting other values', async () => {
+    const { setPatch } = await import('../../core/runtime-status.ts');
+    expect(setPatch('controller-manager', 'vanilla', { controllers: ['replicaset'], apiRateLimit: 'off' })).toEqual({ controllerManager: { controllers: { replicaset: { mode: 'vanilla' } }, apiRateLimit: { enabled: false } } });
+    expect(setPatch('controller-manager', 'vanilla', { controllers: ['replicaset'], apiRateLimit: 'on' })).toMatchObject({ controllerManager: { apiRateLimit: null } });
+    expect(setPatch('controller-manager', 'vanilla', { controllers: ['replicaset'] })).toEqual({ controllerManager: { controllers: { replicaset: { mode: 'vanilla' } } } });
+    expect(() => setPatch('controller-manager', 'vanilla', { apiRateLimit: 'maybe' as 'on' })).toThrow(/--api-rate-limit must be "on" or "off", got "maybe"/);
+  });
+});
