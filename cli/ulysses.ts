@@ -109,6 +109,7 @@ experiment
   .option('--kwok-sources <n>', 'with --kwok-nodes: KWOK nodes that fail (kwok-1..kwok-N); the destinations are the next --dn nodes', int('--kwok-sources'), 10)
   .option('--shim-policies <list>', 'kubelet policy comparison (thesis Fig 6.5): run each configuration with each kubelet-shim policy, e.g. vanilla,fixed,exponential-decay (or name=config.yaml)')
   .option('--no-rate-limit', "\"rate limiting off\" (thesis §4.3.3, Fig 6.4): the controller manager's client-side limiter off in every configuration")
+  .option('--no-neutral-setup', "apply each repetition's configuration before its setup (default: set up in configuration 1, switch right before the taint)")
   .option('--scenario <name>', 'failover, or 5g: UPF stand-in (UDP echo) + multi-service low-priority app (thesis §6.1.2)', 'failover')
   .action(async (o) => {
     const { runFailoverExperiment, resolveShimPolicies } = await import('../experiments/harness/local.ts');
@@ -124,6 +125,7 @@ experiment
       shimPolicyFiles,
       clientRateLimit: o.rateLimit,
       scenario: o.scenario,
+      neutralSetup: o.neutralSetup,
       out: o.out,
       runDir: o.runDir,
       kubeconfig: o.kubeconfig ? loadKubeConfig(o.kubeconfig) : undefined,

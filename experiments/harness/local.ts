@@ -162,6 +162,8 @@ export interface FailoverExperimentOptions {
   clientRateLimit?: boolean;
   /** 5g: the UPF stand-in and a multi-service low-priority app (thesis §6.1.2) */
   scenario?: ScenarioName;
+  /** see ExperimentOptions.neutralSetup (default true) */
+  neutralSetup?: boolean;
 }
 
 export async function runFailoverExperiment(o: FailoverExperimentOptions) {
@@ -255,6 +257,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       progress: o.progress,
       scenario: o.scenario,
       conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario },
+      neutralSetup: o.neutralSetup,
       title: experimentTitle(o),
     });
   } finally {

@@ -99,6 +99,12 @@ export interface RepOptions extends ScenarioOptions {
   /** how long to wait for every event after the taint */
   timeoutMs?: number;
   setupTimeoutMs?: number;
+  /**
+   * Called once the workload is Ready on the sources and the destinations are free, right before
+   * the watches start and t=0 (the experiment switches to the repetition's configuration here, see
+   * ExperimentOptions.neutralSetup).
+   */
+  beforeFailure?: () => Promise<void>;
 }
 
 export interface RepOutcome {
@@ -203,6 +209,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     },
     { timeoutMs: 30_000, intervalMs: 100 },
   );
+  await o.beforeFailure?.();
 
   // --- watches
   const events = emptyEvents();
