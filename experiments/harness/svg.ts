@@ -97,6 +97,8 @@ const PANEL_W = 300;
 const PANEL_H = 220;
 const MARGIN = { left: 60, top: 40, right: 20, bottom: 50 };
 const LEGEND_W = 270;
+/** Legend column wide enough for its longest label (11 px font: ~6.5 px per character). */
+const legendWidth = (keys: readonly ConfigKey[]) => Math.max(LEGEND_W, 50 + Math.ceil(6.5 * Math.max(0, ...keys.map((k) => configLabel(parseConfigKey(k)).length))));
 
 /**
  * Fig 6.1: `event` (seconds after the taint) vs pods per destination node, one panel per DN, one
@@ -109,7 +111,7 @@ export function fig61Svg(index: SummaryIndex, event: EventName): string {
   for (const r of index.rows) if (r.event === event) yMax = Math.max(yMax, r.p75 ?? 0, r.median ?? 0);
   const yTicks = niceTicks(0, yMax || 1);
   const xTicks = niceTicks(Math.min(...xs, 0), Math.max(...xs, 1));
-  const width = dns.length * (PANEL_W + MARGIN.left + MARGIN.right) + LEGEND_W;
+  const width = dns.length * (PANEL_W + MARGIN.left + MARGIN.right) + legendWidth(index.configs);
   const height = PANEL_H + MARGIN.top + MARGIN.bottom + 20;
   const body: string[] = [];
   dns.forEach((dn, i) => {
@@ -155,7 +157,7 @@ export function fig65Svg(results: readonly RepResult[], panels: Array<{ dn: numb
   for (const p of panels) for (const r of inPanel(p)) for (const e of events) xMax = Math.max(xMax, r.events[e] ?? 0);
   const xTicks = niceTicks(0, xMax || 1);
   const yTicks = [0, 0.25, 0.5, 0.75, 1];
-  const width = panels.length * (PANEL_W + MARGIN.left + MARGIN.right) + LEGEND_W;
+  const width = panels.length * (PANEL_W + MARGIN.left + MARGIN.right) + legendWidth(configs);
   const height = PANEL_H + MARGIN.top + MARGIN.bottom + 20;
   const body: string[] = [];
   panels.forEach((p, i) => {
@@ -219,7 +221,7 @@ export function figPodReadySvg(results: readonly RepResult[], panels: Array<{ dn
   for (const p of panels) for (const c of configs) for (const v of inPanel(p, c)) xMax = Math.max(xMax, v);
   const xTicks = niceTicks(0, xMax || 1);
   const yTicks = [0, 0.25, 0.5, 0.75, 1];
-  const width = panels.length * (PANEL_W + MARGIN.left + MARGIN.right) + LEGEND_W;
+  const width = panels.length * (PANEL_W + MARGIN.left + MARGIN.right) + legendWidth(configs);
   const height = PANEL_H + MARGIN.top + MARGIN.bottom + 20;
   const body: string[] = [];
   panels.forEach((p, i) => {
