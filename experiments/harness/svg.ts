@@ -97,8 +97,8 @@ const PANEL_W = 300;
 const PANEL_H = 220;
 const MARGIN = { left: 60, top: 40, right: 20, bottom: 50 };
 const LEGEND_W = 270;
-/** Legend column wide enough for its longest label (11 px font: ~6.5 px per character). */
-const legendWidth = (keys: readonly ConfigKey[]) => Math.max(LEGEND_W, 50 + Math.ceil(6.5 * Math.max(0, ...keys.map((k) => configLabel(parseConfigKey(k)).length))));
+/** Legend column wide enough for its longest label (11 px font: ~5.8 px per character). */
+const legendWidth = (keys: readonly ConfigKey[]) => Math.max(LEGEND_W, 45 + Math.ceil(5.8 * Math.max(0, ...keys.map((k) => configLabel(parseConfigKey(k)).length))));
 
 /**
  * Fig 6.1: `event` (seconds after the taint) vs pods per destination node, one panel per DN, one
