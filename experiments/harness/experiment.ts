@@ -112,7 +112,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
   const bar = o.progress ?? new ProgressBar();
   const setupNote =
     (o.neutralSetup ?? true)
-      ? "setup in configuration 1 (vanilla); the repetition's configuration is switched on once the workload runs on the sources, right before the taint"
+      ? "setup in configuration 1 (vanilla); the repetition's configuration is switched on once the workload runs on the sources, its Deployments' status is up to date and the controllers are idle, right before the taint"
       : "setup in the repetition's configuration (--no-neutral-setup; a paced kubelet-shim then starts the critical pod first on the source, which can put it first in the vanilla taint-eviction order)";
   const meta: ReportMeta = { title: o.title, notes: [machineNote(), ...(o.notes ?? []), setupNote, ...o.configurator.describe()], command: o.command, inflationTargets: o.inflationTargets };
   writeFileSync(join(o.out, META_FILE), JSON.stringify(meta, null, 2));

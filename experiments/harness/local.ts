@@ -258,6 +258,9 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       scenario: o.scenario,
       conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario },
       neutralSetup: o.neutralSetup,
+      // t=0 only once the in-process controller manager has worked off the setup (queues empty,
+      // nothing running, no client-limiter debt): the failover must not queue behind it
+      quiescent: () => ULYSSES_CONTROLLERS.every((c) => cm.pool(c).queue.len() === 0 && cm.pool(c).stats().inFlight === 0) && cm.apiLimiter.available() >= 1,
       title: experimentTitle(o),
     });
   } finally {

@@ -10,7 +10,7 @@
  * scheduler puts them on the destinations. Events come from watches (pods, EndpointSlices) and a UDP
  * client on the host that sends a datagram every 50 ms to the new critical pod ("Prio up").
  */
-import { AppsV1Api, CoreV1Api, type KubeConfig, type V1EndpointSlice, type V1Node, type V1Pod, type V1Toleration } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Deployment, type V1EndpointSlice, type V1Node, type V1Pod, type V1Toleration } from '@kubernetes/client-node';
 import { ResilientInformer } from '../../core/informer.ts';
 import { isPodReady } from '../../core/objects.ts';
 import { pollUntil, TimeoutError } from '../testbed/processes.ts';
@@ -73,6 +73,11 @@ export interface ScenarioOptions {
   udpProbe?: boolean;
   /** failover (default) or 5g: the UPF stand-in and a multi-service low-priority app (one Service per Deployment) */
   scenario?: ScenarioName;
+  /**
+   * Whether the controllers are idle (nothing queued or running, no client-side limiter debt); the
+   * setup waits for it before t=0 as well as for the Deployments' status (in-process controller manager).
+   */
+  quiescent?: () => boolean | Promise<boolean>;
 }
 
 /**
@@ -105,6 +110,19 @@ export interface RepOptions extends ScenarioOptions {
    * ExperimentOptions.neutralSetup).
    */
   beforeFailure?: () => Promise<void>;
+}
+
+/**
+ * Settled: every experiment Deployment's status reports all its replicas updated, ready and
+ * available for its current generation, i.e. the controllers' status-update tail of the setup is
+ * written. (Pods Ready on the sources is not enough: with the 20 qps client limiter the vanilla
+ * controller manager is then still seconds behind on ReplicaSet/Deployment status updates and
+ * Events, a backlog the failover would queue behind.)
+ */
+export function deploymentSettled(d: V1Deployment): boolean {
+  const want = d.spec?.replicas ?? 1;
+  const st = d.status ?? {};
+  return (st.observedGeneration ?? 0) >= (d.metadata?.generation ?? 1) && st.replicas === want && st.updatedReplicas === want && st.readyReplicas === want && st.availableReplicas === want;
 }
 
 export interface RepOutcome {
@@ -197,6 +215,17 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     `${total} experiment pods Ready on ${sources.join(',')}`,
     async () => (await core.listPodForAllNamespaces({ labelSelector: SELECTOR })).items.filter((p) => isPodReady(p) && onNode(p, sources)).length === total,
     { timeoutMs: setupTimeoutMs, intervalMs: 250 },
+  );
+  let unsettled: string[] = [];
+  await pollUntil(
+    'experiment Deployments settled (status up to date) and the controllers idle',
+    async () => {
+      const ds = [...(await apps.listNamespacedDeployment({ namespace: o.criticalNamespace })).items, ...(await apps.listNamespacedDeployment({ namespace: o.loadNamespace })).items];
+      unsettled = ds.filter((d) => !deploymentSettled(d)).map((d) => `${d.metadata?.namespace}/${d.metadata?.name}`);
+      if (!unsettled.length && o.quiescent && !(await o.quiescent())) unsettled = ['controller manager busy (queued or running syncs, or client limiter in debt)'];
+      return unsettled.length === 0;
+    },
+    { timeoutMs: setupTimeoutMs, intervalMs: 100, explain: () => `not settled: ${unsettled.slice(0, 5).join(', ')}${unsettled.length > 5 ? ', ...' : ''}` },
   );
   await setUnschedulable(core, destinations, false);
   // the node lifecycle controller removes the unschedulable taint shortly after: the destinations

@@ -192,3 +192,15 @@ describe('ulysses set controller-manager --api-rate-limit', () => {
     expect(() => setPatch('controller-manager', 'vanilla', { apiRateLimit: 'maybe' as 'on' })).toThrow(/--api-rate-limit must be "on" or "off", got "maybe"/);
   });
 });
+
+describe('setup settled before t=0', () => {
+  it('a Deployment is settled when its status reports every replica updated, ready and available for its generation', async () => {
+    const { deploymentSettled } = await import('../../experiments/harness/scenario.ts');
+    const d = (status: Record<string, number>, generation = 2) => ({ metadata: { generation }, spec: { replicas: 2 }, status }) as never;
+    const done = { observedGeneration: 2, replicas: 2, updatedReplicas: 2, readyReplicas: 2, availableReplicas: 2 };
+    expect(deploymentSettled(d(done))).toBe(true);
+    expect(deploymentSettled(d({ ...done, availableReplicas: 1 }))).toBe(false); // status update still queued
+    expect(deploymentSettled(d({ ...done, observedGeneration: 1 }))).toBe(false);
+    expect(deploymentSettled(d({}))).toBe(false);
+  });
+});
