@@ -26,15 +26,17 @@ const collection = (o: ManifestObject) => {
 describe('experiments/5g manifests against the apiserver', () => {
   it('every object passes a server-side dry run; the UPF is critical, the app low', async () => {
     const objs = fiveGManifests();
-    // namespaced dry runs need their namespace to exist (a dry-run Namespace is not stored)
-    for (const ns of objs.filter((o) => o.kind === 'Namespace')) await ensureNamespace(t.core, ns.metadata.name);
-    const accepted: ManifestObject[] = [];
-    for (const o of objs) {
-      const res = await apiRequest<ManifestObject>(t.kc, 'POST', collection(o), { query: { dryRun: 'All' }, body: o }).catch((err: Error) => {
+    const dryRun = (o: ManifestObject) =>
+      apiRequest<ManifestObject>(t.kc, 'POST', collection(o), { query: { dryRun: 'All' }, body: o }).catch((err: Error) => {
         throw new Error(`${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}: ${err.message}`);
       });
-      accepted.push(res);
-    }
+    // the Namespaces first (dry run: not stored), then created for real, as namespaced dry runs need them
+    const namespaces = objs.filter((o) => o.kind === 'Namespace');
+    const accepted: ManifestObject[] = [];
+    for (const ns of namespaces) accepted.push(await dryRun(ns));
+    for (const ns of namespaces) await ensureNamespace(t.core, ns.metadata.name);
+    for (const o of objs.filter((x) => x.kind !== 'Namespace')) accepted.push(await dryRun(o));
+    objs.sort((a, b) => Number(b.kind === 'Namespace') - Number(a.kind === 'Namespace')); // the order of `accepted`
     expect(accepted.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual(objs.map((o) => `${o.kind}/${o.metadata.name}`));
     // nothing was stored
     const deployments = await t.apps.listDeploymentForAllNamespaces();
