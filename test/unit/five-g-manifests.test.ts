@@ -51,6 +51,8 @@ describe('experiments/5g manifests', () => {
     for (const d of deployments) {
       for (const v of d.spec!.template.spec!.volumes ?? []) {
         if (!v.configMap) continue;
+        // file modes as decimal numbers: "0755" is octal for kubectl (YAML 1.1) but 755 for YAML 1.2 parsers
+        if (v.configMap.defaultMode !== undefined) expect(v.configMap.defaultMode, `${d.metadata!.name} ${v.name} defaultMode`).toBeLessThanOrEqual(0o777);
         const cm = cms.find((c) => c.metadata!.name === v.configMap!.name && c.metadata!.namespace === d.metadata!.namespace);
         expect(cm, `ConfigMap ${v.configMap.name} of ${d.metadata!.name}`).toBeDefined();
         const mount = d.spec!.template.spec!.containers[0]!.volumeMounts!.find((m) => m.name === v.name)!.mountPath;
