@@ -109,14 +109,25 @@ experiment
   .option('--rep-timeout <s>', 'seconds to wait for all events after the taint', int('--rep-timeout'), 180)
   .option('--kwok-nodes <n>', 'scale run: a local testbed of this many KWOK nodes only (control plane only, no UDP client, no kubelet pacing)', int('--kwok-nodes'))
   .option('--kwok-sources <n>', 'with --kwok-nodes: KWOK nodes that fail (kwok-1..kwok-N); the destinations are the next --dn nodes', int('--kwok-sources'), 10)
+  .option('--shim-policies <list>', 'kubelet policy comparison (thesis Fig 6.5): run each configuration with each kubelet-shim policy, e.g. vanilla,fixed,exponential-decay (or name=config.yaml)')
+  .option('--no-rate-limit', "\"rate limiting off\" (thesis §4.3.3, Fig 6.4): the controller manager's client-side limiter off in every configuration")
+  .option('--no-neutral-setup', "apply each repetition's configuration before its setup (default: set up in configuration 1, switch right before the taint)")
+  .option('--scenario <name>', 'failover, or 5g: UPF stand-in (UDP echo) + multi-service low-priority app (thesis §6.1.2)', 'failover')
   .action(async (o) => {
-    const { runFailoverExperiment } = await import('../experiments/harness/local.ts');
+    const { runFailoverExperiment, resolveShimPolicies } = await import('../experiments/harness/local.ts');
+    if (!['failover', '5g'].includes(o.scenario)) throw new InvalidArgumentError(`--scenario: "${o.scenario}" is not failover or 5g`);
     if (o.kwokNodes !== undefined && o.kubeconfig) throw new InvalidArgumentError('--kwok-nodes is a local testbed mode: do not combine it with --kubeconfig');
     const { loadKubeConfig } = await import('../core/kubeconfig.ts');
     const podsPerNode = [...new Set([...(o.idle ? [0] : []), ...o.podsPerNode])].sort((a, b) => a - b);
     const split = (v?: string) => v?.split(',').map((s) => s.trim()).filter(Boolean);
+    const policyItems = split(o.shimPolicies);
+    const shimPolicyFiles = policyItems?.length ? resolveShimPolicies(policyItems) : undefined;
     const r = await runFailoverExperiment({
-      plan: { configs: o.config, dns: o.dn, podsPerNode, reps: o.reps },
+      plan: { configs: o.config, dns: o.dn, podsPerNode, reps: o.reps, ...(shimPolicyFiles ? { shimPolicies: Object.keys(shimPolicyFiles) } : {}) },
+      shimPolicyFiles,
+      clientRateLimit: o.rateLimit,
+      scenario: o.scenario,
+      neutralSetup: o.neutralSetup,
       out: o.out,
       runDir: o.runDir,
       kubeconfig: o.kubeconfig ? await loadKubeConfig(o.kubeconfig) : undefined,
@@ -238,7 +249,7 @@ program
   .command('set')
   .description(
     'switch a component at runtime (patches UlyssesConfig/default; the components apply it live):\n' +
-      '  set controller-manager vanilla|multi-priority-async|multi-priority-periodic|auto [--controllers a,b] [--period-ms N] [--workers N]\n' +
+      '  set controller-manager vanilla|multi-priority-async|multi-priority-periodic|auto [--controllers a,b] [--period-ms N] [--workers N] [--api-rate-limit on|off]\n' +
       '  set kubelet-shim vanilla|fixed|exponential-decay|adaptive [--node N | --selector k=v] [--param name=value ...]\n' +
       '  set scheduler-extender on|off [--plugins assurance,realtime,tdma]\n' +
       '  set apf on|off [--namespaces ns1,ns2]',
@@ -249,6 +260,7 @@ program
   .option('--controllers <list>', 'controller-manager: controllers to switch (default: all failover-path ones)', list)
   .option('--period-ms <n>', 'controller-manager: period T of the periodic workers', num('--period-ms'))
   .option('--workers <n>', 'controller-manager: workers', num('--workers'))
+  .option('--api-rate-limit <on|off>', "controller-manager: kcm's client-side limiter (20 qps / burst 30); off = \"rate limiting off\"")
   .option('--node <name>', 'kubelet-shim: only this node')
   .option('--selector <k=v,...>', 'kubelet-shim: nodes with these labels')
   .option('--param <name=value>', 'kubelet-shim: a policy or gate parameter, e.g. initialWaitMs=700 (repeatable)', (v: string, acc: Record<string, number> = {}) => {
@@ -263,7 +275,7 @@ program
     const { setPatch } = await import('../core/runtime-status.ts');
     const client = await clusterClient(o.kubeconfig);
     const current = await readRuntimeConfig(client);
-    const patch = setPatch(component, mode, { controllers: o.controllers, periodMs: o.periodMs, workers: o.workers, node: o.node, selector: o.selector, params: o.param, plugins: o.plugins, namespaces: o.namespaces }, current?.spec);
+    const patch = setPatch(component, mode, { controllers: o.controllers, periodMs: o.periodMs, workers: o.workers, apiRateLimit: o.apiRateLimit, node: o.node, selector: o.selector, params: o.param, plugins: o.plugins, namespaces: o.namespaces }, current?.spec);
     const obj = await patchRuntimeConfig(client, patch);
     console.log(`UlyssesConfig/default generation ${obj.metadata.generation}: ${JSON.stringify(patch)}\n(run "ulysses status" to see the components apply it)`);
   });

@@ -7,7 +7,7 @@ import type { KubeAccess } from '../core/kube.ts';
 import { z } from 'zod';
 import type { Logger } from '../core/logging.ts';
 import { RuntimeConfigWatcher } from '../core/runtime-config.ts';
-import { THESIS_PERIODS_MS, WORKER_MODES } from './queue/index.ts';
+import { KCM_API_BURST, KCM_API_QPS, THESIS_PERIODS_MS, WORKER_MODES } from './queue/index.ts';
 import { CONTROLLERS, type ControllerManager, type ControllerName } from './manager.ts';
 
 export const RUNTIME_MODES = [...WORKER_MODES, 'auto'] as const;
@@ -22,9 +22,23 @@ const ControllerRuntimeSchema = z
   })
   .strict();
 
+/**
+ * kube-controller-manager's client-side limiter (--kube-api-qps/--kube-api-burst) at runtime;
+ * `enabled: false` is the thesis' "rate limiting off" (§4.3.3 Fig 4.10, §6.1 Fig 6.4). Absent: the
+ * limits the process was started with.
+ */
+const ApiRateLimitSchema = z
+  .object({
+    enabled: z.boolean().default(true),
+    qps: z.number().positive().optional(),
+    burst: z.number().int().min(1).optional(),
+  })
+  .strict();
+
 export const ControllerManagerRuntimeSchema = z
   .object({
     controllers: z.partialRecord(z.enum(CONTROLLERS), ControllerRuntimeSchema).default({}),
+    apiRateLimit: ApiRateLimitSchema.optional(),
   })
   .strict();
 export type ControllerManagerRuntime = z.output<typeof ControllerManagerRuntimeSchema>;
@@ -35,8 +49,16 @@ export function thesisPeriodMs(controller: string): number {
   return (THESIS_PERIODS_MS as Record<string, number>)[controller] ?? 100;
 }
 
-/** Applies a section to the running controllers; returns "name=mode[/periodms],..." */
-export function applyControllerManagerRuntime(cm: ControllerManager, cfg: ControllerManagerRuntime, enabled: readonly ControllerName[]): string {
+/**
+ * Applies a section to the running controllers; returns "name=mode[/periodms],...[,api-rate-limit=...]".
+ * `startRate`: the client limiter's rate when no apiRateLimit is given (the process' own settings).
+ */
+export function applyControllerManagerRuntime(
+  cm: ControllerManager,
+  cfg: ControllerManagerRuntime,
+  enabled: readonly ControllerName[],
+  startRate: { qps: number; burst: number } = { qps: KCM_API_QPS, burst: KCM_API_BURST },
+): string {
   const parts: string[] = [];
   for (const name of enabled) {
     const e = cfg.controllers[name] ?? { mode: 'vanilla' as const };
@@ -48,6 +70,11 @@ export function applyControllerManagerRuntime(cm: ControllerManager, cfg: Contro
     cm.setMode(name, e.mode, overrides);
     parts.push(`${name}=${e.mode}${e.mode === 'multi-priority-periodic' ? `/${overrides.periodMs}ms` : ''}`);
   }
+  const rl = cfg.apiRateLimit;
+  const burst = rl?.burst ?? startRate.burst;
+  // an infinite qps never waits (TokenBucket): the limiter is off, whatever the mode
+  cm.apiLimiter.setRate(rl && !rl.enabled ? Infinity : (rl?.qps ?? startRate.qps), burst);
+  if (rl) parts.push(`api-rate-limit=${rl.enabled ? `${rl.qps ?? startRate.qps}qps/${burst}` : 'off'}`);
   return parts.join(',');
 }
 
@@ -57,12 +84,13 @@ export function controllerManagerRuntimeWatcher(
   enabled: readonly ControllerName[],
   log?: Logger,
 ): RuntimeConfigWatcher<typeof ControllerManagerRuntimeSchema> {
+  const startRate = cm.apiLimiter.rate;
   return new RuntimeConfigWatcher({
     kc,
     statusKey: 'controller-manager',
     field: 'controllerManager',
     schema: ControllerManagerRuntimeSchema,
-    apply: (cfg) => applyControllerManagerRuntime(cm, cfg, enabled),
+    apply: (cfg) => applyControllerManagerRuntime(cm, cfg, enabled, startRate),
     log,
   });
 }

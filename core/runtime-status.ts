@@ -93,6 +93,8 @@ export interface SetOptions {
   controllers?: string[];
   periodMs?: number;
   workers?: number;
+  /** controller-manager: its client-side limiter on or off ("rate limiting off", thesis §4.3.3, §6.1) */
+  apiRateLimit?: 'on' | 'off';
   /** kubelet-shim: a node name (selects kubernetes.io/hostname), or a label selector "k=v,k2=v2"; absent: the default */
   node?: string;
   selector?: string;
@@ -116,7 +118,12 @@ export function setPatch(component: string, mode: string, o: SetOptions, current
       const entry: Record<string, unknown> = { mode };
       if (o.periodMs !== undefined) entry.periodMs = o.periodMs;
       if (o.workers !== undefined) entry.workers = o.workers;
-      return { controllerManager: { controllers: Object.fromEntries(controllers.map((c) => [c, entry])) } };
+      const section: Record<string, unknown> = { controllers: Object.fromEntries(controllers.map((c) => [c, entry])) };
+      if (o.apiRateLimit !== undefined) {
+        if (o.apiRateLimit !== 'on' && o.apiRateLimit !== 'off') throw new Error(`--api-rate-limit must be "on" or "off", got "${o.apiRateLimit}"`);
+        section.apiRateLimit = o.apiRateLimit === 'off' ? { enabled: false } : null; // on: the process' own limits
+      }
+      return { controllerManager: section };
     }
     case 'kubelet-shim': {
       const entry: ShimEntry = { policy: mode, ...(o.params && Object.keys(o.params).length ? { params: o.params } : {}) };

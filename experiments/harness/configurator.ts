@@ -30,8 +30,12 @@ export const TABLE_6_1: Record<ConfigId, ConfigurationSpec> = {
 };
 
 export interface ClusterConfigurator {
-  /** Puts the cluster into configuration `config`; resolves once every toggle has taken effect. */
-  apply(config: ConfigId): Promise<void>;
+  /**
+   * Puts the cluster into configuration `config` (with the kubelet-shim policy `shimPolicy` instead
+   * of the configuration's own, for the kubelet policy comparison); resolves once every toggle has
+   * taken effect.
+   */
+  apply(config: ConfigId, shimPolicy?: string): Promise<void>;
   /** One line per toggle mechanism, for the report. */
   describe(): string[];
 }

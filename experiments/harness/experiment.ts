@@ -13,7 +13,7 @@ import type { ClusterConfigurator } from './configurator.ts';
 import { META_FILE, RESULTS_FILE, writeOutputs, type OutputFiles } from './outputs.ts';
 import { ProgressBar, formatDuration, progressLine } from './progress.ts';
 import type { ReportMeta } from './report.ts';
-import { appendResult, readResults, repKey, type Cell, type ConfigId, type EventName, type RepResult } from './results.ts';
+import { appendResult, configKey, readResults, repKey, type Cell, type ConfigId, type EventName, type RepResult, type ScenarioName } from './results.ts';
 import { captureBaseline, criticalPosition, loadDeployments, prepareScenario, restoreInitialState, runRep, type ScenarioOptions, type Topology } from './scenario.ts';
 
 export interface ExperimentPlan {
@@ -21,16 +21,45 @@ export interface ExperimentPlan {
   dns: number[];
   podsPerNode: number[];
   reps: number;
+  /**
+   * Kubelet policy comparison (thesis §6.1, Fig 6.5): each configuration runs once per kubelet-shim
+   * policy named here, overriding its own (e.g. vanilla, fixed, exponential-decay).
+   */
+  shimPolicies?: string[];
 }
 
 export type PlannedRep = Cell & { rep: number };
 
-/** Every repetition of the plan, in run order: rep, then DN, then load, then configuration. */
+/** Every repetition of the plan, in run order: rep, then DN, then load, then configuration (then kubelet policy). */
 export function planReps(p: ExperimentPlan): PlannedRep[] {
   const out: PlannedRep[] = [];
+  const policies: Array<string | undefined> = p.shimPolicies?.length ? p.shimPolicies : [undefined];
   for (let rep = 0; rep < p.reps; rep++)
-    for (const dn of p.dns) for (const podsPerNode of p.podsPerNode) for (const config of p.configs) out.push({ config, dn, podsPerNode, rep });
+    for (const dn of p.dns)
+      for (const podsPerNode of p.podsPerNode)
+        for (const config of p.configs) for (const shimPolicy of policies) out.push({ config, ...(shimPolicy ? { shimPolicy } : {}), dn, podsPerNode, rep });
   return out;
+}
+
+/** Run-wide conditions of an output directory, recorded in every results line. */
+export interface RunConditions {
+  /** false: "rate limiting off" (thesis §4.3.3 Fig 4.10, §6.1 Fig 6.4) */
+  clientRateLimit?: boolean;
+  scenario?: ScenarioName;
+}
+
+/** The fields a results line carries for these conditions (only the non-default ones). */
+export function conditionFields(c: RunConditions = {}): Pick<RepResult, 'clientRateLimit' | 'scenario'> {
+  return { ...(c.clientRateLimit === false ? { clientRateLimit: false } : {}), ...(c.scenario && c.scenario !== 'failover' ? { scenario: c.scenario } : {}) };
+}
+
+/** A results file may only be resumed under the conditions it was started with (ratios compare within one run). */
+export function conditionMismatch(existing: readonly RepResult[], c: RunConditions = {}): string | undefined {
+  const want = JSON.stringify(conditionFields(c));
+  const other = existing.find((r) => JSON.stringify(conditionFields({ clientRateLimit: r.clientRateLimit, scenario: r.scenario })) !== want);
+  if (!other) return undefined;
+  const show = (f: Pick<RepResult, 'clientRateLimit' | 'scenario'>) => `client rate limit ${f.clientRateLimit === false ? 'off' : 'on'}, scenario ${f.scenario ?? 'failover'}`;
+  return `it holds repetitions run with ${show(other)}, this run is ${show(conditionFields(c))}: use another --out`;
 }
 
 export interface ExperimentOptions extends ScenarioOptions {
@@ -51,6 +80,19 @@ export interface ExperimentOptions extends ScenarioOptions {
   /** give up after this many repetitions that failed outright in a row (not timeouts: errors) */
   maxConsecutiveFailures?: number;
   progress?: ProgressBar;
+  conditions?: RunConditions;
+  /**
+   * Set the workload up in configuration 1 (vanilla) and switch to the repetition's configuration
+   * only once it runs on the sources, right before t=0 (default true). Otherwise the configuration
+   * under test also shapes the setup: e.g. a paced kubelet-shim starts the critical pod first on the
+   * source, so its status is updated first, which puts it first in the vanilla taint-eviction
+   * controller's per-node order (the critical pod is then evicted and recreated first by luck, not
+   * by the configuration's merit). false: the configuration is applied before the setup (runs up to
+   * issue 7's DN 1 / DN 3 / KWOK results).
+   */
+  neutralSetup?: boolean;
+  /** report heading */
+  title?: string;
 }
 
 export function machineNote(): string {
@@ -61,11 +103,18 @@ export function machineNote(): string {
 export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles & { ran: number; skipped: number }> {
   mkdirSync(o.out, { recursive: true });
   const resultsFile = join(o.out, RESULTS_FILE);
-  const done = new Set(readResults(resultsFile).map(repKey));
+  const existing = readResults(resultsFile);
+  const mismatch = conditionMismatch(existing, o.conditions);
+  if (mismatch) throw new Error(`${resultsFile}: ${mismatch}`);
+  const done = new Set(existing.map(repKey));
   const all = planReps(o.plan);
   const todo = all.filter((r) => !done.has(repKey(r)));
   const bar = o.progress ?? new ProgressBar();
-  const meta: ReportMeta = { notes: [machineNote(), ...(o.notes ?? []), ...o.configurator.describe()], command: o.command, inflationTargets: o.inflationTargets };
+  const setupNote =
+    (o.neutralSetup ?? true)
+      ? "setup in configuration 1 (vanilla); the repetition's configuration is switched on once the workload runs on the sources, its Deployments' status is up to date and the controllers are idle, right before the taint"
+      : "setup in the repetition's configuration (--no-neutral-setup; a paced kubelet-shim then starts the critical pod first on the source, which can put it first in the vanilla taint-eviction order)";
+  const meta: ReportMeta = { title: o.title, notes: [machineNote(), ...(o.notes ?? []), setupNote, ...o.configurator.describe()], command: o.command, inflationTargets: o.inflationTargets };
   writeFileSync(join(o.out, META_FILE), JSON.stringify(meta, null, 2));
 
   const maxDn = Math.max(...o.plan.dns);
@@ -80,17 +129,27 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
     let failuresInRow = 0;
     for (const r of todo) {
       const mean = durations.length ? durations.reduce((a, b) => a + b, 0) / durations.length : undefined;
-      bar.update(progressLine({ done: all.length - todo.length + ran, total: all.length, skipped: all.length - todo.length, meanRepS: mean, what: `config ${r.config}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep + 1}/${o.plan.reps}` }));
+      bar.update(progressLine({ done: all.length - todo.length + ran, total: all.length, skipped: all.length - todo.length, meanRepS: mean, what: `config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep + 1}/${o.plan.reps}` }));
       const started = Date.now();
       try {
-        await o.configurator.apply(r.config);
+        const neutral = o.neutralSetup ?? true;
+        const applyRep = () => o.configurator.apply(r.config, r.shimPolicy);
+        await (neutral ? o.configurator.apply(1) : applyRep());
         // the critical Deployment's place in creation order: pseudo-random per (DN, load, rep), same for every configuration
         const prioPosition = criticalPosition(r.rep * 10_007 + r.dn * 101 + r.podsPerNode, loadDeployments(r.podsPerNode * r.dn).length);
-        const outcome = await runRep(o.kubeconfig, { ...o, topology: o.topology(r.dn), podsPerNode: r.podsPerNode, timeoutMs: o.repTimeoutMs, setupTimeoutMs: o.setupTimeoutMs, criticalPosition: prioPosition });
-        const result: RepResult = { ...r, events: outcome.events, prioPosition, startedAt: new Date(started).toISOString(), durationS: 0 };
+        const outcome = await runRep(o.kubeconfig, {
+          ...o,
+          topology: o.topology(r.dn),
+          podsPerNode: r.podsPerNode,
+          timeoutMs: o.repTimeoutMs,
+          setupTimeoutMs: o.setupTimeoutMs,
+          criticalPosition: prioPosition,
+          beforeFailure: neutral ? applyRep : undefined,
+        });
+        const result: RepResult = { ...r, ...conditionFields(o.conditions), events: outcome.events, prioPosition, startedAt: new Date(started).toISOString(), durationS: 0, podReady: outcome.podReady };
         if (outcome.error) {
           result.error = outcome.error;
-          bar.log(`config ${r.config}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: ${outcome.error}`);
+          bar.log(`config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: ${outcome.error}`);
         }
         await restoreInitialState(o.kubeconfig, scope, baseline);
         result.durationS = Math.round((Date.now() - started) / 100) / 10;
@@ -100,7 +159,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
         failuresInRow = 0;
       } catch (err) {
         failuresInRow++;
-        bar.log(`config ${r.config}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep} failed (not recorded, rerun resumes it): ${(err as Error).message}`);
+        bar.log(`config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep} failed (not recorded, rerun resumes it): ${(err as Error).message}`);
         await restoreInitialState(o.kubeconfig, scope, baseline);
         if (failuresInRow >= (o.maxConsecutiveFailures ?? 3)) throw new Error(`${failuresInRow} repetitions failed in a row; last: ${(err as Error).message}`);
       }

@@ -24,13 +24,44 @@ import { KubeClient } from '../../core/kube.ts';
 import { readRuntimeConfig } from '../../core/runtime-config.ts';
 import { runExperiment, type ExperimentPlan } from './experiment.ts';
 import type { ProgressBar } from './progress.ts';
-import type { NodeFailure, Topology } from './scenario.ts';
-import type { EventName } from './results.ts';
+import { UPF_NAME, type NodeFailure, type Topology } from './scenario.ts';
+import { SHIM_POLICY_NAME, type EventName, type ScenarioName } from './results.ts';
+import { ensureRuntimeConfigCrd } from '../../core/runtime-config.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 export const SHIM_CONFIGS = join(REPO, 'kubelet-shim', 'configs');
 export const DEFAULT_PACED_SHIM_CONFIG = join(SHIM_CONFIGS, 'ulysses-cloud.yaml');
 export const VANILLA_SHIM_CONFIG = join(SHIM_CONFIGS, 'vanilla.yaml');
+/**
+ * Kubelet policy comparison (thesis §6.1, Fig 6.5): the policies by name. exponential-decay is the
+ * thesis' cloud-node setting (700 ms, x0.5, reset after 5 s) without Ulysses' additions, fixed the
+ * thesis' 1.2 s.
+ */
+export const SHIM_POLICY_FILES: Record<string, string> = {
+  vanilla: VANILLA_SHIM_CONFIG,
+  fixed: join(SHIM_CONFIGS, 'fixed.yaml'),
+  'exponential-decay': join(SHIM_CONFIGS, 'thesis-cloud.yaml'),
+  'exponential-decay-edge': join(SHIM_CONFIGS, 'thesis-edge.yaml'),
+  adaptive: join(SHIM_CONFIGS, 'ulysses-adaptive.yaml'),
+};
+
+/**
+ * `--shim-policies vanilla,fixed,exponential-decay` or `name=file.yaml` items -> name -> config file.
+ * Unknown names and bad items are errors naming them.
+ */
+export function resolveShimPolicies(items: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const item of items) {
+    const [name, file, ...rest] = item.split('=');
+    if (!name || !SHIM_POLICY_NAME.test(name) || rest.length) throw new Error(`--shim-policies: "${item}" is not a policy name (lowercase, e.g. fixed) or name=config-file`);
+    if (out[name]) throw new Error(`--shim-policies: policy "${name}" given twice`);
+    const f = file ?? SHIM_POLICY_FILES[name];
+    if (!f) throw new Error(`--shim-policies: unknown policy "${name}" (known: ${Object.keys(SHIM_POLICY_FILES).join(', ')}; or name=kubelet-shim-config.yaml)`);
+    out[name] = f;
+  }
+  return out;
+}
+
 export const CRITICAL_NAMESPACE = 'ulysses-critical';
 export const LOAD_NAMESPACE = 'ulysses-load';
 
@@ -125,6 +156,14 @@ export interface FailoverExperimentOptions {
   kwokSources?: number;
   command?: string;
   progress?: ProgressBar;
+  /** kubelet policy comparison: policy name -> kubelet-shim config file (resolveShimPolicies); names go in plan.shimPolicies */
+  shimPolicyFiles?: Record<string, string>;
+  /** false: "rate limiting off" run (the controller manager's client-side limiter off in every configuration) */
+  clientRateLimit?: boolean;
+  /** 5g: the UPF stand-in and a multi-service low-priority app (thesis §6.1.2) */
+  scenario?: ScenarioName;
+  /** see ExperimentOptions.neutralSetup (default true) */
+  neutralSetup?: boolean;
 }
 
 export async function runFailoverExperiment(o: FailoverExperimentOptions) {
@@ -163,6 +202,8 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     const runDir = o.runDir ?? testbed.defaultRunDir();
     const state = await ensureExperimentTestbed(runDir, maxDn);
     kc = testbed.kubeConfigFor(state);
+    // a testbed brought up by an older checkout: the CRD must know every field the configurations set
+    await ensureRuntimeConfigCrd(new KubeClient(kc));
     topology = testbedTopology;
     shimNodes = async () => state.realNodes.map((n) => n.name);
     if (o.freezeSource ?? true) failure = testbedFrozenKubelet(runDir);
@@ -183,7 +224,11 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     pacedShimConfig: pacedConfig,
     criticalNamespace: CRITICAL_NAMESPACE,
     reporters: async () => ['controller-manager', 'apf', ...(await shimNodes()).map((n) => `kubelet-shim/${n}`)],
+    shimPolicies: o.shimPolicyFiles ?? (o.plan.shimPolicies?.length ? resolveShimPolicies(o.plan.shimPolicies) : undefined),
+    clientRateLimit: o.clientRateLimit,
   });
+  if (o.plan.shimPolicies?.length && o.kwokNodes) throw new Error('--shim-policies compares kubelet pacing: KWOK nodes have no kubelet-shim');
+  if (o.scenario === '5g' && o.kwokNodes) throw new Error('--scenario 5g needs real nodes (the UPF stand-in is probed over UDP)');
   // interrupted (Ctrl-C): never leave a source kubelet stopped behind
   const onSignal = (sig: NodeJS.Signals) => {
     void (failure?.thaw(topology(maxDn).sources) ?? Promise.resolve()).finally(() => process.exit(sig === 'SIGINT' ? 130 : 143));
@@ -204,11 +249,19 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       ...(o.kwokNodes ? { tolerations: [{ ...KWOK_TOLERATION }], udpProbe: false, inflationTargets: ['prioScheduled', 'prioEndpointReady'] as EventName[], setupTimeoutMs: 600_000 } : {}),
       notes: [
         ...notes,
+        ...runNotes(o),
         `node failure: NoExecute taint${failure ? `; ${failure.description}` : o.kwokNodes ? ' only (kwok removes the evicted pods)' : ' only (the source kubelet keeps running and kills its pods)'}`,
       ],
       command: o.command,
       repTimeoutMs: o.repTimeoutMs,
       progress: o.progress,
+      scenario: o.scenario,
+      conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario },
+      neutralSetup: o.neutralSetup,
+      // t=0 only once the in-process controller manager has worked off the setup (queues empty,
+      // nothing running, no client-limiter debt): the failover must not queue behind it
+      quiescent: () => ULYSSES_CONTROLLERS.every((c) => cm.pool(c).queue.len() === 0 && cm.pool(c).stats().inFlight === 0) && cm.apiLimiter.available() >= 1,
+      title: experimentTitle(o),
     });
   } finally {
     process.off('SIGINT', onSignal);
@@ -219,4 +272,24 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     await cm.stop();
     cmLog.flush();
   }
+}
+
+function experimentTitle(o: Pick<FailoverExperimentOptions, 'plan' | 'clientRateLimit' | 'scenario'>): string {
+  const parts = [o.scenario === '5g' ? '5G failover (thesis §6.1.2; UPF = UDP echo stand-in)' : o.plan.shimPolicies?.length ? 'Kubelet policy comparison (thesis §6.1, Fig 6.5)' : 'Failover experiment (thesis §4.3.2, Table 6.1)'];
+  if (o.clientRateLimit === false) parts.push('rate limiting off');
+  return parts.join(', ');
+}
+
+function runNotes(o: Pick<FailoverExperimentOptions, 'plan' | 'clientRateLimit' | 'scenario'>): string[] {
+  const notes: string[] = [];
+  if (o.plan.shimPolicies?.length) notes.push(`kubelet policy comparison: each configuration runs with the kubelet-shim policies ${o.plan.shimPolicies.join(', ')} (configuration key "<config>/<policy>"), switched at runtime through spec.kubeletShim`);
+  if (o.clientRateLimit === false)
+    notes.push(
+      "rate limiting off: the controller manager's client-side limiter (kcm --kube-api-qps 20 / --kube-api-burst 30) is off in every configuration; the kubelets' (50 qps) and the scheduler's (50 qps) client limits are unchanged (not switchable at runtime; not reached at this scale), APF as the configuration says",
+    );
+  if (o.scenario === '5g')
+    notes.push(
+      `5G scenario on the testbed: the critical "UPF" is the UDP echo stand-in (Deployment/Service ${UPF_NAME} in ${CRITICAL_NAMESPACE}), not Open5GS; the low-priority load is a multi-service app (Deployments of 2 pods named after train-ticket services, each with its own Service); the Open5GS UPF + UERANSIM manifests for real clusters are in experiments/5g/`,
+    );
+  return notes;
 }

@@ -9,7 +9,7 @@ import { svgToPng } from './png.ts';
 import { renderReport, type ReportMeta } from './report.ts';
 import { readResults, type EventName } from './results.ts';
 import { SummaryIndex, summarize, summaryCsv } from './stats.ts';
-import { fig61Svg, fig65Svg } from './svg.ts';
+import { fig61Svg, fig65Svg, figPodReadySvg } from './svg.ts';
 
 export const RESULTS_FILE = 'results.jsonl';
 export const META_FILE = 'meta.json';
@@ -41,6 +41,8 @@ export async function writeOutputs(dir: string, log: (l: string) => void = () =>
   const heaviest = Math.max(...index.podsPerNode);
   const panels = index.dns.map((dn) => ({ dn, podsPerNode: heaviest }));
   figures.push({ file: 'fig6.5-ready', caption: `Fig 6.5 style: distribution of Prio ready (solid) and Last ready (dashed) at ${heaviest} pods/node`, svg: fig65Svg(results, panels) });
+  if (results.some((r) => r.podReady?.length))
+    figures.push({ file: 'fig6.5-pod-ready', caption: `Fig 6.5: distribution of the ready times of every moved pod (all repetitions) at ${heaviest} pods/node`, svg: figPodReadySvg(results, panels) });
 
   const svgs: string[] = [];
   const pngs: string[] = [];
@@ -59,7 +61,7 @@ export async function writeOutputs(dir: string, log: (l: string) => void = () =>
   if (pngMessage) log(pngMessage);
   const meta = readMeta(dir);
   const report = join(dir, 'report.md');
-  const embed = figures.filter((f) => ['fig6.1-prioUp', 'fig6.1-prioReady', 'fig6.1-lastReady', 'fig6.5-ready'].includes(f.file));
+  const embed = figures.filter((f) => ['fig6.1-prioUp', 'fig6.1-prioReady', 'fig6.1-lastReady', 'fig6.5-ready', 'fig6.5-pod-ready'].includes(f.file));
   writeFileSync(report, renderReport(results, rows, { ...meta, figures: embed.map((f) => ({ file: `${f.file}.svg`, caption: f.caption })) }));
   return { report, summary, svgs, pngs, pngMessage };
 }

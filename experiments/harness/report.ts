@@ -3,10 +3,12 @@
  * configuration 1 in the same run, the critical-path inflation T(load)/T(idle), and the issue's
  * targets (thesis §6.1: config 5 cuts the critical orchestration time and keeps it flat under load).
  */
-import { CONFIG_LABELS, EVENTS, EVENT_LABELS, type Cell, type ConfigId, type EventName, type RepResult } from './results.ts';
+import { EVENTS, EVENT_LABELS, configKey, configLabel, parseConfigKey, type Cell, type ConfigKey, type EventName, type RepResult } from './results.ts';
 import { SummaryIndex, type SummaryRow } from './stats.ts';
 
 export interface ReportMeta {
+  /** report heading (default: the Table 6.1 failover experiment) */
+  title?: string;
   /** machine, testbed, how the configurations are switched, ... (one bullet each) */
   notes?: string[];
   /** command that regenerates the report */
@@ -43,22 +45,22 @@ const header = (cells: Array<{ dn: number; podsPerNode: number }>, first: string
 
 function eventTable(index: SummaryIndex, event: EventName): string {
   const cells = cellsOf(index);
-  const rows = index.configs.map((config) => {
+  const rows = index.configs.map((key) => {
     const vals = cells.map((c) => {
-      const r = index.get({ ...c, config }, event);
+      const r = index.get({ ...c, ...parseConfigKey(key) }, event);
       if (!r) return '';
       const nulls = r.nulls ? ` (${r.nulls}/${r.n} never)` : '';
       return r.median === null ? `never${nulls}` : `${s(r.median)} [${s(r.p25)}–${s(r.p75)}]${nulls}`;
     });
-    return `| ${config}: ${CONFIG_LABELS[config]} | ${vals.join(' | ')} |`;
+    return `| ${configLabel(parseConfigKey(key))} | ${vals.join(' | ')} |`;
   });
   return [`**${EVENT_LABELS[event]}** (\`${event}\`): median [p25–p75] s after the taint`, '', header(cells, 'configuration'), ...rows].join('\n');
 }
 
-function ratioTable(index: SummaryIndex, f: (cell: Cell, e: EventName) => number | null, events: EventName[], configs: ConfigId[], withIdle: boolean): string {
+function ratioTable(index: SummaryIndex, f: (cell: Cell, e: EventName) => number | null, events: EventName[], configs: ConfigKey[], withIdle: boolean): string {
   const cells = cellsOf(index, withIdle);
   const rows: string[] = [];
-  for (const e of events) for (const config of configs) rows.push(`| ${EVENT_LABELS[e]}, config ${config} | ${cells.map((c) => x(f({ ...c, config }, e))).join(' | ')} |`);
+  for (const e of events) for (const key of configs) rows.push(`| ${EVENT_LABELS[e]}, config ${key} | ${cells.map((c) => x(f({ ...c, ...parseConfigKey(key) }, e))).join(' | ')} |`);
   return [header(cells, 'event, configuration'), ...rows].join('\n');
 }
 
@@ -73,7 +75,7 @@ export interface TargetCheck {
 export function checkTargets(index: SummaryIndex, inflationTargets: readonly EventName[] = ['prioReady', 'prioUp']): { cell: { dn: number; podsPerNode: number } | undefined; checks: TargetCheck[] } {
   const dn = Math.max(...index.dns);
   const podsPerNode = Math.max(...index.podsPerNode);
-  if (!index.configs.includes(1) || !index.configs.includes(5) || podsPerNode <= 0) return { cell: undefined, checks: [] };
+  if (!index.configs.includes('1') || !index.configs.includes('5') || podsPerNode <= 0) return { cell: undefined, checks: [] };
   const c5 = { config: 5 as const, dn, podsPerNode };
   const checks: TargetCheck[] = [];
   for (const e of ['prioReady', 'prioUp'] as const) {
@@ -93,15 +95,15 @@ export function checkTargets(index: SummaryIndex, inflationTargets: readonly Eve
 export function renderReport(results: readonly RepResult[], rows: readonly SummaryRow[], meta: ReportMeta = {}): string {
   const index = new SummaryIndex(rows);
   const reps = new Map<string, number>();
-  for (const r of results) reps.set(`${r.config}`, (reps.get(`${r.config}`) ?? 0) + 1);
-  const out: string[] = ['# Failover experiment (thesis §4.3.2, Table 6.1)', ''];
+  for (const r of results) reps.set(configKey(r), (reps.get(configKey(r)) ?? 0) + 1);
+  const out: string[] = [`# ${meta.title ?? 'Failover experiment (thesis §4.3.2, Table 6.1)'}`, ''];
   out.push(
     `${results.length} repetitions; configurations ${index.configs.join(', ')}; DN ${index.dns.join(', ')}; pods per destination node ${index.podsPerNode.join(', ')} ` +
       `(0 = idle: the critical pod alone). Times in seconds after the NoExecute taint of the source node (t = 0).`,
   );
   for (const n of meta.notes ?? []) out.push(`- ${n}`);
   if (meta.command) out.push('', `Regenerate: \`${meta.command}\``);
-  out.push('', '## Configurations (Table 6.1)', '', ...index.configs.map((c) => `- **${c}** ${CONFIG_LABELS[c]}`));
+  out.push('', '## Configurations (Table 6.1)', '', ...index.configs.map((c) => `- **${c}** ${configLabel(parseConfigKey(c)).slice(c.length + 2)} (${reps.get(c) ?? 0} repetitions)`));
 
   const { cell, checks } = checkTargets(index, meta.inflationTargets);
   if (cell) {
@@ -115,9 +117,10 @@ export function renderReport(results: readonly RepResult[], rows: readonly Summa
   out.push('', '## Events per configuration and load', '');
   for (const e of EVENTS) out.push(eventTable(index, e), '');
 
-  const others = index.configs.filter((c) => c !== 1);
-  if (index.configs.includes(1) && others.length) {
-    out.push('## Ratios vs configuration 1 (median / median of config 1, same cell, same run)', '');
+  const base = index.baselineKey();
+  const others = index.configs.filter((c) => c !== base);
+  if (base && others.length) {
+    out.push(`## Ratios vs configuration ${base} (median / median of config ${base}, same cell, same run)`, '');
     out.push(ratioTable(index, (c, e) => index.ratioVsVanilla(c, e), ['prioScheduled', 'prioReady', 'prioUp', 'prioEndpointReady', 'lastReady'], others, true), '');
   }
   if (index.podsPerNode.includes(0) && index.podsPerNode.some((p) => p > 0)) {
@@ -127,7 +130,7 @@ export function renderReport(results: readonly RepResult[], rows: readonly Summa
   const failed = results.filter((r) => r.error);
   if (failed.length) {
     out.push('## Repetitions with missing events', '');
-    for (const r of failed) out.push(`- config ${r.config}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: ${r.error}`);
+    for (const r of failed) out.push(`- config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: ${r.error}`);
     out.push('');
   }
   if (meta.figures?.length) {

@@ -43,6 +43,17 @@ export const emptyEvents = (): FailoverEvents => ({
 
 const seconds = z.number().finite().nonnegative().nullable();
 
+/**
+ * A kubelet-shim policy that overrides the configuration's own (the kubelet policy comparison of
+ * thesis §6.1, Fig 6.5: vanilla / fixed 1.2 s / exponential decay on one node). A configuration is
+ * then identified by its Table 6.1 id plus this name: key "1/fixed" (just "1" without override).
+ */
+export const SHIM_POLICY_NAME = /^[a-z][a-z0-9-]*$/;
+
+/** Run-wide conditions of an output directory (one value per directory; recorded in every line). */
+export const SCENARIOS = ['failover', '5g'] as const;
+export type ScenarioName = (typeof SCENARIOS)[number];
+
 export const RepResultSchema = z.object({
   config: z.union(CONFIG_IDS.map((c) => z.literal(c)) as unknown as [z.ZodLiteral<1>, z.ZodLiteral<2>, ...z.ZodLiteral<ConfigId>[]]),
   dn: z.number().int().min(1),
@@ -56,17 +67,52 @@ export const RepResultSchema = z.object({
   durationS: z.number().optional(),
   /** why some event stayed null (e.g. a timeout) */
   error: z.string().optional(),
+  /** kubelet-shim policy overriding the configuration's (kubelet policy comparison) */
+  shimPolicy: z.string().regex(SHIM_POLICY_NAME).optional(),
+  /** false: "rate limiting off" run (the controller manager's client-side limiter disabled) */
+  clientRateLimit: z.boolean().optional(),
+  /** the scenario ("5g": UPF stand-in + multi-service low-priority app); absent: failover */
+  scenario: z.enum(SCENARIOS).optional(),
+  /** seconds after the taint at which each of the moved pods became Ready, sorted (Fig 6.5 distributions) */
+  podReady: z.array(z.number().finite().nonnegative()).optional(),
 });
 export type RepResult = z.infer<typeof RepResultSchema> & { config: ConfigId };
 
-export interface Cell {
+/** A configuration of a run: a Table 6.1 id, optionally with the kubelet-shim policy overridden. */
+export interface Configuration {
   config: ConfigId;
+  shimPolicy?: string;
+}
+
+export interface Cell extends Configuration {
   dn: number;
   podsPerNode: number;
 }
 
-export const repKey = (r: Cell & { rep: number }) => `c${r.config}/dn${r.dn}/ppn${r.podsPerNode}/rep${r.rep}`;
-export const cellKey = (c: Cell) => `c${c.config}/dn${c.dn}/ppn${c.podsPerNode}`;
+/** "1", "5", "1/fixed": a configuration's key (summary.csv's config column, report rows). */
+export type ConfigKey = string;
+export const configKey = (c: Configuration): ConfigKey => (c.shimPolicy ? `${c.config}/${c.shimPolicy}` : `${c.config}`);
+
+export function parseConfigKey(key: ConfigKey): Configuration {
+  const [id, shimPolicy, ...rest] = key.split('/');
+  const config = Number(id);
+  if (!CONFIG_IDS.includes(config as ConfigId) || rest.length || (shimPolicy !== undefined && !SHIM_POLICY_NAME.test(shimPolicy)))
+    throw new Error(`configuration "${key}": expected a Table 6.1 id 1..5, optionally "/<kubelet-shim policy>" (e.g. 1/fixed)`);
+  return shimPolicy ? { config: config as ConfigId, shimPolicy } : { config: config as ConfigId };
+}
+
+/** "1: vanilla", "1/fixed: vanilla, kubelet-shim fixed" */
+export const configLabel = (c: Configuration): string => `${configKey(c)}: ${CONFIG_LABELS[c.config]}${c.shimPolicy ? `, kubelet-shim ${c.shimPolicy}` : ''}`;
+
+/** Known policies first in the thesis' order (vanilla, fixed, exponential decay), then by name. */
+const POLICY_ORDER = ['vanilla', 'fixed', 'exponential-decay'];
+export function compareConfigurations(a: Configuration, b: Configuration): number {
+  const rank = (p?: string) => (p === undefined ? -1 : POLICY_ORDER.includes(p) ? POLICY_ORDER.indexOf(p) : POLICY_ORDER.length);
+  return a.config - b.config || rank(a.shimPolicy) - rank(b.shimPolicy) || (a.shimPolicy ?? '').localeCompare(b.shimPolicy ?? '');
+}
+
+export const repKey = (r: Cell & { rep: number }) => `c${configKey(r)}/dn${r.dn}/ppn${r.podsPerNode}/rep${r.rep}`;
+export const cellKey = (c: Cell) => `c${configKey(c)}/dn${c.dn}/ppn${c.podsPerNode}`;
 
 /** Parses results.jsonl; a bad line is an error naming the file, the line and the field. */
 export function parseResults(text: string, source = 'results.jsonl'): RepResult[] {

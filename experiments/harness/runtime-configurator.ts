@@ -25,37 +25,72 @@ export interface RuntimeConfiguratorOptions {
   /** status keys that must report each generation, e.g. ["controller-manager", "apf", "kubelet-shim/real-1", ...] */
   reporters: () => Promise<string[]> | string[];
   timeoutMs?: number;
+  /**
+   * Kubelet policy comparison: policy name -> kubelet-shim config file whose `pacing` block that name
+   * stands for (e.g. fixed -> configs/fixed.yaml). A name given to apply() must be here.
+   */
+  shimPolicies?: Record<string, string>;
+  /**
+   * false: "rate limiting off" (thesis §4.3.3, §6.1 Fig 6.4): every configuration also switches the
+   * controller manager's client-side limiter off (spec.controllerManager.apiRateLimit.enabled).
+   */
+  clientRateLimit?: boolean;
+}
+
+/** A kubelet-shim config file's `pacing` block as a UlyssesConfig kubeletShim entry; errors name the file. */
+export function shimEntryFromFile(file: string): ReturnType<typeof entryFromPacing> {
+  const parsed = parseYaml(readFileSync(file, 'utf8')) as { pacing?: unknown };
+  if (!parsed?.pacing) throw new Error(`kubelet-shim config ${file}: field pacing: missing`);
+  return entryFromPacing(parsed.pacing, file);
 }
 
 export class RuntimeConfigConfigurator implements ClusterConfigurator {
   private readonly client: KubeClient;
   private readonly paced: ReturnType<typeof entryFromPacing>;
+  private readonly policies: Record<string, ReturnType<typeof entryFromPacing>>;
 
   constructor(private readonly o: RuntimeConfiguratorOptions) {
     this.client = new KubeClient(o.kubeconfig);
-    const file = parseYaml(readFileSync(o.pacedShimConfig, 'utf8')) as { pacing?: unknown };
-    if (!file?.pacing) throw new Error(`kubelet-shim config ${o.pacedShimConfig}: field pacing: missing`);
-    this.paced = entryFromPacing(file.pacing, o.pacedShimConfig);
+    this.paced = shimEntryFromFile(o.pacedShimConfig);
+    this.policies = Object.fromEntries(Object.entries(o.shimPolicies ?? {}).map(([name, file]) => [name, shimEntryFromFile(file)]));
   }
 
   /** The spec of configuration `config` (every field the configurations touch, so the patch is absolute). */
-  spec(config: ConfigId): UlyssesConfigSpec {
+  spec(config: ConfigId, shimPolicy?: string): UlyssesConfigSpec {
     const want = TABLE_6_1[config];
+    let shim = want.shim === 'vanilla' ? { policy: 'vanilla' } : this.paced;
+    if (shimPolicy !== undefined) {
+      const entry = this.policies[shimPolicy];
+      if (!entry) throw new Error(`kubelet-shim policy "${shimPolicy}": not one of the configured policies (${Object.keys(this.policies).join(', ') || 'none'})`);
+      shim = entry;
+    }
+    // a merge patch merges `params`: every parameter some other policy of the run sets but this one
+    // does not is removed explicitly (null), or fixed's waitMs would stay under exponential-decay
+    const others = [this.paced, ...Object.values(this.policies)].flatMap((e) => Object.keys(e.params ?? {}));
+    const params: Record<string, number | null> = Object.fromEntries(others.map((k) => [k, null]));
+    Object.assign(params, shim.params ?? {});
     return {
-      controllerManager: { controllers: Object.fromEntries(this.o.controllers.map((c) => [c, { mode: want.controllerManager }])) },
-      // a merge patch: `params: null` removes the paced policy's parameters when going back to vanilla
-      kubeletShim: { default: want.shim === 'vanilla' ? { policy: 'vanilla', params: null } : this.paced, nodes: [] },
+      controllerManager: {
+        controllers: Object.fromEntries(this.o.controllers.map((c) => [c, { mode: want.controllerManager }])),
+        // merge patch: null removes the field (the limits the controller manager was started with)
+        apiRateLimit: this.o.clientRateLimit === false ? { enabled: false } : null,
+      },
+      // a merge patch: `params: null` removes the previous policy's parameters when the new one has none
+      kubeletShim: { default: { policy: shim.policy, params: Object.values(params).some((v) => v !== null) ? params : null }, nodes: [] },
       apf: { enabled: want.apf, exemptNamespaces: [this.o.criticalNamespace] },
     };
   }
 
-  async apply(config: ConfigId): Promise<void> {
-    const obj = await patchRuntimeConfig(this.client, this.spec(config));
+  async apply(config: ConfigId, shimPolicy?: string): Promise<void> {
+    const obj = await patchRuntimeConfig(this.client, this.spec(config, shimPolicy));
+    const stored = (obj.spec?.controllerManager as { apiRateLimit?: { enabled?: boolean } } | undefined)?.apiRateLimit;
+    if (this.o.clientRateLimit === false && stored?.enabled !== false)
+      throw new Error('UlyssesConfig/default: spec.controllerManager.apiRateLimit was dropped by the apiserver: the UlyssesConfig CRD predates it, reinstall manifests/base/crd-ulyssesconfig.yaml');
     const gen = obj.metadata.generation!;
     const keys = await this.o.reporters();
     let pending: string[] = keys;
     await pollUntil(
-      `configuration ${config} (UlyssesConfig generation ${gen}) applied by ${keys.join(', ')}`,
+      `configuration ${config}${shimPolicy ? ` with kubelet-shim ${shimPolicy}` : ''} (UlyssesConfig generation ${gen}) applied by ${keys.join(', ')}`,
       async () => {
         const cur = await readRuntimeConfig(this.client);
         const comps = cur?.status?.components ?? {};
@@ -74,6 +109,8 @@ export class RuntimeConfigConfigurator implements ClusterConfigurator {
       `controllers ${this.o.controllers.join(', ')}: spec.controllerManager (vanilla mode imitates kube-controller-manager: FIFO, 5 workers, 20 qps / burst 30)`,
       `kubelet pacing: spec.kubeletShim.default = vanilla or ${JSON.stringify(this.paced)}`,
       `APF: spec.apf exempting namespace ${this.o.criticalNamespace}`,
+      ...Object.entries(this.policies).map(([name, e]) => `kubelet policy "${name}": spec.kubeletShim.default = ${JSON.stringify(e)}`),
+      ...(this.o.clientRateLimit === false ? ['rate limiting off: spec.controllerManager.apiRateLimit = {enabled: false} in every configuration (the controller manager\'s client-side limiter never waits)'] : []),
     ];
   }
 }

@@ -10,16 +10,45 @@
  * scheduler puts them on the destinations. Events come from watches (pods, EndpointSlices) and a UDP
  * client on the host that sends a datagram every 50 ms to the new critical pod ("Prio up").
  */
-import { AppsV1Api, CoreV1Api, type KubeConfig, type V1EndpointSlice, type V1Node, type V1Pod, type V1Toleration } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Deployment, type V1EndpointSlice, type V1Node, type V1Pod, type V1Toleration } from '@kubernetes/client-node';
 import { ResilientInformer } from '../../core/informer.ts';
 import { isPodReady } from '../../core/objects.ts';
 import { pollUntil, TimeoutError } from '../testbed/processes.ts';
-import { ECHO_PORT, applyDeployment, deployment, ensureNamespace, taintNoExecute, udpFirstAnswer, untaint } from '../workloads.ts';
-import { EVENTS, emptyEvents, type EventName, type FailoverEvents } from './results.ts';
+import { ECHO_PORT, HTTP_PORT, applyDeployment, deployment, ensureNamespace, taintNoExecute, udpFirstAnswer, untaint } from '../workloads.ts';
+import { EVENTS, emptyEvents, type EventName, type FailoverEvents, type ScenarioName } from './results.ts';
 
 export const EXPERIMENT_LABEL = 'ulysses.io/experiment';
 export const FAILURE_TAINT = 'ulysses.io/failure';
 export const PRIO_NAME = 'prio';
+
+/**
+ * The 5G scenario of thesis §6.1.2 on the testbed: the critical pod stands for the 5G user plane
+ * function (Deployment and Service `upf`; the UDP echo server answers the "Prio up" probe as a
+ * GTP-U peer would answer traffic) and the low-priority load is a multi-service application (one
+ * Service per Deployment, named after train-ticket's microservices as in the thesis). The real
+ * Open5GS UPF + UERANSIM manifests are in experiments/5g/.
+ */
+export const UPF_NAME = 'upf';
+export const TRAIN_TICKET_SERVICES = [
+  'ts-auth', 'ts-user', 'ts-order', 'ts-route', 'ts-station', 'ts-train', 'ts-travel', 'ts-ticketinfo',
+  'ts-price', 'ts-seat', 'ts-payment', 'ts-notification', 'ts-food', 'ts-contacts', 'ts-config',
+] as const;
+
+/** The critical Deployment's and Service's name in a scenario. */
+export const criticalName = (scenario: ScenarioName = 'failover') => (scenario === '5g' ? UPF_NAME : PRIO_NAME);
+
+/**
+ * Names of `count` load Deployments: low-0, low-1, ... (failover) or train-ticket services,
+ * suffixed -2, -3, ... once the list is used up (5g).
+ */
+export function loadNames(count: number, scenario: ScenarioName = 'failover'): string[] {
+  return Array.from({ length: count }, (_, i) => {
+    if (scenario !== '5g') return `low-${i}`;
+    const base = TRAIN_TICKET_SERVICES[i % TRAIN_TICKET_SERVICES.length]!;
+    const round = Math.floor(i / TRAIN_TICKET_SERVICES.length);
+    return round ? `${base}-${round + 1}` : base;
+  });
+}
 
 export interface Topology {
   /** nodes that fail (tainted NoExecute at t=0); the workload starts there */
@@ -42,6 +71,13 @@ export interface ScenarioOptions {
    * whose pods run nothing: prioUp then stays null and the repetition does not wait for it.
    */
   udpProbe?: boolean;
+  /** failover (default) or 5g: the UPF stand-in and a multi-service low-priority app (one Service per Deployment) */
+  scenario?: ScenarioName;
+  /**
+   * Whether the controllers are idle (nothing queued or running, no client-side limiter debt); the
+   * setup waits for it before t=0 as well as for the Deployments' status (in-process controller manager).
+   */
+  quiescent?: () => boolean | Promise<boolean>;
 }
 
 /**
@@ -68,10 +104,31 @@ export interface RepOptions extends ScenarioOptions {
   /** how long to wait for every event after the taint */
   timeoutMs?: number;
   setupTimeoutMs?: number;
+  /**
+   * Called once the workload is Ready on the sources and the destinations are free, right before
+   * the watches start and t=0 (the experiment switches to the repetition's configuration here, see
+   * ExperimentOptions.neutralSetup).
+   */
+  beforeFailure?: () => Promise<void>;
+}
+
+/**
+ * Settled: every experiment Deployment's status reports all its replicas updated, ready and
+ * available for its current generation, i.e. the controllers' status-update tail of the setup is
+ * written. (Pods Ready on the sources is not enough: with the 20 qps client limiter the vanilla
+ * controller manager is then still seconds behind on ReplicaSet/Deployment status updates and
+ * Events, a backlog the failover would queue behind.)
+ */
+export function deploymentSettled(d: V1Deployment): boolean {
+  const want = d.spec?.replicas ?? 1;
+  const st = d.status ?? {};
+  return (st.observedGeneration ?? 0) >= (d.metadata?.generation ?? 1) && st.replicas === want && st.updatedReplicas === want && st.readyReplicas === want && st.availableReplicas === want;
 }
 
 export interface RepOutcome {
   events: FailoverEvents;
+  /** seconds after the taint at which each moved pod became Ready, sorted */
+  podReady: number[];
   error?: string;
 }
 
@@ -87,12 +144,13 @@ export async function prepareScenario(kc: KubeConfig, o: ScenarioOptions): Promi
   const core = kc.makeApiClient(CoreV1Api);
   await ensureNamespace(core, o.criticalNamespace);
   await ensureNamespace(core, o.loadNamespace);
+  const name = criticalName(o.scenario);
   try {
     await core.createNamespacedService({
       namespace: o.criticalNamespace,
       body: {
-        metadata: { name: PRIO_NAME, namespace: o.criticalNamespace, labels: { [EXPERIMENT_LABEL]: 'failover' } },
-        spec: { selector: { app: PRIO_NAME }, ports: [{ name: 'echo', protocol: 'UDP', port: ECHO_PORT, targetPort: ECHO_PORT }] },
+        metadata: { name, namespace: o.criticalNamespace, labels: { [EXPERIMENT_LABEL]: 'failover' } },
+        spec: { selector: { app: name }, ports: [{ name: 'echo', protocol: 'UDP', port: ECHO_PORT, targetPort: ECHO_PORT }] },
       },
     });
   } catch (err) {
@@ -133,12 +191,23 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
   // --- setup: everything on the source node(s)
   await setUnschedulable(core, destinations, true);
   const load = loadDeployments(lowTotal);
+  const names = loadNames(load.length, o.scenario);
+  const prioName = criticalName(o.scenario);
   const position = Math.min(o.criticalPosition ?? 0, load.length);
   const critical = () =>
-    applyDeployment(apps, deployment({ namespace: o.criticalNamespace, name: PRIO_NAME, replicas: 1, criticality: 'high', image: 'udp-echo', nodes: [...sources, destinations[0]!], labels: LABELS, tolerations: o.tolerations }));
+    applyDeployment(apps, deployment({ namespace: o.criticalNamespace, name: prioName, replicas: 1, criticality: 'high', image: 'udp-echo', nodes: [...sources, destinations[0]!], labels: LABELS, tolerations: o.tolerations }));
   for (const [i, replicas] of load.entries()) {
     if (i === position) await critical();
-    await applyDeployment(apps, deployment({ namespace: o.loadNamespace, name: `low-${i}`, replicas, criticality: 'low', image: 'http-server', nodes: [...sources, ...destinations], labels: LABELS, tolerations: o.tolerations }));
+    await applyDeployment(apps, deployment({ namespace: o.loadNamespace, name: names[i]!, replicas, criticality: 'low', image: 'http-server', nodes: [...sources, ...destinations], labels: LABELS, tolerations: o.tolerations }));
+    // 5g: each microservice has its Service, so its pods' moves are EndpointSlice work too
+    if (o.scenario === '5g')
+      await core.createNamespacedService({
+        namespace: o.loadNamespace,
+        body: {
+          metadata: { name: names[i]!, namespace: o.loadNamespace, labels: LABELS },
+          spec: { selector: { app: names[i]! }, ports: [{ name: 'http', protocol: 'TCP', port: HTTP_PORT, targetPort: HTTP_PORT }] },
+        },
+      });
   }
   if (position >= load.length) await critical();
   const setupTimeoutMs = o.setupTimeoutMs ?? 180_000;
@@ -146,6 +215,17 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     `${total} experiment pods Ready on ${sources.join(',')}`,
     async () => (await core.listPodForAllNamespaces({ labelSelector: SELECTOR })).items.filter((p) => isPodReady(p) && onNode(p, sources)).length === total,
     { timeoutMs: setupTimeoutMs, intervalMs: 250 },
+  );
+  let unsettled: string[] = [];
+  await pollUntil(
+    'experiment Deployments settled (status up to date) and the controllers idle',
+    async () => {
+      const ds = [...(await apps.listNamespacedDeployment({ namespace: o.criticalNamespace })).items, ...(await apps.listNamespacedDeployment({ namespace: o.loadNamespace })).items];
+      unsettled = ds.filter((d) => !deploymentSettled(d)).map((d) => `${d.metadata?.namespace}/${d.metadata?.name}`);
+      if (!unsettled.length && o.quiescent && !(await o.quiescent())) unsettled = ['controller manager busy (queued or running syncs, or client limiter in debt)'];
+      return unsettled.length === 0;
+    },
+    { timeoutMs: setupTimeoutMs, intervalMs: 100, explain: () => `not settled: ${unsettled.slice(0, 5).join(', ')}${unsettled.length > 5 ? ', ...' : ''}` },
   );
   await setUnschedulable(core, destinations, false);
   // the node lifecycle controller removes the unschedulable taint shortly after: the destinations
@@ -158,6 +238,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     },
     { timeoutMs: 30_000, intervalMs: 100 },
   );
+  await o.beforeFailure?.();
 
   // --- watches
   const events = emptyEvents();
@@ -198,7 +279,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
   const pods = new ResilientInformer<V1Pod>(kc, { path: '/api/v1/pods', labelSelector: SELECTOR });
   const slices = new ResilientInformer<V1EndpointSlice>(kc, {
     path: `/apis/discovery.k8s.io/v1/namespaces/${o.criticalNamespace}/endpointslices`,
-    labelSelector: `kubernetes.io/service-name=${PRIO_NAME}`,
+    labelSelector: `kubernetes.io/service-name=${prioName}`,
   });
   pods.on('add', onPod);
   pods.on('update', onPod);
@@ -238,7 +319,8 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
       const missing = awaited.filter((e) => events[e] === null);
       error = `${missing.join(', ')} not seen within ${timeoutMs / 1000} s (${ready.size}/${total} pods Ready on the destinations${probeError ? `; ${probeError}` : ''})`;
     }
-    return { events, error };
+    const podReady = [...ready.values()].map((t) => Math.max(0, Math.round(t - t0) / 1000)).sort((a, b) => a - b);
+    return { events, podReady, error };
   } finally {
     pods.stop();
     slices.stop();
@@ -271,6 +353,8 @@ export async function initialStateDiff(kc: KubeConfig, o: ScenarioOptions & { to
     const r = (await apps.listNamespacedReplicaSet({ namespace: ns })).items.length;
     if (r) diff.push(`${r} ReplicaSet(s) left in namespace ${ns}`);
   }
+  const svc = (await core.listNamespacedService({ namespace: o.loadNamespace, labelSelector: SELECTOR })).items.length;
+  if (svc) diff.push(`${svc} Service(s) left in namespace ${o.loadNamespace}`);
   const nodes = (await core.listNode()).items;
   for (const name of [...o.topology.sources, ...o.topology.destinations]) {
     const n = nodes.find((x) => x.metadata?.name === name);
@@ -324,6 +408,14 @@ export async function restoreInitialState(kc: KubeConfig, o: ScenarioOptions & {
   for (const namespace of [o.criticalNamespace, o.loadNamespace]) {
     await apps.deleteCollectionNamespacedDeployment({ namespace, propagationPolicy: 'Background' });
     await apps.deleteCollectionNamespacedReplicaSet({ namespace, propagationPolicy: 'Background' });
+  }
+  // the 5g scenario's microservice Services (the critical Service stays: part of the initial state)
+  for (const svc of (await core.listNamespacedService({ namespace: o.loadNamespace, labelSelector: SELECTOR })).items) {
+    try {
+      await core.deleteNamespacedService({ name: svc.metadata!.name!, namespace: o.loadNamespace });
+    } catch (err) {
+      if ((err as { code?: number }).code !== 404) throw err;
+    }
   }
   let last: string[] = [];
   await pollUntil(

@@ -2,7 +2,7 @@
  * Statistics of the failover experiment: quantiles per event and cell (DIR/summary.csv), ratios vs
  * configuration 1 and the critical-path inflation T(load)/T(idle) (thesis §6.1: medians with IQR).
  */
-import { EVENTS, cellKey, type Cell, type ConfigId, type EventName, type RepResult } from './results.ts';
+import { EVENTS, cellKey, compareConfigurations, configKey, parseConfigKey, type Cell, type ConfigKey, type EventName, type RepResult } from './results.ts';
 
 /** Quantile of sorted values, linear interpolation between closest ranks (R type 7, numpy default). */
 export function quantile(sorted: readonly number[], q: number): number {
@@ -30,11 +30,11 @@ export function summarize(results: readonly RepResult[]): SummaryRow[] {
   const cells = new Map<string, { cell: Cell; reps: RepResult[] }>();
   for (const r of results) {
     const k = cellKey(r);
-    if (!cells.has(k)) cells.set(k, { cell: { config: r.config, dn: r.dn, podsPerNode: r.podsPerNode }, reps: [] });
+    if (!cells.has(k)) cells.set(k, { cell: { config: r.config, ...(r.shimPolicy ? { shimPolicy: r.shimPolicy } : {}), dn: r.dn, podsPerNode: r.podsPerNode }, reps: [] });
     cells.get(k)!.reps.push(r);
   }
   const rows: SummaryRow[] = [];
-  const ordered = [...cells.values()].sort((a, b) => a.cell.dn - b.cell.dn || a.cell.podsPerNode - b.cell.podsPerNode || a.cell.config - b.cell.config);
+  const ordered = [...cells.values()].sort((a, b) => a.cell.dn - b.cell.dn || a.cell.podsPerNode - b.cell.podsPerNode || compareConfigurations(a.cell, b.cell));
   for (const { cell, reps } of ordered) {
     for (const event of EVENTS) {
       const values = reps.map((r) => r.events[event]).filter((v): v is number => v !== null).sort((a, b) => a - b);
@@ -49,19 +49,20 @@ const fmt = (v: number | null) => (v === null ? '' : v.toFixed(3));
 
 export function summaryCsv(rows: readonly SummaryRow[]): string {
   const head = 'config,dn,podsPerNode,event,n,nulls,median,p25,p75,p90';
-  return [head, ...rows.map((r) => [r.config, r.dn, r.podsPerNode, r.event, r.n, r.nulls, fmt(r.median), fmt(r.p25), fmt(r.p75), fmt(r.p90)].join(','))].join('\n') + '\n';
+  return [head, ...rows.map((r) => [configKey(r), r.dn, r.podsPerNode, r.event, r.n, r.nulls, fmt(r.median), fmt(r.p25), fmt(r.p75), fmt(r.p90)].join(','))].join('\n') + '\n';
 }
 
 /** Lookup of summary rows by cell and event. */
 export class SummaryIndex {
   private readonly byKey = new Map<string, SummaryRow>();
-  readonly configs: ConfigId[];
+  /** configuration keys ("1", "5", "1/fixed"), Table 6.1 order then kubelet policies */
+  readonly configs: ConfigKey[];
   readonly dns: number[];
   readonly podsPerNode: number[];
   constructor(readonly rows: readonly SummaryRow[]) {
     for (const r of rows) this.byKey.set(`${cellKey(r)}/${r.event}`, r);
     const uniq = <T>(xs: T[]) => [...new Set(xs)].sort((a, b) => Number(a) - Number(b));
-    this.configs = uniq(rows.map((r) => r.config));
+    this.configs = [...new Set(rows.map((r) => configKey(r)))].sort((a, b) => compareConfigurations(parseConfigKey(a), parseConfigKey(b)));
     this.dns = uniq(rows.map((r) => r.dn));
     this.podsPerNode = uniq(rows.map((r) => r.podsPerNode));
   }
@@ -71,9 +72,17 @@ export class SummaryIndex {
   median(cell: Cell, event: EventName): number | null {
     return this.get(cell, event)?.median ?? null;
   }
-  /** median(config c) / median(config 1) in the same cell */
+  /**
+   * The vanilla configuration a cell is compared with: configuration 1, or, in a kubelet policy
+   * comparison (no plain 1 in the run), 1 with the vanilla kubelet-shim policy.
+   */
+  baselineKey(): ConfigKey | undefined {
+    return ['1', '1/vanilla'].find((k) => this.configs.includes(k));
+  }
+  /** median(config c) / median(vanilla baseline) in the same cell */
   ratioVsVanilla(cell: Cell, event: EventName): number | null {
-    return ratio(this.median(cell, event), this.median({ ...cell, config: 1 }, event));
+    const base = this.baselineKey();
+    return base === undefined ? null : ratio(this.median(cell, event), this.median({ ...cell, ...parseConfigKey(base), ...(base.includes('/') ? {} : { shimPolicy: undefined }) }, event));
   }
   /** critical-path inflation: median at this load / median of the same configuration with podsPerNode 0 */
   inflation(cell: Cell, event: EventName): number | null {

@@ -4,10 +4,24 @@
  * configuration) and Fig 6.5 (distributions of ready times: empirical CDFs per configuration).
  * No dependencies: plain strings, so the output is deterministic and diffable.
  */
-import { CONFIG_LABELS, EVENT_LABELS, type ConfigId, type EventName, type RepResult } from './results.ts';
+import { EVENT_LABELS, compareConfigurations, configKey, configLabel, parseConfigKey, type ConfigId, type ConfigKey, type EventName, type RepResult } from './results.ts';
 import type { SummaryIndex } from './stats.ts';
 
 export const CONFIG_COLORS: Record<ConfigId, string> = { 1: '#d62728', 2: '#ff7f0e', 3: '#9467bd', 4: '#1f77b4', 5: '#2ca02c' };
+/** kubelet policy comparison (Fig 6.5): vanilla red, fixed orange, exponential decay green */
+export const SHIM_POLICY_COLORS: Record<string, string> = { vanilla: '#d62728', fixed: '#ff7f0e', 'exponential-decay': '#2ca02c', adaptive: '#1f77b4' };
+const OTHER_COLORS = ['#8c564b', '#e377c2', '#7f7f7f', '#17becf', '#bcbd22'];
+
+/** One color per configuration key: by kubelet policy when overridden, else by Table 6.1 id. */
+export function configColor(key: ConfigKey): string {
+  const c = parseConfigKey(key);
+  if (!c.shimPolicy) return CONFIG_COLORS[c.config];
+  // the policy comparison runs on configuration 1: color by policy; anything else by a stable hash
+  if (c.config === 1 && SHIM_POLICY_COLORS[c.shimPolicy]) return SHIM_POLICY_COLORS[c.shimPolicy]!;
+  let h = 0;
+  for (const ch of key) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
+  return OTHER_COLORS[h % OTHER_COLORS.length]!;
+}
 
 export function escapeXml(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
@@ -83,6 +97,8 @@ const PANEL_W = 300;
 const PANEL_H = 220;
 const MARGIN = { left: 60, top: 40, right: 20, bottom: 50 };
 const LEGEND_W = 270;
+/** Legend column wide enough for its longest label (11 px font: ~5.8 px per character). */
+const legendWidth = (keys: readonly ConfigKey[]) => Math.max(LEGEND_W, 45 + Math.ceil(5.8 * Math.max(0, ...keys.map((k) => configLabel(parseConfigKey(k)).length))));
 
 /**
  * Fig 6.1: `event` (seconds after the taint) vs pods per destination node, one panel per DN, one
@@ -95,7 +111,7 @@ export function fig61Svg(index: SummaryIndex, event: EventName): string {
   for (const r of index.rows) if (r.event === event) yMax = Math.max(yMax, r.p75 ?? 0, r.median ?? 0);
   const yTicks = niceTicks(0, yMax || 1);
   const xTicks = niceTicks(Math.min(...xs, 0), Math.max(...xs, 1));
-  const width = dns.length * (PANEL_W + MARGIN.left + MARGIN.right) + LEGEND_W;
+  const width = dns.length * (PANEL_W + MARGIN.left + MARGIN.right) + legendWidth(index.configs);
   const height = PANEL_H + MARGIN.top + MARGIN.bottom + 20;
   const body: string[] = [];
   dns.forEach((dn, i) => {
@@ -103,11 +119,11 @@ export function fig61Svg(index: SummaryIndex, event: EventName): string {
     body.push(axes(a, `${EVENT_LABELS[event]}, DN = ${dn}`, 'pods per destination node', 'seconds after taint'));
     const offsetStep = index.configs.length > 1 ? 6 / (index.configs.length - 1) : 0;
     index.configs.forEach((config, ci) => {
-      const color = CONFIG_COLORS[config];
+      const color = configColor(config);
       const dx = (ci - (index.configs.length - 1) / 2) * offsetStep; // dodge the IQR bars
       const pts: string[] = [];
       for (const x of xs) {
-        const r = index.get({ config, dn, podsPerNode: x }, event);
+        const r = index.get({ ...parseConfigKey(config), dn, podsPerNode: x }, event);
         if (!r || r.median === null) continue;
         const px = sx(a, x) + dx;
         pts.push(`${n(px)},${n(sy(a, r.median))}`);
@@ -119,7 +135,7 @@ export function fig61Svg(index: SummaryIndex, event: EventName): string {
     });
   });
   const lx = dns.length * (PANEL_W + MARGIN.left + MARGIN.right) + 10;
-  body.push(legend(lx, MARGIN.top + 20, index.configs.map((c) => ({ label: `${c}: ${CONFIG_LABELS[c]}`, color: CONFIG_COLORS[c] }))));
+  body.push(legend(lx, MARGIN.top + 20, index.configs.map((c) => ({ label: configLabel(parseConfigKey(c)), color: configColor(c) }))));
   body.push(`<text x="${n(lx)}" y="${n(MARGIN.top + 30 + index.configs.length * 16)}" fill="#555">dot: median, bar: p25-p75</text>`);
   return document(width, height, body.join('\n'));
 }
@@ -135,20 +151,20 @@ export function ecdf(values: readonly number[]): Array<[number, number]> {
  * (dashed) per configuration, as empirical CDFs; one panel per (DN, pods per node) load given.
  */
 export function fig65Svg(results: readonly RepResult[], panels: Array<{ dn: number; podsPerNode: number }>, events: [EventName, EventName] = ['prioReady', 'lastReady']): string {
-  const configs = [...new Set(results.map((r) => r.config))].sort();
+  const configs = configKeysOf(results);
   const inPanel = (p: { dn: number; podsPerNode: number }) => results.filter((r) => r.dn === p.dn && r.podsPerNode === p.podsPerNode);
   let xMax = 0;
   for (const p of panels) for (const r of inPanel(p)) for (const e of events) xMax = Math.max(xMax, r.events[e] ?? 0);
   const xTicks = niceTicks(0, xMax || 1);
   const yTicks = [0, 0.25, 0.5, 0.75, 1];
-  const width = panels.length * (PANEL_W + MARGIN.left + MARGIN.right) + LEGEND_W;
+  const width = panels.length * (PANEL_W + MARGIN.left + MARGIN.right) + legendWidth(configs);
   const height = PANEL_H + MARGIN.top + MARGIN.bottom + 20;
   const body: string[] = [];
   panels.forEach((p, i) => {
     const a: Axis = { x0: i * (PANEL_W + MARGIN.left + MARGIN.right) + MARGIN.left, y0: MARGIN.top + 10, w: PANEL_W, h: PANEL_H, xTicks, yTicks };
     body.push(axes(a, `DN = ${p.dn}, ${p.podsPerNode} pods/node`, 'seconds after taint', 'fraction of repetitions'));
     for (const config of configs) {
-      const reps = inPanel(p).filter((r) => r.config === config);
+      const reps = inPanel(p).filter((r) => configKey(r) === config);
       events.forEach((e, ei) => {
         const steps = ecdf(reps.map((r) => r.events[e]).filter((v): v is number => v !== null));
         if (!steps.length) return;
@@ -159,17 +175,65 @@ export function fig65Svg(results: readonly RepResult[], panels: Array<{ dn: numb
           prev = f;
         }
         const dash = ei === 1 ? ' stroke-dasharray="5 3"' : '';
-        body.push(`<path d="${d}" fill="none" stroke="${CONFIG_COLORS[config]}" stroke-width="1.5"${dash}><title>config ${config} ${EVENT_LABELS[e]}</title></path>`);
+        body.push(`<path d="${d}" fill="none" stroke="${configColor(config)}" stroke-width="1.5"${dash}><title>config ${config} ${EVENT_LABELS[e]}</title></path>`);
       });
     }
   });
   const lx = panels.length * (PANEL_W + MARGIN.left + MARGIN.right) + 10;
-  body.push(legend(lx, MARGIN.top + 20, configs.map((c) => ({ label: `${c}: ${CONFIG_LABELS[c]}`, color: CONFIG_COLORS[c] }))));
+  body.push(legend(lx, MARGIN.top + 20, configs.map((c) => ({ label: configLabel(parseConfigKey(c)), color: configColor(c) }))));
   body.push(
     legend(lx, MARGIN.top + 30 + configs.length * 16, [
       { label: EVENT_LABELS[events[0]], color: '#333' },
       { label: EVENT_LABELS[events[1]], color: '#333', dash: '5 3' },
     ]),
   );
+  return document(width, height, body.join('\n'));
+}
+
+/** The configuration keys present in some results, in report order. */
+export function configKeysOf(results: readonly RepResult[]): ConfigKey[] {
+  return [...new Set(results.map((r) => configKey(r)))].sort((a, b) => compareConfigurations(parseConfigKey(a), parseConfigKey(b)));
+}
+
+/** Empirical CDF path of a sample on an axis (steps), or undefined for an empty sample. */
+function ecdfPath(a: Axis, values: readonly number[]): string | undefined {
+  const steps = ecdf(values);
+  if (!steps.length) return undefined;
+  let d = `M${n(sx(a, steps[0]![0]))},${n(sy(a, 0))}`;
+  let prev = 0;
+  for (const [x, f] of steps) {
+    d += ` V${n(sy(a, prev))} L${n(sx(a, x))},${n(sy(a, prev))} V${n(sy(a, f))}`;
+    prev = f;
+  }
+  return d;
+}
+
+/**
+ * Fig 6.5 as in the thesis: the distribution of the ready times of every pod that moved (the
+ * critical one and the load, pooled over the repetitions), one empirical CDF per configuration, one
+ * panel per (DN, pods per node) given. Needs `podReady` in the results (older runs have none).
+ */
+export function figPodReadySvg(results: readonly RepResult[], panels: Array<{ dn: number; podsPerNode: number }>): string {
+  const configs = configKeysOf(results);
+  const inPanel = (p: { dn: number; podsPerNode: number }, key: ConfigKey) =>
+    results.filter((r) => r.dn === p.dn && r.podsPerNode === p.podsPerNode && configKey(r) === key).flatMap((r) => r.podReady ?? []);
+  let xMax = 0;
+  for (const p of panels) for (const c of configs) for (const v of inPanel(p, c)) xMax = Math.max(xMax, v);
+  const xTicks = niceTicks(0, xMax || 1);
+  const yTicks = [0, 0.25, 0.5, 0.75, 1];
+  const width = panels.length * (PANEL_W + MARGIN.left + MARGIN.right) + legendWidth(configs);
+  const height = PANEL_H + MARGIN.top + MARGIN.bottom + 20;
+  const body: string[] = [];
+  panels.forEach((p, i) => {
+    const a: Axis = { x0: i * (PANEL_W + MARGIN.left + MARGIN.right) + MARGIN.left, y0: MARGIN.top + 10, w: PANEL_W, h: PANEL_H, xTicks, yTicks };
+    body.push(axes(a, `Pod ready times, DN = ${p.dn}, ${p.podsPerNode} pods/node`, 'seconds after taint', 'fraction of pods'));
+    for (const c of configs) {
+      const values = inPanel(p, c);
+      const d = ecdfPath(a, values);
+      if (d) body.push(`<path d="${d}" fill="none" stroke="${configColor(c)}" stroke-width="1.5"><title>config ${c}: ${values.length} pods</title></path>`);
+    }
+  });
+  const lx = panels.length * (PANEL_W + MARGIN.left + MARGIN.right) + 10;
+  body.push(legend(lx, MARGIN.top + 20, configs.map((c) => ({ label: configLabel(parseConfigKey(c)), color: configColor(c) }))));
   return document(width, height, body.join('\n'));
 }
