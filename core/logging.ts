@@ -25,4 +25,9 @@ export function objectLogger(log: Logger, kind: string, key: string): Logger {
   return log.child({ kind, key });
 }
 
+/** A logger that writes nothing (benchmarks, unit tests of components that take a logger). */
+export function silentLogger(): Logger {
+  return pino({ level: 'silent' });
+}
+
 export type { Logger };

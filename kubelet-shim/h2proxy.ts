@@ -20,29 +20,22 @@
  */
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import net from 'node:net';
-import { chmodSync, mkdirSync, unlinkSync } from 'node:fs';
-import { dirname } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import type { Logger } from 'pino';
 import { CRITICALITY_LABEL } from '../core/criticality.ts';
 import { objectLogger } from '../core/logging.ts';
 import { PacingGate, PacingRejection, type Admission } from './pacing.ts';
-import { CriticalPathTracker } from './critical-path.ts';
 import {
   CREATE_CONTAINER,
-  MAX_MESSAGE_BYTES,
+  CriProxyBase,
   RUN_POD_SANDBOX,
   START_CONTAINER,
-  criDecoders,
-  criMethods,
+  closeServerWithGrace,
+  listenOn,
   tryDecode,
-  removeStaleSocket,
   sandboxInfo,
-  type CriDecoders,
   type CriProxyOptions,
   type SandboxInfo,
 } from './proxy.ts';
-import { addedLatencyByMethod } from './metrics.ts';
 
 const {
   NGHTTP2_CANCEL,
@@ -132,36 +125,17 @@ function concat(chunks: Buffer[]): Buffer {
   return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
 }
 
-type Decoder = (b: Buffer) => Record<string, unknown>;
-
 /** What to do with the answer of a forwarded call (critical-path tracking needs some decoded). */
 type OnAnswer = (message: Buffer | undefined, ok: boolean) => void;
 
-export class H2CriProxy {
-  readonly gate: PacingGate;
-  private readonly opts: Required<Pick<CriProxyOptions, 'maxMessageBytes' | 'connectTimeoutMs' | 'socketMode'>> & CriProxyOptions;
+export class H2CriProxy extends CriProxyBase {
+  protected readonly implementation = 'http2';
   private readonly server: http2.Http2Server;
   private readonly sessions = new Set<ServerHttp2Session>();
   private backend: ClientHttp2Session | undefined;
-  private readonly critical: CriticalPathTracker;
-  private readonly decode: CriDecoders;
-  private readonly methodNames = new Map<string, string>();
-  /** The per-method child of the added-latency histogram. */
-  private readonly latencyOf: (method: string) => { observe(v: number): void } | undefined;
-  private readonly log: Logger | undefined;
-  private started = false;
-  private closing = false;
-  private backendDown = false;
 
   constructor(options: CriProxyOptions) {
-    this.opts = { maxMessageBytes: MAX_MESSAGE_BYTES, connectTimeoutMs: 1000, socketMode: 0o660, ...options };
-    this.gate = options.gate ?? new PacingGate({ log: options.log, metrics: options.metrics });
-    this.log = options.log;
-    this.critical = new CriticalPathTracker(() => this.gate, options.log);
-    const methods = criMethods();
-    this.decode = criDecoders(methods);
-    this.latencyOf = addedLatencyByMethod(options.metrics);
-    for (const m of methods) this.methodNames.set(m.path, m.name);
+    super(options);
     this.server = http2.createServer({ settings: SETTINGS, maxSessionMemory: MAX_SESSION_MEMORY });
     this.server.on('session', (s) => {
       this.sessions.add(s);
@@ -176,44 +150,14 @@ export class H2CriProxy {
     this.server.on('stream', (stream, headers) => this.onStream(stream, headers));
   }
 
-  /** Unlinks a stale socket, binds, sets the socket's mode; rejects if another server answers there. */
-  async start(): Promise<void> {
-    const path = this.opts.listen;
-    mkdirSync(dirname(path), { recursive: true });
-    await removeStaleSocket(path);
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(path, () => {
-        this.server.off('error', reject);
-        resolve();
-      });
-    });
-    chmodSync(path, this.opts.socketMode);
-    this.started = true;
-    this.log?.info({ listen: path, backend: this.opts.backend, pacing: this.gate.config, implementation: 'http2' }, 'kubelet-shim CRI proxy listening');
+  protected bind(path: string): Promise<void> {
+    return listenOn(this.server, path);
   }
 
-  /** Stops accepting calls, rejects paced waiters, lets running calls finish for `graceMs`, then cuts them. */
-  async close(graceMs = 2000): Promise<void> {
-    if (this.closing) return;
-    this.closing = true;
-    this.gate.close();
-    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
-    for (const s of this.sessions) s.close();
-    const force = setTimeout(() => {
-      for (const s of this.sessions) s.destroy();
-    }, graceMs);
-    await closed;
-    clearTimeout(force);
+  protected async shutdown(graceMs: number): Promise<void> {
+    await closeServerWithGrace(this.server, this.sessions, (s) => s.close(), (s) => s.destroy(), graceMs);
     this.backend?.destroy();
     this.backend = undefined;
-    if (this.started) {
-      try {
-        unlinkSync(this.opts.listen);
-      } catch {
-        /* already gone */
-      }
-    }
   }
 
   // -------------------------------------------------------------------------------------------
@@ -232,10 +176,10 @@ export class H2CriProxy {
     } else if (path === CREATE_CONTAINER && this.critical.wantsCreate) {
       this.buffered(stream, (body) => {
         const msg = grpcMessage(body);
-        const tracked = msg && this.critical.createFor(this.tryDecode(this.decode.createRequest, msg)?.pod_sandbox_id);
+        const tracked = msg && this.critical.createFor(tryDecode(this.decode.createRequest, msg)?.pod_sandbox_id);
         const onAnswer: OnAnswer | undefined = tracked
           ? (m, ok) => {
-              const id = ok && m ? this.tryDecode(this.decode.createResponse, m)?.container_id : undefined;
+              const id = ok && m ? tryDecode(this.decode.createResponse, m)?.container_id : undefined;
               this.critical.containerCreated(tracked, typeof id === 'string' && id ? id : undefined);
             }
           : undefined;
@@ -244,7 +188,7 @@ export class H2CriProxy {
     } else if (path === START_CONTAINER && this.critical.wantsStart) {
       this.buffered(stream, (body) => {
         const msg = grpcMessage(body);
-        const tracked = msg && this.critical.startFor(this.tryDecode(this.decode.startRequest, msg)?.container_id);
+        const tracked = msg && this.critical.startFor(tryDecode(this.decode.startRequest, msg)?.container_id);
         this.forward(stream, headers, body, t0, 0, tracked ? (_m, ok) => this.critical.finish(tracked, ok) : undefined);
       });
     } else {
@@ -324,7 +268,7 @@ export class H2CriProxy {
       if (ok) podLog?.info(outcome, 'RunPodSandbox done');
       else podLog?.warn(outcome, 'RunPodSandbox failed');
       if (admission.priority === 'high') {
-        const id = ok && answer ? this.tryDecode(this.decode.sandboxResponse, answer)?.pod_sandbox_id : undefined;
+        const id = ok && answer ? tryDecode(this.decode.sandboxResponse, answer)?.pod_sandbox_id : undefined;
         this.critical.sandboxDone(sandbox.key, t0, typeof id === 'string' && id ? id : undefined);
       }
     });
@@ -357,17 +301,9 @@ export class H2CriProxy {
     s.once('connect', () => {
       clearTimeout(connectTimer);
       s.setLocalWindowSize(SESSION_WINDOW);
-      if (this.backendDown) {
-        this.backendDown = false;
-        this.log?.info({ backend: backendPath }, 'runtime reachable again');
-      }
+      this.backendReachable();
     });
-    s.on('error', (err) => {
-      if (!this.backendDown && !this.closing) {
-        this.backendDown = true;
-        this.log?.warn({ backend: backendPath, err: err.message }, 'runtime unreachable: CRI calls fail with UNAVAILABLE until it is back');
-      }
-    });
+    s.on('error', (err) => this.backendUnreachable(err));
     const drop = () => {
       clearTimeout(connectTimer);
       if (this.backend === s) this.backend = undefined;
@@ -387,7 +323,7 @@ export class H2CriProxy {
     if (stream.destroyed || stream.closed) return;
     if (this.closing) return this.refuse(stream, grpc.status.UNAVAILABLE, 'kubelet-shim shutting down');
     const path = headers[':path'] ?? '';
-    const method = this.methodNames.get(path) ?? 'unknown';
+    const method = this.methodOf(path);
     let upstream: ClientHttp2Stream;
     try {
       upstream = this.session().request(headers as OutgoingHttpHeaders, { endStream: false });
@@ -518,9 +454,5 @@ export class H2CriProxy {
       } else if (code === NGHTTP2_REFUSED_STREAM) fail(grpc.status.UNAVAILABLE, 'kubelet-shim: stream refused by the runtime');
       else fail(grpc.status.UNAVAILABLE, `kubelet-shim: runtime unix://${this.opts.backend} closed the call (HTTP/2 code ${code})`);
     });
-  }
-
-  private tryDecode(decode: Decoder, b: Buffer): Record<string, unknown> | undefined {
-    return tryDecode(decode, b);
   }
 }

@@ -22,7 +22,7 @@ import type { Logger } from 'pino';
 import { CRITICALITY_LABEL, isCriticality, type Criticality } from '../core/criticality.ts';
 import { objectLogger } from '../core/logging.ts';
 import { PacingGate, PacingRejection, type Admission } from './pacing.ts';
-import type { ShimMetrics } from './metrics.ts';
+import { addedLatencyByMethod, type ShimMetrics } from './metrics.ts';
 import { CriticalPathTracker } from './critical-path.ts';
 
 export const CRI_PROTO_FILE = fileURLToPath(new URL('./proto/api.proto', import.meta.url));
@@ -189,26 +189,128 @@ export interface CriProxyOptions {
   onForward?: (ev: ForwardEvent) => void;
 }
 
-export class CriProxy {
+/** The options of a proxy with their defaults filled in. */
+export type ResolvedCriProxyOptions = Required<Pick<CriProxyOptions, 'maxMessageBytes' | 'connectTimeoutMs' | 'socketMode'>> & CriProxyOptions;
+
+/**
+ * What every CRI proxy implementation (grpc-js, http2, splice) shares: options with defaults, the
+ * pacing gate and the critical-path tracker, the decoders of the inspected messages, the per-method
+ * added-latency histogram, the socket's lifecycle (stale socket removed, bound, mode set; unlinked
+ * on close), the stop order (gate closed first so paced waiters are rejected, then the
+ * implementation's graceful shutdown) and the runtime-reachability log (once per transition).
+ */
+export abstract class CriProxyBase {
   readonly gate: PacingGate;
-  private readonly opts: Required<Pick<CriProxyOptions, 'maxMessageBytes' | 'connectTimeoutMs' | 'socketMode'>> & CriProxyOptions;
-  private readonly server: grpc.Server;
-  private readonly client: grpc.Client;
-  private readonly channel: ReturnType<grpc.Client['getChannel']>;
-  private readonly decodeRunPodSandbox: (b: Buffer) => object;
-  private readonly decode: Record<'sandboxResponse' | 'createRequest' | 'createResponse' | 'startRequest', (b: Buffer) => Record<string, unknown>>;
+  readonly opts: ResolvedCriProxyOptions;
+  readonly log: Logger | undefined;
   /** Critical-path tracking (highDone / criticalCreation of the gate). */
-  private readonly critical: CriticalPathTracker;
-  private readonly log: Logger | undefined;
+  readonly critical: CriticalPathTracker;
+  readonly decode: CriDecoders;
+  /** The per-method child of the added-latency histogram. */
+  readonly latencyOf: (method: string) => { observe(v: number): void } | undefined;
+  private readonly methodNames = new Map<string, string>();
   private started = false;
-  private closing = false;
+  closing = false;
   private backendDown = false;
+  protected abstract readonly implementation: string;
 
   constructor(options: CriProxyOptions) {
     this.opts = { maxMessageBytes: MAX_MESSAGE_BYTES, connectTimeoutMs: 1000, socketMode: 0o660, ...options };
     this.gate = options.gate ?? new PacingGate({ log: options.log, metrics: options.metrics });
     this.log = options.log;
     this.critical = new CriticalPathTracker(() => this.gate, options.log);
+    const methods = criMethods();
+    this.decode = criDecoders(methods);
+    this.latencyOf = addedLatencyByMethod(options.metrics);
+    for (const m of methods) this.methodNames.set(m.path, m.name);
+  }
+
+  /** Binds the server to the unix socket at `path`. */
+  protected abstract bind(path: string): Promise<void>;
+  /** Stops the server: running calls get `graceMs` to finish, then are cut. */
+  protected abstract shutdown(graceMs: number): Promise<void>;
+
+  /** "RunPodSandbox" for "/runtime.v1.RuntimeService/RunPodSandbox" ("unknown" if not a CRI method). */
+  methodOf(path: string): string {
+    return this.methodNames.get(path) ?? 'unknown';
+  }
+
+  /** Unlinks a stale socket, binds, sets the socket's mode; rejects if another server answers there. */
+  async start(): Promise<void> {
+    const path = this.opts.listen;
+    mkdirSync(dirname(path), { recursive: true });
+    await removeStaleSocket(path);
+    await this.bind(path);
+    chmodSync(path, this.opts.socketMode);
+    this.started = true;
+    this.log?.info({ listen: path, backend: this.opts.backend, pacing: this.gate.config, implementation: this.implementation }, 'kubelet-shim CRI proxy listening');
+  }
+
+  /** Stops accepting calls, rejects paced waiters, lets running calls finish for `graceMs`, then cuts them. */
+  async close(graceMs = 2000): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    this.gate.close();
+    await this.shutdown(graceMs);
+    if (this.started) {
+      try {
+        unlinkSync(this.opts.listen);
+      } catch {
+        /* already gone */
+      }
+    }
+  }
+
+  /** Logs that the runtime became unreachable (once, not every reconnect attempt or failed call). */
+  backendUnreachable(err?: Error): void {
+    if (!this.backendDown && !this.closing) {
+      this.backendDown = true;
+      this.log?.warn({ backend: this.opts.backend, err: err?.message }, 'runtime unreachable: CRI calls fail with UNAVAILABLE until it is back');
+    }
+  }
+
+  /** Logs that the runtime is reachable again (once per outage). */
+  backendReachable(): void {
+    if (this.backendDown) {
+      this.backendDown = false;
+      this.log?.info({ backend: this.opts.backend }, 'runtime reachable again');
+    }
+  }
+}
+
+/** Binds a net/http2 server to a unix socket; rejects with the listen error (EADDRINUSE, EACCES, ...). */
+export function listenOn(server: net.Server, path: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(path, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+/**
+ * Graceful stop of a net/http2 server: stop listening, `drain` each connection (finish running
+ * calls, accept no new ones), `destroy` them if they are still open after `graceMs`.
+ */
+export async function closeServerWithGrace<C>(server: { close(cb: () => void): unknown }, connections: Iterable<C>, drain: (c: C) => void, destroy: (c: C) => void, graceMs: number): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  for (const c of connections) drain(c);
+  const force = setTimeout(() => {
+    for (const c of connections) destroy(c);
+  }, graceMs);
+  await closed;
+  clearTimeout(force);
+}
+
+export class CriProxy extends CriProxyBase {
+  protected readonly implementation = 'grpc-js';
+  private readonly server: grpc.Server;
+  private readonly client: grpc.Client;
+  private readonly channel: ReturnType<grpc.Client['getChannel']>;
+
+  constructor(options: CriProxyOptions) {
+    super(options);
     const max = this.opts.maxMessageBytes;
     // channelz bookkeeping costs per call and nobody reads it here
     this.server = new grpc.Server({ 'grpc.max_receive_message_length': max, 'grpc.max_send_message_length': max, 'grpc.enable_channelz': 0 });
@@ -221,43 +323,21 @@ export class CriProxy {
       'grpc.enable_channelz': 0,
     });
     this.channel = this.client.getChannel();
-    const methods = criMethods();
-    const rps = methods.find((m) => m.path === RUN_POD_SANDBOX);
-    if (!rps) throw new Error(`${CRI_PROTO_FILE}: no RunPodSandbox method`);
-    this.decodeRunPodSandbox = rps.definition.requestDeserialize as (b: Buffer) => object;
-    const def = (path: string) => {
-      const m = methods.find((x) => x.path === path);
-      if (!m) throw new Error(`${CRI_PROTO_FILE}: no ${path} method`);
-      return m.definition;
-    };
-    this.decode = {
-      sandboxResponse: rps.definition.responseDeserialize as never,
-      createRequest: def(CREATE_CONTAINER).requestDeserialize as never,
-      createResponse: def(CREATE_CONTAINER).responseDeserialize as never,
-      startRequest: def(START_CONTAINER).requestDeserialize as never,
-    };
-    for (const m of methods) this.register(m);
+    for (const m of criMethods()) this.register(m);
   }
 
-  /** Unlinks a stale socket, binds, sets the socket's mode; rejects if another server answers there. */
-  async start(): Promise<void> {
-    const path = this.opts.listen;
-    mkdirSync(dirname(path), { recursive: true });
-    await removeStaleSocket(path);
+  protected async bind(path: string): Promise<void> {
     await new Promise<void>((resolve, reject) =>
       this.server.bindAsync(`unix://${path}`, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
     );
-    chmodSync(path, this.opts.socketMode);
-    this.started = true;
-    this.watchBackend(this.channel.getConnectivityState(true));
-    this.log?.info({ listen: path, backend: this.opts.backend, pacing: this.gate.config }, 'kubelet-shim CRI proxy listening');
   }
 
-  /** Stops accepting calls, rejects paced waiters, lets running calls finish for `graceMs`, then cuts them. */
-  async close(graceMs = 2000): Promise<void> {
-    if (this.closing) return;
-    this.closing = true;
-    this.gate.close();
+  override async start(): Promise<void> {
+    await super.start();
+    this.watchBackend(this.channel.getConnectivityState(true));
+  }
+
+  protected async shutdown(graceMs: number): Promise<void> {
     await new Promise<void>((resolve) => {
       const force = setTimeout(() => {
         this.server.forceShutdown();
@@ -269,13 +349,6 @@ export class CriProxy {
       });
     });
     this.client.close();
-    if (this.started) {
-      try {
-        unlinkSync(this.opts.listen);
-      } catch {
-        /* already gone */
-      }
-    }
   }
 
   // -------------------------------------------------------------------------------------------
@@ -316,7 +389,7 @@ export class CriProxy {
     const t0 = performance.now();
     let info: SandboxInfo;
     try {
-      info = sandboxInfo(this.decodeRunPodSandbox, call.request);
+      info = sandboxInfo(this.decode.runPodSandbox, call.request);
     } catch (err) {
       // not a valid RunPodSandboxRequest: the runtime will reject it with its own error, at once
       this.log?.warn({ err: (err as Error).message }, 'RunPodSandbox request not decodable; forwarded unpaced');
@@ -350,7 +423,7 @@ export class CriProxy {
       if (err) podLog?.warn({ ...outcome, code: grpc.status[(err as { code?: number }).code ?? grpc.status.UNKNOWN], details: (err as { details?: string }).details }, 'RunPodSandbox failed');
       else podLog?.info(outcome, 'RunPodSandbox done');
       if (admission.priority === 'high') {
-        const id = !err && value ? this.tryDecode(this.decode.sandboxResponse, value)?.pod_sandbox_id : undefined;
+        const id = !err && value ? tryDecode(this.decode.sandboxResponse, value)?.pod_sandbox_id : undefined;
         this.critical.sandboxDone(info.key, t0, typeof id === 'string' ? id : undefined);
       }
       callback(err, value, trailer);
@@ -366,16 +439,16 @@ export class CriProxy {
   private trackCriticalStart(path: string, request: Buffer, cb: grpc.sendUnaryData<Buffer>): grpc.sendUnaryData<Buffer> {
     if (path === CREATE_CONTAINER) {
       if (!this.critical.wantsCreate) return cb;
-      const tracked = this.critical.createFor(this.tryDecode(this.decode.createRequest, request)?.pod_sandbox_id);
+      const tracked = this.critical.createFor(tryDecode(this.decode.createRequest, request)?.pod_sandbox_id);
       if (!tracked) return cb;
       return (err, value, trailer) => {
-        const id = !err && value ? this.tryDecode(this.decode.createResponse, value)?.container_id : undefined;
+        const id = !err && value ? tryDecode(this.decode.createResponse, value)?.container_id : undefined;
         this.critical.containerCreated(tracked, typeof id === 'string' ? id : undefined);
         cb(err, value, trailer);
       };
     }
     if (!this.critical.wantsStart) return cb;
-    const tracked = this.critical.startFor(this.tryDecode(this.decode.startRequest, request)?.container_id);
+    const tracked = this.critical.startFor(tryDecode(this.decode.startRequest, request)?.container_id);
     if (!tracked) return cb;
     return (err, value, trailer) => {
       this.critical.finish(tracked, !err);
@@ -383,13 +456,6 @@ export class CriProxy {
     };
   }
 
-  private tryDecode(decode: (b: Buffer) => Record<string, unknown>, b: Buffer): Record<string, unknown> | undefined {
-    try {
-      return decode(b);
-    } catch {
-      return undefined;
-    }
-  }
 
   /**
    * Unary pass-through on the channel's call interface (below grpc-js' client wrappers: messages are
@@ -494,13 +560,8 @@ export class CriProxy {
     this.channel.watchConnectivityState(from, Infinity, () => {
       if (this.closing) return;
       const to = this.channel.getConnectivityState(false);
-      if (to === grpc.connectivityState.TRANSIENT_FAILURE && !this.backendDown) {
-        this.backendDown = true;
-        this.log?.warn({ backend: this.opts.backend }, 'runtime unreachable: CRI calls fail with UNAVAILABLE until it is back');
-      } else if (to === grpc.connectivityState.READY && this.backendDown) {
-        this.backendDown = false;
-        this.log?.info({ backend: this.opts.backend }, 'runtime reachable again');
-      }
+      if (to === grpc.connectivityState.TRANSIENT_FAILURE) this.backendUnreachable();
+      else if (to === grpc.connectivityState.READY) this.backendReachable();
       this.watchBackend(to);
     });
   }

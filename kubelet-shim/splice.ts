@@ -30,30 +30,23 @@
  *   the kubelet's with it (calls in flight: UNAVAILABLE).
  */
 import net from 'node:net';
-import { chmodSync, mkdirSync, unlinkSync } from 'node:fs';
-import { dirname } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import type { Logger } from 'pino';
 import { CRITICALITY_LABEL } from '../core/criticality.ts';
 import { objectLogger } from '../core/logging.ts';
 import { PacingGate, PacingRejection, type Admission } from './pacing.ts';
-import { CriticalPathTracker } from './critical-path.ts';
 import { GrpcFrameScanner, grpcMessage } from './h2proxy.ts';
 import {
   CREATE_CONTAINER,
-  MAX_MESSAGE_BYTES,
+  CriProxyBase,
   RUN_POD_SANDBOX,
   START_CONTAINER,
-  criDecoders,
-  criMethods,
-  removeStaleSocket,
+  closeServerWithGrace,
+  listenOn,
   sandboxInfo,
   tryDecode,
-  type CriDecoders,
   type CriProxyOptions,
   type SandboxInfo,
 } from './proxy.ts';
-import { addedLatencyByMethod } from './metrics.ts';
 import {
   CLIENT_PREFACE,
   ErrorCode,
@@ -163,30 +156,13 @@ function concat(chunks: Buffer[]): Buffer {
   return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
 }
 
-export class SpliceCriProxy {
-  readonly gate: PacingGate;
-  readonly opts: Required<Pick<CriProxyOptions, 'maxMessageBytes' | 'connectTimeoutMs' | 'socketMode'>> & CriProxyOptions;
-  readonly log: Logger | undefined;
-  readonly critical: CriticalPathTracker;
-  readonly decode: CriDecoders;
-  /** The per-method child of the added-latency histogram. */
-  readonly latencyOf: (method: string) => { observe(v: number): void } | undefined;
-  private readonly methodNames = new Map<string, string>();
+export class SpliceCriProxy extends CriProxyBase {
+  protected readonly implementation = 'splice';
   private readonly server: net.Server;
   private readonly connections = new Set<SpliceConnection>();
-  private started = false;
-  closing = false;
-  private backendDown = false;
 
   constructor(options: CriProxyOptions) {
-    this.opts = { maxMessageBytes: MAX_MESSAGE_BYTES, connectTimeoutMs: 1000, socketMode: 0o660, ...options };
-    this.gate = options.gate ?? new PacingGate({ log: options.log, metrics: options.metrics });
-    this.log = options.log;
-    this.critical = new CriticalPathTracker(() => this.gate, options.log);
-    const methods = criMethods();
-    this.decode = criDecoders(methods);
-    this.latencyOf = addedLatencyByMethod(options.metrics);
-    for (const m of methods) this.methodNames.set(m.path, m.name);
+    super(options);
     this.server = net.createServer((socket) => {
       if (this.closing) {
         socket.destroy();
@@ -198,62 +174,13 @@ export class SpliceCriProxy {
     });
   }
 
-  /** Unlinks a stale socket, binds, sets the socket's mode; rejects if another server answers there. */
-  async start(): Promise<void> {
-    const path = this.opts.listen;
-    mkdirSync(dirname(path), { recursive: true });
-    await removeStaleSocket(path);
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(path, () => {
-        this.server.off('error', reject);
-        resolve();
-      });
-    });
-    chmodSync(path, this.opts.socketMode);
-    this.started = true;
-    this.log?.info({ listen: path, backend: this.opts.backend, pacing: this.gate.config, implementation: 'splice' }, 'kubelet-shim CRI proxy listening');
+  protected bind(path: string): Promise<void> {
+    return listenOn(this.server, path);
   }
 
-  /** Stops accepting connections, rejects paced waiters, lets running calls finish for `graceMs`, then cuts them. */
-  async close(graceMs = 2000): Promise<void> {
-    if (this.closing) return;
-    this.closing = true;
-    this.gate.close();
-    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
-    for (const c of this.connections) c.drain();
-    const force = setTimeout(() => {
-      for (const c of this.connections) c.destroy();
-    }, graceMs);
-    await closed;
-    clearTimeout(force);
-    if (this.started) {
-      try {
-        unlinkSync(this.opts.listen);
-      } catch {
-        /* already gone */
-      }
-    }
+  protected async shutdown(graceMs: number): Promise<void> {
+    await closeServerWithGrace(this.server, this.connections, (c) => c.drain(), (c) => c.destroy(), graceMs);
   }
-
-  methodOf(path: string): string {
-    return this.methodNames.get(path) ?? 'unknown';
-  }
-
-  backendUnreachable(err: Error): void {
-    if (!this.backendDown && !this.closing) {
-      this.backendDown = true;
-      this.log?.warn({ backend: this.opts.backend, err: err.message }, 'runtime unreachable: CRI calls fail with UNAVAILABLE until it is back');
-    }
-  }
-
-  backendReachable(): void {
-    if (this.backendDown) {
-      this.backendDown = false;
-      this.log?.info({ backend: this.opts.backend }, 'runtime reachable again');
-    }
-  }
-
 }
 
 /** One kubelet connection spliced to one runtime connection. */

@@ -155,38 +155,46 @@ export function fig65Svg(results: readonly RepResult[], panels: Array<{ dn: numb
   const inPanel = (p: { dn: number; podsPerNode: number }) => results.filter((r) => r.dn === p.dn && r.podsPerNode === p.podsPerNode);
   let xMax = 0;
   for (const p of panels) for (const r of inPanel(p)) for (const e of events) xMax = Math.max(xMax, r.events[e] ?? 0);
+  const eventLegend = [
+    { label: EVENT_LABELS[events[0]], color: '#333' },
+    { label: EVENT_LABELS[events[1]], color: '#333', dash: '5 3' },
+  ];
+  return cdfFigure(panels, configs, xMax, eventLegend, (a, p, body) => {
+    body.push(axes(a, `DN = ${p.dn}, ${p.podsPerNode} pods/node`, 'seconds after taint', 'fraction of repetitions'));
+    for (const config of configs) {
+      const reps = inPanel(p).filter((r) => configKey(r) === config);
+      events.forEach((e, ei) => {
+        const d = ecdfPath(a, reps.map((r) => r.events[e]).filter((v): v is number => v !== null));
+        if (!d) return;
+        const dash = ei === 1 ? ' stroke-dasharray="5 3"' : '';
+        body.push(`<path d="${d}" fill="none" stroke="${configColor(config)}" stroke-width="1.5"${dash}><title>config ${config} ${EVENT_LABELS[e]}</title></path>`);
+      });
+    }
+  });
+}
+
+/**
+ * Panels of empirical CDFs side by side (one per load), the configuration legend at the right and
+ * `extraLegend` below it; `draw` fills a panel given its axis.
+ */
+function cdfFigure(
+  panels: ReadonlyArray<{ dn: number; podsPerNode: number }>,
+  configs: readonly ConfigKey[],
+  xMax: number,
+  extraLegend: Array<{ label: string; color: string; dash?: string }>,
+  draw: (a: Axis, p: { dn: number; podsPerNode: number }, body: string[]) => void,
+): string {
   const xTicks = niceTicks(0, xMax || 1);
   const yTicks = [0, 0.25, 0.5, 0.75, 1];
   const width = panels.length * (PANEL_W + MARGIN.left + MARGIN.right) + legendWidth(configs);
   const height = PANEL_H + MARGIN.top + MARGIN.bottom + 20;
   const body: string[] = [];
   panels.forEach((p, i) => {
-    const a: Axis = { x0: i * (PANEL_W + MARGIN.left + MARGIN.right) + MARGIN.left, y0: MARGIN.top + 10, w: PANEL_W, h: PANEL_H, xTicks, yTicks };
-    body.push(axes(a, `DN = ${p.dn}, ${p.podsPerNode} pods/node`, 'seconds after taint', 'fraction of repetitions'));
-    for (const config of configs) {
-      const reps = inPanel(p).filter((r) => configKey(r) === config);
-      events.forEach((e, ei) => {
-        const steps = ecdf(reps.map((r) => r.events[e]).filter((v): v is number => v !== null));
-        if (!steps.length) return;
-        let d = `M${n(sx(a, steps[0]![0]))},${n(sy(a, 0))}`;
-        let prev = 0;
-        for (const [x, f] of steps) {
-          d += ` V${n(sy(a, prev))} L${n(sx(a, x))},${n(sy(a, prev))} V${n(sy(a, f))}`;
-          prev = f;
-        }
-        const dash = ei === 1 ? ' stroke-dasharray="5 3"' : '';
-        body.push(`<path d="${d}" fill="none" stroke="${configColor(config)}" stroke-width="1.5"${dash}><title>config ${config} ${EVENT_LABELS[e]}</title></path>`);
-      });
-    }
+    draw({ x0: i * (PANEL_W + MARGIN.left + MARGIN.right) + MARGIN.left, y0: MARGIN.top + 10, w: PANEL_W, h: PANEL_H, xTicks, yTicks }, p, body);
   });
   const lx = panels.length * (PANEL_W + MARGIN.left + MARGIN.right) + 10;
   body.push(legend(lx, MARGIN.top + 20, configs.map((c) => ({ label: configLabel(parseConfigKey(c)), color: configColor(c) }))));
-  body.push(
-    legend(lx, MARGIN.top + 30 + configs.length * 16, [
-      { label: EVENT_LABELS[events[0]], color: '#333' },
-      { label: EVENT_LABELS[events[1]], color: '#333', dash: '5 3' },
-    ]),
-  );
+  if (extraLegend.length) body.push(legend(lx, MARGIN.top + 30 + configs.length * 16, extraLegend));
   return document(width, height, body.join('\n'));
 }
 
@@ -219,13 +227,7 @@ export function figPodReadySvg(results: readonly RepResult[], panels: Array<{ dn
     results.filter((r) => r.dn === p.dn && r.podsPerNode === p.podsPerNode && configKey(r) === key).flatMap((r) => r.podReady ?? []);
   let xMax = 0;
   for (const p of panels) for (const c of configs) for (const v of inPanel(p, c)) xMax = Math.max(xMax, v);
-  const xTicks = niceTicks(0, xMax || 1);
-  const yTicks = [0, 0.25, 0.5, 0.75, 1];
-  const width = panels.length * (PANEL_W + MARGIN.left + MARGIN.right) + legendWidth(configs);
-  const height = PANEL_H + MARGIN.top + MARGIN.bottom + 20;
-  const body: string[] = [];
-  panels.forEach((p, i) => {
-    const a: Axis = { x0: i * (PANEL_W + MARGIN.left + MARGIN.right) + MARGIN.left, y0: MARGIN.top + 10, w: PANEL_W, h: PANEL_H, xTicks, yTicks };
+  return cdfFigure(panels, configs, xMax, [], (a, p, body) => {
     body.push(axes(a, `Pod ready times, DN = ${p.dn}, ${p.podsPerNode} pods/node`, 'seconds after taint', 'fraction of pods'));
     for (const c of configs) {
       const values = inPanel(p, c);
@@ -233,7 +235,4 @@ export function figPodReadySvg(results: readonly RepResult[], panels: Array<{ dn
       if (d) body.push(`<path d="${d}" fill="none" stroke="${configColor(c)}" stroke-width="1.5"><title>config ${c}: ${values.length} pods</title></path>`);
     }
   });
-  const lx = panels.length * (PANEL_W + MARGIN.left + MARGIN.right) + 10;
-  body.push(legend(lx, MARGIN.top + 20, configs.map((c) => ({ label: configLabel(parseConfigKey(c)), color: configColor(c) }))));
-  return document(width, height, body.join('\n'));
 }

@@ -26,6 +26,7 @@ import { prng } from '../../core/prng.ts';
 import { ExtenderServer } from './server.ts';
 import { RESERVED_NODE_ANNOTATION } from './state.ts';
 import type { ExtenderFilterResult, HostPriority } from './wire.ts';
+import { silentLogger } from '../../core/logging.ts';
 
 const args = process.argv.slice(2);
 const arg = (name: string, dflt: string) => {
@@ -38,11 +39,7 @@ const JSON_OUT = args.includes('--json');
 const KINDS = arg('kinds', '');
 const CHURN = arg('churn', '1');
 
-const quiet = (() => {
-  const noop = () => undefined;
-  const l = { warn: noop, info: noop, error: noop, debug: noop, child: () => l };
-  return l as never;
-})();
+const quiet = silentLogger();
 
 /** Fills the cache; returns `touch(node index)`: an update of one of the node's plain pods (a new resourceVersion). */
 function populate(server: ExtenderServer, n: number, rnd: () => number): (i: number) => void {

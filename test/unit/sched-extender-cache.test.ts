@@ -14,7 +14,9 @@ import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
 import { evaluateNode, podRequirements } from '../../scheduler-plugins/extender/evaluate.ts';
 import { tdmaNetworks } from '../../scheduler-plugins/extender/config.ts';
 import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
-import { extenderArgsSchema, fastExtenderArgs, type ExtenderFilterResult, type HostPriority } from '../../scheduler-plugins/extender/wire.ts';
+import { extenderArgsSchema, fastExtenderArgs } from '../../scheduler-plugins/extender/wire.ts';
+import { silentLogger } from '../../core/logging.ts';
+import { filter, prioritize } from './extender-calls.ts';
 
 let rv = 0;
 function node(name: string, labels: Record<string, string> = {}, annotations: Record<string, string> = {}): V1Node {
@@ -35,27 +37,13 @@ const servers: ExtenderServer[] = [];
 afterEach(async () => {
   for (const s of servers.splice(0)) await s.app.close();
 });
-const quiet = (() => {
-  const noop = () => undefined;
-  const l = { warn: noop, info: noop, error: noop, debug: noop, child: () => l };
-  return l as never;
-})();
+const quiet = silentLogger();
 function extender() {
   const s = new ExtenderServer({ config: { tdmaNetworks: { rtnet0: { cycleUs: 6000, slotUs: 1000 } } }, log: quiet });
   servers.push(s);
   return s;
 }
 
-async function filter(s: ExtenderServer, p: V1Pod, names: string[]) {
-  const res = await s.app.inject({ method: 'POST', url: '/filter', payload: { Pod: p, NodeNames: names } });
-  expect(res.statusCode).toBe(200);
-  return res.json() as ExtenderFilterResult;
-}
-async function prioritize(s: ExtenderServer, p: V1Pod, names: string[]) {
-  const res = await s.app.inject({ method: 'POST', url: '/prioritize', payload: { Pod: p, NodeNames: names } });
-  expect(res.statusCode).toBe(200);
-  return Object.fromEntries((res.json() as HostPriority[]).map((h) => [h.Host, h.Score]));
-}
 
 /** What the extender must answer for `p`: the uncached per-node evaluation on the same state. */
 function expected(s: ExtenderServer, p: V1Pod, names: string[]) {

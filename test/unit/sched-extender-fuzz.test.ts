@@ -9,6 +9,7 @@ import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { prng } from '../../core/prng.ts';
 import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
 import type { ExtenderFilterResult, HostPriority } from '../../scheduler-plugins/extender/wire.ts';
+import { silentLogger } from '../../core/logging.ts';
 
 const SEED = 0x5eed4;
 const ITERATIONS = 4000;
@@ -16,11 +17,7 @@ const rnd = prng(SEED);
 const int = (n: number) => Math.floor(rnd() * n);
 const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
 
-const quiet = (() => {
-  const noop = () => undefined;
-  const l = { warn: noop, info: noop, error: noop, debug: noop, child: () => l };
-  return l as never;
-})();
+const quiet = silentLogger();
 
 const server = new ExtenderServer({ config: { tdmaNetworks: { rtnet0: { cycleUs: 5000, slotUs: 1000 }, big: { slotUs: 10, slots: 1000 } } }, log: quiet });
 afterAll(() => server.app.close());

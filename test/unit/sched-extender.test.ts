@@ -13,7 +13,9 @@ import { ClusterState, RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/
 import { extenderConfig } from '../../scheduler-plugins/extender/config.ts';
 import { ConfigError } from '../../core/config.ts';
 import { kubeSchedulerConfiguration } from '../../scheduler-plugins/extender/kube-scheduler-config.ts';
-import type { ExtenderFilterResult, HostPriority } from '../../scheduler-plugins/extender/wire.ts';
+import type { ExtenderFilterResult } from '../../scheduler-plugins/extender/wire.ts';
+import { silentLogger } from '../../core/logging.ts';
+import { filter, prioritize } from './extender-calls.ts';
 
 let uidSeq = 0;
 function node(name: string, labels: Record<string, string> = {}, annotations: Record<string, string> = {}): V1Node {
@@ -37,26 +39,12 @@ afterEach(async () => {
 function extender(config: Parameters<typeof extenderConfig>[0] = {}) {
   const s = new ExtenderServer({
     config: { tdmaNetworks: { rtnet0: { cycleUs: 5000, slotUs: 1000, slots: 5 } }, ...(config as object) },
-    log: (() => {
-      const noop = () => undefined;
-      const l = { warn: noop, info: noop, error: noop, debug: noop, child: () => l };
-      return l as never;
-    })(),
+    log: silentLogger(),
   });
   servers.push(s);
   return s;
 }
 
-async function filter(s: ExtenderServer, p: V1Pod, names: string[]) {
-  const res = await s.app.inject({ method: 'POST', url: '/filter', payload: { Pod: p, NodeNames: names } });
-  expect(res.statusCode).toBe(200);
-  return res.json() as ExtenderFilterResult;
-}
-async function prioritize(s: ExtenderServer, p: V1Pod, names: string[]) {
-  const res = await s.app.inject({ method: 'POST', url: '/prioritize', payload: { Pod: p, NodeNames: names } });
-  expect(res.statusCode).toBe(200);
-  return Object.fromEntries((res.json() as HostPriority[]).map((h) => [h.Host, h.Score]));
-}
 
 describe('scheduler extender: filter and prioritize', () => {
   it('assurance: explicit policy, default per criticality, score prefers the node that just satisfies', async () => {
