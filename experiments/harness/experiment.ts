@@ -15,6 +15,7 @@ import { ProgressBar, formatDuration, progressLine } from './progress.ts';
 import type { ReportMeta } from './report.ts';
 import { appendResult, configKey, readResults, repKey, type Cell, type ConfigId, type EventName, type RepResult, type ScenarioName } from './results.ts';
 import { captureBaseline, criticalPosition, loadDeployments, prepareScenario, restoreInitialState, runRep, type ScenarioOptions, type Topology } from './scenario.ts';
+import type { NodeTrace } from './node-trace.ts';
 
 export interface ExperimentPlan {
   configs: ConfigId[];
@@ -93,6 +94,11 @@ export interface ExperimentOptions extends ScenarioOptions {
   neutralSetup?: boolean;
   /** report heading */
   title?: string;
+  /**
+   * The critical pod's steps on its node for a repetition whose taint was at `taintAtMs` (local
+   * testbed: from the kubelet-shims' logs, see node-trace.ts); absent on other clusters.
+   */
+  nodeTrace?: (taintAtMs: number) => NodeTrace | null;
 }
 
 export function machineNote(): string {
@@ -146,7 +152,9 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
           criticalPosition: prioPosition,
           beforeFailure: neutral ? applyRep : undefined,
         });
-        const result: RepResult = { ...r, ...conditionFields(o.conditions), events: outcome.events, prioPosition, startedAt: new Date(started).toISOString(), durationS: 0, podReady: outcome.podReady };
+        const result: RepResult = { ...r, ...conditionFields(o.conditions), events: outcome.events, prioPosition, startedAt: new Date(started).toISOString(), durationS: 0, taintAt: new Date(outcome.taintAtMs).toISOString(), podReady: outcome.podReady };
+        const trace = o.nodeTrace?.(outcome.taintAtMs);
+        if (trace) result.prioNode = trace;
         if (outcome.error) {
           result.error = outcome.error;
           bar.log(`config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: ${outcome.error}`);

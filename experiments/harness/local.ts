@@ -24,6 +24,7 @@ import { KubeClient } from '../../core/kube.ts';
 import { readRuntimeConfig } from '../../core/runtime-config.ts';
 import { runExperiment, type ExperimentPlan } from './experiment.ts';
 import type { ProgressBar } from './progress.ts';
+import { shimLogTracer, type NodeTrace } from './node-trace.ts';
 import { UPF_NAME, type NodeFailure, type Topology } from './scenario.ts';
 import { SHIM_POLICY_NAME, type EventName, type ScenarioName } from './results.ts';
 import { ensureRuntimeConfigCrd } from '../../core/runtime-config.ts';
@@ -173,6 +174,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
   let topology: (dn: number) => Topology;
   let shimNodes: () => Promise<string[]>;
   let failure: NodeFailure | undefined;
+  let nodeTrace: ((taintAtMs: number) => NodeTrace | null) | undefined;
   const notes: string[] = [];
   if (o.kubeconfig) {
     kc = o.kubeconfig;
@@ -207,6 +209,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     topology = testbedTopology;
     shimNodes = async () => state.realNodes.map((n) => n.name);
     if (o.freezeSource ?? true) failure = testbedFrozenKubelet(runDir);
+    nodeTrace = shimLogTracer(state.realNodes.map((n) => join(n.dir, 'kubelet-shim.log')), CRITICAL_NAMESPACE);
     notes.push(
       `local testbed (${state.realNodes.length} real nodes: kubelet ${state.version} + containerd via kubelet-shim; source real-1, destinations real-2..real-${maxDn + 1}); ` +
         `kube-controller-manager --controllers=${state.options.controllers}`,
@@ -258,6 +261,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       scenario: o.scenario,
       conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario },
       neutralSetup: o.neutralSetup,
+      nodeTrace,
       // t=0 only once the in-process controller manager has worked off the setup (queues empty,
       // nothing running, no client-limiter debt): the failover must not queue behind it
       quiescent: () => ULYSSES_CONTROLLERS.every((c) => cm.pool(c).queue.len() === 0 && cm.pool(c).stats().inFlight === 0) && cm.apiLimiter.available() >= 1,

@@ -3,8 +3,8 @@
  * configuration 1 in the same run, the critical-path inflation T(load)/T(idle), and the issue's
  * targets (thesis §6.1: config 5 cuts the critical orchestration time and keeps it flat under load).
  */
-import { EVENTS, EVENT_LABELS, configKey, configLabel, parseConfigKey, type Cell, type ConfigKey, type EventName, type RepResult } from './results.ts';
-import { SummaryIndex, type SummaryRow } from './stats.ts';
+import { EVENTS, EVENT_LABELS, cellKey, compareConfigurations, configKey, configLabel, parseConfigKey, type Cell, type ConfigKey, type EventName, type RepResult } from './results.ts';
+import { SummaryIndex, quantile, type SummaryRow } from './stats.ts';
 
 export interface ReportMeta {
   /** report heading (default: the Table 6.1 failover experiment) */
@@ -127,6 +127,8 @@ export function renderReport(results: readonly RepResult[], rows: readonly Summa
     out.push('## Critical-path inflation T(load) / T(idle) (same configuration, idle = 0 pods/node)', '');
     out.push(ratioTable(index, (c, e) => index.inflation(c, e), ['prioScheduled', 'prioReady', 'prioUp', 'prioEndpointReady'], index.configs, false), '');
   }
+  const trace = nodeTraceTable(results);
+  if (trace) out.push(trace, '');
   const failed = results.filter((r) => r.error);
   if (failed.length) {
     out.push('## Repetitions with missing events', '');
@@ -138,4 +140,38 @@ export function renderReport(results: readonly RepResult[], rows: readonly Summa
     for (const f of meta.figures) out.push(`![${f.caption}](${f.file})`, '', `*${f.caption}*`, '');
   }
   return out.join('\n').replace(/\n{3,}/g, '\n\n') + '\n';
+}
+
+/**
+ * The critical pod's way through its node, from the kubelet-shim's log (results' `prioNode`, local
+ * testbed only): medians per cell of each step, seconds after the taint, and the low-priority
+ * sandboxes the runtime was creating alongside. Shows which part of the critical path a load inflates.
+ */
+export function nodeTraceTable(results: readonly RepResult[]): string | undefined {
+  const traced = results.filter((r) => r.prioNode);
+  if (!traced.length) return undefined;
+  const cells = new Map<string, RepResult[]>();
+  for (const r of [...traced].sort((a, b) => a.dn - b.dn || a.podsPerNode - b.podsPerNode || compareConfigurations(a, b))) {
+    const k = cellKey(r);
+    cells.set(k, [...(cells.get(k) ?? []), r]);
+  }
+  const med = (values: Array<number | null | undefined>, digits = 2) => {
+    const v = values.filter((x): x is number => typeof x === 'number').sort((a, b) => a - b);
+    return v.length ? quantile(v, 0.5).toFixed(digits) : '–';
+  };
+  const rows = [...cells.values()].map((reps) => {
+    const r0 = reps[0]!;
+    const t = (f: (r: RepResult) => number | null | undefined) => med(reps.map(f));
+    return `| ${configLabel(r0)} | ${r0.dn} | ${r0.podsPerNode} | ${reps.length} | ${t((r) => r.events.prioScheduled)} | ${t((r) => r.prioNode!.sandboxArrived)} | ${t((r) => r.prioNode!.sandboxDone)} | ${t((r) => r.prioNode!.containerStarted)} | ${t((r) => r.events.prioReady)} | ${med(reps.map((r) => r.prioNode!.lowsInRuntime), 1)} | ${med(reps.map((r) => r.prioNode!.lowsForwardedBefore), 1)} | ${med(reps.map((r) => r.prioNode!.lowsForwardedDuring), 1)} |`;
+  });
+  return [
+    '## The critical pod on its node (kubelet-shim log)',
+    '',
+    'Medians, seconds after the taint: bound to the node (watch), its RunPodSandbox reaching the shim, the sandbox created, its first container started (shim), Ready (watch); ' +
+      'low-priority sandboxes still being created by the runtime when the critical one was forwarded, forwarded before it, and forwarded while it was between sandbox and first container start.',
+    '',
+    '| configuration | DN | pods/node | n | scheduled | sandbox requested | sandbox created | container started | Ready | lows in runtime | lows before | lows during |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...rows,
+  ].join('\n');
 }

@@ -5,6 +5,7 @@
  */
 import { existsSync, readFileSync, appendFileSync } from 'node:fs';
 import { z } from 'zod';
+import { NodeTraceSchema } from './node-trace.ts';
 
 /** Events of one repetition, seconds after the NoExecute taint (t=0); null if it never happened. */
 export const EVENTS = ['prioScheduled', 'prioReady', 'prioUp', 'prioEndpointReady', 'lastScheduled', 'lastReady'] as const;
@@ -65,6 +66,10 @@ export const RepResultSchema = z.object({
   /** ISO time the repetition started, wall-clock seconds it took (setup + failover + cleanup) */
   startedAt: z.string().optional(),
   durationS: z.number().optional(),
+  /** ISO time (ms) of t = 0, the taint: lines the events up with component logs (kubelet-shim, controller manager) */
+  taintAt: z.string().optional(),
+  /** the critical pod's sandbox/container steps on its node, from the kubelet-shim's log (local testbed) */
+  prioNode: NodeTraceSchema.optional(),
   /** why some event stayed null (e.g. a timeout) */
   error: z.string().optional(),
   /** kubelet-shim policy overriding the configuration's (kubelet policy comparison) */

@@ -129,6 +129,8 @@ export interface RepOutcome {
   events: FailoverEvents;
   /** seconds after the taint at which each moved pod became Ready, sorted */
   podReady: number[];
+  /** t = 0 (the first taint patch sent), epoch ms: to line the events up with component logs */
+  taintAtMs: number;
   error?: string;
 }
 
@@ -320,7 +322,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
       error = `${missing.join(', ')} not seen within ${timeoutMs / 1000} s (${ready.size}/${total} pods Ready on the destinations${probeError ? `; ${probeError}` : ''})`;
     }
     const podReady = [...ready.values()].map((t) => Math.max(0, Math.round(t - t0) / 1000)).sort((a, b) => a - b);
-    return { events, podReady, error };
+    return { events, podReady, taintAtMs: t0, error };
   } finally {
     pods.stop();
     slices.stop();
