@@ -2,23 +2,49 @@
 /**
  * `npm run bench:extender`: latency of one scheduling round trip as kube-scheduler makes it with a
  * nodeCacheCapable extender — POST /filter with all node NAMES, then POST /prioritize with the nodes
- * that passed — over real HTTP on loopback, for 100 and 1000 nodes. The node/pod cache is filled in
- * memory (the same ClusterState the informers feed). Cluster per size N: 10% deferrable-server
- * nodes (2 cores), 10% budget/period nodes (4 cores), 5% EDF nodes (2 cores), 20% of the nodes on
- * the TDMA network (some of them budget/period nodes), every node with an assurance vector; 5 plain pods per node, 1-2 RT pods per RT
- * node (cores reserved), 1-slot TDMA pods holding a third of the slots. Pods scheduled: a critical
- * pod with a threshold assurance policy, a deferrable-server RT pod, a TDMA pod, a budget/period
- * RT pod that also needs 2 TDMA slots — each with a fresh UID.
- * Between two rounds (not timed) `--churn` nodes change as the informers would report it (a pod on
- * the node is updated: the node's version is bumped, which invalidates what the extender cached for
- * it): default 1, the node the previous pod was bound to in a real cluster; `--churn all` changes
- * every node each round (every verdict recomputed: the cold path); `--churn 0` none.
+ * that passed — over real HTTP on loopback, for 100 and 1000 nodes. Cluster per size N: 10%
+ * deferrable-server nodes (2 cores), 10% budget/period nodes (4 cores), 5% EDF nodes (2 cores), 20%
+ * of the nodes on the TDMA network (some of them budget/period nodes), every node with an assurance
+ * vector; 5 plain pods per node, 1-2 RT pods per RT node (cores reserved), 1-slot TDMA pods holding
+ * a third of the slots. Pods scheduled: a critical pod with a threshold assurance policy, a
+ * deferrable-server RT pod, a TDMA pod, a budget/period RT pod that also needs 2 TDMA slots — each
+ * with a fresh UID.
+ *
+ * Two modes:
+ * - in memory (default): the node/pod cache (the ClusterState the informers feed) is filled
+ *   directly;
+ * - `--kwok`: per size, a control-plane-only testbed (experiments/testbed) with N KWOK nodes; the
+ *   same cluster is made through the API (labels/annotations patched onto the KWOK nodes, pods
+ *   created with spec.nodeName, so kwok runs them and keeps updating their status), the extender is
+ *   started exactly as its process starts it (main.ts startExtender: config file, kubeconfig, nodes
+ *   and pods informers, runtime config) against the testbed's apiserver, and the rows run once its
+ *   state holds every node role and every pod Ready. The testbed is taken down at the end of each
+ *   size, also on errors and on SIGINT/SIGTERM. Ports are fixed: run it under the testbed lock
+ *   (`flock /tmp/ulysses-testbed.lock npm run bench:extender -- --kwok ...`). 1000 KWOK nodes need
+ *   a few minutes to become Ready (`--nodes-ready-timeout-ms`, default testbed.ts's).
+ *   `--pin-cpus`: the testbed's processes on CPU 0 (testbed `pinCpus`), this process on CPU 1, so
+ *   the extender does not share its CPU with the control plane it is fed by.
+ *
+ * Between two rounds (not timed) `--churn` nodes change the way the binding of the previous pod
+ * changes its node: a new plain pod bound to the node (and the node's previous churn pod deleted).
+ * A pod starting to hold capacity is a change the analyses read (state.ts bumps the node version
+ * only for those; a status update does not), so each changed node has every verdict recomputed in
+ * the next round. Default 1, the node the previous pod was bound to in a real cluster; `--churn all`
+ * changes every node each round (every verdict recomputed: the cold path, in-memory mode only);
+ * `--churn 0` none. In KWOK mode the change is an API call (create with spec.nodeName, delete with
+ * grace period 0) and the next round starts once the extender's informers delivered it; kwok's status
+ * updates of the churn pods arrive during later rounds (real churn, which must not invalidate anything).
  * Baseline in the same run: a no-op fastify extender (accepts every node, scores 0): the HTTP+JSON
- * floor. Targets (issue 4): p99 < 2 ms at 100 nodes, < 10 ms at 1000 nodes.
+ * floor. Targets (issue 4): p99 < 2 ms at 100 nodes, < 10 ms at 1000 nodes. "recomputed" = node
+ * verdicts the extender computed per round (filter + prioritize; the rest came from its cache).
  *
  *   npm run bench:extender -- [--iterations 400] [--sizes 100,1000] [--churn 1|all|0] [--kinds a,b] [--json]
+ *                             [--kwok [--pin-cpus] [--run-dir /tmp/ulysses-bench-extender] [--nodes-ready-timeout-ms N]]
  */
 import http from 'node:http';
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import os from 'node:os';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
@@ -27,6 +53,9 @@ import { ExtenderServer } from './server.ts';
 import { RESERVED_NODE_ANNOTATION } from './state.ts';
 import type { ExtenderFilterResult, HostPriority } from './wire.ts';
 import { silentLogger } from '../../core/logging.ts';
+import { onShutdownSignal } from '../../core/shutdown.ts';
+import { pollUntil } from '../../experiments/testbed/processes.ts';
+import PQueue from 'p-queue';
 
 const args = process.argv.slice(2);
 const arg = (name: string, dflt: string) => {
@@ -38,22 +67,33 @@ const SIZES = arg('sizes', '100,1000').split(',').map(Number);
 const JSON_OUT = args.includes('--json');
 const KINDS = arg('kinds', '');
 const CHURN = arg('churn', '1');
+const KWOK = args.includes('--kwok');
+const PIN_CPUS = args.includes('--pin-cpus');
 
 const quiet = silentLogger();
 
-/** Fills the cache; returns `touch(node index)`: an update of one of the node's plain pods (a new resourceVersion). */
-function populate(server: ExtenderServer, n: number, rnd: () => number): (i: number) => void {
+const NS = 'bench';
+/** Extender config of both modes (the TDMA network of the cluster). */
+const EXTENDER_CONFIG = { tdmaNetworks: { bus0: { cycleUs: 100_000, slotUs: 1000 } } };
+
+interface ShapeNode {
+  readonly name: string;
+  readonly labels: Record<string, string>;
+  readonly annotations: Record<string, string>;
+}
+interface ShapePod {
+  readonly name: string;
+  readonly node: string;
+  readonly annotations: Record<string, string>;
+}
+
+/** The cluster of one size (header): node roles and the pods holding capacity on them, deterministic for `rnd`. */
+function clusterShape(names: readonly string[], rnd: () => number): { nodes: ShapeNode[]; pods: ShapePod[] } {
   const slotsTotal = 100;
   let slot = 0;
-  let rv = 1;
-  const addPod = (name: string, nodeName: string, annotations: Record<string, string>) =>
-    server.state.upsertPod({
-      metadata: { name, namespace: 'bench', uid: `uid-${name}`, annotations, resourceVersion: String(rv++) },
-      spec: { nodeName, containers: [{ name: 'c' }] },
-      status: { phase: 'Running' },
-    } as V1Pod);
-  for (let i = 0; i < n; i++) {
-    const name = `node-${i}`;
+  const nodes: ShapeNode[] = [];
+  const pods: ShapePod[] = [];
+  names.forEach((name, i) => {
     const labels: Record<string, string> = {};
     const annotations: Record<string, string> = {
       'ulysses.io/assurance': JSON.stringify({ cpu: Math.floor(rnd() * 5), memory: Math.floor(rnd() * 5), network: Math.floor(rnd() * 4) }),
@@ -70,8 +110,8 @@ function populate(server: ExtenderServer, n: number, rnd: () => number): (i: num
       annotations['ulysses.io/rt-capacity'] = '{"cores":2}';
     }
     if (i % 5 === 2) labels['ulysses.io/tdma-network'] = 'bus0';
-    server.state.upsertNode({ metadata: { name, labels, annotations, resourceVersion: String(rv++) } } as V1Node);
-    for (let k = 0; k < 5; k++) addPod(`${name}-plain-${k}`, name, {});
+    nodes.push({ name, labels, annotations });
+    for (let k = 0; k < 5; k++) pods.push({ name: `${name}-plain-${k}`, node: name, annotations: {} });
     const kind = labels['ulysses.io/rt-scheduler'];
     const rtPods = kind ? 1 + Math.floor(rnd() * 2) : 0;
     for (let k = 0; k < rtPods; k++) {
@@ -81,13 +121,43 @@ function populate(server: ExtenderServer, n: number, rnd: () => number): (i: num
           : kind === 'budget-period'
             ? { reservation: { runtimeUs: 3000, periodUs: 10000, cpus: 1 } }
             : { tasks: [{ wcetUs: 1000, periodUs: 10000 }] };
-      addPod(`${name}-rt-${k}`, name, { 'ulysses.io/rt': JSON.stringify(rt), 'ulysses.io/rt-cores': JSON.stringify([k % 2]) });
+      pods.push({ name: `${name}-rt-${k}`, node: name, annotations: { 'ulysses.io/rt': JSON.stringify(rt), 'ulysses.io/rt-cores': JSON.stringify([k % 2]) } });
     }
     if (labels['ulysses.io/tdma-network'] && slot < slotsTotal / 3) {
-      addPod(`${name}-tdma`, name, { 'ulysses.io/tdma': '{"network":"bus0","slots":1}', 'ulysses.io/tdma-slots': JSON.stringify([slot++]), [RESERVED_NODE_ANNOTATION]: name });
+      pods.push({ name: `${name}-tdma`, node: name, annotations: { 'ulysses.io/tdma': '{"network":"bus0","slots":1}', 'ulysses.io/tdma-slots': JSON.stringify([slot++]), [RESERVED_NODE_ANNOTATION]: name } });
     }
-  }
-  return (i) => addPod(`node-${i}-plain-0`, `node-${i}`, { touched: String(rv) });
+  });
+  return { nodes, pods };
+}
+
+/**
+ * One change of a node between two rounds, as the binding of the previous pod makes it: a new plain
+ * pod bound to the node (and the pod this did on the node last time deleted, so the cluster keeps
+ * its size). A pod starting to hold capacity is a change the analyses read: the node's version is
+ * bumped and every verdict cached for it is recomputed in the next round.
+ */
+type Touch = (node: string) => void | Promise<void>;
+
+/** In-memory mode: fills the extender's ClusterState directly (as its informers would). */
+function populateInMemory(server: ExtenderServer, shape: ReturnType<typeof clusterShape>): Touch {
+  let rv = 1;
+  const podObject = (name: string, nodeName: string, annotations: Record<string, string>) =>
+    ({
+      metadata: { name, namespace: NS, uid: `uid-${name}`, annotations, resourceVersion: String(rv++) },
+      spec: { nodeName, containers: [{ name: 'c' }] },
+      status: { phase: 'Running' },
+    }) as V1Pod;
+  for (const n of shape.nodes) server.state.upsertNode({ metadata: { name: n.name, labels: n.labels, annotations: n.annotations, resourceVersion: String(rv++) } } as V1Node);
+  for (const p of shape.pods) server.state.upsertPod(podObject(p.name, p.node, p.annotations));
+  const last = new Map<string, V1Pod>();
+  let seq = 0;
+  return (node) => {
+    const prev = last.get(node);
+    if (prev) server.state.deletePod(prev);
+    const p = podObject(`${node}-churn-${seq++}`, node, {});
+    server.state.upsertPod(p);
+    last.set(node, p);
+  };
 }
 
 const POD_KINDS: Record<string, Record<string, string>> = {
@@ -151,14 +221,32 @@ interface Row {
   serverP99Ms: number;
   noopP50Ms: number;
   noopP99Ms: number;
+  /** Node verdicts computed (not answered from the cache) per timed round, filter + prioritize. */
+  recomputedPerRound: number;
 }
 
-async function measure(url: string, pod: (i: number) => V1Pod, names: string[], iterations: number, churn: (round: number) => void = () => undefined): Promise<{ lat: number[]; server: number[]; feasible: number }> {
+/** What happened around the rows of one size (KWOK mode: setup times, informer events, load). */
+interface SizeNote {
+  nodes: number;
+  pods: number;
+  lines: string[];
+}
+
+async function measure(
+  url: string,
+  pod: (i: number) => V1Pod,
+  names: string[],
+  iterations: number,
+  churn: (round: number) => void | Promise<void> = () => undefined,
+  recomputed: () => number = () => 0,
+): Promise<{ lat: number[]; server: number[]; feasible: number; recomputedPerRound: number }> {
   const lat: number[] = [];
   const server: number[] = [];
   let feasible = 0;
+  let misses = 0;
   for (let i = -Math.min(50, iterations); i < iterations; i++) {
     const p = pod(i);
+    const m0 = recomputed();
     const t0 = performance.now();
     serverTime.ms = 0;
     const f = await post<ExtenderFilterResult>(`${url}/filter`, { Pod: p, NodeNames: names });
@@ -167,64 +255,256 @@ async function measure(url: string, pod: (i: number) => V1Pod, names: string[], 
     if (i >= 0) {
       lat.push(dt);
       server.push(serverTime.ms);
+      misses += recomputed() - m0;
     }
     feasible = f.NodeNames?.length ?? 0;
-    churn(i);
+    await churn(i);
   }
-  return { lat: lat.sort((a, b) => a - b), server: server.sort((a, b) => a - b), feasible };
+  return { lat: lat.sort((a, b) => a - b), server: server.sort((a, b) => a - b), feasible, recomputedPerRound: misses / Math.max(1, iterations) };
+}
+
+/** Churn of `perRound` nodes per round, spread over the nodes (step coprime to n): every node changes as often as any other. */
+function churner(names: readonly string[], perRound: number, touch: Touch): () => Promise<void> {
+  let next = 0;
+  return async () => {
+    for (let k = 0; k < perRound; k++) await touch(names[(next = (next + 7919) % names.length)]!);
+  };
+}
+
+/** The rows of one size against a running extender (`url`, its handler time instrumented) and the no-op one. */
+async function rowsFor(n: number, url: string, server: ExtenderServer, names: string[], churn: () => Promise<void>, noopUrl: string): Promise<Row[]> {
+  const rows: Row[] = [];
+  for (const [kind, annotations] of Object.entries(POD_KINDS).filter(([k]) => !KINDS || KINDS.split(',').includes(k))) {
+    const pod = (i: number): V1Pod => ({
+      metadata: { name: `new-${i}`, namespace: NS, uid: `new-${kind}-${i}`, annotations, labels: { 'ulysses.io/criticality': 'high' }, resourceVersion: '1' },
+      spec: { containers: [{ name: 'c' }] },
+    });
+    const ours = await measure(url, pod, names, ITERATIONS, churn, () => server.verdictStats.misses);
+    const base = await measure(noopUrl, pod, names, ITERATIONS);
+    rows.push({
+      nodes: n,
+      pod: kind,
+      feasible: ours.feasible,
+      p50Ms: quantile(ours.lat, 0.5),
+      p99Ms: quantile(ours.lat, 0.99),
+      serverP50Ms: quantile(ours.server, 0.5),
+      serverP99Ms: quantile(ours.server, 0.99),
+      noopP50Ms: quantile(base.lat, 0.5),
+      noopP99Ms: quantile(base.lat, 0.99),
+      recomputedPerRound: ours.recomputedPerRound,
+    });
+  }
+  return rows;
+}
+
+function perRoundChurn(n: number): number {
+  return CHURN === 'all' ? n : Math.min(n, Number(CHURN));
+}
+
+async function inMemorySize(n: number, noopUrl: string): Promise<Row[]> {
+  const server = new ExtenderServer({ config: { listen: { host: '127.0.0.1', port: 0 }, ...EXTENDER_CONFIG }, log: quiet });
+  const names = Array.from({ length: n }, (_, i) => `node-${i}`);
+  const touch = populateInMemory(server, clusterShape(names, prng(n)));
+  instrument(server.app);
+  const { url } = await server.start();
+  try {
+    return await rowsFor(n, url, server, names, churner(names, perRoundChurn(n), touch), noopUrl);
+  } finally {
+    await server.stop();
+  }
+}
+
+// ---------------------------------------------------------------- KWOK mode
+
+const RUN_DIR = arg('run-dir', '/tmp/ulysses-bench-extender');
+const NODES_READY_TIMEOUT_MS = arg('nodes-ready-timeout-ms', '');
+/** Concurrent API requests while the cluster is filled. */
+const FILL_CONCURRENCY = 16;
+
+
+
+function log(line: string) {
+  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+}
+
+/**
+ * KWOK mode, one size: a control-plane-only testbed of `n` KWOK nodes (experiments/testbed), the
+ * cluster of {@link clusterShape} made through the API (node labels/annotations patched, pods
+ * created with spec.nodeName: kwok runs them and reports their status), the extender started as
+ * main.ts starts it (startExtender: config file, kubeconfig, informers, runtime config) against the
+ * testbed's apiserver, and the rows once its state holds every node role and every pod Ready.
+ * Between two rounds the churn is a real change through the API, waited for in the extender's state.
+ * The testbed is taken down in any case (finally; SIGINT/SIGTERM also stop it, see main).
+ */
+async function kwokSize(n: number, noopUrl: string, cleanups: Set<() => Promise<void>>): Promise<{ rows: Row[]; note: SizeNote }> {
+  const testbed = await import('../../experiments/testbed/testbed.ts');
+  const { KWOK_TOLERATION } = await import('../../experiments/testbed/kwok.ts');
+  const { ensureNamespace } = await import('../../experiments/workloads.ts');
+  const { KubeClient } = await import('../../core/kube.ts');
+  const { startExtender } = await import('./main.ts');
+  const { CoreV1Api } = await import('@kubernetes/client-node');
+  const { nodeFingerprint } = await import('./state.ts');
+  const lines: string[] = [];
+  const t0 = Date.now();
+  const since = (t: number) => `${((Date.now() - t) / 1000).toFixed(1)} s`;
+  let running: Awaited<ReturnType<typeof startExtender>> | undefined;
+  let down: Promise<void> | undefined;
+  const cleanup = async () => {
+    const r = running;
+    running = undefined;
+    await r?.stop().catch((err: Error) => log(`extender stop failed: ${err.message}`));
+    down ??= testbed.down({ runDir: RUN_DIR, log: (l) => log(`  testbed: ${l}`) });
+    await down;
+  };
+  cleanups.add(cleanup);
+  try {
+    log(`size ${n}: bringing up a control-plane-only testbed with ${n} KWOK nodes in ${RUN_DIR}`);
+    await testbed.down({ runDir: RUN_DIR, log: () => undefined }); // a leftover of an aborted run
+    const state = await testbed.up({
+      runDir: RUN_DIR,
+      realNodes: 0,
+      kwokNodes: n,
+      pinCpus: PIN_CPUS,
+      ...(NODES_READY_TIMEOUT_MS ? { nodesReadyTimeoutMs: Number(NODES_READY_TIMEOUT_MS) } : {}),
+      log: (l) => log(`  testbed: ${l}`),
+    });
+    lines.push(`testbed up (${n} KWOK nodes Ready) in ${since(t0)}`);
+    const kc = testbed.kubeConfigFor(state);
+    const client = new KubeClient(kc);
+    await ensureNamespace(kc.makeApiClient(CoreV1Api), NS);
+
+    // the extender as its process starts it (config file + kubeconfig), its fastify instance instrumented before it listens
+    const configFile = join(RUN_DIR, 'bench-extender-config.json');
+    writeFileSync(configFile, JSON.stringify({ listen: { host: '127.0.0.1', port: 0 }, ...EXTENDER_CONFIG }));
+    let extender: ExtenderServer | undefined;
+    running = await startExtender({ configFile, kubeconfig: state.kubeconfig, port: 0, beforeStart: (s) => ((extender = s), instrument(s.app)) });
+    const server = extender!;
+    const url = `http://127.0.0.1:${(server.app.server.address() as { port: number }).port}`;
+    // informer events the extender's state receives (status updates from kwok included)
+    const events = { pods: 0, nodes: 0 };
+    const st = server.state;
+    const upsertPod = st.upsertPod.bind(st);
+    const upsertNode = st.upsertNode.bind(st);
+    st.upsertPod = (p) => (events.pods++, upsertPod(p));
+    st.upsertNode = (x) => (events.nodes++, upsertNode(x));
+
+    // the cluster, through the API
+    const names = state.kwokNodes.slice();
+    const shape = clusterShape(names, prng(n));
+    const podBody = (name: string, nodeName: string, annotations: Record<string, string>): V1Pod => ({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name, namespace: NS, annotations, labels: { app: 'bench-extender' } },
+      spec: { nodeName, containers: [{ name: 'c', image: 'pause', imagePullPolicy: 'Never' }], tolerations: [{ ...KWOK_TOLERATION }] },
+    });
+    let t = Date.now();
+    const fill = new PQueue({ concurrency: FILL_CONCURRENCY });
+    await fill.addAll(shape.nodes.map((x) => () => client.mergePatch(`/api/v1/nodes/${x.name}`, { metadata: { labels: x.labels, annotations: x.annotations } })));
+    await fill.addAll(shape.pods.map((p) => () => client.post(`/api/v1/namespaces/${NS}/pods`, podBody(p.name, p.node, p.annotations))));
+    lines.push(`${shape.nodes.length} nodes patched, ${shape.pods.length} pods created in ${since(t)}`);
+    t = Date.now();
+    const want = new Map(shape.nodes.map((x) => [x.name, nodeFingerprint({ metadata: { labels: x.labels, annotations: x.annotations } })]));
+    const ready = (p: V1Pod) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+    const missing = () => {
+      let nodes = 0;
+      let pods = 0;
+      let notReady = 0;
+      for (const [name, fp] of want) if (st.node(name)?.fingerprint !== fp) nodes++;
+      for (const p of shape.pods) {
+        const rec = st.pod(`${NS}/${p.name}`);
+        if (rec?.node !== p.node) pods++;
+        else if (!ready(rec.pod)) notReady++;
+      }
+      return { nodes, pods, notReady };
+    };
+    let reported = Date.now();
+    await pollUntil(
+      "the extender's state (every node role, every pod on its node and Ready)",
+      () => {
+        const m = missing();
+        if (Date.now() - reported > 15_000) {
+          reported = Date.now();
+          log(`  waiting for the extender's state (every node role, every pod on its node and Ready): ${JSON.stringify(m)}`);
+        }
+        return m.nodes + m.pods + m.notReady === 0;
+      },
+      { timeoutMs: 600_000, intervalMs: 500, explain: () => JSON.stringify(missing()) },
+    );
+    lines.push(`extender state complete (${st.nodeNames().length} nodes, ${st.podCount} pods, all Ready) ${since(t)} after the last create`);
+
+    // churn: a new pod bound to the node, the node's previous churn pod deleted (grace period 0: gone at once), both seen by the extender
+    const last = new Map<string, string>();
+    let seq = 0;
+    const touch: Touch = async (node) => {
+      const prev = last.get(node);
+      const name = `churn-${seq++}`;
+      await Promise.all([
+        client.post(`/api/v1/namespaces/${NS}/pods`, podBody(name, node, {})),
+        prev ? client.request('DELETE', `/api/v1/namespaces/${NS}/pods/${prev}`, { query: { gracePeriodSeconds: 0 } }) : undefined,
+      ]);
+      last.set(node, name);
+      await pollUntil(`churn pod ${name} on ${node} in the extender's state`, () => st.pod(`${NS}/${name}`)?.node === node && (!prev || !st.pod(`${NS}/${prev}`)), { timeoutMs: 30_000, intervalMs: 1 });
+    };
+    const e0 = { ...events };
+    t = Date.now();
+    const rows = await rowsFor(n, url, server, names, churner(names, perRoundChurn(n), touch), noopUrl);
+    lines.push(
+      `rows measured in ${since(t)}; informer events into the extender's state meanwhile: ${events.pods - e0.pods} pod adds/updates (churn pods and their kwok status updates), ${events.nodes - e0.nodes} node updates`,
+    );
+    lines.push(`load average at the end of the rows: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} on ${os.cpus().length} CPUs`);
+    return { rows, note: { nodes: n, pods: shape.pods.length, lines } };
+  } finally {
+    await cleanup();
+    cleanups.delete(cleanup);
+  }
 }
 
 async function main() {
-  const rows: Row[] = [];
-  const noop = await noopExtender();
-  for (const n of SIZES) {
-    const server = new ExtenderServer({ config: { listen: { host: '127.0.0.1', port: 0 }, tdmaNetworks: { bus0: { cycleUs: 100_000, slotUs: 1000 } } }, log: quiet });
-    const touch = populate(server, n, prng(n));
-    const perRound = CHURN === 'all' ? n : Math.min(n, Number(CHURN));
-    let next = 0;
-    // spread over the nodes (step coprime to n): every node changes as often as any other
-    const churn = () => {
-      for (let k = 0; k < perRound; k++) touch((next = (next + 7919) % n));
-    };
-    instrument(server.app);
-    const { url } = await server.start();
-    const names = server.state.nodeNames();
-    for (const [kind, annotations] of Object.entries(POD_KINDS).filter(([k]) => !KINDS || KINDS.split(',').includes(k))) {
-      const pod = (i: number): V1Pod => ({
-        metadata: { name: `new-${i}`, namespace: 'bench', uid: `new-${kind}-${i}`, annotations, labels: { 'ulysses.io/criticality': 'high' }, resourceVersion: '1' },
-        spec: { containers: [{ name: 'c' }] },
-      });
-      const ours = await measure(url, pod, names, ITERATIONS, churn);
-      const base = await measure(noop.url, pod, names, ITERATIONS);
-      rows.push({
-        nodes: n,
-        pod: kind,
-        feasible: ours.feasible,
-        p50Ms: quantile(ours.lat, 0.5),
-        p99Ms: quantile(ours.lat, 0.99),
-        serverP50Ms: quantile(ours.server, 0.5),
-        serverP99Ms: quantile(ours.server, 0.99),
-        noopP50Ms: quantile(base.lat, 0.5),
-        noopP99Ms: quantile(base.lat, 0.99),
-      });
-    }
-    await server.stop();
+  if (KWOK && CHURN === 'all') throw new Error('--churn all is for the in-memory mode (with --kwok every changed node is an API call per round): use a number');
+  // the extender started as in main.ts logs through the root logger: warnings only, unless asked
+  if (KWOK) process.env.ULYSSES_LOG_LEVEL ??= 'warn';
+  if (PIN_CPUS) {
+    if (!KWOK) throw new Error('--pin-cpus is a --kwok option (it pins the testbed to CPU 0 and this process to CPU 1)');
+    if (os.cpus().length < 2) throw new Error('--pin-cpus needs at least 2 CPUs');
+    // every thread of this process (event loop, GC, libuv pool); threads started later inherit it
+    execFileSync('taskset', ['-a', '-p', '-c', '1', String(process.pid)], { stdio: 'ignore' });
   }
-  await noop.app.close();
+  const cleanups = new Set<() => Promise<void>>();
+  const removeSignalHandlers = KWOK ? onShutdownSignal(async () => Promise.all([...cleanups].map((c) => c())), { exitCode: 130, graceMs: 120_000 }) : () => undefined;
+  const rows: Row[] = [];
+  const notes: SizeNote[] = [];
+  const noop = await noopExtender();
+  try {
+    for (const n of SIZES) {
+      if (KWOK) {
+        const r = await kwokSize(n, noop.url, cleanups);
+        rows.push(...r.rows);
+        notes.push(r.note);
+      } else rows.push(...(await inMemorySize(n, noop.url)));
+    }
+  } finally {
+    await noop.app.close();
+    removeSignalHandlers();
+  }
   if (JSON_OUT) {
-    console.log(JSON.stringify(rows, null, 2));
+    console.log(JSON.stringify(KWOK ? { rows, notes } : rows, null, 2));
     return;
   }
   console.log(`filter+prioritize round trip over loopback HTTP, ${ITERATIONS} iterations per row (after 50 warm-up), node ${process.version}`);
-  console.log(`churn: ${CHURN === 'all' ? 'every node' : `${CHURN} node(s)`} changed between two rounds (extender rows)`);
-  console.log('round trip = client-measured filter+prioritize; server = fastify handler time of the two requests (reply.elapsedTime)');
+  if (KWOK) {
+    console.log(`KWOK mode: a control-plane-only testbed per size, the extender fed by its informers (started as main.ts does); node ${os.hostname()}`);
+    if (PIN_CPUS) console.log('CPUs pinned: etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok on CPU 0; this process (extender, client, no-op extender) on CPU 1');
+    for (const note of notes) for (const l of note.lines) console.log(`  ${note.nodes} nodes: ${l}`);
+  }
+  console.log(`churn: ${CHURN === 'all' ? 'every node' : `${CHURN} node(s)`} changed between two rounds (extender rows): a new pod bound to the node${KWOK ? ' through the API (create with spec.nodeName; the previous churn pod on the node deleted), waited for in the extender\'s state' : ' (the previous one on the node deleted)'}`);
+  console.log('round trip = client-measured filter+prioritize; server = fastify handler time of the two requests (reply.elapsedTime); recomputed = node verdicts computed per round (the rest came from the cache)');
   console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} on ${os.cpus().length} CPUs`);
-  console.log('nodes  pod                       feasible | round trip p50  p99 | server p50  p99 | no-op round trip p50  p99 | p99 target');
+  console.log('nodes  pod                       feasible | round trip p50  p99 | server p50  p99 | no-op round trip p50  p99 | recomputed | p99 target');
   const f = (x: number, w = 7) => x.toFixed(3).padStart(w);
   for (const r of rows) {
     const target = r.nodes <= 100 ? 2 : 10;
     console.log(
-      `${String(r.nodes).padEnd(6)} ${r.pod.padEnd(25)} ${String(r.feasible).padStart(8)} | ${f(r.p50Ms, 14)} ${f(r.p99Ms)} | ${f(r.serverP50Ms, 10)} ${f(r.serverP99Ms)} | ${f(r.noopP50Ms, 20)} ${f(r.noopP99Ms)} | < ${target} ms: ${r.p99Ms < target ? 'met' : 'MISSED'}`,
+      `${String(r.nodes).padEnd(6)} ${r.pod.padEnd(25)} ${String(r.feasible).padStart(8)} | ${f(r.p50Ms, 14)} ${f(r.p99Ms)} | ${f(r.serverP50Ms, 10)} ${f(r.serverP99Ms)} | ${f(r.noopP50Ms, 20)} ${f(r.noopP99Ms)} | ${r.recomputedPerRound.toFixed(1).padStart(10)} | < ${target} ms: ${r.p99Ms < target ? 'met' : 'MISSED'}`,
     );
   }
 }

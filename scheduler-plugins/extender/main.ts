@@ -29,7 +29,17 @@ export interface RunningExtender {
   stop(): Promise<void>;
 }
 
-export async function startExtender(opts: { configFile?: string; kubeconfig?: string; host?: string; port?: number; runtimeConfig?: boolean }): Promise<RunningExtender> {
+export interface StartExtenderOptions {
+  configFile?: string;
+  kubeconfig?: string;
+  host?: string;
+  port?: number;
+  runtimeConfig?: boolean;
+  /** Called with the server before it starts its informers and listens (e.g. the benchmark adds a fastify hook). */
+  beforeStart?: (server: ExtenderServer) => void;
+}
+
+export async function startExtender(opts: StartExtenderOptions): Promise<RunningExtender> {
   const load = async (): Promise<ExtenderConfig> => {
     const base = opts.configFile ? await loadExtenderConfig(opts.configFile) : extenderConfig({});
     return extenderConfig({ ...base, listen: { host: opts.host ?? base.listen.host, port: opts.port ?? base.listen.port } }, 'scheduler-extender flags');
@@ -37,6 +47,7 @@ export async function startExtender(opts: { configFile?: string; kubeconfig?: st
   const kc = await loadKubeConfig(opts.kubeconfig);
   const cfg = await load();
   const server = new ExtenderServer({ config: cfg, kubeconfig: kc });
+  opts.beforeStart?.(server);
   await server.start();
   const log = componentLogger('scheduler-extender');
   let updater: NodeAssuranceUpdater | undefined;

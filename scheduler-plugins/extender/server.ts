@@ -107,8 +107,9 @@ export interface ExtenderServerOptions {
 const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
 
 /**
- * One cached verdict of a node for a demand. Valid while the node (its object and the pods holding
- * capacity on it: ClusterState versions, bumped by the informer handlers), the pod's TDMA network
+ * One cached verdict of a node for a demand. Valid while the node (what the analyses read from its
+ * object and from the pods holding capacity on it: ClusterState versions, bumped by the informer
+ * handlers only when one of those fields changes, see state.ts), the pod's TDMA network
  * and the pod's rank among equal-period deferrable servers on the node are what they were.
  */
 interface CachedVerdict {
@@ -139,6 +140,8 @@ export class ExtenderServer {
    * replicas of a Deployment) on every node whose state did not change in between.
    */
   private readonly verdicts = new Map<string, Map<string, CachedVerdict>>();
+  /** Per-node verdicts answered from the cache (hits) and computed (misses), filter and prioritize together, since start. */
+  readonly verdictStats = { hits: 0, misses: 0 };
   private listening: string | undefined;
 
   constructor(opts: ExtenderServerOptions = {}) {
@@ -298,7 +301,11 @@ export class ExtenderServer {
     const networkVersion = req.network ? this.state.networkVersion(req.network.name) : 0;
     const tieRank = req.rt?.kind === 'deferrable-server' && info.rtKind === 'deferrable-server' ? this.state.dsTieRank(info.name, req.rt.server.periodUs, req.uid) : 0;
     const hit = cache?.get(info.name);
-    if (hit && hit.nodeVersion === nodeVersion && hit.networkVersion === networkVersion && hit.tieRank === tieRank) return hit.verdict;
+    if (hit && hit.nodeVersion === nodeVersion && hit.networkVersion === networkVersion && hit.tieRank === tieRank) {
+      this.verdictStats.hits++;
+      return hit.verdict;
+    }
+    this.verdictStats.misses++;
     const verdict = evaluateNode(req, info, this.state, this.cfg, memo);
     if (verdict.skipped) {
       for (const s of verdict.skipped) if (this.remember(`skip:${s}`, s)) {

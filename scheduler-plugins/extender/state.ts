@@ -13,9 +13,21 @@
  * Annotations are parsed once per object version (the parse results are cached on the records), so
  * a filter over 1000 nodes only runs the analyses. What a node offers independently of the pod being
  * placed (its parsed RT pods, sorted; the deferrable-server UIDs per server period) is cached per
- * node version ({@link ClusterState.rtSummary}): every informer event that touches the node or a pod
- * holding capacity on it bumps that version, which invalidates the summary and every verdict the
- * extender cached for the node (server.ts).
+ * node version ({@link ClusterState.rtSummary}): an informer event bumps that version only when it
+ * changes something the analyses read, which invalidates the summary and every verdict the
+ * extender cached for the node (server.ts):
+ * - a node: its `ulysses.io/rt-scheduler` and `ulysses.io/tdma-network` labels and its
+ *   `ulysses.io/assurance` and `ulysses.io/rt-capacity` annotations ({@link nodeFingerprint}; the
+ *   analyses read nothing else of the node object: not its status, allocatable or unschedulable,
+ *   which kube-scheduler's own plugins check), or the node appearing / being deleted;
+ * - a pod holding capacity: the node it holds capacity on (bound node, else the reservation; none
+ *   once terminal), its UID, and its `ulysses.io/rt`, `ulysses.io/rt-cores`, `ulysses.io/tdma`,
+ *   `ulysses.io/tdma-slots` annotation texts ({@link podFingerprint}); it bumps the node it leaves
+ *   and the node it joins. TDMA networks have their own version, bumped when a pod holding slots
+ *   on the network comes, goes or changes those fields.
+ * A status-only update (KWOK and the kubelet report pod and node status all the time), or a change
+ * of any other label/annotation, only replaces the stored object (the bind reads the latest one),
+ * keeping the parses and every cached verdict.
  */
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { objectKey } from '../../core/objects.ts';
@@ -47,7 +59,9 @@ export interface NodeInfo {
   readonly rtKind: RtKind | null | { readonly error: string };
   readonly rtCapacity: Parsed<RtCapacity>;
   readonly tdmaNetwork: string | undefined;
-  /** Bumped whenever the node object or the pods holding capacity on it change. */
+  /** {@link nodeFingerprint} of `node`: what the analyses read from it. */
+  readonly fingerprint: string;
+  /** Bumped whenever what the analyses read from the node or the pods holding capacity on it changes (see header). */
   version: number;
 }
 
@@ -62,6 +76,28 @@ export interface PodRecord {
   readonly rtCores: number[] | undefined;
   readonly tdma: Parsed<TdmaRequest> | undefined;
   readonly tdmaSlots: number[] | undefined;
+  /** {@link podFingerprint} of `pod`: what the analyses read from it. */
+  readonly fingerprint: string;
+}
+
+/**
+ * Everything the analyses read from a node object, as one string: two node objects with the same
+ * fingerprint get the same verdicts (the node version is bumped only when it changes).
+ */
+export function nodeFingerprint(node: V1Node): string {
+  const labels = node.metadata?.labels ?? {};
+  const ann = node.metadata?.annotations ?? {};
+  return JSON.stringify([labels[RT_SCHEDULER_LABEL], labels[TDMA_NETWORK_LABEL], ann[ASSURANCE_ANNOTATION], ann[RT_CAPACITY_ANNOTATION]]);
+}
+
+/**
+ * Everything the analyses read from a pod holding capacity, as one string: where it holds capacity
+ * ({@link holdingNode}: bound node, reservation, terminal phase), its UID, and the raw texts of its
+ * RT/TDMA annotations and reservations. Its name is part of the record key, so not needed here.
+ */
+export function podFingerprint(pod: V1Pod): string {
+  const ann = pod.metadata?.annotations ?? {};
+  return JSON.stringify([holdingNode(pod), pod.metadata?.uid, ann[RT_ANNOTATION], ann[RT_CORES_ANNOTATION], ann[TDMA_ANNOTATION], ann[TDMA_SLOTS_ANNOTATION]]);
 }
 
 function intList(text: string | undefined): number[] | undefined {
@@ -105,6 +141,7 @@ export function nodeInfoOf(node: V1Node, version = 0): NodeInfo {
     // a node of an RT kind without the capacity annotation has one core
     rtCapacity: ann[RT_CAPACITY_ANNOTATION] === undefined ? { ok: true, value: { cores: 1 } } : parseRtCapacityAnnotation(ann[RT_CAPACITY_ANNOTATION]),
     tdmaNetwork: labels[TDMA_NETWORK_LABEL] || undefined,
+    fingerprint: nodeFingerprint(node),
     version,
   };
 }
@@ -121,6 +158,7 @@ export function podRecordOf(pod: V1Pod): PodRecord {
     rtCores: intList(ann[RT_CORES_ANNOTATION]),
     tdma: ann[TDMA_ANNOTATION] === undefined ? undefined : parseTdmaAnnotation(ann[TDMA_ANNOTATION]),
     tdmaSlots: intList(ann[TDMA_SLOTS_ANNOTATION]),
+    fingerprint: podFingerprint(pod),
   };
 }
 
@@ -196,6 +234,11 @@ export class ClusterState {
     if (!name) return;
     const old = this.nodes.get(name);
     if (old && old.node.metadata?.resourceVersion === node.metadata?.resourceVersion && old.node.metadata?.resourceVersion) return;
+    if (old && old.fingerprint === nodeFingerprint(node)) {
+      // nothing the analyses read changed (e.g. a status update): keep the parses and the version
+      this.nodes.set(name, { ...old, node });
+      return;
+    }
     this.nodes.set(name, nodeInfoOf(node));
     this.bumpNode(name);
   }
@@ -213,6 +256,11 @@ export class ClusterState {
     const old = this.pods.get(key);
     if (old && old.uid === pod.metadata?.uid && olderThan(pod.metadata?.resourceVersion, old.pod.metadata?.resourceVersion)) return;
     if (old && old.pod.metadata?.resourceVersion && old.pod.metadata.resourceVersion === pod.metadata?.resourceVersion && old.uid === pod.metadata?.uid) return;
+    if (old && old.fingerprint === podFingerprint(pod)) {
+      // nothing the analyses read changed (e.g. a status update): keep the parses, the indexes and the versions
+      this.pods.set(key, { ...old, pod });
+      return;
+    }
     const rec = podRecordOf(pod);
     if (old) this.unindex(old);
     this.pods.set(key, rec);

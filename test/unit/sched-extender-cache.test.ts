@@ -1,7 +1,8 @@
 /**
  * The extender's caches (server.ts verdict cache keyed by the pod's demand, state.ts per-node RT
  * summary, evaluate.ts annotation parses, wire.ts fast request check) never change an answer:
- * - a node's cached verdicts are dropped when its pods or its labels/annotations change;
+ * - a node's cached verdicts are dropped when what the analyses read of its pods or of its
+ *   labels/annotations changes, and kept on status-only updates (or of fields they do not read);
  * - the deferrable-server UID tie-break and a pod that already holds capacity are honoured;
  * - over a random sequence of cluster changes and pods (fresh and reused UIDs), every filter and
  *   prioritize answer equals the uncached evaluation (evaluateNode on the same state);
@@ -13,7 +14,7 @@ import { prng } from '../../core/prng.ts';
 import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
 import { evaluateNode, podRequirements } from '../../scheduler-plugins/extender/evaluate.ts';
 import { tdmaNetworks } from '../../scheduler-plugins/extender/config.ts';
-import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
+import { ClusterState, RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
 import { extenderArgsSchema, fastExtenderArgs } from '../../scheduler-plugins/extender/wire.ts';
 import { silentLogger } from '../../core/logging.ts';
 import { filter, prioritize } from './extender-calls.ts';
@@ -45,15 +46,15 @@ function extender() {
 }
 
 
-/** What the extender must answer for `p`: the uncached per-node evaluation on the same state. */
-function expected(s: ExtenderServer, p: V1Pod, names: string[]) {
+/** What the extender must answer for `p`: the uncached per-node evaluation on the same state (or on `state`, e.g. one rebuilt from the latest objects). */
+function expected(s: ExtenderServer, p: V1Pod, names: string[], state: ClusterState = s.state) {
   const r = podRequirements(p, s.config, tdmaNetworks(s.config));
   if (!r.ok) throw new Error(r.message);
   const passing: string[] = [];
   const failed: Record<string, string> = {};
   const scores: Record<string, number> = {};
   for (const n of names) {
-    const v = evaluateNode(r.req, s.state.node(n)!, s.state, s.config);
+    const v = evaluateNode(r.req, state.node(n)!, state, s.config);
     if (v.fits) passing.push(n);
     else failed[n] = v.message;
     scores[n] = v.fits ? v.score : 0;
@@ -61,8 +62,8 @@ function expected(s: ExtenderServer, p: V1Pod, names: string[]) {
   return { passing, failed, scores };
 }
 
-async function assertUncached(s: ExtenderServer, p: V1Pod, names: string[], what: string) {
-  const want = expected(s, p, names);
+async function assertUncached(s: ExtenderServer, p: V1Pod, names: string[], what: string, state?: ClusterState) {
+  const want = expected(s, p, names, state);
   const f = await filter(s, p, names);
   expect(f.NodeNames, what).toEqual(want.passing);
   expect(f.FailedAndUnresolvableNodes, what).toEqual(want.failed);
@@ -126,6 +127,105 @@ describe('scheduler extender caches', () => {
     expect((await filter(s, pod('r3', rt), names)).FailedAndUnresolvableNodes.n).toMatch(/not a real-time node/);
   });
 
+  it('only changes of what the analyses read drop a node’s verdicts: status-only updates keep them', async () => {
+    const s = extender();
+    const names = ['rt', 'other', 't'];
+    s.state.upsertNode(node('rt', { 'ulysses.io/rt-scheduler': 'deferrable-server' }, { 'ulysses.io/rt-capacity': '{"cores":1}' }));
+    s.state.upsertNode(node('other', { 'ulysses.io/rt-scheduler': 'deferrable-server' }, { 'ulysses.io/rt-capacity': '{"cores":1}' }));
+    s.state.upsertNode(node('t', { 'ulysses.io/tdma-network': 'rtnet0' }));
+    const holder = pod('holder', { 'ulysses.io/rt': ds(500, 500), 'ulysses.io/rt-cores': '[0]' }, { nodeName: 'rt' });
+    s.state.upsertPod(holder);
+    const slotHolder = pod('slots', { 'ulysses.io/tdma': '{"network":"rtnet0","slots":1}', 'ulysses.io/tdma-slots': '[0]' }, { nodeName: 't' });
+    s.state.upsertPod(slotHolder);
+    const demand = { 'ulysses.io/rt': ds(1000, 1500) };
+    const tdma = { 'ulysses.io/tdma': '{"network":"rtnet0","slots":2}' };
+    let n = 0;
+    /** filter + prioritize of a fresh pod of each demand (as replicas arrive); returns the verdicts computed (cache misses). */
+    const round = async (what: string) => {
+      const before = s.verdictStats.misses;
+      for (const d of [demand, tdma]) await assertUncached(s, pod(`p${++n}`, d), names, what);
+      return s.verdictStats.misses - before;
+    };
+    await round('first round');
+    expect(await round('nothing changed')).toBe(0);
+    const version = () => [s.state.nodeVersion('rt'), s.state.nodeVersion('other'), s.state.nodeVersion('t'), s.state.networkVersion('rtnet0')];
+    const v0 = version();
+    const summary = s.state.rtSummary('rt');
+    const next = <T extends V1Pod | V1Node>(o: T, patch: (o: T) => T): T => {
+      const out = patch(structuredClone(o));
+      out.metadata!.resourceVersion = String(++rv);
+      return out;
+    };
+
+    // status-only updates of the pods (as KWOK/the kubelet report them), other labels/annotations, node status
+    let h = next(holder, (p) => ({ ...p, status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }], podIP: '10.0.0.7' } }));
+    s.state.upsertPod(h);
+    h = next(h, (p) => ({ ...p, metadata: { ...p.metadata, labels: { app: 'x' }, annotations: { ...p.metadata!.annotations, 'example.com/other': '1' } } }));
+    s.state.upsertPod(h);
+    s.state.upsertPod(next(slotHolder, (p) => ({ ...p, status: { phase: 'Running', startTime: new Date(0) } })));
+    const rtNode = s.state.node('rt')!.node;
+    s.state.upsertNode(next(rtNode, (x) => ({ ...x, metadata: { ...x.metadata, annotations: { ...x.metadata!.annotations, 'node.alpha.kubernetes.io/ttl': '0' } }, status: { conditions: [{ type: 'Ready', status: 'True' }] } })));
+    expect(version()).toEqual(v0);
+    expect(s.state.rtSummary('rt')).toBe(summary);
+    expect(await round('after status-only updates')).toBe(0);
+    // the records hold the latest objects all the same
+    expect(s.state.pod('ns/holder')!.pod.metadata!.labels).toEqual({ app: 'x' });
+    expect(s.state.pod('ns/holder')!.pod.status!.podIP).toBe('10.0.0.7');
+    expect(s.state.node('rt')!.node.status!.conditions![0]!.type).toBe('Ready');
+
+    // an RT annotation change: that node's verdicts (and only those) are recomputed
+    h = next(h, (p) => ({ ...p, metadata: { ...p.metadata, annotations: { ...p.metadata!.annotations, 'ulysses.io/rt': ds(1700, 2000) } } }));
+    s.state.upsertPod(h);
+    expect(s.state.nodeVersion('rt')).toBeGreaterThan(v0[0]!);
+    expect(s.state.nodeVersion('other')).toBe(v0[1]);
+    expect(await round('rt annotation changed')).toBe(2); // node rt, for each of the two demands
+    const rtFull = await filter(s, pod('check1', demand), ['rt']);
+    expect(rtFull.NodeNames).toEqual([]);
+
+    // the reservation (rt-cores) text changes
+    let v = s.state.nodeVersion('rt');
+    h = next(h, (p) => ({ ...p, metadata: { ...p.metadata, annotations: { ...p.metadata!.annotations, 'ulysses.io/rt-cores': '[1]' } } }));
+    s.state.upsertPod(h);
+    expect(s.state.nodeVersion('rt')).toBeGreaterThan(v);
+    await round('rt-cores changed');
+
+    // the pod moves to another node: both nodes' verdicts are recomputed
+    v = s.state.nodeVersion('rt');
+    const vOther = s.state.nodeVersion('other');
+    h = next(h, (p) => ({ ...p, spec: { ...p.spec!, nodeName: 'other' } }));
+    s.state.upsertPod(h);
+    expect(s.state.nodeVersion('rt')).toBeGreaterThan(v);
+    expect(s.state.nodeVersion('other')).toBeGreaterThan(vOther);
+    expect(await round('moved to other')).toBe(4); // two nodes × two demands
+    expect((await filter(s, pod('check2', demand), ['rt', 'other'])).NodeNames).toEqual(['rt']);
+
+    // terminal phase: the reservation is released
+    v = s.state.nodeVersion('other');
+    h = next(h, (p) => ({ ...p, status: { phase: 'Succeeded' } }));
+    s.state.upsertPod(h);
+    expect(s.state.nodeVersion('other')).toBeGreaterThan(v);
+    expect(await round('terminal')).toBe(2);
+    expect((await filter(s, pod('check3', demand), ['rt', 'other'])).NodeNames).toEqual(['rt', 'other']);
+
+    // TDMA slots of the other pod change: the network version moves, every TDMA verdict is recomputed
+    const vNet = s.state.networkVersion('rtnet0');
+    s.state.upsertPod(next(slotHolder, (p) => ({ ...p, metadata: { ...p.metadata, annotations: { ...p.metadata!.annotations, 'ulysses.io/tdma-slots': '[0,1,2,3]' } } })));
+    expect(s.state.networkVersion('rtnet0')).toBeGreaterThan(vNet);
+    expect(await round('slots changed')).toBe(4); // the TDMA demand on each of the three nodes, the RT demand on t (a pod on t changed)
+
+    // a node label change (and a node annotation the analyses read)
+    v = s.state.nodeVersion('other');
+    s.state.upsertNode(node('other', { 'ulysses.io/rt-scheduler': 'edf' }, { 'ulysses.io/rt-capacity': '{"cores":1}' }));
+    expect(s.state.nodeVersion('other')).toBeGreaterThan(v);
+    expect(await round('label changed')).toBe(2);
+    expect((await filter(s, pod('check4', demand), ['other'])).FailedAndUnresolvableNodes.other).toMatch(/edf node/);
+    v = s.state.nodeVersion('t');
+    s.state.upsertNode(node('t', { 'ulysses.io/tdma-network': 'rtnet0' }, { 'ulysses.io/assurance': '{"cpu":1}' }));
+    expect(s.state.nodeVersion('t')).toBeGreaterThan(v);
+    expect(await round('assurance changed')).toBe(2);
+    expect(await round('nothing changed again')).toBe(0);
+  });
+
   it('TDMA verdicts follow the network: a slot taken on another node invalidates them', async () => {
     const s = extender();
     s.state.upsertNode(node('t1', { 'ulysses.io/tdma-network': 'rtnet0' }));
@@ -171,7 +271,7 @@ describe('scheduler extender caches', () => {
     expect((await filter(s, pod('other2', demand), ['ds'])).NodeNames).toEqual([]);
   });
 
-  it('random cluster changes and pods: every answer equals the uncached evaluation', async () => {
+  it('random cluster changes (status-only updates among them) and pods: every answer equals the uncached evaluation', async () => {
     const rnd = prng(0xcac4e);
     const int = (n: number) => Math.floor(rnd() * n);
     const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
@@ -199,6 +299,7 @@ describe('scheduler extender caches', () => {
     };
     const holders: V1Pod[] = [];
     let checks = 0;
+    let statusOnly = 0;
     for (let step = 0; step < 300; step++) {
       const op = int(10);
       if (op < 3) {
@@ -212,17 +313,56 @@ describe('scheduler extender caches', () => {
       } else if (op < 5 && holders.length) {
         s.state.deletePod(holders.splice(int(holders.length), 1)[0]!);
       } else if (op < 6) {
-        setNode(int(names.length));
+        if (rnd() < 0.5 || !holders.length) setNode(int(names.length));
+        else {
+          // a change the analyses read: the pod moves, ends, or its RT / reservation annotations change
+          const i = int(holders.length);
+          const p = structuredClone(holders[i]!);
+          p.metadata!.resourceVersion = String(++rv);
+          const what = int(4);
+          if (what === 0) p.spec!.nodeName = names[int(names.length)]!;
+          else if (what === 1) p.status = { phase: pick(['Succeeded', 'Failed', 'Running']) };
+          else if (what === 2) p.metadata!.annotations = { ...p.metadata!.annotations, 'ulysses.io/rt': pick(rtDemands) };
+          else p.metadata!.annotations = { ...p.metadata!.annotations, 'ulysses.io/rt-cores': JSON.stringify([int(2)]) };
+          s.state.upsertPod(p);
+          holders[i] = p;
+        }
       } else {
         // the pod to place: usually fresh, sometimes one that already holds capacity (retried after a failed bind)
         const p = rnd() < 0.15 && holders.length ? pick(holders) : pod(`p${step}`, demand(), { uid: `u${int(20)}-p${step}` });
-        await assertUncached(s, p, names, `step ${step}`);
+        // reference: a state built afresh from the latest objects (catches an index or version kept stale by an update)
+        const fresh = new ClusterState();
+        for (const n of names) fresh.upsertNode(s.state.node(n)!.node);
+        for (const h of holders) fresh.upsertPod(h);
+        await assertUncached(s, p, names, `step ${step}`, fresh);
         // and again (a cache hit now)
-        await assertUncached(s, p, names, `step ${step} again`);
+        await assertUncached(s, p, names, `step ${step} again`, fresh);
         checks++;
+      }
+      if (rnd() < 0.4) {
+        // a status-only update (or of a label/annotation the analyses do not read): must not change any answer, and bumps nothing
+        const versions = names.map((n) => s.state.nodeVersion(n)).join() + s.state.networkVersion('rtnet0');
+        if (rnd() < 0.6 && holders.length) {
+          const i = int(holders.length);
+          const p = structuredClone(holders[i]!);
+          p.metadata!.resourceVersion = String(++rv);
+          p.metadata!.labels = { ...p.metadata!.labels, gen: String(step) };
+          p.status = { ...p.status, conditions: [{ type: 'Ready', status: pick(['True', 'False']) }], podIP: `10.0.0.${int(250)}` };
+          s.state.upsertPod(p);
+          holders[i] = p;
+        } else {
+          const n = structuredClone(s.state.node(pick(names))!.node);
+          n.metadata!.resourceVersion = String(++rv);
+          n.metadata!.annotations = { ...n.metadata!.annotations, 'node.alpha.kubernetes.io/ttl': String(step) };
+          n.status = { conditions: [{ type: 'Ready', status: pick(['True', 'False']) }] };
+          s.state.upsertNode(n);
+        }
+        expect(names.map((n) => s.state.nodeVersion(n)).join() + s.state.networkVersion('rtnet0'), `step ${step}: status-only update`).toBe(versions);
+        statusOnly++;
       }
     }
     expect(checks).toBeGreaterThan(100);
+    expect(statusOnly).toBeGreaterThan(80);
   });
 
   it('the fast request check accepts only what the schema accepts', () => {
