@@ -34,6 +34,8 @@ import { KubeClient } from '../../core/kube.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 import { schedulerKubeconfigPath } from '../../experiments/testbed/testbed.ts';
+import { PORTS } from '../../experiments/testbed/controlplane.ts';
+import https from 'node:https';
 
 const runDir = '/tmp/ulysses-it-sched-priority';
 const schedulerConfig = '/tmp/ulysses-it-sched-priority-kube-scheduler.yaml';
@@ -95,6 +97,28 @@ function pod(name: string, priorityClassName: string, gate: string): V1Pod {
   };
 }
 
+/**
+ * kube-scheduler's own view of its queue: scheduler_pending_pods{queue} from its /metrics (admin
+ * client certificate of the testbed kubeconfig; the scheduler's serving certificate is self-signed).
+ */
+async function pendingPods(): Promise<Record<string, number>> {
+  const opts: https.RequestOptions = { host: '127.0.0.1', port: PORTS.scheduler, path: '/metrics', rejectUnauthorized: false };
+  await t.kc.applyToHTTPSOptions(opts);
+  opts.rejectUnauthorized = false;
+  const text = await new Promise<string>((resolve, reject) => {
+    https
+      .get(opts, (res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => (res.statusCode === 200 ? resolve(body) : reject(new Error(`scheduler /metrics: HTTP ${res.statusCode}`))));
+      })
+      .on('error', reject);
+  });
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/^scheduler_pending_pods\{queue="(\w+)"\} (\d+)/gm)) out[m[1]!] = Number(m[2]);
+  return out;
+}
+
 const podScheduled = (p: V1Pod | undefined) => p?.status?.conditions?.find((c) => c.type === 'PodScheduled');
 
 /**
@@ -124,10 +148,23 @@ async function race(o: { prefix: string; gate: string; node: string; lowClass: s
     { timeoutMs: 60_000, intervalMs: 100, explain: () => all.map((n) => `${n}: ${JSON.stringify(podScheduled(informer.get(`${ns}/${n}`)))}`).join('\n') },
   );
   expect(mine()).toEqual([]);
-  // The scheduler's 1-s backoff window of the last attempt must pass (not observable through the
-  // API), else a pod still backing off would go to backoffQ, which is not priority-ordered. This
-  // waits out a documented timer of the system under test; it synchronises with nothing.
-  await new Promise((r) => setTimeout(r, BACKOFF_MS + 500));
+  // Every pod must sit in unschedulablePods, none in activeQ/backoffQ (a pod re-queued by some other
+  // cluster event, e.g. a KWOK node status change, and still backing off would go to backoffQ, which
+  // is not priority-ordered): asked of the scheduler itself (scheduler_pending_pods), twice in a row
+  // a backoff window apart, so no pod is in flight either.
+  let stableSince: number | undefined;
+  let last: Record<string, number> = {};
+  await pollUntil(
+    `every ${o.prefix}pod in the scheduler's unschedulable queue, none active or backing off, for ${BACKOFF_MS} ms`,
+    async () => {
+      last = await pendingPods();
+      const settled = (last.unschedulable ?? 0) >= all.length && !last.active && !last.backoff;
+      if (!settled) stableSince = undefined;
+      else stableSince ??= Date.now();
+      return stableSince !== undefined && Date.now() - stableSince >= BACKOFF_MS;
+    },
+    { timeoutMs: 60_000, intervalMs: 100, explain: () => JSON.stringify(last) },
+  );
 
   // open exactly one node: all pods become schedulable at once (one move under the queue lock)
   await client.mergePatch(`/api/v1/nodes/${o.node}`, { metadata: { labels: { [GATE_LABEL]: o.gate } } });
