@@ -13,7 +13,11 @@
  * - A moved pod still inside its backoff window goes to backoffQ instead (popped by backoff expiry,
  *   SchedulerPopFromBackoffQ), which would NOT be priority order. So the scheduler runs with
  *   podInitialBackoffSeconds = podMaxBackoffSeconds = 1 and the label is added only after every
- *   pod's failed attempt is visible and that 1 s window has passed: no pod is backing off.
+ *   pod's failed attempt is visible and no pod can still be backing off. Backoff expiry is aligned
+ *   DOWN to the backoffQ's 1-s ordering window and a pod counts as backing off while its expiry is
+ *   not before the current window's start (backoff_queue.go isPodBackingoff), so a pod enqueued at
+ *   t backs off until the second boundary after trunc(t + 1 s), i.e. up to 2 s: the test waits for
+ *   the scheduler's queue to be quiet (nothing active or backing off) for backoff + window.
  * - Binding runs asynchronously after the scheduling cycle, so bind completion order is not strictly
  *   pop order. Instead exactly ONE pod fits (each requests 20 of the node's 32 CPUs): the pod popped
  *   first is assumed on the node and every later pod fails with "Insufficient cpu". Whoever holds the
@@ -45,6 +49,10 @@ const LOW_BEFORE = 12;
 const LOW_AFTER = 6;
 /** podMaxBackoffSeconds below, in ms. */
 const BACKOFF_MS = 1000;
+/** kube-scheduler's backoffQOrderingWindowDuration (backend/queue/backoff_queue.go), in ms. */
+const BACKOFF_WINDOW_MS = 1000;
+/** How long the queue must stay quiet before the node opens: no pod may still be backing off (header). */
+const QUIET_MS = BACKOFF_MS + BACKOFF_WINDOW_MS + 200;
 
 writeFileSync(
   schedulerConfig,
@@ -150,18 +158,18 @@ async function race(o: { prefix: string; gate: string; node: string; lowClass: s
   expect(mine()).toEqual([]);
   // Every pod must sit in unschedulablePods, none in activeQ/backoffQ (a pod re-queued by some other
   // cluster event, e.g. a KWOK node status change, and still backing off would go to backoffQ, which
-  // is not priority-ordered): asked of the scheduler itself (scheduler_pending_pods), twice in a row
-  // a backoff window apart, so no pod is in flight either.
+  // is not priority-ordered): asked of the scheduler itself (scheduler_pending_pods), continuously for
+  // QUIET_MS, so no pod is in flight and none can still count as backing off.
   let stableSince: number | undefined;
   let last: Record<string, number> = {};
   await pollUntil(
-    `every ${o.prefix}pod in the scheduler's unschedulable queue, none active or backing off, for ${BACKOFF_MS} ms`,
+    `every ${o.prefix}pod in the scheduler's unschedulable queue, none active or backing off, for ${QUIET_MS} ms`,
     async () => {
       last = await pendingPods();
       const settled = (last.unschedulable ?? 0) >= all.length && !last.active && !last.backoff;
       if (!settled) stableSince = undefined;
       else stableSince ??= Date.now();
-      return stableSince !== undefined && Date.now() - stableSince >= BACKOFF_MS;
+      return stableSince !== undefined && Date.now() - stableSince >= QUIET_MS;
     },
     { timeoutMs: 60_000, intervalMs: 100, explain: () => JSON.stringify(last) },
   );
