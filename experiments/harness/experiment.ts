@@ -47,19 +47,28 @@ export interface RunConditions {
   /** false: "rate limiting off" (thesis §4.3.3 Fig 4.10, §6.1 Fig 6.4) */
   clientRateLimit?: boolean;
   scenario?: ScenarioName;
+  /** true: control plane and nodes on separate CPUs (--pin-cpus) */
+  pinnedCpus?: boolean;
 }
 
+type ConditionFields = Pick<RepResult, 'clientRateLimit' | 'scenario' | 'pinnedCpus'>;
+
 /** The fields a results line carries for these conditions (only the non-default ones). */
-export function conditionFields(c: RunConditions = {}): Pick<RepResult, 'clientRateLimit' | 'scenario'> {
-  return { ...(c.clientRateLimit === false ? { clientRateLimit: false } : {}), ...(c.scenario && c.scenario !== 'failover' ? { scenario: c.scenario } : {}) };
+export function conditionFields(c: RunConditions = {}): ConditionFields {
+  return {
+    ...(c.clientRateLimit === false ? { clientRateLimit: false } : {}),
+    ...(c.scenario && c.scenario !== 'failover' ? { scenario: c.scenario } : {}),
+    ...(c.pinnedCpus ? { pinnedCpus: true } : {}),
+  };
 }
 
 /** A results file may only be resumed under the conditions it was started with (ratios compare within one run). */
 export function conditionMismatch(existing: readonly RepResult[], c: RunConditions = {}): string | undefined {
   const want = JSON.stringify(conditionFields(c));
-  const other = existing.find((r) => JSON.stringify(conditionFields({ clientRateLimit: r.clientRateLimit, scenario: r.scenario })) !== want);
+  const other = existing.find((r) => JSON.stringify(conditionFields(r)) !== want);
   if (!other) return undefined;
-  const show = (f: Pick<RepResult, 'clientRateLimit' | 'scenario'>) => `client rate limit ${f.clientRateLimit === false ? 'off' : 'on'}, scenario ${f.scenario ?? 'failover'}`;
+  const show = (f: ConditionFields) =>
+    `client rate limit ${f.clientRateLimit === false ? 'off' : 'on'}, scenario ${f.scenario ?? 'failover'}${f.pinnedCpus ? ', CPUs pinned' : ''}`;
   return `it holds repetitions run with ${show(other)}, this run is ${show(conditionFields(c))}: use another --out`;
 }
 

@@ -7,7 +7,7 @@
  * policy); configs 1-3 run Ulysses' controller manager in `vanilla` mode, which imitates kcm
  * (FIFO, 5 workers, 20 qps / burst 30), configs 4-5 its multi-priority modes.
  */
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -70,8 +70,8 @@ export const LOAD_NAMESPACE = 'ulysses-load';
 export const ULYSSES_CONTROLLERS: readonly ControllerName[] = CONTROLLERS;
 
 /** Testbed options the experiment needs: 1 source + max DN destinations, kcm without our controllers, shims. */
-export function experimentTestbedOptions(runDir: string, maxDn: number): testbed.TestbedOptions {
-  return { runDir, realNodes: 1 + maxDn, controllers: kcmControllersFlag(ULYSSES_CONTROLLERS), kubeletShimConfig: VANILLA_SHIM_CONFIG };
+export function experimentTestbedOptions(runDir: string, maxDn: number, pinCpus = false): testbed.TestbedOptions {
+  return { runDir, realNodes: 1 + maxDn, controllers: kcmControllersFlag(ULYSSES_CONTROLLERS), kubeletShimConfig: VANILLA_SHIM_CONFIG, pinCpus };
 }
 
 /** Testbed topology: real-1 fails, real-2 .. real-(DN+1) receive. */
@@ -103,8 +103,9 @@ export function testbedFrozenKubelet(runDir: string): NodeFailure {
  * node, no kubelet-shim (KWOK fakes the pod lifecycle, so kubelet pacing has nothing to pace);
  * kcm again without the controllers Ulysses replaces.
  */
-export function kwokExperimentTestbedOptions(runDir: string, kwokNodes: number): testbed.TestbedOptions {
-  return { runDir, realNodes: 0, kwokNodes, controllers: kcmControllersFlag(ULYSSES_CONTROLLERS) };
+export function kwokExperimentTestbedOptions(runDir: string, kwokNodes: number, pinCpus = false): testbed.TestbedOptions {
+  // kwok plays the nodes' kubelets: with pinned CPUs it goes to the nodes' CPU
+  return { runDir, realNodes: 0, kwokNodes, controllers: kcmControllersFlag(ULYSSES_CONTROLLERS), pinCpus, kwokCpus: 'nodes' };
 }
 
 /**
@@ -123,8 +124,8 @@ export function kwokTopology(sources: number, kwokNodes: number): (dn: number) =
 }
 
 /** Brings up (or reuses) the testbed; an existing one with other options is an error, not silently used. */
-export async function ensureExperimentTestbed(runDir: string, maxDn: number, kwokNodes?: number): Promise<testbed.TestbedState> {
-  const want = kwokNodes ? kwokExperimentTestbedOptions(runDir, kwokNodes) : experimentTestbedOptions(runDir, maxDn);
+export async function ensureExperimentTestbed(runDir: string, maxDn: number, kwokNodes?: number, pinCpus = false): Promise<testbed.TestbedState> {
+  const want = kwokNodes ? kwokExperimentTestbedOptions(runDir, kwokNodes, pinCpus) : experimentTestbedOptions(runDir, maxDn, pinCpus);
   const existing = testbed.readState(runDir);
   if (existing?.ready && !(await testbed.statusProblems(existing)).length) {
     const problems: string[] = [];
@@ -132,6 +133,8 @@ export async function ensureExperimentTestbed(runDir: string, maxDn: number, kwo
     if (existing.options.kwokNodes < (want.kwokNodes ?? 0)) problems.push(`kwokNodes ${existing.options.kwokNodes} (need ${want.kwokNodes})`);
     if (existing.options.controllers !== want.controllers) problems.push(`controllers "${existing.options.controllers}" (need "${want.controllers}")`);
     if (want.kubeletShimConfig && !existing.options.kubeletShimConfig) problems.push('no kubelet-shim on the real nodes');
+    if (Boolean(existing.options.pinCpus) !== Boolean(want.pinCpus)) problems.push(existing.options.pinCpus ? 'pinned CPUs (this run: not pinned)' : 'unpinned CPUs (this run: --pin-cpus)');
+    else if (want.pinCpus && (existing.options.kwokCpus ?? 'control-plane') !== want.kwokCpus && kwokNodes) problems.push(`kwok on the ${existing.options.kwokCpus ?? 'control-plane'} CPU (need ${want.kwokCpus})`);
     if (problems.length) throw new Error(`testbed in ${runDir} was started with ${problems.join(', ')}: run \`ulysses testbed down --run-dir ${runDir}\` first`);
     return existing;
   }
@@ -165,6 +168,17 @@ export interface FailoverExperimentOptions {
   scenario?: ScenarioName;
   /** see ExperimentOptions.neutralSetup (default true) */
   neutralSetup?: boolean;
+  /**
+   * Local testbed: control plane and this process (the in-process controller manager, watches, UDP
+   * client) on CPU 0, the nodes (kubelet, kubelet-shim, containerd, containers; kwok in KWOK mode)
+   * on CPU 1 — a stand-in for a control-plane machine and worker machines (testbed pinCpus).
+   */
+  pinCpus?: boolean;
+}
+
+/** Pins every thread of this process to `cpus` (taskset), so later threads inherit it too. */
+function pinThisProcess(cpus: string): void {
+  execFileSync('taskset', ['-a', '-cp', cpus, String(process.pid)], { stdio: 'ignore' });
 }
 
 export async function runFailoverExperiment(o: FailoverExperimentOptions) {
@@ -192,7 +206,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     const sources = o.kwokSources ?? 10;
     topology = kwokTopology(sources, o.kwokNodes);
     topology(maxDn); // a plan that does not fit is an error before anything starts
-    const state = await ensureExperimentTestbed(runDir, maxDn, o.kwokNodes);
+    const state = await ensureExperimentTestbed(runDir, maxDn, o.kwokNodes, o.pinCpus);
     kc = testbed.kubeConfigFor(state);
     shimNodes = async () => []; // no kubelet-shim: configs differ only in APF and the controller manager
     notes.push(
@@ -202,7 +216,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     );
   } else {
     const runDir = o.runDir ?? testbed.defaultRunDir();
-    const state = await ensureExperimentTestbed(runDir, maxDn);
+    const state = await ensureExperimentTestbed(runDir, maxDn, undefined, o.pinCpus);
     kc = testbed.kubeConfigFor(state);
     // a testbed brought up by an older checkout: the CRD must know every field the configurations set
     await ensureRuntimeConfigCrd(new KubeClient(kc));
@@ -213,6 +227,13 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     notes.push(
       `local testbed (${state.realNodes.length} real nodes: kubelet ${state.version} + containerd via kubelet-shim; source real-1, destinations real-2..real-${maxDn + 1}); ` +
         `kube-controller-manager --controllers=${state.options.controllers}`,
+    );
+  }
+  if (o.pinCpus) {
+    if (o.kubeconfig) throw new Error('--pin-cpus pins the local testbed: do not combine it with --kubeconfig');
+    pinThisProcess('0');
+    notes.push(
+      `CPUs pinned (--pin-cpus): control plane and the harness (in-process controller manager, watches, UDP client) on CPU 0; ${o.kwokNodes ? 'kwok' : 'every node (kubelet, kubelet-shim, containerd, its containers)'} on CPU 1 — a stand-in for separate control-plane and worker machines`,
     );
   }
   const cmLog = pino({ level: process.env.ULYSSES_LOG_LEVEL ?? 'info' }, pino.destination({ dest: join(o.out, 'controller-manager.log'), mkdir: true, sync: false }));
@@ -259,7 +280,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       repTimeoutMs: o.repTimeoutMs,
       progress: o.progress,
       scenario: o.scenario,
-      conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario },
+      conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, pinnedCpus: o.pinCpus },
       neutralSetup: o.neutralSetup,
       nodeTrace,
       // t=0 only once the in-process controller manager has worked off the setup (queues empty,

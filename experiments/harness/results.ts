@@ -78,6 +78,8 @@ export const RepResultSchema = z.object({
   clientRateLimit: z.boolean().optional(),
   /** the scenario ("5g": UPF stand-in + multi-service low-priority app); absent: failover */
   scenario: z.enum(SCENARIOS).optional(),
+  /** true: control plane and nodes on separate CPUs (--pin-cpus) */
+  pinnedCpus: z.boolean().optional(),
   /** seconds after the taint at which each of the moved pods became Ready, sorted (Fig 6.5 distributions) */
   podReady: z.array(z.number().finite().nonnegative()).optional(),
 });

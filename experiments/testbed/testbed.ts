@@ -36,8 +36,14 @@ export interface TestbedOptions {
   kwokNodes?: number;
   /** --controllers for the vanilla kube-controller-manager; "*" (all) by default. */
   controllers?: string;
-  /** Pin control-plane processes to CPU 0 and node processes to CPU 1 (needs >= 2 CPUs). */
+  /**
+   * Pin control-plane processes to CPU 0 and node processes (containerd, kubelet-shim, kubelet and,
+   * through the node's cpuset cgroup, its containers) to CPU 1 (needs >= 2 CPUs): the testbed's
+   * stand-in for a control-plane machine and worker machines.
+   */
   pinCpus?: boolean;
+  /** With pinCpus: where kwok (the KWOK nodes' simulated kubelets) runs; default 'control-plane'. */
+  kwokCpus?: 'control-plane' | 'nodes';
   kwokDelays?: KwokDelays;
   /** run Ulysses' kubelet-shim (CRI proxy) on every real node with this config file */
   kubeletShimConfig?: string;
@@ -65,7 +71,7 @@ export interface TestbedState {
   runDir: string;
   kubeconfig: string;
   apiserver: string;
-  options: { realNodes: number; kwokNodes: number; controllers: string; pinCpus: boolean; kubeletShimConfig?: string; schedulerConfig?: string };
+  options: { realNodes: number; kwokNodes: number; controllers: string; pinCpus: boolean; kwokCpus?: 'control-plane' | 'nodes'; kubeletShimConfig?: string; schedulerConfig?: string };
   processes: TrackedProcess[];
   realNodes: RealNodeSpec[];
   kwokNodes: string[];
@@ -145,6 +151,7 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
   const pinCpus = opts.pinCpus ?? false;
   const cpCpus = pinCpus ? '0' : undefined;
   const nodeCpus = pinCpus ? '1' : undefined;
+  const kwokCpus = opts.kwokCpus ?? 'control-plane';
 
   await assertPortsFree([...Object.values(PORTS), ...(kwokCount ? [KWOK_PORT] : [])]);
   await ensureBinaries(log);
@@ -160,7 +167,7 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
     runDir,
     kubeconfig: join(runDir, 'kubeconfigs', 'admin.kubeconfig'),
     apiserver: APISERVER_URL,
-    options: { realNodes: realCount, kwokNodes: kwokCount, controllers, pinCpus, kubeletShimConfig: opts.kubeletShimConfig, schedulerConfig: opts.schedulerConfig },
+    options: { realNodes: realCount, kwokNodes: kwokCount, controllers, pinCpus, kwokCpus, kubeletShimConfig: opts.kubeletShimConfig, schedulerConfig: opts.schedulerConfig },
     processes: [],
     realNodes: nodes,
     kwokNodes: kwokNames,
@@ -229,7 +236,7 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
       log(`starting kwok with ${kwokNames.length} node(s)`);
       const stages = join(runDir, 'kwok-stages.yaml');
       await writeKwokStages(stages, opts.kwokDelays ?? DEFAULT_KWOK_DELAYS);
-      track(startKwok(runDir, state.kubeconfig, stages, cpCpus));
+      track(startKwok(runDir, state.kubeconfig, stages, kwokCpus === 'nodes' ? nodeCpus : cpCpus));
       await createKwokNodes(core, kwokNames);
     }
     const expected = [...nodes.map((n) => n.name), ...kwokNames];
