@@ -113,7 +113,7 @@ experiment
   .option('--no-rate-limit', "\"rate limiting off\" (thesis §4.3.3, Fig 6.4): the controller manager's client-side limiter off in every configuration")
   .option('--no-neutral-setup', "apply each repetition's configuration before its setup (default: set up in configuration 1, switch right before the taint)")
   .option('--scenario <name>', 'failover, or 5g: UPF stand-in (UDP echo) + multi-service low-priority app (thesis §6.1.2)', 'failover')
-  .option('--pin-cpus', 'local testbed: control plane and harness on CPU 0, nodes (or kwok) and their containers on CPU 1 (stand-in for separate machines)', false)
+  .option('--pin-cpus', 'local testbed: control plane and harness on CPU 0, nodes (kubelet, shim, containerd, runc; or kwok) on CPU 1 (stand-in for separate machines)', false)
   .action(async (o) => {
     const { runFailoverExperiment, resolveShimPolicies } = await import('../experiments/harness/local.ts');
     if (!['failover', '5g'].includes(o.scenario)) throw new InvalidArgumentError(`--scenario: "${o.scenario}" is not failover or 5g`);

@@ -170,7 +170,7 @@ export interface FailoverExperimentOptions {
   neutralSetup?: boolean;
   /**
    * Local testbed: control plane and this process (the in-process controller manager, watches, UDP
-   * client) on CPU 0, the nodes (kubelet, kubelet-shim, containerd, containers; kwok in KWOK mode)
+   * client) on CPU 0, the nodes (kubelet, kubelet-shim, containerd and what it spawns; kwok in KWOK mode)
    * on CPU 1 — a stand-in for a control-plane machine and worker machines (testbed pinCpus).
    */
   pinCpus?: boolean;
@@ -233,7 +233,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     if (o.kubeconfig) throw new Error('--pin-cpus pins the local testbed: do not combine it with --kubeconfig');
     pinThisProcess('0');
     notes.push(
-      `CPUs pinned (--pin-cpus): control plane and the harness (in-process controller manager, watches, UDP client) on CPU 0; ${o.kwokNodes ? 'kwok' : 'every node (kubelet, kubelet-shim, containerd, its containers)'} on CPU 1 — a stand-in for separate control-plane and worker machines`,
+      `CPUs pinned (--pin-cpus): control plane and the harness (in-process controller manager, watches, UDP client) on CPU 0; ${o.kwokNodes ? 'kwok' : 'every node (kubelet, kubelet-shim, containerd, containerd-shim, runc, CNI; not the idle processes inside the containers)'} on CPU 1 — a stand-in for separate control-plane and worker machines`,
     );
   }
   const cmLog = pino({ level: process.env.ULYSSES_LOG_LEVEL ?? 'info' }, pino.destination({ dest: join(o.out, 'controller-manager.log'), mkdir: true, sync: false }));

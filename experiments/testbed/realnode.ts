@@ -65,18 +65,14 @@ function cgroupControllers(): string[] {
   return readdirSync(CGROUP_V1_ROOT).filter((c) => c !== 'unified' && existsSync(join(CGROUP_V1_ROOT, c, 'cgroup.procs')));
 }
 
-/**
- * The node's cgroup root in every v1 hierarchy (kubelet refuses a cgroupRoot that does not exist).
- * `cpus`: the node's CPUs (testbed pinCpus); the kubelet's and runc's child cgroups copy an empty
- * cpuset from their parent, so every container of the node is confined to them.
- */
-function createCgroupRoot(spec: RealNodeSpec, cpus?: string): void {
+/** The node's cgroup root in every v1 hierarchy (kubelet refuses a cgroupRoot that does not exist). */
+function createCgroupRoot(spec: RealNodeSpec): void {
   for (const c of cgroupControllers()) {
     const dir = join(CGROUP_V1_ROOT, c, spec.cgroupRoot);
     mkdirSync(dir, { recursive: true });
     if (c === 'cpuset') {
       for (const f of ['cpuset.cpus', 'cpuset.mems']) {
-        const v = f === 'cpuset.cpus' && cpus ? cpus : readFileSync(join(CGROUP_V1_ROOT, c, f), 'utf8').trim();
+        const v = readFileSync(join(CGROUP_V1_ROOT, c, f), 'utf8').trim();
         writeFileSync(join(dir, f), v);
       }
     }
@@ -330,7 +326,7 @@ export async function startRealNode(
   opts: { kubeconfig: string; caCert: string; imageTars: string[]; cpus?: string; kubeletShimConfig?: string; shimRuntimeKubeconfig?: string },
 ): Promise<RealNodeHandles> {
   await mkdir(spec.dir, { recursive: true });
-  createCgroupRoot(spec, opts.cpus);
+  createCgroupRoot(spec);
   await createBridge(spec);
   const containerd = await startContainerd(spec, opts.cpus);
   await importImages(spec, opts.imageTars);

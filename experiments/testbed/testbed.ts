@@ -37,9 +37,11 @@ export interface TestbedOptions {
   /** --controllers for the vanilla kube-controller-manager; "*" (all) by default. */
   controllers?: string;
   /**
-   * Pin control-plane processes to CPU 0 and node processes (containerd, kubelet-shim, kubelet and,
-   * through the node's cpuset cgroup, its containers) to CPU 1 (needs >= 2 CPUs): the testbed's
-   * stand-in for a control-plane machine and worker machines.
+   * Pin control-plane processes to CPU 0 and node processes (containerd, kubelet-shim, kubelet, and
+   * what they spawn: containerd-shim, runc, CNI plugins) to CPU 1 (needs >= 2 CPUs): the testbed's
+   * stand-in for a control-plane machine and worker machines. A container's own processes are not
+   * confined (joining the pod's cpuset cgroup resets their affinity, and the kubelet sets kubepods'
+   * cpuset to every CPU): the test images are idle servers, the pod creation work is the node's.
    */
   pinCpus?: boolean;
   /** With pinCpus: where kwok (the KWOK nodes' simulated kubelets) runs; default 'control-plane'. */
