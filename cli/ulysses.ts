@@ -113,6 +113,7 @@ experiment
   .option('--no-rate-limit', "\"rate limiting off\" (thesis §4.3.3, Fig 6.4): the controller manager's client-side limiter off in every configuration")
   .option('--no-neutral-setup', "apply each repetition's configuration before its setup (default: set up in configuration 1, switch right before the taint)")
   .option('--scenario <name>', 'failover, or 5g: UPF stand-in (UDP echo) + multi-service low-priority app (thesis §6.1.2)', 'failover')
+  .option('--critical-path-hold-ms <ms>', "configuration 5: the controller manager's low-priority periodic work waits while a critical pod is on its way to Ready, at most this long per pod", int('--critical-path-hold-ms'))
   .option('--pin-cpus', 'local testbed: control plane and harness on CPU 0, nodes (kubelet, shim, containerd, runc; or kwok) on CPU 1 (stand-in for separate machines)', false)
   .action(async (o) => {
     const { runFailoverExperiment, resolveShimPolicies } = await import('../experiments/harness/local.ts');
@@ -130,6 +131,7 @@ experiment
       scenario: o.scenario,
       neutralSetup: o.neutralSetup,
       pinCpus: o.pinCpus,
+      criticalPathHoldMs: o.criticalPathHoldMs,
       out: o.out,
       runDir: o.runDir,
       kubeconfig: o.kubeconfig ? await loadKubeConfig(o.kubeconfig) : undefined,

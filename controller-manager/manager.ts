@@ -13,9 +13,10 @@ import { KubeClient, type KubeAccess } from '../core/kube.ts';
 import { componentLogger } from '../core/logging.ts';
 import { Gauge } from 'prom-client';
 import { EventRecorder } from '../core/events.ts';
-import { metricsRegistry } from '../core/metrics.ts';
+import { metricsRegistry, registeredMetric } from '../core/metrics.ts';
 import { objectKey } from '../core/objects.ts';
 import { AutoModeSwitch } from './auto-mode.ts';
+import { CriticalPathHold } from './critical-path-hold.ts';
 import { projectNode, projectPod } from './cache-projection.ts';
 import { ReplicaSetController } from './controllers/replicaset.ts';
 import { DeploymentController } from './controllers/deployment.ts';
@@ -43,6 +44,12 @@ export interface ControllerManagerOptions {
    */
   auto?: ControllerName[];
   autoHoldMs?: number;
+  /**
+   * CriticalPathHold (critical-path-hold.ts): while a high-criticality pod is on its way to Ready the
+   * periodic workers serve high-priority keys only, for at most this long per critical pod (ms).
+   * Default 0 (off, the thesis' behaviour); UlyssesConfig spec.controllerManager.criticalPathHoldMs.
+   */
+  criticalPathHoldMs?: number;
   /** drop metadata.managedFields from cached objects (default true: saves memory, nothing reads them) */
   stripManagedFields?: boolean;
   /**
@@ -95,8 +102,9 @@ export type ControllerMode = WorkerMode | 'auto';
 
 function autoGauge(): Gauge<'controller'> {
   const name = 'ulysses_controller_auto';
-  return (metricsRegistry().getSingleMetric(name) as Gauge<'controller'> | undefined) ??
-    new Gauge({ name, help: 'Whether a controller is in auto mode (its current WorkerPool mode is in ulysses_controller_mode).', labelNames: ['controller'], registers: [metricsRegistry()] });
+  return registeredMetric(name, () =>
+    new Gauge({ name, help: 'Whether a controller is in auto mode (its current WorkerPool mode is in ulysses_controller_mode).', labelNames: ['controller'], registers: [metricsRegistry()] }),
+  );
 }
 
 interface Running {
@@ -123,6 +131,7 @@ export class ControllerManager {
   /** controllers in auto mode, with the settings to apply (e.g. periodMs) */
   private readonly autoControllers = new Map<ControllerName, Partial<WorkerPoolConfigInput>>();
   readonly autoSwitch: AutoModeSwitch;
+  readonly criticalPathHold: CriticalPathHold;
 
   constructor(private readonly o: ControllerManagerOptions) {
     this.log = o.log ?? componentLogger('controller-manager');
@@ -143,16 +152,21 @@ export class ControllerManager {
     this.endpointSlices = new ResilientInformer<V1EndpointSlice>(kc, { path: '/apis/discovery.k8s.io/v1/endpointslices', log: this.log, transform });
     this.endpoints = new ResilientInformer<V1Endpoints>(kc, { path: '/api/v1/endpoints', log: this.log, transform });
     this.autoSwitch = new AutoModeSwitch({ holdMs: o.autoHoldMs, clock: realClock, onChange: (critical) => this.applyAuto(critical) });
+    this.criticalPathHold = new CriticalPathHold({ maxHoldMs: o.criticalPathHoldMs, clock: realClock });
     // the index first, so every controller's handler sees the pod's current level
     const indexPod = (p: V1Pod) => {
       const { after } = this.criticality.upsertPod(p);
-      this.autoSwitch.podChanged(objectKey(p), after.level === 'high' && !after.terminal);
+      const key = objectKey(p);
+      this.autoSwitch.podChanged(key, after.level === 'high' && !after.terminal);
+      this.criticalPathHold.podChanged(key, p, after.level === 'high');
     };
     this.pods.on('add', indexPod);
     this.pods.on('update', indexPod);
     this.pods.on('delete', (p) => {
       this.criticality.deletePod(p);
-      this.autoSwitch.podDeleted(objectKey(p));
+      const key = objectKey(p);
+      this.autoSwitch.podDeleted(key);
+      this.criticalPathHold.podDeleted(key);
     });
 
     for (const name of o.controllers ?? CONTROLLERS) this.build(name);
@@ -200,7 +214,8 @@ export class ControllerManager {
           }
         }
       : controller.reconcile;
-    const pool: WorkerPool<string> = new WorkerPool<string>({ ...cfg, rateLimitedModes: [], name, reconcile, logger: log });
+    const lowHold = () => this.criticalPathHold.active();
+    const pool: WorkerPool<string> = new WorkerPool<string>({ ...cfg, rateLimitedModes: [], name, reconcile, logger: log, lowHold });
     controller.register();
     const afterSync = controller.afterSync?.bind(controller);
     this.running.set(name, { pool, client, afterSync });

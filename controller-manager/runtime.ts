@@ -39,6 +39,11 @@ export const ControllerManagerRuntimeSchema = z
   .object({
     controllers: z.partialRecord(z.enum(CONTROLLERS), ControllerRuntimeSchema).default({}),
     apiRateLimit: ApiRateLimitSchema.optional(),
+    /**
+     * CriticalPathHold (critical-path-hold.ts): ms a critical pod on its way to Ready may hold the
+     * periodic workers' low-priority work; 0 or absent: off.
+     */
+    criticalPathHoldMs: z.number().int().min(0).max(60_000).optional(),
   })
   .strict();
 export type ControllerManagerRuntime = z.output<typeof ControllerManagerRuntimeSchema>;
@@ -51,13 +56,15 @@ export function thesisPeriodMs(controller: string): number {
 
 /**
  * Applies a section to the running controllers; returns "name=mode[/periodms],...[,api-rate-limit=...]".
- * `startRate`: the client limiter's rate when no apiRateLimit is given (the process' own settings).
+ * `startRate`: the client limiter's rate when no apiRateLimit is given (the process' own settings);
+ * `startHoldMs`: likewise the CriticalPathHold when no criticalPathHoldMs is given.
  */
 export function applyControllerManagerRuntime(
   cm: ControllerManager,
   cfg: ControllerManagerRuntime,
   enabled: readonly ControllerName[],
   startRate: { qps: number; burst: number } = { qps: KCM_API_QPS, burst: KCM_API_BURST },
+  startHoldMs = 0,
 ): string {
   const parts: string[] = [];
   for (const name of enabled) {
@@ -75,6 +82,8 @@ export function applyControllerManagerRuntime(
   // an infinite qps never waits (TokenBucket): the limiter is off, whatever the mode
   cm.apiLimiter.setRate(rl && !rl.enabled ? Infinity : (rl?.qps ?? startRate.qps), burst);
   if (rl) parts.push(`api-rate-limit=${rl.enabled ? `${rl.qps ?? startRate.qps}qps/${burst}` : 'off'}`);
+  cm.criticalPathHold.setMaxHoldMs(cfg.criticalPathHoldMs ?? startHoldMs);
+  if (cfg.criticalPathHoldMs) parts.push(`critical-path-hold=${cfg.criticalPathHoldMs}ms`);
   return parts.join(',');
 }
 
@@ -85,12 +94,13 @@ export function controllerManagerRuntimeWatcher(
   log?: Logger,
 ): RuntimeConfigWatcher<typeof ControllerManagerRuntimeSchema> {
   const startRate = cm.apiLimiter.rate;
+  const startHoldMs = cm.criticalPathHold.holdMs;
   return new RuntimeConfigWatcher({
     kc,
     statusKey: 'controller-manager',
     field: 'controllerManager',
     schema: ControllerManagerRuntimeSchema,
-    apply: (cfg) => applyControllerManagerRuntime(cm, cfg, enabled, startRate),
+    apply: (cfg) => applyControllerManagerRuntime(cm, cfg, enabled, startRate, startHoldMs),
     log,
   });
 }

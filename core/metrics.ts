@@ -3,7 +3,7 @@
  * (workqueue_*, rest_client_*) and `ulysses_*` for our own series.
  */
 import http from 'node:http';
-import { Registry, collectDefaultMetrics } from 'prom-client';
+import { Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 
 let registry: Registry | undefined;
 
@@ -16,6 +16,11 @@ export function metricsRegistry(): Registry {
 }
 
 /** Serves GET /metrics (and /healthz) on host:port; resolves with the bound port. */
+/** The metric `name` of the shared registry, created by `make` the first time (metrics are process-wide singletons). */
+export function registeredMetric<T extends Metric<string>>(name: string, make: () => T): T {
+  return (metricsRegistry().getSingleMetric(name) as T | undefined) ?? make();
+}
+
 export async function serveMetrics(port: number, host = '0.0.0.0'): Promise<{ port: number; close: () => Promise<void> }> {
   const reg = metricsRegistry();
   const server = http.createServer(async (req, res) => {

@@ -7,7 +7,7 @@
  * down queue simply disappears from them.
  */
 import { Counter, Gauge, Histogram, type Metric } from 'prom-client';
-import { metricsRegistry } from '../../core/metrics.ts';
+import { metricsRegistry, registeredMetric } from '../../core/metrics.ts';
 import { PRIORITY_LEVELS, priorityName, type Priority } from './priority.ts';
 
 type QueueLabel = 'name' | 'priority';
@@ -38,9 +38,7 @@ let queueSet: QueueMetricSet | undefined;
 const WORKQUEUE_BUCKETS = Array.from({ length: 12 }, (_, i) => 1e-8 * 10 ** i);
 
 /** Reuses a metric already registered under `name` (a second module instance, a restart in tests). */
-function once<T extends Metric<string>>(name: string, make: () => T): T {
-  return (metricsRegistry().getSingleMetric(name) as T | undefined) ?? make();
-}
+const once = registeredMetric;
 
 /** Sets `gauge{name,priority}` from every live queue; queues sharing a name are combined by `combine`. */
 function collectFrom(gauge: Gauge<QueueLabel>, pick: (s: QueueSnapshot) => number[], combine: (a: number, b: number) => number): void {
@@ -155,6 +153,7 @@ export interface WorkerMetricSet {
   mode: Gauge<'controller' | 'mode'>;
   demoted: Counter<'controller'>;
   idleSlots: Counter<'controller'>;
+  heldSlots: Counter<'controller'>;
 }
 
 let workerSet: WorkerMetricSet | undefined;
@@ -185,6 +184,12 @@ export function workerMetrics(): WorkerMetricSet {
     idleSlots: once('ulysses_worker_idle_slots_total', () => new Counter({
       name: 'ulysses_worker_idle_slots_total',
       help: 'Periodic worker ticks that found nothing to serve.',
+      labelNames: ['controller'],
+      registers,
+    })),
+    heldSlots: once('ulysses_worker_held_slots_total', () => new Counter({
+      name: 'ulysses_worker_held_slots_total',
+      help: 'Periodic worker ticks that served nothing because low-priority work was held while a critical pod was on its way to Ready.',
       labelNames: ['controller'],
       registers,
     })),

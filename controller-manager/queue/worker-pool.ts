@@ -77,6 +77,11 @@ export interface WorkerPoolOptions<K> extends WorkerPoolConfigInput {
   logger?: Logger;
   /** How keys appear in logs (default String). */
   keyToString?: (key: K) => string;
+  /**
+   * Periodic mode: while this returns true, a tick serves high-priority keys only (the manager's
+   * CriticalPathHold: a critical pod is on its way to Ready). Async workers are not affected.
+   */
+  lowHold?: () => boolean;
 }
 
 export interface WorkerPoolStats {
@@ -88,6 +93,8 @@ export interface WorkerPoolStats {
   demoted: number;
   /** Periodic ticks that found nothing to serve. */
   idleSlots: number;
+  /** Periodic ticks that served nothing because low-priority work was held (lowHold). */
+  heldSlots: number;
 }
 
 interface Generation {
@@ -112,10 +119,12 @@ export class WorkerPool<K = string> {
   private readonly retiring = new Set<Promise<void>>();
   private readonly stopAbort = new AbortController();
   private guard: TokenBucket | undefined;
-  private readonly counters: WorkerPoolStats = { syncs: 0, inFlight: 0, demoted: 0, idleSlots: 0 };
+  private readonly counters: WorkerPoolStats = { syncs: 0, inFlight: 0, demoted: 0, idleSlots: 0, heldSlots: 0 };
+  private readonly lowHold: (() => boolean) | undefined;
 
   constructor(opts: WorkerPoolOptions<K>) {
-    const { name, reconcile, clock, queue, rateLimiter, tokenBucket, logger, keyToString, ...config } = opts;
+    const { name, reconcile, clock, queue, rateLimiter, tokenBucket, logger, keyToString, lowHold, ...config } = opts;
+    this.lowHold = lowHold;
     this.name = name;
     this.cfg = parseWorkerPoolConfig(config, `worker pool ${name}`);
     this.reconcile = reconcile;
@@ -225,9 +234,13 @@ export class WorkerPool<K = string> {
     for (;;) {
       if (!(await sleepUntil(this.clock, next, gen.abort.signal))) return;
       if (this.queue.isShutDown()) return;
-      const item = this.queue.tryGet();
+      const held = this.lowHold?.() ?? false;
+      const item = held ? this.queue.tryGet(PRIORITY_HIGH) : this.queue.tryGet();
       if (item) {
         await this.serve(item, gen);
+      } else if (held && this.queue.len() > 0) {
+        this.counters.heldSlots++;
+        workerMetrics().heldSlots.inc({ controller: this.name });
       } else {
         this.counters.idleSlots++;
         workerMetrics().idleSlots.inc({ controller: this.name });

@@ -49,9 +49,11 @@ export interface RunConditions {
   scenario?: ScenarioName;
   /** true: control plane and nodes on separate CPUs (--pin-cpus) */
   pinnedCpus?: boolean;
+  /** the controller manager's CriticalPathHold in configuration 5 (--critical-path-hold-ms) */
+  criticalPathHoldMs?: number;
 }
 
-type ConditionFields = Pick<RepResult, 'clientRateLimit' | 'scenario' | 'pinnedCpus'>;
+type ConditionFields = Pick<RepResult, 'clientRateLimit' | 'scenario' | 'pinnedCpus' | 'criticalPathHoldMs'>;
 
 /** The fields a results line carries for these conditions (only the non-default ones). */
 export function conditionFields(c: RunConditions = {}): ConditionFields {
@@ -59,6 +61,7 @@ export function conditionFields(c: RunConditions = {}): ConditionFields {
     ...(c.clientRateLimit === false ? { clientRateLimit: false } : {}),
     ...(c.scenario && c.scenario !== 'failover' ? { scenario: c.scenario } : {}),
     ...(c.pinnedCpus ? { pinnedCpus: true } : {}),
+    ...(c.criticalPathHoldMs ? { criticalPathHoldMs: c.criticalPathHoldMs } : {}),
   };
 }
 
@@ -68,7 +71,7 @@ export function conditionMismatch(existing: readonly RepResult[], c: RunConditio
   const other = existing.find((r) => JSON.stringify(conditionFields(r)) !== want);
   if (!other) return undefined;
   const show = (f: ConditionFields) =>
-    `client rate limit ${f.clientRateLimit === false ? 'off' : 'on'}, scenario ${f.scenario ?? 'failover'}${f.pinnedCpus ? ', CPUs pinned' : ''}`;
+    `client rate limit ${f.clientRateLimit === false ? 'off' : 'on'}, scenario ${f.scenario ?? 'failover'}${f.pinnedCpus ? ', CPUs pinned' : ''}${f.criticalPathHoldMs ? `, critical-path hold ${f.criticalPathHoldMs} ms` : ''}`;
   return `it holds repetitions run with ${show(other)}, this run is ${show(conditionFields(c))}: use another --out`;
 }
 

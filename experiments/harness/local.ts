@@ -174,6 +174,8 @@ export interface FailoverExperimentOptions {
    * on CPU 1 — a stand-in for a control-plane machine and worker machines (testbed pinCpus).
    */
   pinCpus?: boolean;
+  /** the controller manager's CriticalPathHold in configuration 5 (ms per critical pod; 0/absent: off) */
+  criticalPathHoldMs?: number;
 }
 
 /** Pins every thread of this process to `cpus` (taskset), so later threads inherit it too. */
@@ -250,6 +252,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     reporters: async () => ['controller-manager', 'apf', ...(await shimNodes()).map((n) => `kubelet-shim/${n}`)],
     shimPolicies: o.shimPolicyFiles ?? (o.plan.shimPolicies?.length ? resolveShimPolicies(o.plan.shimPolicies) : undefined),
     clientRateLimit: o.clientRateLimit,
+    criticalPathHoldMs: o.criticalPathHoldMs,
   });
   if (o.plan.shimPolicies?.length && o.kwokNodes) throw new Error('--shim-policies compares kubelet pacing: KWOK nodes have no kubelet-shim');
   if (o.scenario === '5g' && o.kwokNodes) throw new Error('--scenario 5g needs real nodes (the UPF stand-in is probed over UDP)');
@@ -280,7 +283,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       repTimeoutMs: o.repTimeoutMs,
       progress: o.progress,
       scenario: o.scenario,
-      conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, pinnedCpus: o.pinCpus },
+      conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, pinnedCpus: o.pinCpus, criticalPathHoldMs: o.criticalPathHoldMs },
       neutralSetup: o.neutralSetup,
       nodeTrace,
       // t=0 only once the in-process controller manager has worked off the setup (queues empty,

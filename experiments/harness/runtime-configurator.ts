@@ -35,6 +35,11 @@ export interface RuntimeConfiguratorOptions {
    * controller manager's client-side limiter off (spec.controllerManager.apiRateLimit.enabled).
    */
   clientRateLimit?: boolean;
+  /**
+   * The controller manager's CriticalPathHold (spec.controllerManager.criticalPathHoldMs) in the
+   * configurations with periodic workers (5); absent/0: off, as the thesis.
+   */
+  criticalPathHoldMs?: number;
 }
 
 /** A kubelet-shim config file's `pacing` block as a UlyssesConfig kubeletShim entry; errors name the file. */
@@ -74,6 +79,8 @@ export class RuntimeConfigConfigurator implements ClusterConfigurator {
         controllers: Object.fromEntries(this.o.controllers.map((c) => [c, { mode: want.controllerManager }])),
         // merge patch: null removes the field (the limits the controller manager was started with)
         apiRateLimit: this.o.clientRateLimit === false ? { enabled: false } : null,
+        // only where the periodic workers it holds exist; null removes it (0: off)
+        criticalPathHoldMs: want.controllerManager === 'multi-priority-periodic' && this.o.criticalPathHoldMs ? this.o.criticalPathHoldMs : null,
       },
       // a merge patch: `params: null` removes the previous policy's parameters when the new one has none
       kubeletShim: { default: { policy: shim.policy, params: Object.values(params).some((v) => v !== null) ? params : null }, nodes: [] },
@@ -86,6 +93,9 @@ export class RuntimeConfigConfigurator implements ClusterConfigurator {
     const stored = (obj.spec?.controllerManager as { apiRateLimit?: { enabled?: boolean } } | undefined)?.apiRateLimit;
     if (this.o.clientRateLimit === false && stored?.enabled !== false)
       throw new Error('UlyssesConfig/default: spec.controllerManager.apiRateLimit was dropped by the apiserver: the UlyssesConfig CRD predates it, reinstall manifests/base/crd-ulyssesconfig.yaml');
+    const wantHold = (this.spec(config, shimPolicy).controllerManager as { criticalPathHoldMs?: number | null }).criticalPathHoldMs;
+    if (wantHold && (obj.spec?.controllerManager as { criticalPathHoldMs?: number } | undefined)?.criticalPathHoldMs !== wantHold)
+      throw new Error('UlyssesConfig/default: spec.controllerManager.criticalPathHoldMs was dropped by the apiserver: the UlyssesConfig CRD predates it, reinstall manifests/base/crd-ulyssesconfig.yaml');
     const gen = obj.metadata.generation!;
     const keys = await this.o.reporters();
     let pending: string[] = keys;
@@ -110,6 +120,9 @@ export class RuntimeConfigConfigurator implements ClusterConfigurator {
       `kubelet pacing: spec.kubeletShim.default = vanilla or ${JSON.stringify(this.paced)}`,
       `APF: spec.apf exempting namespace ${this.o.criticalNamespace}`,
       ...Object.entries(this.policies).map(([name, e]) => `kubelet policy "${name}": spec.kubeletShim.default = ${JSON.stringify(e)}`),
+      ...(this.o.criticalPathHoldMs
+        ? [`critical-path hold: spec.controllerManager.criticalPathHoldMs = ${this.o.criticalPathHoldMs} in configuration 5 (low-priority periodic work waits while a critical pod is on its way to Ready, at most that long per critical pod)`]
+        : []),
       ...(this.o.clientRateLimit === false ? ['rate limiting off: spec.controllerManager.apiRateLimit = {enabled: false} in every configuration (the controller manager\'s client-side limiter never waits)'] : []),
     ];
   }

@@ -15,7 +15,8 @@ import { RuntimeConfigConfigurator } from '../../experiments/harness/runtime-con
 import { DEFAULT_PACED_SHIM_CONFIG, SHIM_POLICY_FILES, resolveShimPolicies } from '../../experiments/harness/local.ts';
 import { TRAIN_TICKET_SERVICES, criticalName, loadNames } from '../../experiments/harness/scenario.ts';
 import { ControllerManagerRuntimeSchema, applyControllerManagerRuntime } from '../../controller-manager/runtime.ts';
-import { TokenBucket } from '../../controller-manager/queue/index.ts';
+import { FakeClock, TokenBucket } from '../../controller-manager/queue/index.ts';
+import { CriticalPathHold } from '../../controller-manager/critical-path-hold.ts';
 import type { ControllerManager } from '../../controller-manager/manager.ts';
 
 const all = (t: number): FailoverEvents => ({ prioScheduled: t * 0.1, prioReady: t * 0.5, prioUp: t * 0.55, prioEndpointReady: t * 0.6, lastScheduled: t * 0.8, lastReady: t });
@@ -130,14 +131,35 @@ describe('UlyssesConfig spec of a configuration', () => {
     expect(make().spec(5).controllerManager).toMatchObject({ apiRateLimit: null, controllers: { replicaset: { mode: 'multi-priority-periodic' } } });
     expect(off.describe().join('\n')).toContain('rate limiting off');
   });
+  it('the critical-path hold goes in configuration 5 only (the periodic workers it holds), null elsewhere', () => {
+    const hold = new RuntimeConfigConfigurator({ kubeconfig: new KubeConfig(), controllers: ['replicaset'], pacedShimConfig: DEFAULT_PACED_SHIM_CONFIG, criticalNamespace: 'c', reporters: () => [], criticalPathHoldMs: 1000 });
+    expect(hold.spec(5).controllerManager).toMatchObject({ criticalPathHoldMs: 1000 });
+    for (const c of [1, 2, 3, 4] as const) expect(hold.spec(c).controllerManager).toMatchObject({ criticalPathHoldMs: null });
+    expect(hold.describe().join('\n')).toContain('criticalPathHoldMs = 1000');
+  });
 });
 
 describe('rate limiting off in the controller manager', () => {
   const fakeCm = () => {
     const modes: string[] = [];
-    const cm = { apiLimiter: new TokenBucket({ qps: 20, burst: 30 }), setMode: (name: string, mode: string) => modes.push(`${name}=${mode}`) };
-    return { cm: cm as unknown as ControllerManager, limiter: cm.apiLimiter, modes };
+    const cm = {
+      apiLimiter: new TokenBucket({ qps: 20, burst: 30 }),
+      criticalPathHold: new CriticalPathHold({ clock: new FakeClock(0) }),
+      setMode: (name: string, mode: string) => modes.push(`${name}=${mode}`),
+    };
+    return { cm: cm as unknown as ControllerManager, limiter: cm.apiLimiter, hold: cm.criticalPathHold, modes };
   };
+  it('criticalPathHoldMs switches the CriticalPathHold at runtime; absent restores the start setting', () => {
+    const { cm, hold } = fakeCm();
+    const start = { qps: 20, burst: 30 };
+    expect(applyControllerManagerRuntime(cm, ControllerManagerRuntimeSchema.parse({ criticalPathHoldMs: 800 }), ['replicaset'], start, 0)).toBe('replicaset=vanilla,critical-path-hold=800ms');
+    expect(hold.holdMs).toBe(800);
+    applyControllerManagerRuntime(cm, ControllerManagerRuntimeSchema.parse({}), ['replicaset'], start, 250);
+    expect(hold.holdMs).toBe(250);
+    const bad = ControllerManagerRuntimeSchema.safeParse({ criticalPathHoldMs: -1 });
+    expect(bad.success).toBe(false);
+    expect(bad.error!.issues[0]!.path).toEqual(['criticalPathHoldMs']);
+  });
   it('apiRateLimit.enabled false makes the limiter never wait; absent restores the start rate', () => {
     const { cm, limiter } = fakeCm();
     const start = { qps: 20, burst: 30 };

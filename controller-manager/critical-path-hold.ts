@@ -1,0 +1,118 @@
+/**
+ * CriticalPathHold (issue 7; an extension of thesis §5.3.1): while a high-criticality pod is on its
+ * way to Ready, the periodic workers of every controller serve high-priority keys only, and the
+ * low-priority work (the load's evictions, re-creations, status and endpoint updates) waits.
+ *
+ * Why: the periodic workers already put the critical pod's keys first, but the low-priority syncs
+ * they serve meanwhile (one every T/N' per controller) make the apiserver, the scheduler and the
+ * kubelets create the load exactly while the critical pod is created; on a small control plane that
+ * shared CPU is what is left of the critical pod's delay over its idle time (README, "where the
+ * critical pod's time goes"). The same idea as the kubelet-shim's hold of low sandboxes while a
+ * high one is in progress (§5.3.4), one level up.
+ *
+ * "On its way to Ready":
+ *  - starting: a high pod, not Ready, not deleting, not terminal, from the moment it is seen so;
+ *  - replacing: a high pod with a controller owner got its deletionTimestamp (eviction, taint,
+ *    rollout) and no replacement from that owner has been seen yet (the replacement then holds as
+ *    starting).
+ * Each entry holds for at most `maxHoldMs` from its start, so a critical pod that never becomes
+ * Ready (image missing, crash loop, unschedulable) cannot starve the rest: bounded priority
+ * inversion, like the shim's `holdLowsDuringHighMs`. `maxHoldMs` 0 switches the hold off.
+ *
+ * Pure state over pod events and a Clock (unit-tested with FakeClock); the manager feeds it from the
+ * shared pod informer and the CriticalityIndex, the WorkerPools ask `active()` at every periodic tick.
+ */
+import type { V1Pod } from '@kubernetes/client-node';
+import { Counter, Gauge } from 'prom-client';
+import { isTerminalPod } from '../core/criticality.ts';
+import { metricsRegistry, registeredMetric } from '../core/metrics.ts';
+import type { Clock } from './queue/index.ts';
+
+export interface CriticalPathHoldOptions {
+  /** Longest hold per critical pod (ms); 0 = off. */
+  maxHoldMs?: number;
+  clock: Clock;
+}
+
+function holdMetrics() {
+  const r = metricsRegistry();
+  const get = registeredMetric;
+  return {
+    starts: get('ulysses_critical_path_holds_total', () => new Counter({ name: 'ulysses_critical_path_holds_total', help: 'Critical pods that started a hold of the low-priority periodic work, by reason (starting, replacing).', labelNames: ['reason'], registers: [r] })),
+    pods: get('ulysses_critical_path_hold_pods', () => new Gauge({ name: 'ulysses_critical_path_hold_pods', help: 'Critical pods (or pending replacements) currently holding the low-priority periodic work.', registers: [r] })),
+  };
+}
+
+const isReady = (p: V1Pod) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+const controllerUid = (p: V1Pod) => p.metadata?.ownerReferences?.find((o) => o.controller)?.uid;
+
+export class CriticalPathHold {
+  private maxHoldMs: number;
+  /** pod key -> since: high pods not Ready yet */
+  private readonly starting = new Map<string, number>();
+  /** controller owner UID -> since: a high pod of it is being deleted, its replacement not seen yet */
+  private readonly replacing = new Map<string, number>();
+  /** keys whose deletion already opened a `replacing` entry (one per pod) */
+  private readonly deletionSeen = new Set<string>();
+
+  constructor(private readonly o: CriticalPathHoldOptions) {
+    this.maxHoldMs = o.maxHoldMs ?? 0;
+  }
+
+  get holdMs(): number {
+    return this.maxHoldMs;
+  }
+
+  /** Runtime toggle (UlyssesConfig spec.controllerManager.criticalPathHoldMs); 0 = off. */
+  setMaxHoldMs(ms: number): void {
+    this.maxHoldMs = ms;
+  }
+
+  /** A pod was added or updated; `high`: its criticality level is high (CriticalityIndex). */
+  podChanged(key: string, pod: V1Pod, high: boolean): void {
+    if (!high || isTerminalPod(pod)) {
+      this.starting.delete(key);
+      return;
+    }
+    const owner = controllerUid(pod);
+    if (pod.metadata?.deletionTimestamp) {
+      this.starting.delete(key);
+      if (owner && !this.deletionSeen.has(key)) {
+        this.deletionSeen.add(key);
+        this.replacing.set(owner, this.o.clock.now());
+        holdMetrics().starts.inc({ reason: 'replacing' });
+      }
+      return;
+    }
+    if (isReady(pod)) {
+      this.starting.delete(key);
+      return;
+    }
+    if (!this.starting.has(key)) {
+      this.starting.set(key, this.o.clock.now());
+      holdMetrics().starts.inc({ reason: 'starting' });
+    }
+    // the replacement exists: it holds on its own account from now on
+    if (owner) this.replacing.delete(owner);
+  }
+
+  podDeleted(key: string): void {
+    this.starting.delete(key);
+    this.deletionSeen.delete(key);
+  }
+
+  /** Is the low-priority periodic work held now? Drops entries older than maxHoldMs (in replacing). */
+  active(): boolean {
+    if (this.maxHoldMs <= 0) return false;
+    const now = this.o.clock.now();
+    let holding = 0;
+    // starting entries stay until Ready/deleted (a pod holds once per way to Ready), but only hold while young
+    for (const since of this.starting.values()) if (now - since < this.maxHoldMs) holding++;
+    for (const [owner, since] of this.replacing) {
+      if (now - since < this.maxHoldMs) holding++;
+      else this.replacing.delete(owner);
+    }
+    holdMetrics().pods.set(holding);
+    return holding > 0;
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * CriticalPathHold (controller-manager/critical-path-hold.ts): which pod events hold the low-priority
+ * periodic work, for how long, and that a WorkerPool in periodic mode serves only high keys meanwhile.
+ */
+import { describe, expect, it } from 'vitest';
+import { pino } from 'pino';
+import type { V1Pod } from '@kubernetes/client-node';
+import { CriticalPathHold } from '../../controller-manager/critical-path-hold.ts';
+import { FakeClock, WorkerPool } from '../../controller-manager/queue/index.ts';
+
+const RS = 'rs-uid-1';
+function pod(name: string, o: { ready?: boolean; deleting?: boolean; phase?: string; owner?: string } = {}): V1Pod {
+  return {
+    metadata: {
+      name,
+      namespace: 'crit',
+      ...(o.deleting ? { deletionTimestamp: new Date(0) } : {}),
+      ...(o.owner ? { ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'rs', uid: o.owner, controller: true }] } : {}),
+    },
+    status: { phase: o.phase ?? 'Running', conditions: [{ type: 'Ready', status: o.ready ? 'True' : 'False' }] },
+  };
+}
+
+describe('CriticalPathHold', () => {
+  it('holds from a critical pod not Ready until it is Ready', () => {
+    const clock = new FakeClock(0);
+    const h = new CriticalPathHold({ maxHoldMs: 1000, clock });
+    expect(h.active()).toBe(false);
+    h.podChanged('crit/a', pod('a'), true);
+    expect(h.active()).toBe(true);
+    h.podChanged('crit/a', pod('a', { ready: true }), true);
+    expect(h.active()).toBe(false);
+  });
+
+  it('low pods, terminal pods and a zero maxHoldMs never hold', () => {
+    const clock = new FakeClock(0);
+    const h = new CriticalPathHold({ maxHoldMs: 1000, clock });
+    h.podChanged('load/x', pod('x'), false);
+    h.podChanged('crit/done', pod('done', { phase: 'Succeeded' }), true);
+    expect(h.active()).toBe(false);
+    h.podChanged('crit/a', pod('a'), true);
+    h.setMaxHoldMs(0);
+    expect(h.active()).toBe(false);
+  });
+
+  it('a critical pod holds at most maxHoldMs, once per way to Ready', async () => {
+    const clock = new FakeClock(0);
+    const h = new CriticalPathHold({ maxHoldMs: 1000, clock });
+    h.podChanged('crit/stuck', pod('stuck'), true);
+    await clock.advance(999);
+    expect(h.active()).toBe(true);
+    await clock.advance(1);
+    expect(h.active()).toBe(false);
+    // further updates of the same not-Ready pod do not restart its hold
+    h.podChanged('crit/stuck', pod('stuck'), true);
+    expect(h.active()).toBe(false);
+    // once Ready and not Ready again (a new way to Ready), it holds again
+    h.podChanged('crit/stuck', pod('stuck', { ready: true }), true);
+    h.podChanged('crit/stuck', pod('stuck'), true);
+    expect(h.active()).toBe(true);
+  });
+
+  it('an evicted critical pod holds until its owner’s replacement appears, which then holds until Ready', async () => {
+    const clock = new FakeClock(0);
+    const h = new CriticalPathHold({ maxHoldMs: 1000, clock });
+    h.podChanged('crit/old', pod('old', { ready: true, owner: RS }), true);
+    expect(h.active()).toBe(false);
+    h.podChanged('crit/old', pod('old', { ready: true, owner: RS, deleting: true }), true);
+    expect(h.active()).toBe(true);
+    await clock.advance(300);
+    h.podChanged('crit/new', pod('new', { owner: RS }), true);
+    await clock.advance(800); // 1100 ms after the eviction, 800 ms after the replacement appeared
+    expect(h.active()).toBe(true);
+    h.podChanged('crit/new', pod('new', { owner: RS, ready: true }), true);
+    expect(h.active()).toBe(false);
+    // repeated updates of the terminating pod do not open a second replacement hold
+    h.podChanged('crit/old', pod('old', { ready: true, owner: RS, deleting: true }), true);
+    expect(h.active()).toBe(false);
+  });
+
+  it('a deleted critical pod without a replacement holds at most maxHoldMs; a bare pod never waits for one', async () => {
+    const clock = new FakeClock(0);
+    const h = new CriticalPathHold({ maxHoldMs: 500, clock });
+    h.podChanged('crit/bare', pod('bare', { ready: true, deleting: true }), true);
+    expect(h.active()).toBe(false);
+    h.podChanged('crit/owned', pod('owned', { ready: true, owner: RS, deleting: true }), true);
+    h.podDeleted('crit/owned');
+    expect(h.active()).toBe(true);
+    await clock.advance(500);
+    expect(h.active()).toBe(false);
+  });
+});
+
+describe('WorkerPool periodic mode with a low hold', () => {
+  it('serves only high keys while held, counts held slots, and resumes the low keys in order after', async () => {
+    const clock = new FakeClock(1000);
+    let held = true;
+    const served: string[] = [];
+    const pool = new WorkerPool<string>({
+      name: 'hold-test',
+      clock,
+      logger: pino({ level: 'silent' }),
+      mode: 'multi-priority-periodic',
+      workers: 2,
+      highPriorityWorkers: 0,
+      periodMs: 100,
+      lowHold: () => held,
+      reconcile: async (key) => {
+        served.push(key);
+      },
+    });
+    for (let i = 0; i < 3; i++) pool.queue.add(`low-${i}`, 'low');
+    pool.start();
+    await clock.advance(200); // ticks at +0, 50, 100, 150, 200: all held
+    expect(served).toEqual([]);
+    pool.queue.add('crit', 'high');
+    await clock.advance(50);
+    expect(served).toEqual(['crit']);
+    expect(pool.stats().heldSlots).toBe(5);
+    held = false;
+    await clock.advance(150);
+    expect(served).toEqual(['crit', 'low-0', 'low-1', 'low-2']);
+    await pool.stop();
+  });
+});
