@@ -12,8 +12,9 @@
  *
  * "On its way to Ready":
  *  - starting: a high pod, not Ready, not deleting, not terminal, from the moment it is seen so;
- *  - replacing: a high pod with a controller owner got its deletionTimestamp (eviction, taint,
- *    rollout) and no replacement from that owner has been seen yet (the replacement then holds as
+ *  - replacing: a high pod with a controller owner is being evicted by the taint-eviction
+ *    controller (from the moment it is queued: podEvicting) or got its deletionTimestamp (any
+ *    deletion), and no replacement from that owner has been seen yet (the replacement then holds as
  *    starting).
  * Each entry holds for at most `maxHoldMs` from its start, so a critical pod that never becomes
  * Ready (image missing, crash loop, unschedulable) cannot starve the rest: bounded priority
@@ -77,11 +78,7 @@ export class CriticalPathHold {
     const owner = controllerUid(pod);
     if (pod.metadata?.deletionTimestamp) {
       this.starting.delete(key);
-      if (owner && !this.deletionSeen.has(key)) {
-        this.deletionSeen.add(key);
-        this.replacing.set(owner, this.o.clock.now());
-        holdMetrics().starts.inc({ reason: 'replacing' });
-      }
+      this.openReplacing(key, owner);
       return;
     }
     if (isReady(pod)) {
@@ -94,6 +91,22 @@ export class CriticalPathHold {
     }
     // the replacement exists: it holds on its own account from now on
     if (owner) this.replacing.delete(owner);
+  }
+
+  /**
+   * A high pod is about to be evicted (taint eviction): its owner's replacement is on the way, so the
+   * hold starts now, before the deletion comes back through the watch. Idempotent per pod.
+   */
+  podEvicting(key: string, pod: V1Pod): void {
+    this.starting.delete(key);
+    this.openReplacing(key, controllerUid(pod));
+  }
+
+  private openReplacing(key: string, owner: string | undefined): void {
+    if (!owner || this.deletionSeen.has(key)) return;
+    this.deletionSeen.add(key);
+    this.replacing.set(owner, this.o.clock.now());
+    holdMetrics().starts.inc({ reason: 'replacing' });
   }
 
   podDeleted(key: string): void {

@@ -57,6 +57,12 @@ export interface TaintEvictionDeps {
   /** upstream event TaintManagerEviction on the pod */
   events?: ComponentEventRecorder;
   now?: () => number;
+  /**
+   * A high-criticality pod is about to be evicted (called when it is queued for an immediate
+   * eviction, and again right before the eviction): the manager's CriticalPathHold starts holding the
+   * low-priority work from here, not only once the pod's deletion comes back through the watch.
+   */
+  onCriticalEviction?: (pod: V1Pod) => void;
 }
 
 export class TaintEvictionController {
@@ -68,8 +74,13 @@ export class TaintEvictionController {
     this.now = d.now ?? Date.now;
   }
 
-  private enqueuePod(p: V1Pod, afterMs?: number): void {
-    this.d.enqueue(objectKey(p), criticalityRank(podCriticality(p).level), afterMs);
+  /** Queues pod `p` of tainted node `node`; a high pod due for eviction now starts the CriticalPathHold. */
+  private enqueuePod(p: V1Pod, node: V1Node): void {
+    const level = podCriticality(p).level;
+    if (level === 'high' && this.d.onCriticalEviction && !p.metadata?.deletionTimestamp && evictionDecision(p.spec?.tolerations, node.spec?.taints).action === 'evict') {
+      this.d.onCriticalEviction(p);
+    }
+    this.d.enqueue(objectKey(p), criticalityRank(level));
   }
 
   register(): void {
@@ -78,7 +89,7 @@ export class TaintEvictionController {
       if (!p.spec?.nodeName) return;
       if (old && old.spec?.nodeName === p.spec.nodeName && JSON.stringify(old.spec?.tolerations) === JSON.stringify(p.spec.tolerations)) return;
       const node = nodes.get(p.spec.nodeName);
-      if (node?.spec?.taints?.some((t) => t.effect === 'NoExecute')) this.enqueuePod(p);
+      if (node?.spec?.taints?.some((t) => t.effect === 'NoExecute')) this.enqueuePod(p, node);
     };
     pods.on('add', (p) => onPod(p));
     pods.on('update', onPod);
@@ -89,7 +100,7 @@ export class TaintEvictionController {
       // every pod on the node, highest criticality first (the queue orders them in the priority modes)
       for (const p of this.d.criticality.podsOnNode(n.metadata!.name!)) {
         const pod = pods.get(p.key);
-        if (pod) this.enqueuePod(pod);
+        if (pod) this.enqueuePod(pod, n);
       }
     };
     nodes.on('add', (n) => onNode(n));
@@ -102,7 +113,7 @@ export class TaintEvictionController {
       if (!n.spec?.taints?.some((t) => t.effect === 'NoExecute')) continue;
       for (const p of this.d.criticality.podsOnNode(n.metadata!.name!)) {
         const pod = this.d.pods.get(p.key);
-        if (pod) this.enqueuePod(pod);
+        if (pod) this.enqueuePod(pod, n);
       }
     }
   }
@@ -125,6 +136,7 @@ export class TaintEvictionController {
       const remaining = since + decision.afterMs - this.now();
       if (remaining > 0) return { requeueAfterMs: remaining };
     }
+    if (podCriticality(pod).level === 'high') this.d.onCriticalEviction?.(pod);
     await this.evict(pod);
     this.exposedSince.delete(key);
   };

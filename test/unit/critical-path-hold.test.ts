@@ -123,3 +123,18 @@ describe('WorkerPool periodic mode with a low hold', () => {
     await pool.stop();
   });
 });
+
+describe('CriticalPathHold.podEvicting', () => {
+  it('starts the replacement hold before the deletion is seen, and the deletion does not start a second one', async () => {
+    const clock = new FakeClock(0);
+    const h = new CriticalPathHold({ maxHoldMs: 1000, clock });
+    h.podChanged('crit/old', pod('old', { ready: true, owner: RS }), true);
+    h.podEvicting('crit/old', pod('old', { ready: true, owner: RS }));
+    h.podEvicting('crit/old', pod('old', { ready: true, owner: RS })); // again, right before the eviction
+    expect(h.active()).toBe(true);
+    await clock.advance(600);
+    h.podChanged('crit/old', pod('old', { ready: true, owner: RS, deleting: true }), true);
+    await clock.advance(400); // 1000 ms after the eviction began: the deletion did not extend the hold
+    expect(h.active()).toBe(false);
+  });
+});

@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { evictionDecision, toleratesTaint } from '../../controller-manager/controllers/taint-eviction.ts';
+import { EventEmitter } from 'node:events';
+import { pino } from 'pino';
+import type { V1Node, V1Pod, V1Taint } from '@kubernetes/client-node';
+import { TaintEvictionController, evictionDecision, toleratesTaint } from '../../controller-manager/controllers/taint-eviction.ts';
+import { CriticalityIndex } from '../../core/criticality.ts';
 
 const taint = { key: 'node.kubernetes.io/unreachable', value: '', effect: 'NoExecute' };
 
@@ -31,5 +35,45 @@ describe('eviction decision', () => {
     expect(evictionDecision(tol, [taint])).toEqual({ action: 'after', afterMs: 30_000 });
     expect(evictionDecision([{ operator: 'Exists' }], [taint])).toEqual({ action: 'keep' });
     expect(evictionDecision([{ operator: 'Exists', tolerationSeconds: -5 }], [taint])).toEqual({ action: 'evict' });
+  });
+});
+
+describe('TaintEvictionController hands a critical eviction to the CriticalPathHold at once', () => {
+  it('calls onCriticalEviction when a high pod is queued for immediate eviction, not for low, tolerating or already deleting pods', () => {
+    const criticality = new CriticalityIndex();
+    const pods = new Map<string, V1Pod>();
+    const podInformer = Object.assign(new EventEmitter(), { get: (k: string) => pods.get(k) });
+    const nodeInformer = Object.assign(new EventEmitter(), { get: () => undefined });
+    const mk = (name: string, level: string, extra: Partial<V1Pod['spec']> = {}, deleting = false): V1Pod => ({
+      metadata: { name, namespace: 'ns', uid: name, labels: { 'ulysses.io/criticality': level }, ...(deleting ? { deletionTimestamp: new Date(0) } : {}) },
+      spec: { nodeName: 'n1', containers: [], ...extra },
+    });
+    const all = [
+      mk('crit', 'high'),
+      mk('low', 'low'),
+      mk('crit-tolerating', 'high', { tolerations: [{ key: taint.key, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 30 }] }),
+      mk('crit-deleting', 'high', {}, true),
+    ];
+    for (const p of all) {
+      pods.set(`ns/${p.metadata!.name}`, p);
+      criticality.upsertPod(p);
+    }
+    const queued: [string, number][] = [];
+    const evicting: string[] = [];
+    const c = new TaintEvictionController({
+      client: {} as never,
+      pods: podInformer as never,
+      nodes: nodeInformer as never,
+      criticality,
+      enqueue: (key, priority) => queued.push([key, priority]),
+      log: pino({ level: 'silent' }),
+      onCriticalEviction: (p) => evicting.push(p.metadata!.name!),
+    });
+    c.register();
+    const node = (taints: V1Taint[]): V1Node => ({ metadata: { name: 'n1' }, spec: { taints } });
+    nodeInformer.emit('update', node([taint]), node([]));
+    expect(evicting).toEqual(['crit']);
+    expect(queued.map(([k]) => k).sort()).toEqual(['ns/crit', 'ns/crit-deleting', 'ns/crit-tolerating', 'ns/low']);
+    expect(queued.find(([k]) => k === 'ns/crit')![1]).toBe(2);
   });
 });
