@@ -40,6 +40,7 @@
  *
  *   npm run bench:extender -- [--iterations 400] [--sizes 100,1000] [--churn 1|all|0] [--kinds a,b] [--json]
  *                             [--kwok [--pin-cpus] [--run-dir /tmp/ulysses-bench-extender] [--nodes-ready-timeout-ms N]]
+ * (`--help`: the options.)
  */
 import http from 'node:http';
 import { execFileSync } from 'node:child_process';
@@ -459,7 +460,26 @@ async function kwokSize(n: number, noopUrl: string, cleanups: Set<() => Promise<
   }
 }
 
+function usage(): string {
+  return [
+    'usage: npm run bench:extender -- [options]   (or npx tsx scheduler-plugins/extender/bench.ts [options])',
+    '  --iterations N                timed rounds per row, after 50 warm-up rounds (default 400)',
+    '  --sizes 100,1000              cluster sizes in nodes (default 100,1000)',
+    '  --churn 1|all|0               nodes changed between two rounds (default 1; all: in-memory mode only)',
+    `  --kinds a,b                   pod kinds to schedule (default all: ${Object.keys(POD_KINDS).join(', ')})`,
+    '  --json                        the rows as JSON',
+    '  --kwok                        per size, a control-plane-only testbed with N KWOK nodes (run under flock /tmp/ulysses-testbed.lock)',
+    '  --pin-cpus                    with --kwok: the testbed on CPU 0, this process on CPU 1',
+    '  --run-dir DIR                 with --kwok: testbed directory (default /tmp/ulysses-bench-extender)',
+    "  --nodes-ready-timeout-ms N    with --kwok: how long to wait for the KWOK nodes (default testbed.ts's)",
+  ].join('\n');
+}
+
 async function main() {
+  if (args.includes('--help') || args.includes('-h')) {
+    console.log(usage());
+    return;
+  }
   if (KWOK && CHURN === 'all') throw new Error('--churn all is for the in-memory mode (with --kwok every changed node is an API call per round): use a number');
   // the extender started as in main.ts logs through the root logger: warnings only, unless asked
   if (KWOK) process.env.ULYSSES_LOG_LEVEL ??= 'warn';
