@@ -18,7 +18,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { KubeConfig, V1Node, V1Pod } from '@kubernetes/client-node';
 import { Counter, Histogram } from 'prom-client';
-import { ResilientInformer } from '../../core/informer.ts';
+import { ResilientInformer, stripManagedFields, type InformerOptions } from '../../core/informer.ts';
 import { isNotFound, KubeClient } from '../../core/kube.ts';
 import { componentLogger, objectLogger, type Logger } from '../../core/logging.ts';
 import { metricsRegistry } from '../../core/metrics.ts';
@@ -107,6 +107,20 @@ export interface ExtenderServerOptions {
 const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
 
 /**
+ * The extender's informers: nodes, and pods not terminal (a terminal pod leaves the selection and
+ * arrives as a delete: its reservation is released). Both drop metadata.managedFields on arrival
+ * (core/informer.ts stripManagedFields, as controller-manager/manager.ts does): nothing here reads
+ * it (state.ts fingerprints, evaluate.ts, bind's JSON patch), and it is a large part of every
+ * object the informers and ClusterState keep.
+ */
+export function extenderInformerOptions(log: Logger): { readonly nodes: InformerOptions; readonly pods: InformerOptions } {
+  return {
+    nodes: { path: '/api/v1/nodes', transform: stripManagedFields, log },
+    pods: { path: '/api/v1/pods', fieldSelector: 'status.phase!=Succeeded,status.phase!=Failed', transform: stripManagedFields, log },
+  };
+}
+
+/**
  * One cached verdict of a node for a demand at one tie rank (see {@link NodeVerdicts}), with the pod
  * named by a mark (evaluate.ts POD_MARK). Valid while the node (what the analyses read from its
  * object and from the pods holding capacity on it: ClusterState.nodeVersion, bumped by the informer
@@ -159,10 +173,9 @@ export class ExtenderServer {
     this.state = opts.state ?? new ClusterState();
     if (opts.kubeconfig) this.client = new KubeClient(opts.kubeconfig);
     if (opts.kubeconfig && (opts.informers ?? true)) {
-      const log = this.log;
-      const nodes = new ResilientInformer<V1Node>(opts.kubeconfig, { path: '/api/v1/nodes', log });
-      // terminal pods release their reservation: a pod leaving the selection arrives as a delete
-      const pods = new ResilientInformer<V1Pod>(opts.kubeconfig, { path: '/api/v1/pods', fieldSelector: 'status.phase!=Succeeded,status.phase!=Failed', log });
+      const informerOptions = extenderInformerOptions(this.log);
+      const nodes = new ResilientInformer<V1Node>(opts.kubeconfig, informerOptions.nodes);
+      const pods = new ResilientInformer<V1Pod>(opts.kubeconfig, informerOptions.pods);
       nodes.on('add', (n) => this.state.upsertNode(n));
       nodes.on('update', (n) => this.state.upsertNode(n));
       nodes.on('delete', (n) => this.state.deleteNode(n));
