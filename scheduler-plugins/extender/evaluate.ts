@@ -164,11 +164,12 @@ export function evaluateNode(req: PodRequirements, info: NodeInfo, state: Cluste
  * Stands for the pod being placed in a verdict shared by every pod of its demand (server.ts caches
  * verdicts per demand, not per pod). The RT analyses name a deferrable server by its pod's UID
  * ("server of pod <uid>", "pod <uid> task <i>": deferrable-server.ts coreSchedulable), so
- * {@link evaluateShared} gives them the UID followed by POD_MARK (NUL) instead. That stand-in orders
- * against every other server's UID as the UID itself does (the rate-monotonic tie-break of equal
- * periods, serverPriorityOrder; §5: fixed priorities), since no UID contains NUL (the apiserver's
- * are UUIDs). Replacing the stand-in by POD_MARK leaves a message without the pod's identity (one
- * with a NUL of its own is not shared), in which {@link verdictFor} writes a pod's UID back.
+ * {@link evaluateShared} gives them the UID followed by POD_MARK (NUL) instead. That stand-in
+ * orders against every other server's UID as the UID itself does (the rate-monotonic tie-break of
+ * equal periods, serverPriorityOrder; spec §5, hierarchical fixed priority), since no UID contains
+ * NUL (the apiserver's are UUIDs). Replacing the stand-in by POD_MARK leaves a message without the
+ * pod's identity (one with a NUL of its own is not shared), in which {@link verdictFor} writes a
+ * pod's UID back.
  */
 export const POD_MARK = '\u0000';
 
