@@ -10,6 +10,12 @@
  * deferrable-server RT pod, a TDMA pod, a budget/period RT pod that also needs 2 TDMA slots — each
  * with a fresh UID.
  *
+ * Every pod's UID is a random UUID v4 (seeded: the same in every run), as the apiserver makes them.
+ * Where a new deferrable server and an existing one have the same period, their rate-monotonic tie
+ * is broken by UID (deferrable-server.ts serverPriorityOrder), so a new pod ranks among a node's
+ * servers as a real one would: above some, below others, and on some nodes it is the new server
+ * that misses its deadline (a rejection naming the new pod, server.ts).
+ *
  * Two modes:
  * - in memory (default): the node/pod cache (the ClusterState the informers feed) is filled
  *   directly;
@@ -40,6 +46,7 @@
  *
  *   npm run bench:extender -- [--iterations 400] [--sizes 100,1000] [--churn 1|all|0] [--kinds a,b] [--json]
  *                             [--kwok [--pin-cpus] [--run-dir /tmp/ulysses-bench-extender] [--nodes-ready-timeout-ms N]]
+ * (`--help`: the options.)
  */
 import http from 'node:http';
 import { execFileSync } from 'node:child_process';
@@ -138,12 +145,18 @@ function clusterShape(names: readonly string[], rnd: () => number): { nodes: Sha
  */
 type Touch = (node: string) => void | Promise<void>;
 
+/** A pod UID as the apiserver makes them (a random UUID v4), drawn from `rnd` (see header). */
+function apiserverUid(rnd: () => number): string {
+  const hex = (digits: number) => Array.from({ length: digits }, () => Math.floor(rnd() * 16).toString(16)).join('');
+  return `${hex(8)}-${hex(4)}-4${hex(3)}-${'89ab'[Math.floor(rnd() * 4)]}${hex(3)}-${hex(12)}`;
+}
+
 /** In-memory mode: fills the extender's ClusterState directly (as its informers would). */
-function populateInMemory(server: ExtenderServer, shape: ReturnType<typeof clusterShape>): Touch {
+function populateInMemory(server: ExtenderServer, shape: ReturnType<typeof clusterShape>, rnd: () => number): Touch {
   let rv = 1;
   const podObject = (name: string, nodeName: string, annotations: Record<string, string>) =>
     ({
-      metadata: { name, namespace: NS, uid: `uid-${name}`, annotations, resourceVersion: String(rv++) },
+      metadata: { name, namespace: NS, uid: apiserverUid(rnd), annotations, resourceVersion: String(rv++) },
       spec: { nodeName, containers: [{ name: 'c' }] },
       status: { phase: 'Running' },
     }) as V1Pod;
@@ -275,8 +288,9 @@ function churner(names: readonly string[], perRound: number, touch: Touch): () =
 async function rowsFor(n: number, url: string, server: ExtenderServer, names: string[], churn: () => Promise<void>, noopUrl: string): Promise<Row[]> {
   const rows: Row[] = [];
   for (const [kind, annotations] of Object.entries(POD_KINDS).filter(([k]) => !KINDS || KINDS.split(',').includes(k))) {
+    const uids = prng(n * 16 + Object.keys(POD_KINDS).indexOf(kind));
     const pod = (i: number): V1Pod => ({
-      metadata: { name: `new-${i}`, namespace: NS, uid: `new-${kind}-${i}`, annotations, labels: { 'ulysses.io/criticality': 'high' }, resourceVersion: '1' },
+      metadata: { name: `new-${i}`, namespace: NS, uid: apiserverUid(uids), annotations, labels: { 'ulysses.io/criticality': 'high' }, resourceVersion: '1' },
       spec: { containers: [{ name: 'c' }] },
     });
     const ours = await measure(url, pod, names, ITERATIONS, churn, () => server.verdictStats.misses);
@@ -304,7 +318,7 @@ function perRoundChurn(n: number): number {
 async function inMemorySize(n: number, noopUrl: string): Promise<Row[]> {
   const server = new ExtenderServer({ config: { listen: { host: '127.0.0.1', port: 0 }, ...EXTENDER_CONFIG }, log: quiet });
   const names = Array.from({ length: n }, (_, i) => `node-${i}`);
-  const touch = populateInMemory(server, clusterShape(names, prng(n)));
+  const touch = populateInMemory(server, clusterShape(names, prng(n)), prng(n + 1));
   instrument(server.app);
   const { url } = await server.start();
   try {
@@ -459,7 +473,26 @@ async function kwokSize(n: number, noopUrl: string, cleanups: Set<() => Promise<
   }
 }
 
+function usage(): string {
+  return [
+    'usage: npm run bench:extender -- [options]   (or npx tsx scheduler-plugins/extender/bench.ts [options])',
+    '  --iterations N                timed rounds per row, after 50 warm-up rounds (default 400)',
+    '  --sizes 100,1000              cluster sizes in nodes (default 100,1000)',
+    '  --churn 1|all|0               nodes changed between two rounds (default 1; all: in-memory mode only)',
+    `  --kinds a,b                   pod kinds to schedule (default all: ${Object.keys(POD_KINDS).join(', ')})`,
+    '  --json                        the rows as JSON',
+    '  --kwok                        per size, a control-plane-only testbed with N KWOK nodes (run under flock /tmp/ulysses-testbed.lock)',
+    '  --pin-cpus                    with --kwok: the testbed on CPU 0, this process on CPU 1',
+    '  --run-dir DIR                 with --kwok: testbed directory (default /tmp/ulysses-bench-extender)',
+    "  --nodes-ready-timeout-ms N    with --kwok: how long to wait for the KWOK nodes (default testbed.ts's)",
+  ].join('\n');
+}
+
 async function main() {
+  if (args.includes('--help') || args.includes('-h')) {
+    console.log(usage());
+    return;
+  }
   if (KWOK && CHURN === 'all') throw new Error('--churn all is for the in-memory mode (with --kwok every changed node is an API call per round): use a number');
   // the extender started as in main.ts logs through the root logger: warnings only, unless asked
   if (KWOK) process.env.ULYSSES_LOG_LEVEL ??= 'warn';

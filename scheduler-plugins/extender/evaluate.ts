@@ -56,7 +56,8 @@ export interface PodRequirements {
   /**
    * What the pod asks of a node, as text: the effective assurance policy and the raw RT and TDMA
    * annotations the enabled plugins read. Two pods with the same demand get the same verdict on a
-   * node in the same state (up to the UID tie-break of deferrable servers, see server.ts).
+   * node in the same state, up to the UID tie-break of deferrable servers and the pod's UID in a
+   * message naming it ({@link evaluateShared}).
    */
   readonly demand: string;
 }
@@ -154,8 +155,60 @@ export type NodeVerdict =
 /** Memo of the network-wide slot allocation within one request (same answer for every node of a network). */
 export type SlotMemo = Map<string, SlotAllocation>;
 
-/** The per-node test and score (header, 2 and 3). */
+/** The per-node test and score (header, 2 and 3), computed afresh for this pod. */
 export function evaluateNode(req: PodRequirements, info: NodeInfo, state: ClusterState, cfg: ExtenderConfig, slotMemo: SlotMemo = new Map()): NodeVerdict {
+  return evaluateNodeAs(req, req.uid, info, state, cfg, slotMemo);
+}
+
+/**
+ * Stands for the pod being placed in a verdict shared by every pod of its demand (server.ts caches
+ * verdicts per demand, not per pod). The RT analyses name a deferrable server by its pod's UID
+ * ("server of pod <uid>", "pod <uid> task <i>": deferrable-server.ts coreSchedulable), so
+ * {@link evaluateShared} gives them the UID followed by POD_MARK (NUL) instead. That stand-in
+ * orders against every other server's UID as the UID itself does (the rate-monotonic tie-break of
+ * equal periods, serverPriorityOrder; spec §5, hierarchical fixed priority), since no UID contains
+ * NUL (the apiserver's are UUIDs). Replacing the stand-in by POD_MARK leaves a message without the
+ * pod's identity (one with a NUL of its own is not shared), in which {@link verdictFor} writes a
+ * pod's UID back.
+ */
+export const POD_MARK = '\u0000';
+
+/** A node's verdict for every pod of a demand at one deferrable-server tie rank (server.ts). */
+export interface SharedVerdict {
+  /** A rejection's message names the pod as POD_MARK when `namesPod`. */
+  readonly verdict: NodeVerdict;
+  readonly namesPod: boolean;
+  /** False: the verdict names this pod in a way {@link verdictFor} could not write back (it is this pod's only, with its UID in). */
+  readonly shareable: boolean;
+}
+
+/**
+ * {@link evaluateNode} with the pod named by its stand-in (see POD_MARK): equal to evaluateNode's
+ * verdict of any pod with the same demand and the same rank among the node's equal-period
+ * deferrable servers, once {@link verdictFor} wrote that pod's UID in.
+ */
+export function evaluateShared(req: PodRequirements, info: NodeInfo, state: ClusterState, cfg: ExtenderConfig, slotMemo: SlotMemo = new Map()): SharedVerdict {
+  const standIn = req.uid + POD_MARK;
+  const v = evaluateNodeAs(req, standIn, info, state, cfg, slotMemo);
+  if (v.fits) return { verdict: v, namesPod: false, shareable: true };
+  const parts = v.message.split(standIn);
+  const own = (): SharedVerdict => ({ verdict: { ...v, message: parts.join(req.uid) }, namesPod: false, shareable: false });
+  // a message naming the pod by its key is this pod's own
+  if (v.message.includes(req.key)) return own();
+  if (parts.length === 1) return { verdict: v, namesPod: false, shareable: true };
+  // ...and so is one naming it next to a NUL the stand-in did not put there (POD_MARK could not be told apart)
+  if (parts.some((part) => part.includes(POD_MARK))) return own();
+  return { verdict: { ...v, message: parts.join(POD_MARK) }, namesPod: true, shareable: true };
+}
+
+/** The verdict of the pod with this UID from a {@link SharedVerdict} of its demand and tie rank. */
+export function verdictFor(shared: SharedVerdict, uid: string): NodeVerdict {
+  const v = shared.verdict;
+  return shared.namesPod && !v.fits ? { ...v, message: v.message.split(POD_MARK).join(uid) } : v;
+}
+
+/** evaluateNode, the RT analyses naming the pod `analysisUid` (its UID, or its stand-in: POD_MARK). */
+function evaluateNodeAs(req: PodRequirements, analysisUid: string, info: NodeInfo, state: ClusterState, cfg: ExtenderConfig, slotMemo: SlotMemo): NodeVerdict {
   const w = cfg.prioritize.weights;
   let sum = 0;
   let weights = 0;
@@ -187,7 +240,7 @@ export function evaluateNode(req: PodRequirements, info: NodeInfo, state: Cluste
     if (existing.skipped.length) skipped = existing.skipped;
     const report = analyzeRtNode(
       { name: info.name, kind: info.rtKind, capacity: info.rtCapacity.value, pods: existing.pods },
-      { name: req.key, uid: req.uid, spec: req.rt },
+      { name: req.key, uid: analysisUid, spec: req.rt },
       { exactResponseTimes: false },
     );
     if (!report.schedulable || !report.cores) {

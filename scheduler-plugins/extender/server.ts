@@ -18,13 +18,13 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { KubeConfig, V1Node, V1Pod } from '@kubernetes/client-node';
 import { Counter, Histogram } from 'prom-client';
-import { ResilientInformer } from '../../core/informer.ts';
+import { ResilientInformer, stripManagedFields, type InformerOptions } from '../../core/informer.ts';
 import { isNotFound, KubeClient } from '../../core/kube.ts';
 import { componentLogger, objectLogger, type Logger } from '../../core/logging.ts';
 import { metricsRegistry } from '../../core/metrics.ts';
 import { RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../schedulability.ts';
 import { extenderConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from './config.ts';
-import { evaluateNode, podRequirements, type NodeVerdict, type PodRequirements, type RejectionReason, type SlotMemo } from './evaluate.ts';
+import { evaluateNode, evaluateShared, podRequirements, verdictFor, type NodeVerdict, type PodRequirements, type RejectionReason, type SharedVerdict, type SlotMemo } from './evaluate.ts';
 import { ClusterState, nodeInfoOf, RESERVED_NODE_ANNOTATION, type NodeInfo } from './state.ts';
 import {
   bindingArgsSchema,
@@ -107,17 +107,39 @@ export interface ExtenderServerOptions {
 const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
 
 /**
- * One cached verdict of a node for a demand. Valid while the node (what the analyses read from its
- * object and from the pods holding capacity on it: ClusterState versions, bumped by the informer
- * handlers only when one of those fields changes, see state.ts), the pod's TDMA network
- * and the pod's rank among equal-period deferrable servers on the node are what they were.
+ * The extender's informers: nodes, and pods not terminal (a terminal pod leaves the selection and
+ * arrives as a delete: its reservation is released). Both drop metadata.managedFields on arrival
+ * (core/informer.ts stripManagedFields, as controller-manager/manager.ts does): nothing here reads
+ * it (state.ts fingerprints, evaluate.ts, bind's JSON patch), and it is a large part of every
+ * object the informers and ClusterState keep.
+ */
+export function extenderInformerOptions(log: Logger): { readonly nodes: InformerOptions; readonly pods: InformerOptions } {
+  return {
+    nodes: { path: '/api/v1/nodes', transform: stripManagedFields, log },
+    pods: { path: '/api/v1/pods', fieldSelector: 'status.phase!=Succeeded,status.phase!=Failed', transform: stripManagedFields, log },
+  };
+}
+
+/**
+ * One cached verdict of a node for a demand at one tie rank (see {@link NodeVerdicts}), with the pod
+ * named by a mark (evaluate.ts POD_MARK). Valid while the node (what the analyses read from its
+ * object and from the pods holding capacity on it: ClusterState.nodeVersion, bumped by the informer
+ * handlers only when one of those fields changes, see state.ts) and the pod's TDMA network are what
+ * they were.
  */
 interface CachedVerdict {
   readonly nodeVersion: number;
   readonly networkVersion: number;
-  readonly tieRank: number;
-  readonly verdict: NodeVerdict;
+  readonly shared: SharedVerdict;
 }
+
+/**
+ * A node's cached verdicts for one demand, indexed by the pod's rank among the node's deferrable
+ * servers of its period (ClusterState.dsTieRank; 0 unless a deferrable-server pod meets a
+ * deferrable-server node): pods with random UIDs rank differently on the same node, each rank has
+ * its own verdict.
+ */
+type NodeVerdicts = Array<CachedVerdict | undefined>;
 
 /** Demands whose verdicts are kept (least recently used dropped first). */
 const VERDICT_CACHE_DEMANDS = 256;
@@ -135,11 +157,11 @@ export class ExtenderServer {
   /** pod UID -> last malformed-annotation message logged (log once per pod and message). */
   private readonly reported = new Map<string, string>();
   /**
-   * Verdict cache: demand key -> node -> verdict (see {@link verdictsFor}). Filter fills it,
-   * prioritize of the same pod reads it, and so does the next pod with the same demand (the
-   * replicas of a Deployment) on every node whose state did not change in between.
+   * Verdict cache: demand key -> node -> tie rank -> verdict (see {@link verdictsFor}). Filter
+   * fills it, prioritize of the same pod reads it, and so do the next pods with the same demand
+   * (the replicas of a Deployment, a pod retried) on every node whose state did not change in between.
    */
-  private readonly verdicts = new Map<string, Map<string, CachedVerdict>>();
+  private readonly verdicts = new Map<string, Map<string, NodeVerdicts>>();
   /** Per-node verdicts answered from the cache (hits) and computed (misses), filter and prioritize together, since start. */
   readonly verdictStats = { hits: 0, misses: 0 };
   private listening: string | undefined;
@@ -151,10 +173,9 @@ export class ExtenderServer {
     this.state = opts.state ?? new ClusterState();
     if (opts.kubeconfig) this.client = new KubeClient(opts.kubeconfig);
     if (opts.kubeconfig && (opts.informers ?? true)) {
-      const log = this.log;
-      const nodes = new ResilientInformer<V1Node>(opts.kubeconfig, { path: '/api/v1/nodes', log });
-      // terminal pods release their reservation: a pod leaving the selection arrives as a delete
-      const pods = new ResilientInformer<V1Pod>(opts.kubeconfig, { path: '/api/v1/pods', fieldSelector: 'status.phase!=Succeeded,status.phase!=Failed', log });
+      const informerOptions = extenderInformerOptions(this.log);
+      const nodes = new ResilientInformer<V1Node>(opts.kubeconfig, informerOptions.nodes);
+      const pods = new ResilientInformer<V1Pod>(opts.kubeconfig, informerOptions.pods);
       nodes.on('add', (n) => this.state.upsertNode(n));
       nodes.on('update', (n) => this.state.upsertNode(n));
       nodes.on('delete', (n) => this.state.deleteNode(n));
@@ -277,12 +298,15 @@ export class ExtenderServer {
 
   /**
    * The verdict map of the pod's demand. A node's verdict depends on the pod only through its
-   * demand (PodRequirements.demand), except that (1) a pod that already holds capacity is left out
-   * of the analyses of its own node/network, and (2) deferrable servers of equal period are ranked
-   * by UID. (1): such a pod gets a map of its own (keyed by UID too); (2): the pod's rank among the
-   * node's equal-period servers is part of the cached entry (tieRank).
+   * demand (PodRequirements.demand: policy, `ulysses.io/rt` and `ulysses.io/tdma` texts), except
+   * that (1) a pod that already holds capacity is left out of the analyses of its own
+   * node/network, (2) deferrable servers of equal period are ranked by UID, and (3) a rejection by
+   * the deferrable-server test may name the pod's own server ("server of pod <uid>"). (1): such a
+   * pod gets a map of its own (keyed by UID too); (2): the verdicts of a node are kept per rank of
+   * the pod among the node's equal-period servers ({@link NodeVerdicts}); (3): the cached verdict
+   * names the pod by a mark, replaced by the asking pod's UID (evaluate.ts evaluateShared).
    */
-  private verdictsFor(req: PodRequirements): Map<string, CachedVerdict> {
+  private verdictsFor(req: PodRequirements): Map<string, NodeVerdicts> {
     const key = this.state.holdsCapacity(req.uid) ? `uid:${req.uid}\u0000${req.demand}` : req.demand;
     let m = this.verdicts.get(key);
     if (m) {
@@ -296,28 +320,30 @@ export class ExtenderServer {
     return m;
   }
 
-  private evaluate(req: PodRequirements, info: NodeInfo, cache: Map<string, CachedVerdict> | undefined, memo: SlotMemo): NodeVerdict {
+  private evaluate(req: PodRequirements, info: NodeInfo, cache: Map<string, NodeVerdicts> | undefined, memo: SlotMemo): NodeVerdict {
+    if (!cache) return this.computed(evaluateNode(req, info, this.state, this.cfg, memo), info);
     const nodeVersion = info.version;
     const networkVersion = req.network ? this.state.networkVersion(req.network.name) : 0;
     const tieRank = req.rt?.kind === 'deferrable-server' && info.rtKind === 'deferrable-server' ? this.state.dsTieRank(info.name, req.rt.server.periodUs, req.uid) : 0;
-    const hit = cache?.get(info.name);
-    if (hit && hit.nodeVersion === nodeVersion && hit.networkVersion === networkVersion && hit.tieRank === tieRank) {
+    let byRank = cache.get(info.name);
+    const hit = byRank?.[tieRank];
+    if (hit && hit.nodeVersion === nodeVersion && hit.networkVersion === networkVersion) {
       this.verdictStats.hits++;
-      return hit.verdict;
+      return verdictFor(hit.shared, req.uid);
     }
+    const shared = evaluateShared(req, info, this.state, this.cfg, memo);
+    if (!byRank) cache.set(info.name, (byRank = []));
+    // a verdict naming this pod in a way POD_MARK cannot stand for stays uncached (evaluate.ts evaluateShared)
+    byRank[tieRank] = shared.shareable ? { nodeVersion, networkVersion, shared } : undefined;
+    return this.computed(verdictFor(shared, req.uid), info);
+  }
+
+  /** A verdict just computed (not from the cache): counted, its ignored existing pods logged once. */
+  private computed(verdict: NodeVerdict, info: NodeInfo): NodeVerdict {
     this.verdictStats.misses++;
-    const verdict = evaluateNode(req, info, this.state, this.cfg, memo);
-    if (verdict.skipped) {
-      for (const s of verdict.skipped) if (this.remember(`skip:${s}`, s)) {
-        this.log.warn({ node: info.name }, `existing pod ignored by the RT analysis: ${s}`);
-      }
+    for (const s of verdict.skipped ?? []) if (this.remember(`skip:${s}`, s)) {
+      this.log.warn({ node: info.name }, `existing pod ignored by the RT analysis: ${s}`);
     }
-    // A message naming this pod (its UID or name: e.g. "server of pod <uid>" when the new server is
-    // the one missing its deadline) is not another pod's message: not shared (the analyses are
-    // otherwise symmetric in the pod's identity, so any other message is the same for every pod).
-    if (cache && (verdict.fits || !(verdict.message.includes(req.uid) || verdict.message.includes(req.key)))) {
-      cache.set(info.name, { nodeVersion, networkVersion, tieRank, verdict });
-    } else cache?.delete(info.name);
     return verdict;
   }
 

@@ -4,8 +4,12 @@
  * - a node's cached verdicts are dropped when what the analyses read of its pods or of its
  *   labels/annotations changes, and kept on status-only updates (or of fields they do not read);
  * - the deferrable-server UID tie-break and a pod that already holds capacity are honoured;
- * - over a random sequence of cluster changes and pods (fresh and reused UIDs), every filter and
- *   prioritize answer equals the uncached evaluation (evaluateNode on the same state);
+ * - a rejection naming the pod being placed (its own server missing its deadline) is cached per
+ *   demand and rank, for the same pod retried and for a fresh pod of that rank, naming that pod;
+ * - over a random sequence of cluster changes and pods (fresh, reused UIDs and replicas; every
+ *   node kind, or deferrable-server nodes only, where such rejections are frequent), every filter
+ *   and prioritize answer equals the uncached evaluation (evaluateNode on a state rebuilt from the
+ *   latest objects), and an identical second round recomputes nothing;
  * - the fast request check accepts only bodies the zod schema accepts.
  */
 import { afterEach, describe, expect, it } from 'vitest';
@@ -258,6 +262,52 @@ describe('scheduler extender caches', () => {
     expect(z3.FailedAndUnresolvableNodes.ds).toContain('server of pod z3');
   });
 
+  it('a deferrable-server rejection naming the pod being placed is cached per demand and rank: the same pod again, or a fresh one of that rank, recomputes nothing', async () => {
+    const s = extender();
+    const dsNode = (name: string) => node(name, { 'ulysses.io/rt-scheduler': 'deferrable-server' }, { 'ulysses.io/rt-capacity': '{"cores":1}' });
+    const names = ['ds1', 'ds2'];
+    for (const n of names) s.state.upsertNode(dsNode(n));
+    // one existing server per node (UIDs "m1", "m2"): a new one of the same period ranking below it misses its deadline
+    s.state.upsertPod(pod('existing1', { 'ulysses.io/rt': ds(1200, 1000) }, { uid: 'm1', nodeName: 'ds1' }));
+    s.state.upsertPod(pod('existing2', { 'ulysses.io/rt': ds(1200, 1000) }, { uid: 'm2', nodeName: 'ds2' }));
+    const demand = { 'ulysses.io/rt': ds(1200, 1000) };
+    /** filter (+ prioritize of the nodes that passed) of `p`, checked against the uncached evaluation; the verdicts computed. */
+    const round = async (p: V1Pod, what: string) => {
+      const before = s.verdictStats.misses;
+      const f = await assertUncached(s, p, names, what);
+      return { recomputed: s.verdictStats.misses - before, failed: f.FailedAndUnresolvableNodes };
+    };
+
+    const z1 = pod('z1', demand, { uid: 'z1' });
+    const first = await round(z1, 'z1, first round');
+    expect(first.recomputed).toBe(2);
+    for (const n of names) expect(first.failed[n]).toContain('server of pod z1');
+    // kube-scheduler retries the same pod: nothing recomputed, the same messages
+    const again = await round(z1, 'z1, identical second round');
+    expect(again.recomputed).toBe(0);
+    expect(again.failed).toEqual(first.failed);
+    // a fresh pod of the same demand and rank (below m1, m2): nothing recomputed, each message names that pod
+    const z2 = await round(pod('z2', demand, { uid: 'z2' }), 'z2, same rank');
+    expect(z2.recomputed).toBe(0);
+    for (const n of names) {
+      expect(z2.failed[n]).toContain('server of pod z2');
+      expect(z2.failed[n]).not.toContain('z1');
+      expect(z2.failed[n]).toBe(first.failed[n]!.replaceAll('z1', 'z2'));
+    }
+    // a pod ranking above the existing servers has a rank of its own (there the existing server misses)...
+    const a1 = await round(pod('a1', demand, { uid: 'a1' }), 'a1, ranks above m1, m2');
+    expect(a1.recomputed).toBe(2);
+    expect(a1.failed.ds1).toContain('server of pod m1');
+    expect((await round(pod('a2', demand, { uid: 'a2' }), 'a2, same rank as a1')).recomputed).toBe(0);
+    // ...kept next to the other rank's verdicts
+    expect((await round(pod('z3', demand, { uid: 'z3' }), 'z3, rank of z1')).recomputed).toBe(0);
+    // a change on ds1 (a pod starting to hold capacity there) invalidates ds1's verdicts of every rank, and only those
+    s.state.upsertPod(pod('plain', {}, { nodeName: 'ds1' }));
+    expect((await round(pod('z4', demand, { uid: 'z4' }), 'z4 after ds1 changed')).recomputed).toBe(1);
+    expect((await round(pod('a3', demand, { uid: 'a3' }), 'a3 after ds1 changed')).recomputed).toBe(1);
+    expect((await round(pod('z4', demand, { uid: 'z4' }), 'z4 again')).recomputed).toBe(0);
+  });
+
   it('a pod that already holds capacity is evaluated without its own reservation, not from another pod’s verdict', async () => {
     const s = extender();
     s.state.upsertNode(node('ds', { 'ulysses.io/rt-scheduler': 'deferrable-server' }, { 'ulysses.io/rt-capacity': '{"cores":1}' }));
@@ -271,25 +321,39 @@ describe('scheduler extender caches', () => {
     expect((await filter(s, pod('other2', demand), ['ds'])).NodeNames).toEqual([]);
   });
 
-  it('random cluster changes (status-only updates among them) and pods: every answer equals the uncached evaluation', async () => {
-    const rnd = prng(0xcac4e);
+  /**
+   * Node roles of the randomized test: RT nodes of every kind among plain ones, or deferrable-server
+   * nodes only, where a new server often ranks below an existing one of its period and is the one
+   * missing its deadline: a rejection naming the pod being placed.
+   */
+  const mixes = [
+    { mix: 'RT nodes of every kind', seed: 0xcac4e, steps: 300, kinds: ['deferrable-server', 'budget-period', 'edf'], allRt: false, podNamed: 0, replicaNamedFromCache: 0 },
+    { mix: 'deferrable-server nodes only', seed: 0xd5e7, steps: 600, kinds: ['deferrable-server'], allRt: true, podNamed: 50, replicaNamedFromCache: 30 },
+  ];
+  it.each(mixes)('random cluster changes (status-only updates among them) and pods: every answer equals the uncached evaluation ($mix)', async (mix) => {
+    const rnd = prng(mix.seed);
     const int = (n: number) => Math.floor(rnd() * n);
     const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
     const s = extender();
     const names = Array.from({ length: 10 }, (_, i) => `n${i}`);
-    const kinds = ['deferrable-server', 'budget-period', 'edf'];
+    const { kinds } = mix;
     const setNode = (i: number) => {
       const labels: Record<string, string> = {};
       const annotations: Record<string, string> = { 'ulysses.io/assurance': JSON.stringify({ cpu: int(5), memory: int(4) }) };
-      if (i % 2 === 0) {
-        labels['ulysses.io/rt-scheduler'] = kinds[(i / 2 + int(2)) % 3]!;
+      if (mix.allRt || i % 2 === 0) {
+        labels['ulysses.io/rt-scheduler'] = kinds[(Math.floor(i / 2) + int(2)) % kinds.length]!;
         annotations['ulysses.io/rt-capacity'] = JSON.stringify({ cores: 1 + int(2) });
       }
       if (i % 3 === 0) labels['ulysses.io/tdma-network'] = 'rtnet0';
       s.state.upsertNode(node(names[i]!, labels, annotations));
     };
     names.forEach((_, i) => setNode(i));
-    const rtDemands = [ds(500, 500), ds(1200, 1000), ds(1000, 1500), ds(1000, 1000, 5000), '{"reservation":{"runtimeUs":3000,"periodUs":10000,"cpus":1}}', '{"tasks":[{"wcetUs":3000,"periodUs":10000}]}'];
+    const rtDemandsOf: Record<string, string[]> = {
+      'deferrable-server': [ds(500, 500), ds(1200, 1000), ds(1000, 1500), ds(1000, 1000, 5000)],
+      'budget-period': ['{"reservation":{"runtimeUs":3000,"periodUs":10000,"cpus":1}}'],
+      edf: ['{"tasks":[{"wcetUs":3000,"periodUs":10000}]}'],
+    };
+    const rtDemands = kinds.flatMap((k) => rtDemandsOf[k]!);
     const demand = (): Record<string, string> => {
       const a: Record<string, string> = {};
       if (rnd() < 0.6) a['ulysses.io/rt'] = pick(rtDemands);
@@ -300,12 +364,21 @@ describe('scheduler extender caches', () => {
     const holders: V1Pod[] = [];
     let checks = 0;
     let statusOnly = 0;
-    for (let step = 0; step < 300; step++) {
+    /** Rejections naming the pod being placed (its server missing its deadline: "server of pod <uid>: ...", "pod <uid> task <i>: ..."). */
+    let podNamed = 0;
+    /** Such rejections of a replica answered entirely from the cache (from the verdict computed for another UID). */
+    let replicaNamedFromCache = 0;
+    const namingPod = (f: { FailedAndUnresolvableNodes: Record<string, string> }, p: V1Pod) =>
+      Object.values(f.FailedAndUnresolvableNodes).filter((m) => m.includes(`pod ${p.metadata!.uid}:`) || m.includes(`pod ${p.metadata!.uid} task`)).length;
+    for (let step = 0; step < mix.steps; step++) {
       const op = int(10);
       if (op < 3) {
         // a pod lands on a node (bound), with a UID from a small alphabet: ties with new pods happen
         const n = names[int(names.length)]!;
         const a = demand();
+        // mostly of the node's kind (a pod of another kind there makes every RT verdict of the node "existing pod ... declares ...")
+        const kind = s.state.node(n)!.node.metadata!.labels!['ulysses.io/rt-scheduler'];
+        if (kind && rnd() < 0.8) a['ulysses.io/rt'] = pick(rtDemandsOf[kind]!);
         if (a['ulysses.io/tdma']) a['ulysses.io/tdma-slots'] = JSON.stringify([int(6)]);
         const p = pod(`h${step}`, a, { uid: `u${int(20)}-${step}`, nodeName: n });
         s.state.upsertPod(p);
@@ -329,14 +402,30 @@ describe('scheduler extender caches', () => {
         }
       } else {
         // the pod to place: usually fresh, sometimes one that already holds capacity (retried after a failed bind)
-        const p = rnd() < 0.15 && holders.length ? pick(holders) : pod(`p${step}`, demand(), { uid: `u${int(20)}-p${step}` });
+        const retried = rnd() < 0.15 && holders.length;
+        const a = demand();
+        const p = retried ? pick(holders) : pod(`p${step}`, a, { uid: `u${int(20)}-p${step}` });
         // reference: a state built afresh from the latest objects (catches an index or version kept stale by an update)
         const fresh = new ClusterState();
         for (const n of names) fresh.upsertNode(s.state.node(n)!.node);
         for (const h of holders) fresh.upsertPod(h);
-        await assertUncached(s, p, names, `step ${step}`, fresh);
-        // and again (a cache hit now)
+        const f = await assertUncached(s, p, names, `step ${step}`, fresh);
+        podNamed += namingPod(f, p);
+        // and again, identical (as kube-scheduler retries a pod): every verdict from the cache now
+        const m0 = s.verdictStats.misses;
         await assertUncached(s, p, names, `step ${step} again`, fresh);
+        expect(s.verdictStats.misses - m0, `step ${step}: verdicts recomputed in an identical round`).toBe(0);
+        if (!retried) {
+          // a replica: same demand, another UID (rank among equal-period servers: often the same, as its UID often sorts next to p's)
+          const replica = pod(`q${step}`, a, { uid: `${rnd() < 0.5 ? p.metadata!.uid!.split('-')[0] : `u${int(20)}`}-q${step}` });
+          // the nodes whose verdict names the replica, one at a time: answered from the cache when it has a verdict of that rank
+          for (const n of names.filter((n) => namingPod({ FailedAndUnresolvableNodes: expected(s, replica, [n], fresh).failed }, replica))) {
+            const m1 = s.verdictStats.misses;
+            await assertUncached(s, replica, [n], `step ${step} replica on ${n}`, fresh);
+            if (s.verdictStats.misses === m1) replicaNamedFromCache++;
+          }
+          await assertUncached(s, replica, names, `step ${step} replica`, fresh);
+        }
         checks++;
       }
       if (rnd() < 0.4) {
@@ -363,6 +452,8 @@ describe('scheduler extender caches', () => {
     }
     expect(checks).toBeGreaterThan(100);
     expect(statusOnly).toBeGreaterThan(80);
+    expect(podNamed).toBeGreaterThanOrEqual(mix.podNamed);
+    expect(replicaNamedFromCache).toBeGreaterThanOrEqual(mix.replicaNamedFromCache);
   });
 
   it('the fast request check accepts only what the schema accepts', () => {

@@ -2,13 +2,15 @@
  * The extender's decisions (filter/prioritize over the real fastify instance, via inject) on an
  * in-memory node/pod cache: assurance, RT kinds and schedulability with already-reserved pods,
  * network-wide TDMA slots, malformed annotations, bad bodies, live config changes, the bind lock,
- * and the rendered KubeSchedulerConfiguration.
+ * the rendered KubeSchedulerConfiguration, and the informers dropping managedFields.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { readFileSync } from 'node:fs';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
-import { ExtenderServer, KeyedMutex } from '../../scheduler-plugins/extender/server.ts';
+import { ExtenderServer, extenderInformerOptions, KeyedMutex } from '../../scheduler-plugins/extender/server.ts';
+import { evaluateNode, podRequirements } from '../../scheduler-plugins/extender/evaluate.ts';
+import { stripManagedFields } from '../../core/informer.ts';
 import { ClusterState, RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
 import { extenderConfig } from '../../scheduler-plugins/extender/config.ts';
 import { ConfigError } from '../../core/config.ts';
@@ -45,6 +47,48 @@ function extender(config: Parameters<typeof extenderConfig>[0] = {}) {
   return s;
 }
 
+
+describe('scheduler extender: informers', () => {
+  it('drop metadata.managedFields, which nothing the extender decides on reads', () => {
+    const opts = extenderInformerOptions(silentLogger());
+    expect(opts.nodes.transform).toBe(stripManagedFields);
+    expect(opts.pods.transform).toBe(stripManagedFields);
+    const strip = stripManagedFields as <T extends V1Node | V1Pod>(o: T) => T;
+    const managedFields = (manager: string) => [
+      { manager, operation: 'Update', apiVersion: 'v1', time: new Date(0), fieldsType: 'FieldsV1', fieldsV1: { 'f:metadata': { 'f:annotations': { 'f:ulysses.io/rt': {} } } } },
+    ];
+    const rawNode = node('rt', { 'ulysses.io/rt-scheduler': 'deferrable-server' }, { 'ulysses.io/rt-capacity': '{"cores":1}' });
+    rawNode.metadata!.managedFields = managedFields('kubectl');
+    const rawPod = pod('holder', { 'ulysses.io/rt': ds(1000, 2500, 300), 'ulysses.io/rt-cores': '[0]' }, { nodeName: 'rt', phase: 'Running' });
+    rawPod.metadata!.managedFields = managedFields('ulysses-scheduler-extender');
+    const [n, p] = [strip(structuredClone(rawNode)), strip(structuredClone(rawPod))];
+    expect(n.metadata!.managedFields).toBeUndefined();
+    expect(p.metadata!.managedFields).toBeUndefined();
+    // everything else is kept
+    expect({ ...n.metadata, managedFields: rawNode.metadata!.managedFields }).toEqual(rawNode.metadata);
+    expect({ ...p.metadata, managedFields: rawPod.metadata!.managedFields }).toEqual(rawPod.metadata);
+    // a state fed the stripped objects decides exactly as one fed the whole objects
+    const whole = new ClusterState();
+    const stripped = new ClusterState();
+    whole.upsertNode(rawNode);
+    whole.upsertPod(rawPod);
+    stripped.upsertNode(n);
+    stripped.upsertPod(p);
+    expect(stripped.node('rt')!.fingerprint).toBe(whole.node('rt')!.fingerprint);
+    expect(stripped.pod('ns/holder')!.fingerprint).toBe(whole.pod('ns/holder')!.fingerprint);
+    const cfg = extenderConfig({});
+    const fits: boolean[] = [];
+    const small = JSON.stringify({ server: { budgetUs: 500, periodUs: 10000 }, tasks: [{ wcetUs: 100, periodUs: 40000, deadlineUs: 40000, priority: 1 }] });
+    for (const [i, demand] of [ds(1200, 2500, 600), small].entries()) {
+      const r = podRequirements(pod(`new-${i}`, { 'ulysses.io/rt': demand }), cfg, new Map());
+      if (!r.ok) throw new Error(r.message);
+      const v = evaluateNode(r.req, stripped.node('rt')!, stripped, cfg);
+      expect(v).toEqual(evaluateNode(r.req, whole.node('rt')!, whole, cfg));
+      fits.push(v.fits);
+    }
+    expect(fits).toEqual([false, true]);
+  });
+});
 
 describe('scheduler extender: filter and prioritize', () => {
   it('assurance: explicit policy, default per criticality, score prefers the node that just satisfies', async () => {
