@@ -13,7 +13,7 @@ import { z } from 'zod';
 import type { KubeConfig, V1Node, V1Pod } from '@kubernetes/client-node';
 import { Counter } from 'prom-client';
 import { criticalityRank } from '../../core/criticality.ts';
-import { ResilientInformer } from '../../core/informer.ts';
+import { ResilientInformer, stripManagedFields } from '../../core/informer.ts';
 import { ApiError, KubeClient, isNotFound } from '../../core/kube.ts';
 import { componentLogger, objectLogger, type Logger } from '../../core/logging.ts';
 import { metricsRegistry } from '../../core/metrics.ts';
@@ -94,8 +94,8 @@ export class AssuranceRescheduler {
     this.bucket = new TokenBucket({ qps: this.cfg.evictionsPerMinute / 60, burst: this.cfg.burst });
     this.client = new KubeClient(kc);
     this.log = log ?? componentLogger('assurance-rescheduler');
-    this.nodes = new ResilientInformer<V1Node>(kc, { path: '/api/v1/nodes', log: this.log });
-    this.pods = new ResilientInformer<V1Pod>(kc, { path: '/api/v1/pods', fieldSelector: 'spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed', log: this.log });
+    this.nodes = new ResilientInformer<V1Node>(kc, { path: '/api/v1/nodes', transform: stripManagedFields, log: this.log });
+    this.pods = new ResilientInformer<V1Pod>(kc, { path: '/api/v1/pods', fieldSelector: 'spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed', transform: stripManagedFields, log: this.log });
   }
 
   /** Applies a new rescheduler and/or extender config live (e.g. enable it). */

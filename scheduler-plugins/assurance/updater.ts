@@ -14,7 +14,7 @@
 import { z } from 'zod';
 import type { KubeConfig, V1Node } from '@kubernetes/client-node';
 import { Counter } from 'prom-client';
-import { ResilientInformer } from '../../core/informer.ts';
+import { ResilientInformer, stripManagedFields } from '../../core/informer.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { componentLogger, objectLogger, type Logger } from '../../core/logging.ts';
 import { metricsRegistry } from '../../core/metrics.ts';
@@ -112,7 +112,7 @@ export class NodeAssuranceUpdater {
     this.cfg = assuranceUpdaterConfig(config);
     this.client = new KubeClient(kc);
     this.log = log ?? componentLogger('assurance-updater');
-    this.informer = new ResilientInformer<V1Node>(kc, { path: '/api/v1/nodes', log: this.log });
+    this.informer = new ResilientInformer<V1Node>(kc, { path: '/api/v1/nodes', transform: stripManagedFields, log: this.log });
     this.informer.on('add', (n) => void this.reconcile(n.metadata!.name!));
     this.informer.on('update', (n) => void this.reconcile(n.metadata!.name!));
   }
