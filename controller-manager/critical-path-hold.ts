@@ -18,7 +18,10 @@
  *    starting).
  * Each entry holds for at most `maxHoldMs` from its start, so a critical pod that never becomes
  * Ready (image missing, crash loop, unschedulable) cannot starve the rest: bounded priority
- * inversion, like the shim's `holdLowsDuringHighMs`. `maxHoldMs` 0 switches the hold off.
+ * inversion, like the shim's `holdLowsDuringHighMs`. And the hold as a whole: after `maxHoldMs` of
+ * uninterrupted hold (a stream of critical pods starting one after the other) it pauses for
+ * `maxHoldMs`, so the low-priority work always gets at least half of the time. `maxHoldMs` 0 switches
+ * the hold off.
  *
  * Pure state over pod events and a Clock (unit-tested with FakeClock); the manager feeds it from the
  * shared pod informer and the CriticalityIndex, the WorkerPools ask `active()` at every periodic tick.
@@ -55,6 +58,10 @@ export class CriticalPathHold {
   private readonly replacing = new Map<string, number>();
   /** keys whose deletion already opened a `replacing` entry (one per pod) */
   private readonly deletionSeen = new Set<string>();
+  /** start of the current uninterrupted hold */
+  private heldSince: number | undefined;
+  /** after a maxHoldMs-long hold: no hold before this time */
+  private pausedUntil = -Infinity;
 
   constructor(private readonly o: CriticalPathHoldOptions) {
     this.maxHoldMs = o.maxHoldMs ?? 0;
@@ -126,6 +133,17 @@ export class CriticalPathHold {
       else this.replacing.delete(owner);
     }
     holdMetrics().pods.set(holding);
-    return holding > 0;
+    if (holding === 0 || now < this.pausedUntil) {
+      this.heldSince = undefined;
+      return false;
+    }
+    this.heldSince ??= now;
+    if (now - this.heldSince >= this.maxHoldMs) {
+      // held for maxHoldMs in a row: the low-priority work gets the next maxHoldMs
+      this.pausedUntil = now + this.maxHoldMs;
+      this.heldSince = undefined;
+      return false;
+    }
+    return true;
   }
 }

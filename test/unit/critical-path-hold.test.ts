@@ -69,7 +69,7 @@ describe('CriticalPathHold', () => {
     expect(h.active()).toBe(true);
     await clock.advance(300);
     h.podChanged('crit/new', pod('new', { owner: RS }), true);
-    await clock.advance(800); // 1100 ms after the eviction, 800 ms after the replacement appeared
+    await clock.advance(600); // 900 ms after the eviction: one uninterrupted hold, still within maxHoldMs
     expect(h.active()).toBe(true);
     h.podChanged('crit/new', pod('new', { owner: RS, ready: true }), true);
     expect(h.active()).toBe(false);
@@ -136,5 +136,23 @@ describe('CriticalPathHold.podEvicting', () => {
     h.podChanged('crit/old', pod('old', { ready: true, owner: RS, deleting: true }), true);
     await clock.advance(400); // 1000 ms after the eviction began: the deletion did not extend the hold
     expect(h.active()).toBe(false);
+  });
+});
+
+describe('CriticalPathHold duty cycle', () => {
+  it('a stream of critical pods starting one after the other holds at most maxHoldMs in a row, then pauses as long', async () => {
+    const clock = new FakeClock(0);
+    const h = new CriticalPathHold({ maxHoldMs: 1000, clock });
+    const active: boolean[] = [];
+    // a new critical pod starts every 200 ms and never gets Ready within the test
+    for (let t = 0; t < 3000; t += 100) {
+      if (t % 200 === 0) h.podChanged(`crit/p${t}`, pod(`p${t}`), true);
+      active.push(h.active());
+      await clock.advance(100);
+    }
+    // held 0..900 ms, paused 1000..1900 ms, held again from 2000 ms
+    expect(active.slice(0, 10).every(Boolean)).toBe(true);
+    expect(active.slice(10, 20).some(Boolean)).toBe(false);
+    expect(active.slice(20, 30).every(Boolean)).toBe(true);
   });
 });
