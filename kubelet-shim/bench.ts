@@ -5,7 +5,7 @@
  * run and interleaved (one call per path in turn, rotating the order), after a warm-up, from one
  * client process, as the kubelet would. Prints p50/p99/mean per path and the added p50/p99.
  *
- *   npx tsx kubelet-shim/bench.ts [--n 5000] [--warmup 500] [--implementations splice,http2]
+ *   npx tsx kubelet-shim/bench.ts [--n 5000] [--warmup 500] [--implementations splice,http2,splice+--node-flag]
  *       [--pin-shim 1 --pin-client 0] [--shim-nice -10] [--backend /path/containerd.sock] [--in-process]
  *
  * Without --backend it starts its own containerd (node index 9 under /tmp/ulysses-bench-shim: do not
@@ -79,7 +79,7 @@ async function main(): Promise<void> {
     .option('--backend <socket>', 'an existing containerd socket (else one is started)')
     .option('--run-dir <dir>', 'run directory of the containerd started here', '/tmp/ulysses-bench-shim')
     .option('--node-index <i>', 'node index of the containerd started here (bridge uly-br<i>, 10.244.<i>.0/24)', (v) => Number(v), 9)
-    .option('--implementations <list>', 'proxies to compare, comma-separated', PROXY_IMPLEMENTATIONS.join(','))
+    .option('--implementations <list>', 'proxies to compare, comma-separated; impl+<node flags> runs a variant, e.g. splice+--max-semi-space-size=64', PROXY_IMPLEMENTATIONS.join(','))
     .option('--in-process', 'run the proxies inside this process instead of as their own processes', false)
     .option('--pin-shim <cpus>', 'taskset CPU list of the shim processes (e.g. 1)')
     .option('--pin-client <cpus>', 'taskset CPU list of this (client) process and the containerd started here (e.g. 0)')
@@ -87,8 +87,13 @@ async function main(): Promise<void> {
     .option('--shim-nice <n>', 'scheduling niceness of the shim processes (e.g. -10, as a node daemon unit would set; root for < 0)', (v) => Number(v))
     .parse(process.argv)
     .opts<{ n: number; warmup: number; backend?: string; runDir: string; nodeIndex: number; implementations: string; inProcess: boolean; pinShim?: string; pinClient?: string; shimNodeFlags: string; shimNice?: number }>();
-  const impls = o.implementations.split(',').map((x) => x.trim()) as ProxyImplementation[];
-  for (const i of impls) if (!PROXY_IMPLEMENTATIONS.includes(i)) throw new Error(`--implementations: unknown implementation "${i}" (one of ${PROXY_IMPLEMENTATIONS.join(', ')})`);
+  // "impl" or "impl+<extra node flags of that shim>" (e.g. splice+--max-semi-space-size=64): variants
+  // of one implementation compared in the same interleaved run
+  const variants = o.implementations.split(',').map((x) => x.trim()).filter(Boolean).map((name) => {
+    const [impl, ...flags] = name.split('+');
+    if (!PROXY_IMPLEMENTATIONS.includes(impl as ProxyImplementation)) throw new Error(`--implementations: unknown implementation "${impl}" in "${name}" (one of ${PROXY_IMPLEMENTATIONS.join(', ')}, optionally +node flags)`);
+    return { name, impl: impl as ProxyImplementation, nodeFlags: flags.join('+').split(' ').filter(Boolean) };
+  });
 
   let node: CriTestNode | undefined;
   const children: ChildProcess[] = [];
@@ -105,18 +110,19 @@ async function main(): Promise<void> {
     const direct = new CriClient(backend);
     clients.push(direct);
     const targets: Target[] = [{ name: 'direct', client: direct }];
-    for (const impl of impls) {
-      const listen = join(o.runDir, `bench-shim-${impl}.sock`);
+    for (const [k, v] of variants.entries()) {
+      const listen = join(o.runDir, `bench-shim-${k}.sock`);
       if (o.inProcess) {
-        const p = createCriProxy({ listen, backend, implementation: impl });
+        if (v.nodeFlags.length) throw new Error(`--implementations ${v.name}: node flags need the shims as their own processes (not --in-process)`);
+        const p = createCriProxy({ listen, backend, implementation: v.impl });
         await p.start();
         proxies.push(p);
       } else {
-        children.push(await startShimProcess(listen, backend, impl, o.shimNodeFlags.split(' ').filter(Boolean), o.pinShim, o.shimNice));
+        children.push(await startShimProcess(listen, backend, v.impl, [...o.shimNodeFlags.split(' ').filter(Boolean), ...v.nodeFlags], o.pinShim, o.shimNice));
       }
       const c = new CriClient(listen);
       clients.push(c);
-      targets.push({ name: impl, client: c, pid: o.inProcess ? undefined : children.at(-1)!.pid });
+      targets.push({ name: v.name, client: c, pid: o.inProcess ? undefined : children.at(-1)!.pid });
     }
 
     let sandboxId: string | undefined;
@@ -154,11 +160,12 @@ async function main(): Promise<void> {
     }
 
     const f = (v: number) => v.toFixed(3).padStart(8);
+    const pathWidth = Math.max(9, ...targets.map((t) => t.name.length + 2));
     const where = o.inProcess ? 'in-process' : 'each as its own process';
     const pin = (o.pinShim || o.pinClient ? `, shim pinned to CPU ${o.pinShim ?? '-'}, client+containerd to CPU ${o.pinClient ?? '-'}` : ', no CPU pinning') + (o.shimNice !== undefined ? `, shims at nice ${o.shimNice}` : '');
     console.log(`\nCRI call latency in ms seen by a grpc-js client, N=${o.n} per method and path (warm-up ${o.warmup}), interleaved; shims ${where}${pin}; Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
     console.log(`added = proxied quantile - direct quantile of the same run; shim CPU = CPU time of the shim process per call (utime+stime, 10 ms ticks)`);
-    console.log(`${'method'.padEnd(18)}${'path'.padEnd(9)}${'p50'.padStart(9)}${'p99'.padStart(9)}${'mean'.padStart(9)}${'added p50'.padStart(11)}${'added p99'.padStart(11)}${'shim CPU'.padStart(11)}`);
+    console.log(`${'method'.padEnd(18)}${'path'.padEnd(pathWidth)}${'p50'.padStart(9)}${'p99'.padStart(9)}${'mean'.padStart(9)}${'added p50'.padStart(11)}${'added p99'.padStart(11)}${'shim CPU'.padStart(11)}`);
     for (const r of rows) {
       const d = r.stats.get('direct')!;
       for (const t of targets) {
@@ -166,7 +173,7 @@ async function main(): Promise<void> {
         const added = t.name === 'direct' ? '' : `   ${f(st.p50 - d.p50)}   ${f(st.p99 - d.p99)}`;
         const cpu = r.cpuUs.get(t.name);
         const cpuCol = cpu === undefined ? '' : `${(cpu / 1000).toFixed(3).padStart(11)}`;
-        console.log(`${(t.name === 'direct' ? r.method : '').padEnd(18)}${t.name.padEnd(9)}${f(st.p50).padStart(9)}${f(st.p99).padStart(9)}${f(st.mean).padStart(9)}${added}${cpuCol}`);
+        console.log(`${(t.name === 'direct' ? r.method : '').padEnd(18)}${t.name.padEnd(pathWidth)}${f(st.p50).padStart(9)}${f(st.p99).padStart(9)}${f(st.mean).padStart(9)}${added}${cpuCol}`);
       }
     }
   } finally {
