@@ -16,6 +16,10 @@
  *    controller (from the moment it is queued: podEvicting) or got its deletionTimestamp (any
  *    deletion), and no replacement from that owner has been seen yet (the replacement then holds as
  *    starting).
+ *  - taint window: for TAINT_WINDOW_MS after any node gets a new NoExecute taint. Failures come in
+ *    bursts (a rack, a zone: the KWOK scale run taints 10 nodes at once) and the node that carries
+ *    the critical pod may be seen a few ms after the others; without the window the periodic workers
+ *    would start evicting the other nodes' low pods first.
  * Each entry holds for at most `maxHoldMs` from its start, so a critical pod that never becomes
  * Ready (image missing, crash loop, unschedulable) cannot starve the rest: bounded priority
  * inversion, like the shim's `holdLowsDuringHighMs`. And the hold as a whole: after `maxHoldMs` of
@@ -38,12 +42,15 @@ export interface CriticalPathHoldOptions {
   clock: Clock;
 }
 
+/** Low-priority work waits this long after a new NoExecute taint (bounded by maxHoldMs). */
+export const TAINT_WINDOW_MS = 200;
+
 function holdMetrics() {
   const r = metricsRegistry();
   const get = registeredMetric;
   return {
-    starts: get('ulysses_critical_path_holds_total', () => new Counter({ name: 'ulysses_critical_path_holds_total', help: 'Critical pods that started a hold of the low-priority periodic work, by reason (starting, replacing).', labelNames: ['reason'], registers: [r] })),
-    pods: get('ulysses_critical_path_hold_pods', () => new Gauge({ name: 'ulysses_critical_path_hold_pods', help: 'Critical pods (or pending replacements) currently holding the low-priority periodic work.', registers: [r] })),
+    starts: get('ulysses_critical_path_holds_total', () => new Counter({ name: 'ulysses_critical_path_holds_total', help: 'Holds of the low-priority periodic work started, by reason (starting, replacing: a critical pod; taint: a new NoExecute taint).', labelNames: ['reason'], registers: [r] })),
+    pods: get('ulysses_critical_path_hold_pods', () => new Gauge({ name: 'ulysses_critical_path_hold_pods', help: 'Critical pods, pending replacements and taint windows currently holding the low-priority periodic work.', registers: [r] })),
   };
 }
 
@@ -58,6 +65,8 @@ export class CriticalPathHold {
   private readonly replacing = new Map<string, number>();
   /** keys whose deletion already opened a `replacing` entry (one per pod) */
   private readonly deletionSeen = new Set<string>();
+  /** end of the taint window */
+  private taintWindowUntil = -Infinity;
   /** start of the current uninterrupted hold */
   private heldSince: number | undefined;
   /** after a maxHoldMs-long hold: no hold before this time */
@@ -116,6 +125,15 @@ export class CriticalPathHold {
     holdMetrics().starts.inc({ reason: 'replacing' });
   }
 
+  /** A node got a new NoExecute taint: hold for the taint window (TAINT_WINDOW_MS, at most maxHoldMs). */
+  nodeTainted(): void {
+    const until = this.o.clock.now() + Math.min(TAINT_WINDOW_MS, this.maxHoldMs);
+    if (until > this.taintWindowUntil) {
+      if (this.taintWindowUntil < this.o.clock.now()) holdMetrics().starts.inc({ reason: 'taint' });
+      this.taintWindowUntil = until;
+    }
+  }
+
   podDeleted(key: string): void {
     this.starting.delete(key);
     this.deletionSeen.delete(key);
@@ -132,6 +150,7 @@ export class CriticalPathHold {
       if (now - since < this.maxHoldMs) holding++;
       else this.replacing.delete(owner);
     }
+    if (now < this.taintWindowUntil) holding++;
     holdMetrics().pods.set(holding);
     if (holding === 0 || now < this.pausedUntil) {
       this.heldSince = undefined;

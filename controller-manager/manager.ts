@@ -195,7 +195,11 @@ export class ControllerManager {
         case 'endpoints':
           return new EndpointsController({ ...common, services: this.services, endpoints: this.endpoints });
         case 'taint-eviction':
-          return new TaintEvictionController({ ...common, onCriticalEviction: (p) => this.criticalPathHold.podEvicting(objectKey(p), p) });
+          return new TaintEvictionController({
+            ...common,
+            onCriticalEviction: (p) => this.criticalPathHold.podEvicting(objectKey(p), p),
+            onNoExecuteTaint: () => this.criticalPathHold.nodeTainted(),
+          });
       }
     })();
     // the client-side limiter is applied per request (applyLimiter); the pool itself never gates syncs

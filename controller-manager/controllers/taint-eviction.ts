@@ -63,6 +63,8 @@ export interface TaintEvictionDeps {
    * low-priority work from here, not only once the pod's deletion comes back through the watch.
    */
   onCriticalEviction?: (pod: V1Pod) => void;
+  /** A node got a new NoExecute taint (before its pods are queued): the CriticalPathHold's taint window. */
+  onNoExecuteTaint?: (node: V1Node) => void;
 }
 
 export class TaintEvictionController {
@@ -95,8 +97,12 @@ export class TaintEvictionController {
     pods.on('update', onPod);
     pods.on('delete', (p) => this.exposedSince.delete(objectKey(p)));
     const onNode = (n: V1Node, old?: V1Node) => {
-      const noExec = (x?: V1Node) => JSON.stringify((x?.spec?.taints ?? []).filter((t) => t.effect === 'NoExecute').map((t) => [t.key, t.value]));
-      if (old && noExec(old) === noExec(n)) return;
+      const noExec = (x?: V1Node) => (x?.spec?.taints ?? []).filter((t) => t.effect === 'NoExecute').map((t) => `${t.key}=${t.value ?? ''}`);
+      const now = noExec(n);
+      const before = old ? noExec(old) : undefined;
+      if (before && before.join('\n') === now.join('\n')) return;
+      // a running node that just got a new NoExecute taint: a failure (burst) begins
+      if (before && now.some((t) => !before.includes(t))) this.d.onNoExecuteTaint?.(n);
       // every pod on the node, highest criticality first (the queue orders them in the priority modes)
       for (const p of this.d.criticality.podsOnNode(n.metadata!.name!)) {
         const pod = pods.get(p.key);

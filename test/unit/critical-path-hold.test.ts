@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import type { V1Pod } from '@kubernetes/client-node';
-import { CriticalPathHold } from '../../controller-manager/critical-path-hold.ts';
+import { CriticalPathHold, TAINT_WINDOW_MS } from '../../controller-manager/critical-path-hold.ts';
 import { FakeClock, WorkerPool } from '../../controller-manager/queue/index.ts';
 
 const RS = 'rs-uid-1';
@@ -154,5 +154,27 @@ describe('CriticalPathHold duty cycle', () => {
     expect(active.slice(0, 10).every(Boolean)).toBe(true);
     expect(active.slice(10, 20).some(Boolean)).toBe(false);
     expect(active.slice(20, 30).every(Boolean)).toBe(true);
+  });
+});
+
+describe('CriticalPathHold taint window', () => {
+  it('a new NoExecute taint holds the low-priority work for TAINT_WINDOW_MS (never longer than maxHoldMs), extended by the next taint', async () => {
+    const clock = new FakeClock(0);
+    const h = new CriticalPathHold({ maxHoldMs: 1000, clock });
+    h.nodeTainted();
+    expect(h.active()).toBe(true);
+    await clock.advance(TAINT_WINDOW_MS - 50);
+    h.nodeTainted(); // the next node of the burst
+    await clock.advance(100);
+    expect(h.active()).toBe(true);
+    await clock.advance(TAINT_WINDOW_MS);
+    expect(h.active()).toBe(false);
+    const short = new CriticalPathHold({ maxHoldMs: 50, clock });
+    short.nodeTainted();
+    await clock.advance(50);
+    expect(short.active()).toBe(false);
+    const off = new CriticalPathHold({ maxHoldMs: 0, clock });
+    off.nodeTainted();
+    expect(off.active()).toBe(false);
   });
 });

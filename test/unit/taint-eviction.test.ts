@@ -60,6 +60,7 @@ describe('TaintEvictionController hands a critical eviction to the CriticalPathH
     }
     const queued: [string, number][] = [];
     const evicting: string[] = [];
+    const tainted: string[] = [];
     const c = new TaintEvictionController({
       client: {} as never,
       pods: podInformer as never,
@@ -68,6 +69,7 @@ describe('TaintEvictionController hands a critical eviction to the CriticalPathH
       enqueue: (key, priority) => queued.push([key, priority]),
       log: pino({ level: 'silent' }),
       onCriticalEviction: (p) => evicting.push(p.metadata!.name!),
+      onNoExecuteTaint: (n) => tainted.push(`${n.metadata!.name} before ${queued.length} queued`),
     });
     c.register();
     const node = (taints: V1Taint[]): V1Node => ({ metadata: { name: 'n1' }, spec: { taints } });
@@ -75,5 +77,11 @@ describe('TaintEvictionController hands a critical eviction to the CriticalPathH
     expect(evicting).toEqual(['crit']);
     expect(queued.map(([k]) => k).sort()).toEqual(['ns/crit', 'ns/crit-deleting', 'ns/crit-tolerating', 'ns/low']);
     expect(queued.find(([k]) => k === 'ns/crit')![1]).toBe(2);
+    // the taint window was opened before any pod of the node was queued, once per new taint
+    expect(tainted).toEqual(['n1 before 0 queued']);
+    nodeInformer.emit('update', node([taint]), node([taint])); // unchanged
+    nodeInformer.emit('update', node([]), node([taint])); // removed
+    nodeInformer.emit('add', node([taint])); // initial list / a new node: not a failure
+    expect(tainted).toHaveLength(1);
   });
 });
