@@ -33,6 +33,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { Counter, Gauge } from 'prom-client';
 import { isTerminalPod } from '../core/criticality.ts';
+import { isPodReady } from '../core/objects.ts';
 import { metricsRegistry, registeredMetric } from '../core/metrics.ts';
 import type { Clock } from './queue/index.ts';
 
@@ -45,16 +46,18 @@ export interface CriticalPathHoldOptions {
 /** Low-priority work waits this long after a new NoExecute taint (bounded by maxHoldMs). */
 export const TAINT_WINDOW_MS = 200;
 
+let metrics: { starts: Counter<'reason'>; pods: Gauge } | undefined;
+
+/** Created once: active() runs at every periodic tick of every controller. */
 function holdMetrics() {
-  const r = metricsRegistry();
-  const get = registeredMetric;
-  return {
-    starts: get('ulysses_critical_path_holds_total', () => new Counter({ name: 'ulysses_critical_path_holds_total', help: 'Holds of the low-priority periodic work started, by reason (starting, replacing: a critical pod; taint: a new NoExecute taint).', labelNames: ['reason'], registers: [r] })),
-    pods: get('ulysses_critical_path_hold_pods', () => new Gauge({ name: 'ulysses_critical_path_hold_pods', help: 'Critical pods, pending replacements and taint windows currently holding the low-priority periodic work.', registers: [r] })),
+  const registers = [metricsRegistry()];
+  metrics ??= {
+    starts: registeredMetric('ulysses_critical_path_holds_total', () => new Counter({ name: 'ulysses_critical_path_holds_total', help: 'Holds of the low-priority periodic work started, by reason (starting, replacing: a critical pod; taint: a new NoExecute taint).', labelNames: ['reason'], registers })),
+    pods: registeredMetric('ulysses_critical_path_hold_pods', () => new Gauge({ name: 'ulysses_critical_path_hold_pods', help: 'Critical pods, pending replacements and taint windows currently holding the low-priority periodic work.', registers })),
   };
+  return metrics;
 }
 
-const isReady = (p: V1Pod) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 const controllerUid = (p: V1Pod) => p.metadata?.ownerReferences?.find((o) => o.controller)?.uid;
 
 export class CriticalPathHold {
@@ -97,7 +100,7 @@ export class CriticalPathHold {
       this.openReplacing(key, owner);
       return;
     }
-    if (isReady(pod)) {
+    if (isPodReady(pod)) {
       this.starting.delete(key);
       return;
     }

@@ -15,12 +15,12 @@ export function metricsRegistry(): Registry {
   return registry;
 }
 
-/** Serves GET /metrics (and /healthz) on host:port; resolves with the bound port. */
 /** The metric `name` of the shared registry, created by `make` the first time (metrics are process-wide singletons). */
 export function registeredMetric<T extends Metric<string>>(name: string, make: () => T): T {
   return (metricsRegistry().getSingleMetric(name) as T | undefined) ?? make();
 }
 
+/** Serves GET /metrics (and /healthz) on host:port; resolves with the bound port. */
 export async function serveMetrics(port: number, host = '0.0.0.0'): Promise<{ port: number; close: () => Promise<void> }> {
   const reg = metricsRegistry();
   const server = http.createServer(async (req, res) => {

@@ -6,7 +6,7 @@
  * processor) are computed at scrape time from the live queues, so they need no timers and a shut
  * down queue simply disappears from them.
  */
-import { Counter, Gauge, Histogram, type Metric } from 'prom-client';
+import { Counter, Gauge, Histogram } from 'prom-client';
 import { metricsRegistry, registeredMetric } from '../../core/metrics.ts';
 import { PRIORITY_LEVELS, priorityName, type Priority } from './priority.ts';
 
@@ -37,8 +37,6 @@ let queueSet: QueueMetricSet | undefined;
 /** client-go: ExponentialBuckets(10e-9, 10, 12), i.e. 10 ns .. 1000 s. */
 const WORKQUEUE_BUCKETS = Array.from({ length: 12 }, (_, i) => 1e-8 * 10 ** i);
 
-/** Reuses a metric already registered under `name` (a second module instance, a restart in tests). */
-const once = registeredMetric;
 
 /** Sets `gauge{name,priority}` from every live queue; queues sharing a name are combined by `combine`. */
 function collectFrom(gauge: Gauge<QueueLabel>, pick: (s: QueueSnapshot) => number[], combine: (a: number, b: number) => number): void {
@@ -59,7 +57,7 @@ function queueMetricSet(): QueueMetricSet {
   const registers = [metricsRegistry()];
   const labelNames: QueueLabel[] = ['name', 'priority'];
   const sum = (a: number, b: number) => a + b;
-  once('workqueue_depth', () => {
+  registeredMetric('workqueue_depth', () => {
     const g: Gauge<QueueLabel> = new Gauge({
       name: 'workqueue_depth',
       help: 'Current depth of workqueue (ready items), by priority.',
@@ -69,7 +67,7 @@ function queueMetricSet(): QueueMetricSet {
     });
     return g;
   });
-  once('workqueue_unfinished_work_seconds', () => {
+  registeredMetric('workqueue_unfinished_work_seconds', () => {
     const g: Gauge<QueueLabel> = new Gauge({
       name: 'workqueue_unfinished_work_seconds',
       help: 'How many seconds of work has been done that is in progress and has not been observed by work_duration.',
@@ -79,7 +77,7 @@ function queueMetricSet(): QueueMetricSet {
     });
     return g;
   });
-  once('workqueue_longest_running_processor_seconds', () => {
+  registeredMetric('workqueue_longest_running_processor_seconds', () => {
     const g: Gauge<QueueLabel> = new Gauge({
       name: 'workqueue_longest_running_processor_seconds',
       help: 'How many seconds has the longest running processor for workqueue been running.',
@@ -90,16 +88,16 @@ function queueMetricSet(): QueueMetricSet {
     return g;
   });
   queueSet = {
-    adds: once('workqueue_adds_total', () => new Counter({ name: 'workqueue_adds_total', help: 'Total number of adds handled by workqueue.', labelNames, registers })),
-    retries: once('workqueue_retries_total', () => new Counter({ name: 'workqueue_retries_total', help: 'Total number of retries (delayed adds) handled by workqueue.', labelNames, registers })),
-    queueDuration: once('workqueue_queue_duration_seconds', () => new Histogram({
+    adds: registeredMetric('workqueue_adds_total', () => new Counter({ name: 'workqueue_adds_total', help: 'Total number of adds handled by workqueue.', labelNames, registers })),
+    retries: registeredMetric('workqueue_retries_total', () => new Counter({ name: 'workqueue_retries_total', help: 'Total number of retries (delayed adds) handled by workqueue.', labelNames, registers })),
+    queueDuration: registeredMetric('workqueue_queue_duration_seconds', () => new Histogram({
       name: 'workqueue_queue_duration_seconds',
       help: 'How long in seconds an item stays in workqueue before being requested.',
       labelNames,
       buckets: WORKQUEUE_BUCKETS,
       registers,
     })),
-    workDuration: once('workqueue_work_duration_seconds', () => new Histogram({
+    workDuration: registeredMetric('workqueue_work_duration_seconds', () => new Histogram({
       name: 'workqueue_work_duration_seconds',
       help: 'How long in seconds processing an item from workqueue takes.',
       labelNames,
@@ -162,32 +160,32 @@ export function workerMetrics(): WorkerMetricSet {
   if (workerSet) return workerSet;
   const registers = [metricsRegistry()];
   workerSet = {
-    syncDuration: once('ulysses_worker_sync_duration_seconds', () => new Histogram({
+    syncDuration: registeredMetric('ulysses_worker_sync_duration_seconds', () => new Histogram({
       name: 'ulysses_worker_sync_duration_seconds',
       help: 'Duration of one reconcile (sync) of a key, by controller, key priority and serving mode.',
       labelNames: ['controller', 'priority', 'mode'],
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     })),
-    mode: once('ulysses_controller_mode', () => new Gauge({
+    mode: registeredMetric('ulysses_controller_mode', () => new Gauge({
       name: 'ulysses_controller_mode',
       help: 'Serving mode of a controller worker pool: 1 for the active mode, 0 for the others.',
       labelNames: ['controller', 'mode'],
       registers,
     })),
-    demoted: once('ulysses_worker_high_demoted_total', () => new Counter({
+    demoted: registeredMetric('ulysses_worker_high_demoted_total', () => new Counter({
       name: 'ulysses_worker_high_demoted_total',
       help: 'High-priority requests queued as low because they exceeded the high-priority inter-arrival bound.',
       labelNames: ['controller'],
       registers,
     })),
-    idleSlots: once('ulysses_worker_idle_slots_total', () => new Counter({
+    idleSlots: registeredMetric('ulysses_worker_idle_slots_total', () => new Counter({
       name: 'ulysses_worker_idle_slots_total',
       help: 'Periodic worker ticks that found nothing to serve.',
       labelNames: ['controller'],
       registers,
     })),
-    heldSlots: once('ulysses_worker_held_slots_total', () => new Counter({
+    heldSlots: registeredMetric('ulysses_worker_held_slots_total', () => new Counter({
       name: 'ulysses_worker_held_slots_total',
       help: 'Periodic worker ticks that served nothing because low-priority work was held while a critical pod was on its way to Ready.',
       labelNames: ['controller'],

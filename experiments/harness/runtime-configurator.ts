@@ -89,11 +89,12 @@ export class RuntimeConfigConfigurator implements ClusterConfigurator {
   }
 
   async apply(config: ConfigId, shimPolicy?: string): Promise<void> {
-    const obj = await patchRuntimeConfig(this.client, this.spec(config, shimPolicy));
+    const spec = this.spec(config, shimPolicy);
+    const obj = await patchRuntimeConfig(this.client, spec);
     const stored = (obj.spec?.controllerManager as { apiRateLimit?: { enabled?: boolean } } | undefined)?.apiRateLimit;
     if (this.o.clientRateLimit === false && stored?.enabled !== false)
       throw new Error('UlyssesConfig/default: spec.controllerManager.apiRateLimit was dropped by the apiserver: the UlyssesConfig CRD predates it, reinstall manifests/base/crd-ulyssesconfig.yaml');
-    const wantHold = (this.spec(config, shimPolicy).controllerManager as { criticalPathHoldMs?: number | null }).criticalPathHoldMs;
+    const wantHold = (spec.controllerManager as { criticalPathHoldMs?: number | null }).criticalPathHoldMs;
     if (wantHold && (obj.spec?.controllerManager as { criticalPathHoldMs?: number } | undefined)?.criticalPathHoldMs !== wantHold)
       throw new Error('UlyssesConfig/default: spec.controllerManager.criticalPathHoldMs was dropped by the apiserver: the UlyssesConfig CRD predates it, reinstall manifests/base/crd-ulyssesconfig.yaml');
     const gen = obj.metadata.generation!;
