@@ -70,6 +70,8 @@ export interface TaintEvictionDeps {
 export class TaintEvictionController {
   /** when each pod was first seen on a node with NoExecute taints it tolerates only for a while */
   private readonly exposedSince = new Map<string, number>();
+  /** when each node's newest NoExecute taint was seen (for the eviction log's `sinceTaintMs`) */
+  private readonly taintSeen = new Map<string, number>();
   private readonly now: () => number;
 
   constructor(private readonly d: TaintEvictionDeps) {
@@ -102,7 +104,11 @@ export class TaintEvictionController {
       const before = old ? noExec(old) : undefined;
       if (before && before.join('\n') === now.join('\n')) return;
       // a running node that just got a new NoExecute taint: a failure (burst) begins
-      if (before && now.some((t) => !before.includes(t))) this.d.onNoExecuteTaint?.(n);
+      if (before && now.some((t) => !before.includes(t))) {
+        this.taintSeen.set(n.metadata!.name!, this.now());
+        this.d.onNoExecuteTaint?.(n);
+      }
+      if (!now.length) this.taintSeen.delete(n.metadata!.name!);
       // every pod on the node, highest criticality first (the queue orders them in the priority modes)
       for (const p of this.d.criticality.podsOnNode(n.metadata!.name!)) {
         const pod = pods.get(p.key);
@@ -111,6 +117,7 @@ export class TaintEvictionController {
     };
     nodes.on('add', (n) => onNode(n));
     nodes.on('update', onNode);
+    nodes.on('delete', (n) => this.taintSeen.delete(n.metadata!.name!));
   }
 
   /** After the informers synced: pods already exposed when we started (events may have raced). */
@@ -152,6 +159,8 @@ export class TaintEvictionController {
     const name = pod.metadata!.name!;
     const log = this.d.log.child({ pod: `${ns}/${name}`, node: pod.spec?.nodeName });
     // upstream emits this when the pod is marked for deletion, before the API calls
+    const started = this.now();
+    const seen = this.taintSeen.get(pod.spec?.nodeName ?? '');
     (this.d.events ?? NO_EVENTS).event({ apiVersion: 'v1', kind: 'Pod', metadata: pod.metadata }, 'Normal', 'TaintManagerEviction', `Marking for deletion Pod ${ns}/${name}`);
     try {
       // upstream addConditionAndDeletePod: DisruptionTarget first, then delete
@@ -171,8 +180,11 @@ export class TaintEvictionController {
         },
         contentType: 'application/strategic-merge-patch+json',
       });
+      const patched = this.now();
       await this.d.client.delete(`/api/v1/namespaces/${ns}/pods/${name}`, { preconditions: { uid: pod.metadata!.uid } });
-      log.info('evicted pod from a node with an untolerated NoExecute taint');
+      // where a failover's first step spends its time: since the taint was seen, and per API call
+      const timing = { sinceTaintMs: seen === undefined ? undefined : started - seen, patchMs: patched - started, deleteMs: this.now() - patched };
+      log.info(timing, 'evicted pod from a node with an untolerated NoExecute taint');
     } catch (err) {
       if (isNotFound(err)) return;
       throw err;
