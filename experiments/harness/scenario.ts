@@ -218,31 +218,10 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     async () => (await core.listPodForAllNamespaces({ labelSelector: SELECTOR })).items.filter((p) => isPodReady(p) && onNode(p, sources)).length === total,
     { timeoutMs: setupTimeoutMs, intervalMs: 250 },
   );
-  let unsettled: string[] = [];
-  await pollUntil(
-    'experiment Deployments settled (status up to date) and the controllers idle',
-    async () => {
-      const ds = [...(await apps.listNamespacedDeployment({ namespace: o.criticalNamespace })).items, ...(await apps.listNamespacedDeployment({ namespace: o.loadNamespace })).items];
-      unsettled = ds.filter((d) => !deploymentSettled(d)).map((d) => `${d.metadata?.namespace}/${d.metadata?.name}`);
-      if (!unsettled.length && o.quiescent && !(await o.quiescent())) unsettled = ['controller manager busy (queued or running syncs, or client limiter in debt)'];
-      return unsettled.length === 0;
-    },
-    { timeoutMs: setupTimeoutMs, intervalMs: 100, explain: () => `not settled: ${unsettled.slice(0, 5).join(', ')}${unsettled.length > 5 ? ', ...' : ''}` },
-  );
-  await setUnschedulable(core, destinations, false);
-  // the node lifecycle controller removes the unschedulable taint shortly after: the destinations
-  // must really be free before t=0
-  await pollUntil(
-    `destinations ${destinations.join(',')} schedulable`,
-    async () => {
-      const nodes = await Promise.all(destinations.map((name) => core.readNode({ name })));
-      return nodes.every((n) => !n.spec?.unschedulable && !(n.spec?.taints ?? []).some((t) => t.key === 'node.kubernetes.io/unschedulable'));
-    },
-    { timeoutMs: 30_000, intervalMs: 100 },
-  );
-  await o.beforeFailure?.();
-
-  // --- watches
+  // --- watches, started before the settle phase: their first LIST (every experiment pod) and its
+  // garbage are then long gone at t=0, as no observer lists the cluster at a real failure's instant
+  // (started right before the taint, the LIST of 631 KWOK pods loaded the apiserver and this process,
+  // which hosts the controller manager, during the critical path); events before t=0 are ignored
   const events = emptyEvents();
   const awaited = awaitedEvents(o.udpProbe ?? true);
   const scheduled = new Map<string, number>();
@@ -288,12 +267,35 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
   slices.on('add', onSlice);
   slices.on('update', onSlice);
   await Promise.all([pods.start(), slices.start()]);
-
-  // --- t = 0
-  let error: string | undefined;
   try {
+    let unsettled: string[] = [];
+    await pollUntil(
+      'experiment Deployments settled (status up to date) and the controllers idle',
+      async () => {
+        const ds = [...(await apps.listNamespacedDeployment({ namespace: o.criticalNamespace })).items, ...(await apps.listNamespacedDeployment({ namespace: o.loadNamespace })).items];
+        unsettled = ds.filter((d) => !deploymentSettled(d)).map((d) => `${d.metadata?.namespace}/${d.metadata?.name}`);
+        if (!unsettled.length && o.quiescent && !(await o.quiescent())) unsettled = ['controller manager busy (queued or running syncs, or client limiter in debt)'];
+        return unsettled.length === 0;
+      },
+      { timeoutMs: setupTimeoutMs, intervalMs: 100, explain: () => `not settled: ${unsettled.slice(0, 5).join(', ')}${unsettled.length > 5 ? ', ...' : ''}` },
+    );
+    await setUnschedulable(core, destinations, false);
+    // the node lifecycle controller removes the unschedulable taint shortly after: the destinations
+    // must really be free before t=0
+    await pollUntil(
+      `destinations ${destinations.join(',')} schedulable`,
+      async () => {
+        const nodes = await Promise.all(destinations.map((name) => core.readNode({ name })));
+        return nodes.every((n) => !n.spec?.unschedulable && !(n.spec?.taints ?? []).some((t) => t.key === 'node.kubernetes.io/unschedulable'));
+      },
+      { timeoutMs: 30_000, intervalMs: 100 },
+    );
+    await o.beforeFailure?.();
+
+    // --- t = 0
+    let error: string | undefined;
     await o.failure?.freeze(sources);
-    // all sources fail at once: t=0 is the first taint patch sent (recording starts just before, so
+    // all sources fail at once: t=0 is the first taint patch sent (recording is on from here, so
     // nothing the taints cause is missed; with many sources a sequential loop would let a pod
     // evicted from the first one be rescheduled "before" the last taint)
     t0 = Date.now();
