@@ -158,6 +158,23 @@ experiment
     else console.log(`wrote ${r.report}, ${r.summary}, ${r.svgs.length} SVG and ${r.pngs.length} PNG figure(s)`);
   });
 
+experiment
+  .command('pool')
+  .description('one results directory (report, summary, figures) from the repetitions of several runs of the same plan')
+  .requiredOption('--from <dirs>', 'result directories to pool, comma-separated (at least two)')
+  .option('--config <list>', 'keep these configurations only (e.g. 5: ratios against configuration 1 hold only within one run)')
+  .requiredOption('--out <dir>', 'output directory')
+  .action(async (o) => {
+    const { writePool } = await import('../experiments/harness/pool.ts');
+    const { writeOutputs } = await import('../experiments/harness/outputs.ts');
+    const from = (o.from as string).split(',').map((s) => s.trim()).filter(Boolean);
+    const configs = (o.config as string | undefined)?.split(',').map((s) => s.trim()).filter(Boolean);
+    const command = `npx tsx cli/ulysses.ts experiment pool --from ${from.join(',')}${configs ? ` --config ${configs.join(',')}` : ''} --out ${o.out}`;
+    const n = writePool(o.out, from, configs, command);
+    const r = await writeOutputs(o.out, (l) => console.error(l));
+    console.log(`pooled ${n} repetitions; wrote ${r.report}, ${r.summary}, ${r.svgs.length} SVG and ${r.pngs.length} PNG figure(s)`);
+  });
+
 // --- §6.2 experiments (experiments/placement/): pure simulations, no testbed ---
 experiment
   .command('placement')
