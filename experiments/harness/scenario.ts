@@ -106,7 +106,7 @@ export interface RepOptions extends ScenarioOptions {
   setupTimeoutMs?: number;
   /**
    * Called once the workload is Ready on the sources and the destinations are free, right before
-   * the watches start and t=0 (the experiment switches to the repetition's configuration here, see
+   * t=0 (the harness' watches already run; the experiment switches to the repetition's configuration here, see
    * ExperimentOptions.neutralSetup).
    */
   beforeFailure?: () => Promise<void>;
