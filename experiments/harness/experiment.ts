@@ -111,6 +111,13 @@ export interface ExperimentOptions extends ScenarioOptions {
    * testbed: from the kubelet-shims' logs, see node-trace.ts); absent on other clusters.
    */
   nodeTrace?: (taintAtMs: number) => NodeTrace | null;
+  /**
+   * One unrecorded repetition (configuration 1, the widest DN, 1 pod per node) before the first
+   * recorded one (default true): the first pod creations on freshly started nodes are slower (the
+   * first idle cells of a run on a new testbed took 0.42-0.62 s to Ready against 0.3-0.4 s later),
+   * which would inflate the idle baseline of whichever cell runs first.
+   */
+  warmup?: boolean;
 }
 
 export function machineNote(): string {
@@ -132,10 +139,15 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
     (o.neutralSetup ?? true)
       ? "setup in configuration 1 (vanilla); the repetition's configuration is switched on once the workload runs on the sources, its Deployments' status is up to date and the controllers are idle, right before the taint"
       : "setup in the repetition's configuration (--no-neutral-setup; a paced kubelet-shim then starts the critical pod first on the source, which can put it first in the vanilla taint-eviction order)";
-  const meta: ReportMeta = { title: o.title, notes: [machineNote(), ...(o.notes ?? []), setupNote, ...o.configurator.describe()], command: o.command, inflationTargets: o.inflationTargets };
+  const warmup = o.warmup ?? true;
+  const maxDn = Math.max(...o.plan.dns);
+  const warmupRep: PlannedRep = { config: 1, dn: maxDn, podsPerNode: 1, rep: 0 };
+  const warmupNote = warmup
+    ? `each session of the run starts with one unrecorded warm-up repetition (configuration 1, DN ${maxDn}, 1 pod per node): the first pod creations on fresh nodes are slower`
+    : 'no warm-up repetition (--no-warmup)';
+  const meta: ReportMeta = { title: o.title, notes: [machineNote(), ...(o.notes ?? []), setupNote, warmupNote, ...o.configurator.describe()], command: o.command, inflationTargets: o.inflationTargets };
   writeFileSync(join(o.out, META_FILE), JSON.stringify(meta, null, 2));
 
-  const maxDn = Math.max(...o.plan.dns);
   const wide = o.topology(maxDn);
   const scope = { ...o, topology: wide };
   let ran = 0;
@@ -145,25 +157,39 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
     await restoreInitialState(o.kubeconfig, scope); // leftovers of an interrupted run
     const baseline = await captureBaseline(o.kubeconfig, scope);
     let failuresInRow = 0;
+    const neutral = o.neutralSetup ?? true;
+    const execute = async (r: PlannedRep) => {
+      const applyRep = () => o.configurator.apply(r.config, r.shimPolicy);
+      await (neutral ? o.configurator.apply(1) : applyRep());
+      // the critical Deployment's place in creation order: pseudo-random per (DN, load, rep), same for every configuration
+      const prioPosition = criticalPosition(r.rep * 10_007 + r.dn * 101 + r.podsPerNode, loadDeployments(r.podsPerNode * r.dn).length);
+      const outcome = await runRep(o.kubeconfig, {
+        ...o,
+        topology: o.topology(r.dn),
+        podsPerNode: r.podsPerNode,
+        timeoutMs: o.repTimeoutMs,
+        setupTimeoutMs: o.setupTimeoutMs,
+        criticalPosition: prioPosition,
+        beforeFailure: neutral ? applyRep : undefined,
+      });
+      return { outcome, prioPosition };
+    };
+    if (warmup) {
+      bar.update(progressLine({ done: all.length - todo.length, total: all.length, skipped: all.length - todo.length, what: `warm-up (config 1, DN ${maxDn}, 1 pod/node, not recorded)` }));
+      try {
+        const { outcome } = await execute(warmupRep);
+        if (outcome.error) bar.log(`warm-up repetition: ${outcome.error}`);
+      } catch (err) {
+        bar.log(`warm-up repetition failed (not recorded): ${(err as Error).message}`);
+      }
+      await restoreInitialState(o.kubeconfig, scope, baseline);
+    }
     for (const r of todo) {
       const mean = durations.length ? durations.reduce((a, b) => a + b, 0) / durations.length : undefined;
       bar.update(progressLine({ done: all.length - todo.length + ran, total: all.length, skipped: all.length - todo.length, meanRepS: mean, what: `config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep + 1}/${o.plan.reps}` }));
       const started = Date.now();
       try {
-        const neutral = o.neutralSetup ?? true;
-        const applyRep = () => o.configurator.apply(r.config, r.shimPolicy);
-        await (neutral ? o.configurator.apply(1) : applyRep());
-        // the critical Deployment's place in creation order: pseudo-random per (DN, load, rep), same for every configuration
-        const prioPosition = criticalPosition(r.rep * 10_007 + r.dn * 101 + r.podsPerNode, loadDeployments(r.podsPerNode * r.dn).length);
-        const outcome = await runRep(o.kubeconfig, {
-          ...o,
-          topology: o.topology(r.dn),
-          podsPerNode: r.podsPerNode,
-          timeoutMs: o.repTimeoutMs,
-          setupTimeoutMs: o.setupTimeoutMs,
-          criticalPosition: prioPosition,
-          beforeFailure: neutral ? applyRep : undefined,
-        });
+        const { outcome, prioPosition } = await execute(r);
         const result: RepResult = { ...r, ...conditionFields(o.conditions), events: outcome.events, prioPosition, startedAt: new Date(started).toISOString(), durationS: 0, taintAt: new Date(outcome.taintAtMs).toISOString(), podReady: outcome.podReady };
         const trace = o.nodeTrace?.(outcome.taintAtMs);
         if (trace) result.prioNode = trace;

@@ -168,6 +168,8 @@ export interface FailoverExperimentOptions {
   scenario?: ScenarioName;
   /** see ExperimentOptions.neutralSetup (default true) */
   neutralSetup?: boolean;
+  /** see ExperimentOptions.warmup (default true) */
+  warmup?: boolean;
   /**
    * Local testbed: control plane and this process (the in-process controller manager, watches, UDP
    * client) on CPU 0, the nodes (kubelet, kubelet-shim, containerd and what it spawns; kwok in KWOK mode)
@@ -285,6 +287,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       scenario: o.scenario,
       conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, pinnedCpus: o.pinCpus, criticalPathHoldMs: o.criticalPathHoldMs },
       neutralSetup: o.neutralSetup,
+      warmup: o.warmup,
       nodeTrace,
       // t=0 only once the in-process controller manager has worked off the setup (queues empty,
       // nothing running, no client-limiter debt): the failover must not queue behind it
