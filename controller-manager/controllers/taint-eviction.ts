@@ -158,9 +158,9 @@ export class TaintEvictionController {
     const ns = pod.metadata!.namespace!;
     const name = pod.metadata!.name!;
     const log = this.d.log.child({ pod: `${ns}/${name}`, node: pod.spec?.nodeName });
-    // upstream emits this when the pod is marked for deletion, before the API calls
     const started = this.now();
     const seen = this.taintSeen.get(pod.spec?.nodeName ?? '');
+    // upstream emits this when the pod is marked for deletion, before the API calls
     (this.d.events ?? NO_EVENTS).event({ apiVersion: 'v1', kind: 'Pod', metadata: pod.metadata }, 'Normal', 'TaintManagerEviction', `Marking for deletion Pod ${ns}/${name}`);
     try {
       // upstream addConditionAndDeletePod: DisruptionTarget first, then delete
