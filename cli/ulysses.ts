@@ -78,6 +78,8 @@ program
     await runDemo({ runDir: o.runDir, podsPerNode: o.podsPerNode, reps: o.reps, keep: o.keep, out: o.out });
   });
 
+/** A comma-separated option as its non-empty, trimmed items. */
+const list = (v: string) => v.split(',').map((x) => x.trim()).filter(Boolean);
 const intList = (name: string, min: number) => (v: string) =>
   v.split(',').map((x) => {
     const n = Number(x.trim());
@@ -85,9 +87,9 @@ const intList = (name: string, min: number) => (v: string) =>
     return n;
   });
 const configList = (v: string) => {
-  const list = v === 'all' ? [1, 2, 3, 4, 5] : v.includes('..') ? (([a, b]) => Array.from({ length: b! - a! + 1 }, (_, i) => a! + i))(v.split('..').map(Number)) : intList('--config', 1)(v);
-  for (const c of list) if (!Number.isInteger(c) || c < 1 || c > 5) throw new InvalidArgumentError(`--config: ${c} is not one of Table 6.1's configurations 1..5 (or "all")`);
-  return list;
+  const configs = v === 'all' ? [1, 2, 3, 4, 5] : v.includes('..') ? (([a, b]) => Array.from({ length: b! - a! + 1 }, (_, i) => a! + i))(v.split('..').map(Number)) : intList('--config', 1)(v);
+  for (const c of configs) if (!Number.isInteger(c) || c < 1 || c > 5) throw new InvalidArgumentError(`--config: ${c} is not one of Table 6.1's configurations 1..5 (or "all")`);
+  return configs;
 };
 
 const experiment = program.command('experiment').description('experiments of the thesis (§6.1) on the local testbed or any cluster');
@@ -102,14 +104,14 @@ experiment
   .requiredOption('--out <dir>', 'output directory (results.jsonl, summary.csv, report.md, figures)')
   .option('--run-dir <dir>', 'local testbed run directory (brought up if needed)', testbed.defaultRunDir())
   .option('--kubeconfig <file>', 'run on this cluster instead of the local testbed (needs --sources, --destinations)')
-  .option('--sources <nodes>', 'with --kubeconfig: nodes that fail (comma-separated)')
-  .option('--destinations <nodes>', 'with --kubeconfig: destination nodes, at least max(--dn)')
+  .option('--sources <nodes>', 'with --kubeconfig: nodes that fail (comma-separated)', list)
+  .option('--destinations <nodes>', 'with --kubeconfig: destination nodes, at least max(--dn)', list)
   .option('--shim-config <file>', 'kubelet-shim config of the paced configurations (2-5)')
   .option('--no-freeze-source', "local testbed: keep the source node's kubelet running after the taint (it then tears its pods down on the shared CPUs)")
   .option('--rep-timeout <s>', 'seconds to wait for all events after the taint', int('--rep-timeout'), 180)
   .option('--kwok-nodes <n>', 'scale run: a local testbed of this many KWOK nodes only (control plane only, no UDP client, no kubelet pacing)', int('--kwok-nodes'))
   .option('--kwok-sources <n>', 'with --kwok-nodes: KWOK nodes that fail (kwok-1..kwok-N); the destinations are the next --dn nodes', int('--kwok-sources'), 10)
-  .option('--shim-policies <list>', 'kubelet policy comparison (thesis Fig 6.5): run each configuration with each kubelet-shim policy, e.g. vanilla,fixed,exponential-decay (or name=config.yaml)')
+  .option('--shim-policies <list>', 'kubelet policy comparison (thesis Fig 6.5): run each configuration with each kubelet-shim policy, e.g. vanilla,fixed,exponential-decay (or name=config.yaml)', list)
   .option('--no-rate-limit', "\"rate limiting off\" (thesis §4.3.3, Fig 6.4): the controller manager's client-side limiter off in every configuration")
   .option('--no-neutral-setup', "apply each repetition's configuration before its setup (default: set up in configuration 1, switch right before the taint)")
   .option('--no-warmup', 'skip the unrecorded warm-up repetition (configuration 1, widest DN, 1 pod per node) that runs before the first recorded one')
@@ -122,8 +124,7 @@ experiment
     if (o.kwokNodes !== undefined && o.kubeconfig) throw new InvalidArgumentError('--kwok-nodes is a local testbed mode: do not combine it with --kubeconfig');
     const { loadKubeConfig } = await import('../core/kubeconfig.ts');
     const podsPerNode = [...new Set([...(o.idle ? [0] : []), ...o.podsPerNode])].sort((a, b) => a - b);
-    const split = (v?: string) => v?.split(',').map((s) => s.trim()).filter(Boolean);
-    const policyItems = split(o.shimPolicies);
+    const policyItems: string[] | undefined = o.shimPolicies;
     const shimPolicyFiles = policyItems?.length ? resolveShimPolicies(policyItems) : undefined;
     const r = await runFailoverExperiment({
       plan: { configs: o.config, dns: o.dn, podsPerNode, reps: o.reps, ...(shimPolicyFiles ? { shimPolicies: Object.keys(shimPolicyFiles) } : {}) },
@@ -137,8 +138,8 @@ experiment
       out: o.out,
       runDir: o.runDir,
       kubeconfig: o.kubeconfig ? await loadKubeConfig(o.kubeconfig) : undefined,
-      sources: split(o.sources),
-      destinations: split(o.destinations),
+      sources: o.sources,
+      destinations: o.destinations,
       pacedShimConfig: o.shimConfig,
       repTimeoutMs: o.repTimeout * 1000,
       freezeSource: o.freezeSource,
@@ -163,14 +164,14 @@ experiment
 experiment
   .command('pool')
   .description('one results directory (report, summary, figures) from the repetitions of several runs of the same plan')
-  .requiredOption('--from <dirs>', 'result directories to pool, comma-separated (at least two)')
-  .option('--config <list>', 'keep these configurations only (e.g. 5: ratios against configuration 1 hold only within one run)')
+  .requiredOption('--from <dirs>', 'result directories to pool, comma-separated (at least two)', list)
+  .option('--config <list>', 'keep these configurations only (e.g. 5: ratios against configuration 1 hold only within one run)', list)
   .requiredOption('--out <dir>', 'output directory')
   .action(async (o) => {
     const { writePool } = await import('../experiments/harness/pool.ts');
     const { writeOutputs } = await import('../experiments/harness/outputs.ts');
-    const from = (o.from as string).split(',').map((s) => s.trim()).filter(Boolean);
-    const configs = (o.config as string | undefined)?.split(',').map((s) => s.trim()).filter(Boolean);
+    const from: string[] = o.from;
+    const configs: string[] | undefined = o.config;
     const command = `npx tsx cli/ulysses.ts experiment pool --from ${from.join(',')}${configs ? ` --config ${configs.join(',')}` : ''} --out ${o.out}`;
     const n = writePool(o.out, from, configs, command);
     const r = await writeOutputs(o.out, (l) => console.error(l));
@@ -252,7 +253,6 @@ const num = (name: string) => (v: string) => {
   if (!Number.isFinite(n)) throw new InvalidArgumentError(`${name} must be a number, got "${v}"`);
   return n;
 };
-const list = (v: string) => v.split(',').map((x) => x.trim()).filter(Boolean);
 
 program
   .command('status')

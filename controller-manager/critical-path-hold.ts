@@ -50,8 +50,9 @@ let metrics: { starts: Counter<'reason'>; pods: Gauge } | undefined;
 
 /** Created once: active() runs at every periodic tick of every controller. */
 function holdMetrics() {
+  if (metrics) return metrics;
   const registers = [metricsRegistry()];
-  metrics ??= {
+  metrics = {
     starts: registeredMetric('ulysses_critical_path_holds_total', () => new Counter({ name: 'ulysses_critical_path_holds_total', help: 'Holds of the low-priority periodic work started, by reason (starting, replacing: a critical pod; taint: a new NoExecute taint).', labelNames: ['reason'], registers })),
     pods: registeredMetric('ulysses_critical_path_hold_pods', () => new Gauge({ name: 'ulysses_critical_path_hold_pods', help: 'Critical pods, pending replacements and taint windows currently holding the low-priority periodic work.', registers })),
   };
@@ -130,9 +131,10 @@ export class CriticalPathHold {
 
   /** A node got a new NoExecute taint: hold for the taint window (TAINT_WINDOW_MS, at most maxHoldMs). */
   nodeTainted(): void {
-    const until = this.o.clock.now() + Math.min(TAINT_WINDOW_MS, this.maxHoldMs);
+    const now = this.o.clock.now();
+    const until = now + Math.min(TAINT_WINDOW_MS, this.maxHoldMs);
     if (until > this.taintWindowUntil) {
-      if (this.taintWindowUntil < this.o.clock.now()) holdMetrics().starts.inc({ reason: 'taint' });
+      if (this.taintWindowUntil < now) holdMetrics().starts.inc({ reason: 'taint' });
       this.taintWindowUntil = until;
     }
   }

@@ -37,7 +37,6 @@ let queueSet: QueueMetricSet | undefined;
 /** client-go: ExponentialBuckets(10e-9, 10, 12), i.e. 10 ns .. 1000 s. */
 const WORKQUEUE_BUCKETS = Array.from({ length: 12 }, (_, i) => 1e-8 * 10 ** i);
 
-
 /** Sets `gauge{name,priority}` from every live queue; queues sharing a name are combined by `combine`. */
 function collectFrom(gauge: Gauge<QueueLabel>, pick: (s: QueueSnapshot) => number[], combine: (a: number, b: number) => number): void {
   const byName = new Map<string, number[]>();
