@@ -16,6 +16,7 @@ import type { ReportMeta } from './report.ts';
 import { appendResult, configKey, readResults, repKey, type Cell, type ConfigId, type EventName, type RepResult, type ScenarioName } from './results.ts';
 import { captureBaseline, criticalPosition, loadDeployments, prepareScenario, restoreInitialState, runRep, type ScenarioOptions, type Topology } from './scenario.ts';
 import type { NodeTrace } from './node-trace.ts';
+import type { CpuWindowProbe } from './cpu-window.ts';
 
 export interface ExperimentPlan {
   configs: ConfigId[];
@@ -111,6 +112,8 @@ export interface ExperimentOptions extends ScenarioOptions {
    * testbed: from the kubelet-shims' logs, see node-trace.ts); absent on other clusters.
    */
   nodeTrace?: (taintAtMs: number) => NodeTrace | null;
+  /** CPU time per process group in the first ms after the taint (local testbed, --cpu-window-ms) */
+  cpuWindow?: CpuWindowProbe;
   /**
    * One unrecorded repetition (configuration 1, the widest DN, 1 pod per node) before the first
    * recorded one (default true): the first pod creations on freshly started nodes are slower (the
@@ -171,6 +174,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
         setupTimeoutMs: o.setupTimeoutMs,
         criticalPosition: prioPosition,
         beforeFailure: neutral ? applyRep : undefined,
+        atFailure: o.cpuWindow ? () => o.cpuWindow!.arm() : undefined,
       });
       return { outcome, prioPosition };
     };
@@ -193,6 +197,8 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
         const result: RepResult = { ...r, ...conditionFields(o.conditions), events: outcome.events, prioPosition, startedAt: new Date(started).toISOString(), durationS: 0, taintAt: new Date(outcome.taintAtMs).toISOString(), podReady: outcome.podReady };
         const trace = o.nodeTrace?.(outcome.taintAtMs);
         if (trace) result.prioNode = trace;
+        const cpu = o.cpuWindow?.result();
+        if (cpu) result.cpuWindow = cpu;
         if (outcome.error) {
           result.error = outcome.error;
           bar.log(`config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: ${outcome.error}`);

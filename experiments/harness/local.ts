@@ -25,6 +25,7 @@ import { readRuntimeConfig } from '../../core/runtime-config.ts';
 import { runExperiment, type ExperimentPlan } from './experiment.ts';
 import type { ProgressBar } from './progress.ts';
 import { shimLogTracer, type NodeTrace } from './node-trace.ts';
+import { CpuWindowProbe } from './cpu-window.ts';
 import { UPF_NAME, type NodeFailure, type Topology } from './scenario.ts';
 import { SHIM_POLICY_NAME, type EventName, type ScenarioName } from './results.ts';
 import { ensureRuntimeConfigCrd } from '../../core/runtime-config.ts';
@@ -178,6 +179,8 @@ export interface FailoverExperimentOptions {
   pinCpus?: boolean;
   /** the controller manager's CriticalPathHold in configuration 5 (ms per critical pod; 0/absent: off) */
   criticalPathHoldMs?: number;
+  /** local testbed: CPU time per process group in the first ms after the taint (cpu-window.ts) */
+  cpuWindowMs?: number;
 }
 
 /** Pins every thread of this process to `cpus` (taskset), so later threads inherit it too. */
@@ -233,6 +236,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
         `kube-controller-manager --controllers=${state.options.controllers}`,
     );
   }
+  if (o.cpuWindowMs !== undefined && o.kubeconfig) throw new Error('--cpu-window-ms reads this machine\'s /proc: it needs the local testbed, not --kubeconfig');
   if (o.pinCpus) {
     if (o.kubeconfig) throw new Error('--pin-cpus pins the local testbed: do not combine it with --kubeconfig');
     pinThisProcess('0');
@@ -289,6 +293,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       neutralSetup: o.neutralSetup,
       warmup: o.warmup,
       nodeTrace,
+      cpuWindow: o.cpuWindowMs !== undefined ? new CpuWindowProbe(o.cpuWindowMs) : undefined,
       // t=0 only once the in-process controller manager has worked off the setup (queues empty,
       // nothing running, no client-limiter debt): the failover must not queue behind it
       quiescent: () => ULYSSES_CONTROLLERS.every((c) => cm.pool(c).queue.len() === 0 && cm.pool(c).stats().inFlight === 0) && cm.apiLimiter.available() >= 1,

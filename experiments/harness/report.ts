@@ -129,6 +129,8 @@ export function renderReport(results: readonly RepResult[], rows: readonly Summa
   }
   const trace = nodeTraceTable(results);
   if (trace) out.push(trace, '');
+  const cpu = cpuWindowTable(results);
+  if (cpu) out.push(cpu, '');
   const failed = results.filter((r) => r.error);
   if (failed.length) {
     out.push('## Repetitions with missing events', '');
@@ -142,6 +144,54 @@ export function renderReport(results: readonly RepResult[], rows: readonly Summa
   return out.join('\n').replace(/\n{3,}/g, '\n\n') + '\n';
 }
 
+/** Repetitions per cell, cells ordered by DN, load, configuration. */
+function repsByCell(results: readonly RepResult[]): Map<string, RepResult[]> {
+  const cells = new Map<string, RepResult[]>();
+  for (const r of [...results].sort((a, b) => a.dn - b.dn || a.podsPerNode - b.podsPerNode || compareConfigurations(a, b))) {
+    const k = cellKey(r);
+    cells.set(k, [...(cells.get(k) ?? []), r]);
+  }
+  return cells;
+}
+
+/** Median of the numbers among `values`, formatted; "–" when there is none. */
+function med(values: Array<number | null | undefined>, digits = 2): string {
+  const v = values.filter((x): x is number => typeof x === 'number').sort((a, b) => a - b);
+  return v.length ? quantile(v, 0.5).toFixed(digits) : '–';
+}
+
+/**
+ * Who used the CPUs in the first ms after the taint (results' `cpuWindow`, --cpu-window-ms):
+ * one column per cell, one row per process group (the `rows` largest by their largest median, then
+ * per-node totals), medians of CPU milliseconds over the cell's repetitions (0 where a repetition
+ * did not see the group). Shows what a load adds on the machine while the critical pod starts.
+ */
+export function cpuWindowTable(results: readonly RepResult[], rows = 14): string | undefined {
+  const measured = results.filter((r) => r.cpuWindow);
+  if (!measured.length) return undefined;
+  const cells = [...repsByCell(measured).values()];
+  const medianMs = (reps: RepResult[], pick: (g: Record<string, number>) => number) => quantile(reps.map((r) => pick(r.cpuWindow!.byGroup)).sort((a, b) => a - b), 0.5);
+  const groups = [...new Set(measured.flatMap((r) => Object.keys(r.cpuWindow!.byGroup)))];
+  const largest = (g: string) => Math.max(...cells.map((reps) => medianMs(reps, (b) => b[g] ?? 0)));
+  const top = groups.map((g) => [g, largest(g)] as const).filter(([, ms]) => ms > 0).sort((a, b) => b[1] - a[1]).slice(0, rows).map(([g]) => g);
+  const nodes = [...new Set(groups.map((g) => /^(real-\d+)\//.exec(g)?.[1]).filter((n): n is string => Boolean(n)))].sort();
+  const nodeTotal = (n: string) => (b: Record<string, number>) => Object.entries(b).filter(([g]) => g.startsWith(`${n}/`)).reduce((a, [, ms]) => a + ms, 0);
+  const windows = [...new Set(measured.map((r) => r.cpuWindow!.windowMs))].join(', ');
+  const row = (label: string, pick: (g: Record<string, number>) => number) => `| ${label} | ${cells.map((reps) => medianMs(reps, pick).toFixed(0)).join(' | ')} |`;
+  return [
+    `## CPU in the first ${windows} ms after the taint (by process group)`,
+    '',
+    'Medians over the repetitions of each cell, CPU milliseconds (/proc snapshots right before the taint and at the end of the window; short-lived children such as runc and CNI plugins count in their parent). ' +
+      '`real-N/...` are a node\'s processes (kubelet, kubelet-shim, containerd, containerd-shim, the containers), `harness` is this process (in-process controller manager, watches, UDP client).',
+    '',
+    `| process group | ${cells.map((reps) => `config ${configKey(reps[0]!)}, DN ${reps[0]!.dn}, ${reps[0]!.podsPerNode} pods/node (n=${reps.length})`).join(' | ')} |`,
+    `|---|${cells.map(() => '---:').join('|')}|`,
+    `| machine busy (all CPUs) | ${cells.map((reps) => med(reps.map((r) => r.cpuWindow!.busyCpuS * 1000), 0)).join(' | ')} |`,
+    ...top.map((g) => row(g, (b) => b[g] ?? 0)),
+    ...nodes.map((n) => row(`${n} (all)`, nodeTotal(n))),
+  ].join('\n');
+}
+
 /**
  * The critical pod's way through its node, from the kubelet-shim's log (results' `prioNode`, local
  * testbed only): medians per cell of each step, seconds after the taint, and the low-priority
@@ -150,15 +200,7 @@ export function renderReport(results: readonly RepResult[], rows: readonly Summa
 export function nodeTraceTable(results: readonly RepResult[]): string | undefined {
   const traced = results.filter((r) => r.prioNode);
   if (!traced.length) return undefined;
-  const cells = new Map<string, RepResult[]>();
-  for (const r of [...traced].sort((a, b) => a.dn - b.dn || a.podsPerNode - b.podsPerNode || compareConfigurations(a, b))) {
-    const k = cellKey(r);
-    cells.set(k, [...(cells.get(k) ?? []), r]);
-  }
-  const med = (values: Array<number | null | undefined>, digits = 2) => {
-    const v = values.filter((x): x is number => typeof x === 'number').sort((a, b) => a - b);
-    return v.length ? quantile(v, 0.5).toFixed(digits) : '–';
-  };
+  const cells = repsByCell(traced);
   const rows = [...cells.values()].map((reps) => {
     const r0 = reps[0]!;
     const t = (f: (r: RepResult) => number | null | undefined) => med(reps.map(f));

@@ -6,6 +6,7 @@
 import { existsSync, readFileSync, appendFileSync } from 'node:fs';
 import { z } from 'zod';
 import { NodeTraceSchema } from './node-trace.ts';
+import { CpuWindowSchema } from './cpu-window.ts';
 
 /** Events of one repetition, seconds after the NoExecute taint (t=0); null if it never happened. */
 export const EVENTS = ['prioScheduled', 'prioReady', 'prioUp', 'prioEndpointReady', 'lastScheduled', 'lastReady'] as const;
@@ -70,6 +71,8 @@ export const RepResultSchema = z.object({
   taintAt: z.string().optional(),
   /** the critical pod's sandbox/container steps on its node, from the kubelet-shim's log (local testbed) */
   prioNode: NodeTraceSchema.optional(),
+  /** CPU time per process group in the first windowMs after the taint (local testbed, --cpu-window-ms) */
+  cpuWindow: CpuWindowSchema.optional(),
   /** why some event stayed null (e.g. a timeout) */
   error: z.string().optional(),
   /** kubelet-shim policy overriding the configuration's (kubelet policy comparison) */

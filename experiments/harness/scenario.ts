@@ -110,6 +110,8 @@ export interface RepOptions extends ScenarioOptions {
    * ExperimentOptions.neutralSetup).
    */
   beforeFailure?: () => Promise<void>;
+  /** Called right before the first taint patch, after the failure's freeze (e.g. CpuWindowProbe.arm). */
+  atFailure?: () => void;
 }
 
 /**
@@ -295,6 +297,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     // --- t = 0
     let error: string | undefined;
     await o.failure?.freeze(sources);
+    o.atFailure?.();
     // all sources fail at once: t=0 is the first taint patch sent (recording is on from here, so
     // nothing the taints cause is missed; with many sources a sequential loop would let a pod
     // evicted from the first one be rescheduled "before" the last taint)

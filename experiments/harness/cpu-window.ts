@@ -1,0 +1,151 @@
+/**
+ * Who uses the CPUs while the critical pod is on its way (issue 7's load/idle analysis): CPU time
+ * per process group between two snapshots of /proc, one right before the taint and one
+ * `windowMs` after it, plus the machine's busy time from /proc/stat over the same window.
+ *
+ * Process groups: the harness itself, the control-plane binaries by name, a real node's processes
+ * as `<node>/<comm>` (the node from the command line or the cgroup path: kubelet, kubelet-shim,
+ * containerd, containerd-shim, the containers' processes), kernel threads as `kernel`. Short-lived
+ * children (runc, CNI plugins) are counted in their parent once reaped (cutime/cstime), so a node's
+ * sandbox work shows up under its containerd / containerd-shim. Local testbed only (it reads this
+ * machine's /proc).
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { z } from 'zod';
+
+export const CpuWindowSchema = z.object({
+  /** the window: taint -> taint + windowMs */
+  windowMs: z.number().int().positive(),
+  /** CPU-seconds the whole machine was busy in the window (all CPUs; /proc/stat) */
+  busyCpuS: z.number().nonnegative(),
+  /** CPU milliseconds per process group in the window, largest first (groups above 1 ms) */
+  byGroup: z.record(z.string(), z.number().nonnegative()),
+  /** how long the second snapshot took to read (ms): the probe's own cost on the harness' CPU */
+  snapshotMs: z.number().nonnegative(),
+});
+export type CpuWindow = z.infer<typeof CpuWindowSchema>;
+
+interface ProcSample {
+  group: string;
+  /** utime + stime + cutime + cstime, clock ticks */
+  ticks: number;
+}
+
+/** USER_HZ on Linux (sysconf(_SC_CLK_TCK)); 100 on every architecture Node runs on here. */
+const CLK_TCK = 100;
+
+/** Group name of a process from its comm, command line and cgroup (see the module comment). */
+export function processGroup(comm: string, cmdline: string, cgroup: string, isKernelThread: boolean, isHarness: boolean): string {
+  if (isHarness) return 'harness';
+  if (isKernelThread) return 'kernel';
+  const node = /\b(real-\d+)\b/.exec(cmdline)?.[1] ?? /\/ulysses-(real-\d+)\//.exec(cgroup)?.[1];
+  return node ? `${node}/${comm}` : comm;
+}
+
+/** Fields after the ")" that ends comm in /proc/<pid>/stat (comm may hold spaces and parentheses). */
+export function parseStat(stat: string): { comm: string; ppid: number; ticks: number; flags: number } | undefined {
+  const open = stat.indexOf('(');
+  const close = stat.lastIndexOf(')');
+  if (open < 0 || close < open) return undefined;
+  const f = stat.slice(close + 2).split(' ');
+  // f[0] = state (field 3), so field n is f[n - 3]
+  const num = (n: number) => Number(f[n - 3]);
+  const ticks = num(14) + num(15) + num(16) + num(17);
+  if (!Number.isFinite(ticks)) return undefined;
+  return { comm: stat.slice(open + 1, close), ppid: num(4), ticks, flags: num(9) };
+}
+
+const PF_KTHREAD = 0x00200000;
+
+function readOr(path: string, fallback: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return fallback;
+  }
+}
+
+/** One snapshot: pid -> group and ticks. Processes that vanish while being read are skipped. */
+export function snapshotProcesses(groups: Map<number, string>): Map<number, ProcSample> {
+  const out = new Map<number, ProcSample>();
+  for (const name of readdirSync('/proc')) {
+    const pid = Number(name);
+    if (!Number.isInteger(pid)) continue;
+    const st = parseStat(readOr(`/proc/${pid}/stat`, ''));
+    if (!st) continue;
+    let group = groups.get(pid);
+    if (group === undefined) {
+      const kthread = (st.flags & PF_KTHREAD) !== 0 || st.ppid === 2 || pid === 2;
+      group = processGroup(st.comm, kthread ? '' : readOr(`/proc/${pid}/cmdline`, '').replaceAll('\0', ' '), kthread ? '' : readOr(`/proc/${pid}/cgroup`, ''), kthread, pid === process.pid);
+      groups.set(pid, group);
+    }
+    out.set(pid, { group, ticks: st.ticks });
+  }
+  return out;
+}
+
+/** Busy (non-idle, non-iowait) ticks of the whole machine from the first line of /proc/stat. */
+export function machineBusyTicks(procStat: string): number {
+  const f = procStat.split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = f;
+  return user + nice + system + irq + softirq + steal;
+}
+
+/** CPU ms per group between two snapshots (a pid seen only in the second counts from 0). */
+export function cpuByGroup(before: Map<number, ProcSample>, after: Map<number, ProcSample>): Record<string, number> {
+  const sums = new Map<string, number>();
+  for (const [pid, a] of after) {
+    const d = a.ticks - (before.get(pid)?.ticks ?? 0);
+    if (d > 0) sums.set(a.group, (sums.get(a.group) ?? 0) + (d * 1000) / CLK_TCK);
+  }
+  return Object.fromEntries([...sums].filter(([, ms]) => ms > 1).sort((x, y) => y[1] - x[1]));
+}
+
+/**
+ * Arms at the taint, snapshots again `windowMs` later; `result()` gives the window (null when not
+ * armed or the second snapshot has not been taken yet). Arming again drops a pending snapshot.
+ */
+export class CpuWindowProbe {
+  private readonly groups = new Map<number, string>();
+  private pending: { before: Map<number, ProcSample>; busyBefore: number; timer: NodeJS.Timeout } | undefined;
+  private last: CpuWindow | null = null;
+
+  constructor(readonly windowMs: number) {
+    if (!Number.isInteger(windowMs) || windowMs <= 0) throw new Error(`cpu window: windowMs must be a positive integer (got ${windowMs})`);
+  }
+
+  /** Right before the taint: the first snapshot (its cost is before t = 0). */
+  arm(): void {
+    this.cancel();
+    this.last = null;
+    this.groups.clear(); // pids are reused between repetitions
+    const before = snapshotProcesses(this.groups);
+    const busyBefore = machineBusyTicks(readFileSync('/proc/stat', 'utf8'));
+    const timer = setTimeout(() => {
+      const t = performance.now();
+      const after = snapshotProcesses(this.groups);
+      const busyAfter = machineBusyTicks(readFileSync('/proc/stat', 'utf8'));
+      this.last = {
+        windowMs: this.windowMs,
+        busyCpuS: Math.max(0, busyAfter - busyBefore) / CLK_TCK,
+        byGroup: cpuByGroup(before, after),
+        snapshotMs: Math.round((performance.now() - t) * 10) / 10,
+      };
+      this.pending = undefined;
+    }, this.windowMs);
+    timer.unref();
+    this.pending = { before, busyBefore, timer };
+  }
+
+  /** The window of the last arm() once taken; each window is returned once. */
+  result(): CpuWindow | null {
+    const w = this.last;
+    this.last = null;
+    return w;
+  }
+
+  private cancel(): void {
+    if (this.pending) clearTimeout(this.pending.timer);
+    this.pending = undefined;
+  }
+}
