@@ -39,7 +39,9 @@ export function processGroup(comm: string, cmdline: string, cgroup: string, isKe
   if (isHarness) return 'harness';
   if (isKernelThread) return 'kernel';
   const node = /\b(real-\d+)\b/.exec(cmdline)?.[1] ?? /\/ulysses-(real-\d+)\//.exec(cgroup)?.[1];
-  return node ? `${node}/${comm}` : comm;
+  // our TypeScript components run as "node .../<component>/main.ts"
+  const name = comm === 'node' ? (/([\w-]+)\/main\.ts\b/.exec(cmdline)?.[1] ?? comm) : comm;
+  return node ? `${node}/${name}` : name;
 }
 
 /** Fields after the ")" that ends comm in /proc/<pid>/stat (comm may hold spaces and parentheses). */
