@@ -5,7 +5,13 @@
  * run and interleaved (one call per path in turn, rotating the order), after a warm-up, from one
  * client process, as the kubelet would. Prints p50/p99/mean per path and the added p50/p99.
  *
- *   npx tsx kubelet-shim/bench.ts [--n 5000] [--warmup 500] [--implementations splice,http2,splice+--node-flag]
+ * The warm-up (default 5000 calls per method and path) brings the shim to the steady state of a
+ * node daemon that the kubelet has called for a few minutes (PLEG relists, status polls: tens of
+ * calls per second): with 500 warm-up calls the first method measured (Version) carried a tail of
+ * 0.8-1.5 ms added p99 that 5000 warm-up calls remove (kubelet-shim/README.md, "Warm-up"; V8
+ * tiering up the fresh shim process' per-call code is the likely cause, not verified).
+ *
+ *   npx tsx kubelet-shim/bench.ts [--n 5000] [--warmup 5000] [--implementations splice,http2,splice+--node-flag]
  *       [--pin-shim 1 --pin-client 0] [--shim-nice -10] [--backend /path/containerd.sock] [--in-process]
  *
  * Without --backend it starts its own containerd (node index 9 under /tmp/ulysses-bench-shim: do not
@@ -75,7 +81,7 @@ function cpuMs(pid: number): number {
 async function main(): Promise<void> {
   const o = new Command('bench')
     .option('--n <n>', 'calls per method and path', (v) => Number(v), 5000)
-    .option('--warmup <n>', 'warm-up calls per method and path', (v) => Number(v), 500)
+    .option('--warmup <n>', 'warm-up calls per method and path (a fresh shim process reaches its steady state over the first thousands of calls)', (v) => Number(v), 5000)
     .option('--backend <socket>', 'an existing containerd socket (else one is started)')
     .option('--run-dir <dir>', 'run directory of the containerd started here', '/tmp/ulysses-bench-shim')
     .option('--node-index <i>', 'node index of the containerd started here (bridge uly-br<i>, 10.244.<i>.0/24)', (v) => Number(v), 9)
