@@ -119,6 +119,7 @@ experiment
   .option('--critical-path-hold-ms <ms>', "configuration 5: the controller manager's low-priority periodic work waits while a critical pod is on its way to Ready, at most this long per pod", int('--critical-path-hold-ms'))
   .option('--pin-cpus', 'local testbed: control plane and harness on CPU 0, nodes (kubelet, shim, containerd, runc; or kwok) on CPU 1 (stand-in for separate machines)', false)
   .option('--cpu-window-ms <ms>', 'local testbed: record the CPU time of every process group in the first MS after the taint (results cpuWindow, report table)', int('--cpu-window-ms'))
+  .option('--cpu-window-profile', "with --cpu-window-ms: also sample the harness' own JavaScript in the window (V8 profiler; self time per package and function)", false)
   .action(async (o) => {
     const { runFailoverExperiment, resolveShimPolicies } = await import('../experiments/harness/local.ts');
     if (!['failover', '5g'].includes(o.scenario)) throw new InvalidArgumentError(`--scenario: "${o.scenario}" is not failover or 5g`);
@@ -137,6 +138,7 @@ experiment
       pinCpus: o.pinCpus,
       criticalPathHoldMs: o.criticalPathHoldMs,
       cpuWindowMs: o.cpuWindowMs,
+      cpuWindowProfile: o.cpuWindowProfile,
       out: o.out,
       runDir: o.runDir,
       kubeconfig: o.kubeconfig ? await loadKubeConfig(o.kubeconfig) : undefined,

@@ -11,6 +11,7 @@
  * machine's /proc).
  */
 import { readdirSync, readFileSync } from 'node:fs';
+import { Session, type Profiler } from 'node:inspector';
 import { z } from 'zod';
 
 export const CpuWindowSchema = z.object({
@@ -22,6 +23,17 @@ export const CpuWindowSchema = z.object({
   byGroup: z.record(z.string(), z.number().nonnegative()),
   /** how long the second snapshot took to read (ms): the probe's own cost on the harness' CPU */
   snapshotMs: z.number().nonnegative(),
+  /**
+   * With profiling: where the harness' own CPU went in the window (V8 sampling profile), self time in
+   * ms per package (node_modules/<pkg>, node:internal, our directories, "(garbage collector)", ...)
+   * and per function, largest first.
+   */
+  harnessProfile: z
+    .object({
+      byPackage: z.record(z.string(), z.number().nonnegative()),
+      topFunctions: z.array(z.object({ fn: z.string(), ms: z.number().nonnegative() })),
+    })
+    .optional(),
 });
 export type CpuWindow = z.infer<typeof CpuWindowSchema>;
 
@@ -103,6 +115,42 @@ export function cpuByGroup(before: Map<number, ProcSample>, after: Map<number, P
   return Object.fromEntries([...sums].filter(([, ms]) => ms > 1).sort((x, y) => y[1] - x[1]));
 }
 
+/** Where a profile node's code lives: an npm package, a directory of ours, node:internal, or V8's pseudo-frames. */
+export function codeOrigin(url: string, functionName: string): string {
+  if (!url) return functionName.startsWith('(') ? functionName : '(native)';
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)?.[1];
+  if (pkg) return pkg;
+  if (url.startsWith('node:')) return 'node:internal';
+  const ours = /\/(core|controller-manager|experiments|kubelet-shim|scheduler-plugins|apf-configs|cli)\//.exec(url)?.[1];
+  return ours ?? url;
+}
+
+/** Self time (ms) per code origin and per function of a V8 CPU profile, largest first. */
+export function summarizeProfile(profile: Profiler.Profile, topN = 12): NonNullable<CpuWindow['harnessProfile']> {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const selfUs = new Map<number, number>();
+  const samples = profile.samples ?? [];
+  const deltas = profile.timeDeltas ?? [];
+  // timeDeltas[i] is the time before sample i: sample i's node ran for timeDeltas[i + 1]
+  for (let i = 0; i < samples.length; i++) selfUs.set(samples[i]!, (selfUs.get(samples[i]!) ?? 0) + (deltas[i + 1] ?? 0));
+  const pkgs = new Map<string, number>();
+  const fns = new Map<string, number>();
+  for (const [id, us] of selfUs) {
+    const cf = byId.get(id)?.callFrame;
+    if (!cf || cf.functionName === '(idle)') continue;
+    const origin = codeOrigin(cf.url, cf.functionName);
+    pkgs.set(origin, (pkgs.get(origin) ?? 0) + us);
+    const fn = `${cf.functionName || '(anonymous)'} ${origin}${cf.url ? `:${cf.lineNumber + 1}` : ''}`;
+    fns.set(fn, (fns.get(fn) ?? 0) + us);
+  }
+  const ms = (us: number) => Math.round(us / 100) / 10;
+  const sorted = (m: Map<string, number>) => [...m].sort((a, b) => b[1] - a[1]).filter(([, us]) => us >= 100);
+  return {
+    byPackage: Object.fromEntries(sorted(pkgs).map(([k, us]) => [k, ms(us)])),
+    topFunctions: sorted(fns).slice(0, topN).map(([fn, us]) => ({ fn, ms: ms(us) })),
+  };
+}
+
 /**
  * Arms at the taint, snapshots again `windowMs` later; `result()` gives the window (null when not
  * armed or the second snapshot has not been taken yet). Arming again drops a pending snapshot.
@@ -112,8 +160,37 @@ export class CpuWindowProbe {
   private pending: { before: Map<number, ProcSample>; busyBefore: number; timer: NodeJS.Timeout } | undefined;
   private last: CpuWindow | null = null;
 
-  constructor(readonly windowMs: number) {
+  private session: Session | undefined;
+
+  /** profile: also sample the harness' own JavaScript in the window (node:inspector, 0.5 ms interval). */
+  constructor(
+    readonly windowMs: number,
+    readonly profile = false,
+  ) {
     if (!Number.isInteger(windowMs) || windowMs <= 0) throw new Error(`cpu window: windowMs must be a positive integer (got ${windowMs})`);
+  }
+
+  private startProfiler(): void {
+    if (!this.profile) return;
+    if (!this.session) {
+      this.session = new Session();
+      this.session.connect();
+      this.session.post('Profiler.enable');
+      this.session.post('Profiler.setSamplingInterval', { interval: 500 });
+    }
+    this.session.post('Profiler.start');
+  }
+
+  /** Publishes the window, with the harness' profile once the profiler handed it over. */
+  private publish(w: CpuWindow): void {
+    if (!this.profile || !this.session) {
+      this.last = w;
+      return;
+    }
+    this.session.post('Profiler.stop', (err, r) => {
+      if (!err && r?.profile) w.harnessProfile = summarizeProfile(r.profile);
+      this.last = w;
+    });
   }
 
   /** Right before the taint: the first snapshot (its cost is before t = 0). */
@@ -123,17 +200,18 @@ export class CpuWindowProbe {
     this.groups.clear(); // pids are reused between repetitions
     const before = snapshotProcesses(this.groups);
     const busyBefore = machineBusyTicks(readFileSync('/proc/stat', 'utf8'));
+    this.startProfiler();
     const timer = setTimeout(() => {
       const t = performance.now();
       const after = snapshotProcesses(this.groups);
       const busyAfter = machineBusyTicks(readFileSync('/proc/stat', 'utf8'));
-      this.last = {
+      this.pending = undefined;
+      this.publish({
         windowMs: this.windowMs,
         busyCpuS: Math.max(0, busyAfter - busyBefore) / CLK_TCK,
         byGroup: cpuByGroup(before, after),
         snapshotMs: Math.round((performance.now() - t) * 10) / 10,
-      };
-      this.pending = undefined;
+      });
     }, this.windowMs);
     timer.unref();
     this.pending = { before, busyBefore, timer };
@@ -147,7 +225,10 @@ export class CpuWindowProbe {
   }
 
   private cancel(): void {
-    if (this.pending) clearTimeout(this.pending.timer);
+    if (this.pending) {
+      clearTimeout(this.pending.timer);
+      if (this.profile) this.session?.post('Profiler.stop');
+    }
     this.pending = undefined;
   }
 }

@@ -181,6 +181,8 @@ export interface FailoverExperimentOptions {
   criticalPathHoldMs?: number;
   /** local testbed: CPU time per process group in the first ms after the taint (cpu-window.ts) */
   cpuWindowMs?: number;
+  /** with cpuWindowMs: also profile the harness' JavaScript in the window */
+  cpuWindowProfile?: boolean;
 }
 
 /** Pins every thread of this process to `cpus` (taskset), so later threads inherit it too. */
@@ -236,6 +238,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
         `kube-controller-manager --controllers=${state.options.controllers}`,
     );
   }
+  if (o.cpuWindowProfile && o.cpuWindowMs === undefined) throw new Error('--cpu-window-profile needs --cpu-window-ms');
   if (o.cpuWindowMs !== undefined && o.kubeconfig) throw new Error('--cpu-window-ms reads this machine\'s /proc: it needs the local testbed, not --kubeconfig');
   if (o.pinCpus) {
     if (o.kubeconfig) throw new Error('--pin-cpus pins the local testbed: do not combine it with --kubeconfig');
@@ -293,7 +296,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       neutralSetup: o.neutralSetup,
       warmup: o.warmup,
       nodeTrace,
-      cpuWindow: o.cpuWindowMs !== undefined ? new CpuWindowProbe(o.cpuWindowMs) : undefined,
+      cpuWindow: o.cpuWindowMs !== undefined ? new CpuWindowProbe(o.cpuWindowMs, o.cpuWindowProfile) : undefined,
       // t=0 only once the in-process controller manager has worked off the setup (queues empty,
       // nothing running, no client-limiter debt): the failover must not queue behind it
       quiescent: () => ULYSSES_CONTROLLERS.every((c) => cm.pool(c).queue.len() === 0 && cm.pool(c).stats().inFlight === 0) && cm.apiLimiter.available() >= 1,

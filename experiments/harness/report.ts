@@ -189,7 +189,18 @@ export function cpuWindowTable(results: readonly RepResult[], rows = 14): string
     `| machine busy (all CPUs) | ${cells.map((reps) => med(reps.map((r) => r.cpuWindow!.busyCpuS * 1000), 0)).join(' | ')} |`,
     ...top.map((g) => row(g, (b) => b[g] ?? 0)),
     ...nodes.map((n) => row(`${n} (all)`, nodeTotal(n))),
+    ...harnessProfileRows(cells),
   ].join('\n');
+}
+
+/** With --cpu-window-profile: the harness' self time per code origin, medians per cell. */
+function harnessProfileRows(cells: RepResult[][], rows = 8): string[] {
+  const profiled = cells.flat().filter((r) => r.cpuWindow?.harnessProfile);
+  if (!profiled.length) return [];
+  const origins = [...new Set(profiled.flatMap((r) => Object.keys(r.cpuWindow!.harnessProfile!.byPackage)))];
+  const medianOf = (reps: RepResult[], o: string) => quantile(reps.filter((r) => r.cpuWindow?.harnessProfile).map((r) => r.cpuWindow!.harnessProfile!.byPackage[o] ?? 0).sort((a, b) => a - b), 0.5);
+  const top = origins.map((o) => [o, Math.max(...cells.map((reps) => (reps.some((r) => r.cpuWindow?.harnessProfile) ? medianOf(reps, o) : 0)))] as const).sort((a, b) => b[1] - a[1]).slice(0, rows);
+  return top.map(([o]) => `| harness: ${o} (profile) | ${cells.map((reps) => (reps.some((r) => r.cpuWindow?.harnessProfile) ? medianOf(reps, o).toFixed(0) : '–')).join(' | ')} |`);
 }
 
 /**

@@ -4,7 +4,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { CpuWindowProbe, cpuByGroup, machineBusyTicks, parseStat, processGroup } from '../../experiments/harness/cpu-window.ts';
+import { CpuWindowProbe, codeOrigin, cpuByGroup, machineBusyTicks, parseStat, processGroup, summarizeProfile } from '../../experiments/harness/cpu-window.ts';
 import { emptyEvents, parseResults, type RepResult } from '../../experiments/harness/results.ts';
 import { cpuWindowTable } from '../../experiments/harness/report.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
@@ -48,6 +48,36 @@ describe('parsing /proc', () => {
   });
 });
 
+describe('profile summary', () => {
+  it('attributes code to packages, our directories, node internals and V8 pseudo-frames', () => {
+    expect(codeOrigin('file:///w/node_modules/@kubernetes/client-node/dist/informer.js', 'f')).toBe('@kubernetes/client-node');
+    expect(codeOrigin('file:///w/node_modules/pino/lib/tools.js', 'f')).toBe('pino');
+    expect(codeOrigin('file:///w/controller-manager/queue/queue.ts', 'f')).toBe('controller-manager');
+    expect(codeOrigin('node:internal/streams/readable', 'f')).toBe('node:internal');
+    expect(codeOrigin('', '(garbage collector)')).toBe('(garbage collector)');
+    expect(codeOrigin('', 'JSON.parse')).toBe('(native)');
+  });
+  it('sums self time per sample from the time deltas and leaves idle out', () => {
+    const frame = (functionName: string, url: string) => ({ functionName, url, scriptId: '1', lineNumber: 9, columnNumber: 0 });
+    const profile = {
+      nodes: [
+        { id: 1, callFrame: frame('(root)', '') },
+        { id: 2, callFrame: frame('(idle)', '') },
+        { id: 3, callFrame: frame('parse', 'file:///w/node_modules/yaml/x.js') },
+        { id: 4, callFrame: frame('(garbage collector)', '') },
+      ],
+      startTime: 0,
+      endTime: 10_000,
+      samples: [3, 3, 2, 4],
+      timeDeltas: [0, 2000, 3000, 500], // sample i ran for timeDeltas[i + 1]
+    };
+    expect(summarizeProfile(profile)).toEqual({
+      byPackage: { yaml: 5 },
+      topFunctions: [{ fn: 'parse yaml:10', ms: 5 }],
+    });
+  });
+});
+
 describe('CpuWindowProbe on this machine', () => {
   it('sees a CPU-bound child process of this process in the window', async () => {
     const probe = new CpuWindowProbe(300);
@@ -60,6 +90,23 @@ describe('CpuWindowProbe on this machine', () => {
     expect(w.byGroup.harness).toBeGreaterThanOrEqual(150);
     expect(w.busyCpuS).toBeGreaterThanOrEqual(0.15);
     expect(w.snapshotMs).toBeGreaterThan(0);
+  });
+  it('profiles the harness\' own JavaScript in the window when asked', async () => {
+    const probe = new CpuWindowProbe(250, true);
+    probe.arm();
+    // ~150 ms of JavaScript in a named function of this file
+    const end = Date.now() + 150;
+    let x = 0;
+    function burnInTestFile() {
+      while (Date.now() < end) x += Math.sqrt(x + 1);
+    }
+    burnInTestFile();
+    const w = await pollUntil('profiled cpu window', () => probe.result() ?? undefined, { timeoutMs: 5_000, intervalMs: 20 });
+    const p = w.harnessProfile!;
+    expect(p.topFunctions[0]!.fn).toMatch(/^burnInTestFile /);
+    expect(p.topFunctions[0]!.ms).toBeGreaterThanOrEqual(80);
+    expect(Object.values(p.byPackage).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(80);
+    expect(x).toBeGreaterThan(0);
   });
   it('rejects a window that is not a positive integer', () => {
     expect(() => new CpuWindowProbe(0)).toThrow(/windowMs/);
