@@ -9,7 +9,7 @@
  */
 import fetch from 'node-fetch';
 import type { V1FlowSchema, V1FlowSchemaList, V1PriorityLevelConfigurationList } from '@kubernetes/client-node';
-import { ApiError, apiRequest, isNotFound, type KubeAccess } from '../core/kube.ts';
+import { ApiError, apiRequest, fetchInit, isNotFound, type KubeAccess } from '../core/kube.ts';
 import {
   COMPONENT_LABEL,
   COMPONENT_VALUE,
@@ -126,8 +126,7 @@ export interface RawResponse {
 export async function rawRequest(kc: KubeAccess, method: string, path: string, opts: { timeoutMs?: number } = {}): Promise<RawResponse> {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error('kubeconfig has no current cluster');
-  const init = (await kc.applyToFetchOptions({})) as Parameters<typeof fetch>[1] & object;
-  init.method = method;
+  const init = await fetchInit(kc, method);
   const ctrl = new AbortController();
   const timer = setTimeout(() => ctrl.abort(), opts.timeoutMs ?? 30_000);
   init.signal = ctrl.signal as never;

@@ -4,6 +4,8 @@
  * rest_client_requests_total and rest_client_request_duration_seconds. Kubeconfig loading is in
  * core/kubeconfig.ts; this module does not load @kubernetes/client-node (its index costs ~80 MiB RSS).
  */
+import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
 import fetch from 'node-fetch';
 import { Counter, Histogram } from 'prom-client';
 import { metricsRegistry } from './metrics.ts';
@@ -37,6 +39,55 @@ function restMetrics() {
   return { requestsTotal, requestDuration };
 }
 
+/**
+ * Headers from applyToFetchOptions as a plain object: LightKubeConfig gives one, client-node's
+ * KubeConfig a Headers instance (whose entries a spread would drop).
+ */
+export function plainHeaders(h: unknown): Record<string, string> {
+  if (!h) return {};
+  if (typeof (h as { forEach?: unknown }).forEach === 'function' && !Array.isArray(h)) {
+    const out: Record<string, string> = {};
+    (h as { forEach(cb: (v: string, k: string) => void): void }).forEach((v, k) => (out[k] = v));
+    return out;
+  }
+  return { ...(h as Record<string, string>) };
+}
+
+/** TLS identity of an agent: a new keep-alive agent is made only when one of these changes (rotated client certificates). */
+const TLS_OPTIONS = ['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername'] as const;
+const keepAliveAgents = new WeakMap<object, { options: Record<string, unknown>; agent: HttpAgent }>();
+
+/**
+ * One keep-alive agent per kubeconfig, so that requests reuse their connections to the apiserver
+ * (client-go keeps one HTTP/2 connection per host). client-node's KubeConfig hands out a new
+ * agent per request: a new TLS context (CA store, certificate and key parsed again) and a new TLS
+ * handshake for every call, ~10-15 ms of CPU each on both ends — in the failover experiment's
+ * critical-pod window that was most of the controller manager's CPU. An agent that already keeps
+ * connections alive (LightKubeConfig's) is used as it is.
+ */
+export function keepAliveAgent(kc: object, agent: unknown): unknown {
+  if (!(agent instanceof HttpAgent)) return agent;
+  if ((agent as HttpAgent & { keepAlive?: boolean }).keepAlive) return agent;
+  const options = (agent as HttpAgent & { options?: Record<string, unknown> }).options ?? {};
+  const cached = keepAliveAgents.get(kc);
+  const same = (a: unknown, b: unknown) => a === b || (Buffer.isBuffer(a) && Buffer.isBuffer(b) && a.equals(b)) || JSON.stringify(a) === JSON.stringify(b);
+  const https = agent instanceof HttpsAgent;
+  if (cached && cached.agent instanceof HttpsAgent === https && TLS_OPTIONS.every((k) => same(cached.options[k], options[k]))) return cached.agent;
+  const tls = Object.fromEntries(TLS_OPTIONS.filter((k) => options[k] !== undefined).map((k) => [k, options[k]]));
+  const fresh = https ? new HttpsAgent({ ...tls, keepAlive: true }) : new HttpAgent({ keepAlive: true });
+  if (cached) setTimeout(() => cached.agent.destroy(), 60_000).unref(); // after the old agent's requests (30 s timeout)
+  keepAliveAgents.set(kc, { options: tls, agent: fresh });
+  return fresh;
+}
+
+export type FetchInit = NonNullable<Parameters<typeof fetch>[1]> & { headers: Record<string, string> };
+
+/** node-fetch options for one request with kc's credentials, over its keep-alive agent. */
+export async function fetchInit(kc: KubeAccess, method: string): Promise<FetchInit> {
+  const applied = (await kc.applyToFetchOptions({})) as { agent?: unknown; headers?: unknown };
+  return { method, headers: plainHeaders(applied.headers), agent: keepAliveAgent(kc, applied.agent) as HttpAgent | undefined };
+}
+
 /** Error from the apiserver, carrying the HTTP status and the Status object's reason. */
 export class ApiError extends Error {
   constructor(
@@ -60,15 +111,14 @@ export async function apiRequest<T = unknown>(
   if (!cluster) throw new Error('kubeconfig has no current cluster');
   const url = new URL(cluster.server + path);
   for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
-  const init = (await kc.applyToFetchOptions({})) as Parameters<typeof fetch>[1] & { headers?: Record<string, string> };
-  init!.method = method;
+  const init = await fetchInit(kc, method);
   if (opts.body !== undefined) {
-    init!.body = JSON.stringify(opts.body);
-    init!.headers = { ...((init!.headers as Record<string, string> | undefined) ?? {}), 'Content-Type': opts.contentType ?? 'application/json' };
+    init.body = JSON.stringify(opts.body);
+    init.headers['Content-Type'] = opts.contentType ?? 'application/json';
   }
   const ctrl = new AbortController();
   const timer = setTimeout(() => ctrl.abort(), opts.timeoutMs ?? 30_000);
-  init!.signal = ctrl.signal as never;
+  init.signal = ctrl.signal as never;
   const { requestsTotal, requestDuration } = restMetrics();
   const end = requestDuration.startTimer({ verb: method, host: url.host });
   try {

@@ -54,11 +54,12 @@ export class LightKubeConfig implements KubeAccess {
   ) {
     if (cluster.server.startsWith('http:')) {
       if (!cluster.skipTLSVerify) throw new Error(`kubeconfig cluster ${cluster.name}: HTTP server ${cluster.server} needs insecure-skip-tls-verify`);
-      this.agent = new HttpAgent();
+      this.agent = new HttpAgent({ keepAlive: true });
     } else {
-      // one agent for the process (client-node builds one per request): same non-keep-alive
-      // connections, but TLS sessions are resumed
+      // one keep-alive agent for the process (client-node builds one per request): requests reuse
+      // their connections instead of a TCP + TLS handshake each (core/kube.ts keepAliveAgent)
       this.agent = new HttpsAgent({
+        keepAlive: true,
         ca: creds.ca,
         cert: creds.cert,
         key: creds.key,

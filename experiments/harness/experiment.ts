@@ -52,9 +52,11 @@ export interface RunConditions {
   pinnedCpus?: boolean;
   /** the controller manager's CriticalPathHold in configuration 5 (--critical-path-hold-ms) */
   criticalPathHoldMs?: number;
+  /** local testbed: what of the failed node is stopped at t = 0 (--freeze-source; absent = kubelet, as before 2026-11-25) */
+  sourceFreeze?: 'node' | 'kubelet' | 'none';
 }
 
-type ConditionFields = Pick<RepResult, 'clientRateLimit' | 'scenario' | 'pinnedCpus' | 'criticalPathHoldMs'>;
+type ConditionFields = Pick<RepResult, 'clientRateLimit' | 'scenario' | 'pinnedCpus' | 'criticalPathHoldMs' | 'sourceFreeze'>;
 
 /** The fields a results line carries for these conditions (only the non-default ones). */
 export function conditionFields(c: RunConditions = {}): ConditionFields {
@@ -63,6 +65,7 @@ export function conditionFields(c: RunConditions = {}): ConditionFields {
     ...(c.scenario && c.scenario !== 'failover' ? { scenario: c.scenario } : {}),
     ...(c.pinnedCpus ? { pinnedCpus: true } : {}),
     ...(c.criticalPathHoldMs ? { criticalPathHoldMs: c.criticalPathHoldMs } : {}),
+    ...(c.sourceFreeze && c.sourceFreeze !== 'kubelet' ? { sourceFreeze: c.sourceFreeze } : {}),
   };
 }
 
@@ -72,7 +75,7 @@ export function conditionMismatch(existing: readonly RepResult[], c: RunConditio
   const other = existing.find((r) => JSON.stringify(conditionFields(r)) !== want);
   if (!other) return undefined;
   const show = (f: ConditionFields) =>
-    `client rate limit ${f.clientRateLimit === false ? 'off' : 'on'}, scenario ${f.scenario ?? 'failover'}${f.pinnedCpus ? ', CPUs pinned' : ''}${f.criticalPathHoldMs ? `, critical-path hold ${f.criticalPathHoldMs} ms` : ''}`;
+    `client rate limit ${f.clientRateLimit === false ? 'off' : 'on'}, scenario ${f.scenario ?? 'failover'}${f.pinnedCpus ? ', CPUs pinned' : ''}${f.criticalPathHoldMs ? `, critical-path hold ${f.criticalPathHoldMs} ms` : ''}${f.sourceFreeze ? `, source freeze ${f.sourceFreeze}` : ''}`;
   return `it holds repetitions run with ${show(other)}, this run is ${show(conditionFields(c))}: use another --out`;
 }
 

@@ -8,6 +8,7 @@
  * (FIFO, 5 workers, 20 qps / burst 30), configs 4-5 its multi-priority modes.
  */
 import { execFile, execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -78,23 +79,80 @@ export function experimentTestbedOptions(runDir: string, maxDn: number, pinCpus 
 /** Testbed topology: real-1 fails, real-2 .. real-(DN+1) receive. */
 export const testbedTopology = (dn: number): Topology => ({ sources: ['real-1'], destinations: Array.from({ length: dn }, (_, i) => `real-${i + 2}`) });
 
+/** What of a failed testbed node is stopped at t = 0 (--freeze-source). */
+export const SOURCE_FREEZES = ['node', 'kubelet', 'none'] as const;
+export type SourceFreeze = (typeof SOURCE_FREEZES)[number];
+
+/** --freeze-source as given (absent or true: node; false: none) -> what to stop. */
+export function sourceFreeze(v: boolean | SourceFreeze | undefined): SourceFreeze {
+  if (v === undefined || v === true) return 'node';
+  if (v === false) return 'none';
+  if (!SOURCE_FREEZES.includes(v)) throw new Error(`--freeze-source: "${v}" is not one of ${SOURCE_FREEZES.join(', ')}`);
+  return v;
+}
+
+/** Pids of the containerd-shims serving the containerd at `socket` (they are daemons: found by their -address). */
+export function containerdShimPids(socket: string): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    const pid = Number(name);
+    if (!Number.isInteger(pid)) continue;
+    try {
+      const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      if (args[0]?.endsWith('containerd-shim-runc-v2') && args[args.indexOf('-address') + 1] === socket) out.push(pid);
+    } catch {
+      /* exited meanwhile */
+    }
+  }
+  return out;
+}
+
 /**
- * Testbed node failure: SIGSTOP the source node's kubelet right before the taint (its containers keep
- * running, nothing is torn down on the shared CPUs during the measurement), SIGCONT for the cleanup.
+ * Testbed node failure: SIGSTOP the source node's processes right before the taint, SIGCONT for the
+ * cleanup, so that nothing the failed node does runs on the CPUs the destinations share (a failed
+ * machine would not). `kubelet`: the kubelet only (runs before 2026-11-25; the node's containerd then
+ * kept working off the setup's pod creations inside the critical pod's window, ~0.1 s of CPU at 20
+ * pods per node); `node` (default): the kubelet, the kubelet-shim, containerd and every
+ * containerd-shim of the node. The containers themselves keep running (idle servers).
  */
-export function testbedFrozenKubelet(runDir: string): NodeFailure {
-  const pidOf = (node: string) => {
-    const p = testbed.readState(runDir)?.processes.find((x) => x.name === `kubelet/${node}`);
-    if (!p) throw new Error(`no kubelet of node ${node} in the testbed of ${runDir}`);
-    return p.pid;
+export function testbedFrozenNode(runDir: string, what: Exclude<SourceFreeze, 'none'> = 'node'): NodeFailure {
+  const pidsOf = (node: string) => {
+    const state = testbed.readState(runDir);
+    const tracked = (name: string) => state?.processes.find((x) => x.name === `${name}/${node}`)?.pid;
+    const kubelet = tracked('kubelet');
+    if (!kubelet) throw new Error(`no kubelet of node ${node} in the testbed of ${runDir}`);
+    if (what === 'kubelet') return [kubelet];
+    const spec = state!.realNodes.find((n) => n.name === node);
+    // stop order: the kubelet first (nothing new reaches the runtime), the runtime's processes after
+    const rest = [tracked('kubelet-shim'), tracked('containerd'), ...(spec ? containerdShimPids(spec.socket) : [])].filter((p): p is number => p !== undefined);
+    return [kubelet, ...rest];
   };
+  const signal = (pids: number[], sig: NodeJS.Signals) => {
+    for (const pid of pids) {
+      try {
+        process.kill(pid, sig);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err; // a shim that exited meanwhile
+      }
+    }
+  };
+  const frozen = new Map<string, number[]>();
   return {
-    description: "the source node's kubelet is stopped (SIGSTOP) at t=0 and resumed for the cleanup, as a failed machine would not tear its pods down on the destinations' CPUs",
+    description:
+      what === 'node'
+        ? "the source node's kubelet, kubelet-shim, containerd and containerd-shims are stopped (SIGSTOP) at t=0 and resumed for the cleanup: a failed machine does nothing on the destinations' CPUs"
+        : "the source node's kubelet is stopped (SIGSTOP) at t=0 and resumed for the cleanup (--freeze-source kubelet: its containerd keeps running)",
     async freeze(nodes) {
-      for (const n of nodes) process.kill(pidOf(n), 'SIGSTOP');
+      for (const n of nodes) {
+        const pids = pidsOf(n);
+        frozen.set(n, pids);
+        signal(pids, 'SIGSTOP');
+      }
     },
     async thaw(nodes) {
-      for (const n of nodes) process.kill(pidOf(n), 'SIGCONT');
+      // resume the runtime before the kubelet, which calls it at once
+      for (const n of nodes) signal([...(frozen.get(n) ?? pidsOf(n))].reverse(), 'SIGCONT');
+      for (const n of nodes) frozen.delete(n);
     },
   };
 }
@@ -153,8 +211,11 @@ export interface FailoverExperimentOptions {
   destinations?: string[];
   pacedShimConfig?: string;
   repTimeoutMs?: number;
-  /** local testbed: stop the source kubelet during the failover (default true) */
-  freezeSource?: boolean;
+  /**
+   * local testbed: what of the source node is stopped during the failover (default 'node'; true =
+   * 'node', false = 'none'; see testbedFrozenNode)
+   */
+  freezeSource?: boolean | SourceFreeze;
   /** KWOK mode: a testbed of this many KWOK nodes only (no real node, no UDP client) */
   kwokNodes?: number;
   /** KWOK mode: how many of them fail (default 10) */
@@ -193,6 +254,7 @@ function pinThisProcess(cpus: string): void {
 export async function runFailoverExperiment(o: FailoverExperimentOptions) {
   const maxDn = Math.max(...o.plan.dns);
   const pacedConfig = o.pacedShimConfig ?? DEFAULT_PACED_SHIM_CONFIG;
+  const freeze = sourceFreeze(o.freezeSource); // a bad value is an error before anything starts
   let kc: KubeConfig;
   let topology: (dn: number) => Topology;
   let shimNodes: () => Promise<string[]>;
@@ -231,7 +293,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     await ensureRuntimeConfigCrd(new KubeClient(kc));
     topology = testbedTopology;
     shimNodes = async () => state.realNodes.map((n) => n.name);
-    if (o.freezeSource ?? true) failure = testbedFrozenKubelet(runDir);
+    if (freeze !== 'none') failure = testbedFrozenNode(runDir, freeze);
     nodeTrace = shimLogTracer(state.realNodes.map((n) => join(n.dir, 'kubelet-shim.log')), CRITICAL_NAMESPACE);
     notes.push(
       `local testbed (${state.realNodes.length} real nodes: kubelet ${state.version} + containerd via kubelet-shim; source real-1, destinations real-2..real-${maxDn + 1}); ` +
@@ -292,7 +354,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       repTimeoutMs: o.repTimeoutMs,
       progress: o.progress,
       scenario: o.scenario,
-      conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, pinnedCpus: o.pinCpus, criticalPathHoldMs: o.criticalPathHoldMs },
+      conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, pinnedCpus: o.pinCpus, criticalPathHoldMs: o.criticalPathHoldMs, sourceFreeze: o.kwokNodes || o.kubeconfig ? undefined : freeze },
       neutralSetup: o.neutralSetup,
       warmup: o.warmup,
       nodeTrace,

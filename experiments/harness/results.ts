@@ -83,6 +83,8 @@ export const RepResultSchema = z.object({
   scenario: z.enum(SCENARIOS).optional(),
   /** true: control plane and nodes on separate CPUs (--pin-cpus) */
   pinnedCpus: z.boolean().optional(),
+  /** local testbed: what of the failed node was stopped at t = 0 (--freeze-source); absent: its kubelet only */
+  sourceFreeze: z.enum(['node', 'none']).optional(),
   /** the controller manager's CriticalPathHold in configuration 5, ms (--critical-path-hold-ms) */
   criticalPathHoldMs: z.number().int().positive().optional(),
   /** seconds after the taint at which each of the moved pods became Ready, sorted (Fig 6.5 distributions) */

@@ -8,7 +8,10 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { useTestbed } from './harness.ts';
-import { CRITICAL_NAMESPACE, LOAD_NAMESPACE, experimentTestbedOptions, runFailoverExperiment, testbedTopology } from '../../experiments/harness/local.ts';
+import { CRITICAL_NAMESPACE, LOAD_NAMESPACE, containerdShimPids, experimentTestbedOptions, runFailoverExperiment, testbedFrozenNode, testbedTopology } from '../../experiments/harness/local.ts';
+import { readState } from '../../experiments/testbed/testbed.ts';
+import { pollUntil } from '../../experiments/testbed/processes.ts';
+import { TEST_IMAGES } from '../../experiments/testbed/images/index.ts';
 import { EVENTS, parseResults } from '../../experiments/harness/results.ts';
 import { initialStateDiff } from '../../experiments/harness/scenario.ts';
 import { ProgressBar } from '../../experiments/harness/progress.ts';
@@ -19,7 +22,7 @@ const runDir = '/tmp/ulysses-it-experiment';
 const out = '/tmp/ulysses-it-experiment-out';
 const t = useTestbed(runDir, experimentTestbedOptions(runDir, 1));
 const plan = { configs: [1, 5] as (1 | 5)[], dns: [1], podsPerNode: [4], reps: 1 };
-const run = () => runFailoverExperiment({ plan, out, runDir, progress: new ProgressBar(), repTimeoutMs: 120_000 });
+const run = () => runFailoverExperiment({ plan, out, runDir, progress: new ProgressBar(), repTimeoutMs: 120_000, cpuWindowMs: 300 });
 const scope = { criticalNamespace: CRITICAL_NAMESPACE, loadNamespace: LOAD_NAMESPACE, topology: testbedTopology(1) };
 
 describe('failover experiment on the real testbed', () => {
@@ -72,5 +75,45 @@ describe('failover experiment on the real testbed', () => {
       (err) => (isNotFound(err) ? 'absent' : String(err)),
     );
     expect(leftover).toBe('absent');
+
+    // the failed node was stopped whole (default), and the CPU window was recorded for each repetition
+    const recorded = parseResults(readFileSync(file, 'utf8'));
+    for (const r of recorded) {
+      expect(r.sourceFreeze).toBe('node');
+      expect(r.cpuWindow?.windowMs).toBe(300);
+      expect(r.cpuWindow!.busyCpuS).toBeGreaterThan(0);
+      expect(Object.keys(r.cpuWindow!.byGroup).some((g) => g.startsWith('real-2/')), JSON.stringify(r.cpuWindow!.byGroup)).toBe(true);
+    }
+    expect(readFileSync(join(out, 'report.md'), 'utf8')).toContain('## CPU in the first 300 ms after the taint');
+  });
+
+  it("the node failure stops the source node's kubelet, kubelet-shim, containerd and containerd-shims, and resumes them", async () => {
+    const state = readState(runDir)!;
+    const pid = (name: string) => state.processes.find((p) => p.name === `${name}/real-1`)!.pid;
+    const node = state.realNodes.find((n) => n.name === 'real-1')!;
+    // a pod on the node, so that it has a containerd-shim to stop
+    const podName = 'freeze-probe';
+    await t.core.createNamespacedPod({
+      namespace: 'default',
+      body: { metadata: { name: podName }, spec: { nodeName: 'real-1', terminationGracePeriodSeconds: 0, enableServiceLinks: false, containers: [{ name: 'c', image: TEST_IMAGES.httpServer.name, imagePullPolicy: 'Never' }] } },
+    });
+    await pollUntil('freeze-probe running', async () => (await t.core.readNamespacedPod({ name: podName, namespace: 'default' })).status?.phase === 'Running', { timeoutMs: 60_000, intervalMs: 200 });
+    const shims = containerdShimPids(node.socket);
+    expect(shims.length).toBeGreaterThan(0);
+    const pids = [pid('kubelet'), pid('kubelet-shim'), pid('containerd'), ...shims];
+    const procState = (p: number) => readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1]![0];
+    const failure = testbedFrozenNode(runDir);
+    expect(failure.description).toMatch(/kubelet, kubelet-shim, containerd and containerd-shims are stopped/);
+    await failure.freeze(['real-1']);
+    try {
+      expect(pids.map(procState)).toEqual(pids.map(() => 'T'));
+    } finally {
+      await failure.thaw(['real-1']);
+    }
+    expect(pids.map(procState).filter((s) => s === 'T')).toEqual([]);
+    // and the node still works after the thaw: its kubelet deletes the pod
+    await t.core.deleteNamespacedPod({ name: podName, namespace: 'default', gracePeriodSeconds: 0 });
+    await pollUntil('freeze-probe gone', () => t.core.readNamespacedPod({ name: podName, namespace: 'default' }).then(() => false, (err) => isNotFound(err)), { timeoutMs: 60_000, intervalMs: 200 });
+    expect(containerdShimPids(node.socket).filter((p) => shims.includes(p))).toEqual([]);
   });
 });

@@ -110,6 +110,27 @@ describe('LightKubeConfig: a real TLS round trip with client certificates', () =
     }
   });
 
+  it('reuses one TLS connection across requests, with LightKubeConfig and with client-node\'s KubeConfig', async () => {
+    let handshakes = 0;
+    const count = () => handshakes++;
+    server.on('secureConnection', count);
+    try {
+      const light = await loadKubeAccess(join(dir, 'admin.conf'));
+      for (let i = 0; i < 4; i++) await apiRequest(light, 'GET', '/api');
+      expect(handshakes).toBe(1);
+      // client-node builds a new agent (and TLS context) per request: apiRequest keeps one per kubeconfig
+      const full = new KubeConfig();
+      full.loadFromFile(join(dir, 'admin.conf'));
+      for (let i = 0; i < 4; i++) {
+        const body = await apiRequest<{ user: string }>(full, i % 2 ? 'POST' : 'GET', '/api', i % 2 ? { body: { i } } : {});
+        expect(body.user).toBe('kubernetes-admin');
+      }
+      expect(handshakes).toBe(2);
+    } finally {
+      server.off('secureConnection', count);
+    }
+  });
+
   it('lists and watches through it (ResilientInformer with client-node dist/watch.js)', async () => {
     const kc = await loadKubeAccess(join(dir, 'admin.conf'));
     const informer = new ResilientInformer<{ metadata?: { name?: string; namespace?: string; resourceVersion?: string }; data?: { user?: string } }>(kc, { path: '/api/v1/configmaps' });
