@@ -70,7 +70,8 @@ export function keepAliveAgent(kc: object, agent: unknown): unknown {
   if ((agent as HttpAgent & { keepAlive?: boolean }).keepAlive) return agent;
   const options = (agent as HttpAgent & { options?: Record<string, unknown> }).options ?? {};
   const cached = keepAliveAgents.get(kc);
-  const same = (a: unknown, b: unknown) => a === b || (Buffer.isBuffer(a) && Buffer.isBuffer(b) && a.equals(b)) || JSON.stringify(a) === JSON.stringify(b);
+  // client-node reads the certificate files again for every request: equal contents, new Buffers
+  const same = (a: unknown, b: unknown) => (Buffer.isBuffer(a) && Buffer.isBuffer(b) ? a.equals(b) : a === b || JSON.stringify(a) === JSON.stringify(b));
   const https = agent instanceof HttpsAgent;
   if (cached && cached.agent instanceof HttpsAgent === https && TLS_OPTIONS.every((k) => same(cached.options[k], options[k]))) return cached.agent;
   const tls = Object.fromEntries(TLS_OPTIONS.filter((k) => options[k] !== undefined).map((k) => [k, options[k]]));
