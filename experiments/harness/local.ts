@@ -16,6 +16,7 @@ import { pino } from 'pino';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { CONTROLLERS, ControllerManager, type ControllerName } from '../../controller-manager/manager.ts';
 import * as testbed from '../testbed/testbed.ts';
+import { pollUntil } from '../testbed/processes.ts';
 import { KWOK_TOLERATION } from '../testbed/kwok.ts';
 import { kcmControllersFlag } from './configurator.ts';
 import { RuntimeConfigConfigurator } from './runtime-configurator.ts';
@@ -91,6 +92,16 @@ export function sourceFreeze(v: boolean | SourceFreeze | undefined): SourceFreez
   return v;
 }
 
+/** State letter of a process from /proc/<pid>/stat (R running, S sleeping, T stopped, ...); 'gone' once it exited. */
+export function processState(pid: number): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+  } catch {
+    return 'gone';
+  }
+}
+
 /** Pids of the containerd-shims serving the containerd at `socket` (they are daemons: found by their -address). */
 export function containerdShimPids(socket: string): number[] {
   const out: number[] = [];
@@ -148,6 +159,9 @@ export function testbedFrozenNode(runDir: string, what: Exclude<SourceFreeze, 'n
         frozen.set(n, pids);
         signal(pids, 'SIGSTOP');
       }
+      // SIGSTOP takes effect when each process is next scheduled: t = 0 only once all are stopped
+      const all = nodes.flatMap((n) => frozen.get(n) ?? []);
+      await pollUntil(`source node processes stopped (${all.join(', ')})`, () => all.every((p) => ['T', 'Z', 'gone'].includes(processState(p))), { timeoutMs: 5_000, intervalMs: 2 });
     },
     async thaw(nodes) {
       // resume the runtime before the kubelet, which calls it at once

@@ -8,7 +8,7 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { useTestbed } from './harness.ts';
-import { CRITICAL_NAMESPACE, LOAD_NAMESPACE, containerdShimPids, experimentTestbedOptions, runFailoverExperiment, testbedFrozenNode, testbedTopology } from '../../experiments/harness/local.ts';
+import { CRITICAL_NAMESPACE, LOAD_NAMESPACE, containerdShimPids, processState, experimentTestbedOptions, runFailoverExperiment, testbedFrozenNode, testbedTopology } from '../../experiments/harness/local.ts';
 import { readState } from '../../experiments/testbed/testbed.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { TEST_IMAGES } from '../../experiments/testbed/images/index.ts';
@@ -82,7 +82,9 @@ describe('failover experiment on the real testbed', () => {
       expect(r.sourceFreeze).toBe('node');
       expect(r.cpuWindow?.windowMs).toBe(300);
       expect(r.cpuWindow!.busyCpuS).toBeGreaterThan(0);
-      expect(Object.keys(r.cpuWindow!.byGroup).some((g) => g.startsWith('real-2/')), JSON.stringify(r.cpuWindow!.byGroup)).toBe(true);
+      expect(r.cpuWindow!.byGroup.harness).toBeGreaterThan(0);
+      // the critical pod bound early in the window: its node worked on it inside the window
+      if (r.events.prioScheduled! < 0.15) expect(Object.keys(r.cpuWindow!.byGroup).some((g) => g.startsWith('real-2/')), JSON.stringify(r.cpuWindow!.byGroup)).toBe(true);
     }
     expect(readFileSync(join(out, 'report.md'), 'utf8')).toContain('## CPU in the first 300 ms after the taint');
   });
@@ -101,19 +103,19 @@ describe('failover experiment on the real testbed', () => {
     const shims = containerdShimPids(node.socket);
     expect(shims.length).toBeGreaterThan(0);
     const pids = [pid('kubelet'), pid('kubelet-shim'), pid('containerd'), ...shims];
-    const procState = (p: number) => readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1]![0];
     const failure = testbedFrozenNode(runDir);
     expect(failure.description).toMatch(/kubelet, kubelet-shim, containerd and containerd-shims are stopped/);
     await failure.freeze(['real-1']);
     try {
-      expect(pids.map(procState)).toEqual(pids.map(() => 'T'));
+      expect(pids.map(processState)).toEqual(pids.map(() => 'T'));
     } finally {
       await failure.thaw(['real-1']);
     }
-    expect(pids.map(procState).filter((s) => s === 'T')).toEqual([]);
+    await pollUntil('source node processes resumed', () => pids.every((p) => processState(p) !== 'T'), { timeoutMs: 5_000, intervalMs: 10 });
     // and the node still works after the thaw: its kubelet deletes the pod
-    await t.core.deleteNamespacedPod({ name: podName, namespace: 'default', gracePeriodSeconds: 0 });
-    await pollUntil('freeze-probe gone', () => t.core.readNamespacedPod({ name: podName, namespace: 'default' }).then(() => false, (err) => isNotFound(err)), { timeoutMs: 60_000, intervalMs: 200 });
+    // (a grace period, so that the object goes only once the kubelet has stopped the pod)
+    await t.core.deleteNamespacedPod({ name: podName, namespace: 'default', gracePeriodSeconds: 1 });
+    await pollUntil('freeze-probe stopped and gone', async () => (await t.core.listNamespacedPod({ namespace: 'default', fieldSelector: `metadata.name=${podName}` })).items.length === 0, { timeoutMs: 60_000, intervalMs: 200 });
     expect(containerdShimPids(node.socket).filter((p) => shims.includes(p))).toEqual([]);
   });
 });
