@@ -57,7 +57,7 @@ export function processGroup(comm: string, cmdline: string, cgroup: string, isKe
 }
 
 /** Fields after the ")" that ends comm in /proc/<pid>/stat (comm may hold spaces and parentheses). */
-export function parseStat(stat: string): { comm: string; ppid: number; ticks: number; flags: number } | undefined {
+export function parseStat(stat: string): { comm: string; state: string; ppid: number; ticks: number; flags: number } | undefined {
   const open = stat.indexOf('(');
   const close = stat.lastIndexOf(')');
   if (open < 0 || close < open) return undefined;
@@ -66,7 +66,7 @@ export function parseStat(stat: string): { comm: string; ppid: number; ticks: nu
   const num = (n: number) => Number(f[n - 3]);
   const ticks = num(14) + num(15) + num(16) + num(17);
   if (!Number.isFinite(ticks)) return undefined;
-  return { comm: stat.slice(open + 1, close), ppid: num(4), ticks, flags: num(9) };
+  return { comm: stat.slice(open + 1, close), state: f[0]!, ppid: num(4), ticks, flags: num(9) };
 }
 
 const PF_KTHREAD = 0x00200000;

@@ -27,7 +27,7 @@ import { readRuntimeConfig } from '../../core/runtime-config.ts';
 import { runExperiment, type ExperimentPlan } from './experiment.ts';
 import type { ProgressBar } from './progress.ts';
 import { shimLogTracer, type NodeTrace } from './node-trace.ts';
-import { CpuWindowProbe } from './cpu-window.ts';
+import { CpuWindowProbe, parseStat } from './cpu-window.ts';
 import { UPF_NAME, type NodeFailure, type Topology } from './scenario.ts';
 import { SHIM_POLICY_NAME, type EventName, type ScenarioName } from './results.ts';
 import { ensureRuntimeConfigCrd } from '../../core/runtime-config.ts';
@@ -95,8 +95,7 @@ export function sourceFreeze(v: boolean | SourceFreeze | undefined): SourceFreez
 /** State letter of a process from /proc/<pid>/stat (R running, S sleeping, T stopped, ...); 'gone' once it exited. */
 export function processState(pid: number): string {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return parseStat(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.state ?? 'gone';
   } catch {
     return 'gone';
   }

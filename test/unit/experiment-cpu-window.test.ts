@@ -13,7 +13,7 @@ describe('parsing /proc', () => {
   it('reads comm (with spaces and parentheses) and sums utime+stime+cutime+cstime', () => {
     // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime ...
     const stat = '4242 (my (odd) proc) S 17 4242 4242 0 -1 4194560 100 0 0 0 7 3 20 5 20 0 1 0 12345';
-    expect(parseStat(stat)).toEqual({ comm: 'my (odd) proc', ppid: 17, ticks: 35, flags: 4194560 });
+    expect(parseStat(stat)).toEqual({ comm: 'my (odd) proc', state: 'S', ppid: 17, ticks: 35, flags: 4194560 });
     expect(parseStat('garbage')).toBeUndefined();
     expect(parseStat('1 (x) S 0 1 1 0 -1 0 0 0 0 0 a b c d')).toBeUndefined();
   });
