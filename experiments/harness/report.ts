@@ -154,6 +154,9 @@ function repsByCell(results: readonly RepResult[]): Map<string, RepResult[]> {
   return cells;
 }
 
+/** Median of numbers (0 for none). */
+const medianNum = (values: number[]): number => (values.length ? quantile([...values].sort((a, b) => a - b), 0.5) : 0);
+
 /** Median of the numbers among `values`, formatted; "–" when there is none. */
 function med(values: Array<number | null | undefined>, digits = 2): string {
   const v = values.filter((x): x is number => typeof x === 'number').sort((a, b) => a - b);
@@ -170,7 +173,7 @@ export function cpuWindowTable(results: readonly RepResult[], rows = 14): string
   const measured = results.filter((r) => r.cpuWindow);
   if (!measured.length) return undefined;
   const cells = [...repsByCell(measured).values()];
-  const medianMs = (reps: RepResult[], pick: (g: Record<string, number>) => number) => quantile(reps.map((r) => pick(r.cpuWindow!.byGroup)).sort((a, b) => a - b), 0.5);
+  const medianMs = (reps: RepResult[], pick: (g: Record<string, number>) => number) => medianNum(reps.map((r) => pick(r.cpuWindow!.byGroup)));
   const groups = [...new Set(measured.flatMap((r) => Object.keys(r.cpuWindow!.byGroup)))];
   const largest = (g: string) => Math.max(...cells.map((reps) => medianMs(reps, (b) => b[g] ?? 0)));
   const top = groups.map((g) => [g, largest(g)] as const).filter(([, ms]) => ms > 0).sort((a, b) => b[1] - a[1]).slice(0, rows).map(([g]) => g);
@@ -198,7 +201,7 @@ function harnessProfileRows(cells: RepResult[][], rows = 8): string[] {
   const profiled = cells.flat().filter((r) => r.cpuWindow?.harnessProfile);
   if (!profiled.length) return [];
   const origins = [...new Set(profiled.flatMap((r) => Object.keys(r.cpuWindow!.harnessProfile!.byPackage)))];
-  const medianOf = (reps: RepResult[], o: string) => quantile(reps.filter((r) => r.cpuWindow?.harnessProfile).map((r) => r.cpuWindow!.harnessProfile!.byPackage[o] ?? 0).sort((a, b) => a - b), 0.5);
+  const medianOf = (reps: RepResult[], o: string) => medianNum(reps.filter((r) => r.cpuWindow?.harnessProfile).map((r) => r.cpuWindow!.harnessProfile!.byPackage[o] ?? 0));
   const top = origins.map((o) => [o, Math.max(...cells.map((reps) => (reps.some((r) => r.cpuWindow?.harnessProfile) ? medianOf(reps, o) : 0)))] as const).sort((a, b) => b[1] - a[1]).slice(0, rows);
   return top.map(([o]) => `| harness: ${o} (profile) | ${cells.map((reps) => (reps.some((r) => r.cpuWindow?.harnessProfile) ? medianOf(reps, o).toFixed(0) : '–')).join(' | ')} |`);
 }
