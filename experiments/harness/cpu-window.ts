@@ -79,12 +79,20 @@ function readOr(path: string, fallback: string): string {
   }
 }
 
+/** Pids of every process on the machine (/proc's numeric entries). */
+export function procPids(): number[] {
+  return readdirSync('/proc').map(Number).filter(Number.isInteger);
+}
+
+/** State letter of a process from /proc/<pid>/stat (R running, S sleeping, T stopped, ...); 'gone' once it exited. */
+export function processState(pid: number): string {
+  return parseStat(readOr(`/proc/${pid}/stat`, ''))?.state ?? 'gone';
+}
+
 /** One snapshot: pid -> group and ticks. Processes that vanish while being read are skipped. */
 export function snapshotProcesses(groups: Map<number, string>): Map<number, ProcSample> {
   const out = new Map<number, ProcSample>();
-  for (const name of readdirSync('/proc')) {
-    const pid = Number(name);
-    if (!Number.isInteger(pid)) continue;
+  for (const pid of procPids()) {
     const st = parseStat(readOr(`/proc/${pid}/stat`, ''));
     if (!st) continue;
     let group = groups.get(pid);
@@ -157,7 +165,8 @@ export function summarizeProfile(profile: Profiler.Profile, topN = 12): NonNulla
  */
 export class CpuWindowProbe {
   private readonly groups = new Map<number, string>();
-  private pending: { before: Map<number, ProcSample>; busyBefore: number; timer: NodeJS.Timeout } | undefined;
+  /** the pending second snapshot */
+  private timer: NodeJS.Timeout | undefined;
   private last: CpuWindow | null = null;
 
   private session: Session | undefined;
@@ -201,11 +210,11 @@ export class CpuWindowProbe {
     const before = snapshotProcesses(this.groups);
     const busyBefore = machineBusyTicks(readFileSync('/proc/stat', 'utf8'));
     this.startProfiler();
-    const timer = setTimeout(() => {
+    this.timer = setTimeout(() => {
       const t = performance.now();
       const after = snapshotProcesses(this.groups);
       const busyAfter = machineBusyTicks(readFileSync('/proc/stat', 'utf8'));
-      this.pending = undefined;
+      this.timer = undefined;
       this.publish({
         windowMs: this.windowMs,
         busyCpuS: Math.max(0, busyAfter - busyBefore) / CLK_TCK,
@@ -213,8 +222,7 @@ export class CpuWindowProbe {
         snapshotMs: Math.round((performance.now() - t) * 10) / 10,
       });
     }, this.windowMs);
-    timer.unref();
-    this.pending = { before, busyBefore, timer };
+    this.timer.unref();
   }
 
   /** The window of the last arm() once taken; each window is returned once. */
@@ -225,10 +233,9 @@ export class CpuWindowProbe {
   }
 
   private cancel(): void {
-    if (this.pending) {
-      clearTimeout(this.pending.timer);
-      if (this.profile) this.session?.post('Profiler.stop');
-    }
-    this.pending = undefined;
+    if (!this.timer) return;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.profile) this.session?.post('Profiler.stop');
   }
 }

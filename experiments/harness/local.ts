@@ -8,7 +8,7 @@
  * (FIFO, 5 workers, 20 qps / burst 30), configs 4-5 its multi-priority modes.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -27,7 +27,7 @@ import { readRuntimeConfig } from '../../core/runtime-config.ts';
 import { runExperiment, type ExperimentPlan } from './experiment.ts';
 import type { ProgressBar } from './progress.ts';
 import { shimLogTracer, type NodeTrace } from './node-trace.ts';
-import { CpuWindowProbe, parseStat } from './cpu-window.ts';
+import { CpuWindowProbe, processState, procPids } from './cpu-window.ts';
 import { UPF_NAME, type NodeFailure, type Topology } from './scenario.ts';
 import { SHIM_POLICY_NAME, type EventName, type ScenarioName } from './results.ts';
 import { ensureRuntimeConfigCrd } from '../../core/runtime-config.ts';
@@ -92,21 +92,10 @@ export function sourceFreeze(v: boolean | SourceFreeze | undefined): SourceFreez
   return v;
 }
 
-/** State letter of a process from /proc/<pid>/stat (R running, S sleeping, T stopped, ...); 'gone' once it exited. */
-export function processState(pid: number): string {
-  try {
-    return parseStat(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.state ?? 'gone';
-  } catch {
-    return 'gone';
-  }
-}
-
 /** Pids of the containerd-shims serving the containerd at `socket` (they are daemons: found by their -address). */
 export function containerdShimPids(socket: string): number[] {
   const out: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    const pid = Number(name);
-    if (!Number.isInteger(pid)) continue;
+  for (const pid of procPids()) {
     try {
       const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
       if (args[0]?.endsWith('containerd-shim-runc-v2') && args[args.indexOf('-address') + 1] === socket) out.push(pid);

@@ -159,8 +159,8 @@ const medianNum = (values: number[]): number => (values.length ? quantile([...va
 
 /** Median of the numbers among `values`, formatted; "–" when there is none. */
 function med(values: Array<number | null | undefined>, digits = 2): string {
-  const v = values.filter((x): x is number => typeof x === 'number').sort((a, b) => a - b);
-  return v.length ? quantile(v, 0.5).toFixed(digits) : '–';
+  const v = values.filter((x): x is number => typeof x === 'number');
+  return v.length ? medianNum(v).toFixed(digits) : '–';
 }
 
 /**
@@ -196,14 +196,14 @@ export function cpuWindowTable(results: readonly RepResult[], rows = 14): string
   ].join('\n');
 }
 
-/** With --cpu-window-profile: the harness' self time per code origin, medians per cell. */
+/** With --cpu-window-profile: the harness' self time per code origin, medians per cell ("–": no profiled repetition). */
 function harnessProfileRows(cells: RepResult[][], rows = 8): string[] {
-  const profiled = cells.flat().filter((r) => r.cpuWindow?.harnessProfile);
-  if (!profiled.length) return [];
-  const origins = [...new Set(profiled.flatMap((r) => Object.keys(r.cpuWindow!.harnessProfile!.byPackage)))];
-  const medianOf = (reps: RepResult[], o: string) => medianNum(reps.filter((r) => r.cpuWindow?.harnessProfile).map((r) => r.cpuWindow!.harnessProfile!.byPackage[o] ?? 0));
-  const top = origins.map((o) => [o, Math.max(...cells.map((reps) => (reps.some((r) => r.cpuWindow?.harnessProfile) ? medianOf(reps, o) : 0)))] as const).sort((a, b) => b[1] - a[1]).slice(0, rows);
-  return top.map(([o]) => `| harness: ${o} (profile) | ${cells.map((reps) => (reps.some((r) => r.cpuWindow?.harnessProfile) ? medianOf(reps, o).toFixed(0) : '–')).join(' | ')} |`);
+  const profiles = cells.map((reps) => reps.flatMap((r) => (r.cpuWindow?.harnessProfile ? [r.cpuWindow.harnessProfile.byPackage] : [])));
+  const origins = [...new Set(profiles.flat().flatMap((p) => Object.keys(p)))];
+  if (!origins.length) return [];
+  const medianOf = (ps: Array<Record<string, number>>, o: string) => medianNum(ps.map((p) => p[o] ?? 0));
+  const top = origins.map((o) => [o, Math.max(...profiles.map((ps) => medianOf(ps, o)))] as const).sort((a, b) => b[1] - a[1]).slice(0, rows);
+  return top.map(([o]) => `| harness: ${o} (profile) | ${profiles.map((ps) => (ps.length ? medianOf(ps, o).toFixed(0) : '–')).join(' | ')} |`);
 }
 
 /**
