@@ -33,6 +33,22 @@ export interface ExperimentPlan {
 export type PlannedRep = Cell & { rep: number };
 
 /** Every repetition of the plan, in run order: rep, then DN, then load, then configuration (then kubelet policy). */
+/**
+ * The unrecorded warm-up repetitions before the first recorded one: one per configuration (and
+ * kubelet policy) of the plan, in plan order, on the widest DN with the heaviest load. The first
+ * pod creations on fresh nodes are slower, and so are the first repetitions of a configuration
+ * whose code paths have not run yet in this process (the in-process controller manager's periodic
+ * workers and hold, JIT-compiled only once they run): on 2026-11-25 the first two configuration-5
+ * repetitions after a configuration-1-only warm-up took 0.41 and 0.53 s to Ready against 0.31-0.32 s
+ * for the next ones (harness CPU in the first 300 ms 170 ms vs 60-80 ms).
+ */
+export function warmupReps(p: ExperimentPlan): PlannedRep[] {
+  const policies: Array<string | undefined> = p.shimPolicies?.length ? p.shimPolicies : [undefined];
+  const dn = Math.max(...p.dns);
+  const podsPerNode = Math.max(...p.podsPerNode);
+  return p.configs.flatMap((config) => policies.map((shimPolicy) => ({ config, ...(shimPolicy ? { shimPolicy } : {}), dn, podsPerNode, rep: 0 })));
+}
+
 export function planReps(p: ExperimentPlan): PlannedRep[] {
   const out: PlannedRep[] = [];
   const policies: Array<string | undefined> = p.shimPolicies?.length ? p.shimPolicies : [undefined];
@@ -118,10 +134,10 @@ export interface ExperimentOptions extends ScenarioOptions {
   /** CPU time per process group in the first ms after the taint (local testbed, --cpu-window-ms) */
   cpuWindow?: CpuWindowProbe;
   /**
-   * One unrecorded repetition (configuration 1, the widest DN, 1 pod per node) before the first
-   * recorded one (default true): the first pod creations on freshly started nodes are slower (the
-   * first idle cells of a run on a new testbed took 0.42-0.62 s to Ready against 0.3-0.4 s later),
-   * which would inflate the idle baseline of whichever cell runs first.
+   * Unrecorded warm-up repetitions before the first recorded one ({@link warmupReps}; default true):
+   * the first pod creations on freshly started nodes are slower (the first idle cells of a run on a
+   * new testbed took 0.42-0.62 s to Ready against 0.3-0.4 s later), and so are the first repetitions
+   * of each configuration, which would inflate whichever cell runs first.
    */
   warmup?: boolean;
 }
@@ -147,9 +163,9 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
       : "setup in the repetition's configuration (--no-neutral-setup; a paced kubelet-shim then starts the critical pod first on the source, which can put it first in the vanilla taint-eviction order)";
   const warmup = o.warmup ?? true;
   const maxDn = Math.max(...o.plan.dns);
-  const warmupRep: PlannedRep = { config: 1, dn: maxDn, podsPerNode: 1, rep: 0 };
+  const warmups = warmupReps(o.plan);
   const warmupNote = warmup
-    ? `each session of the run starts with one unrecorded warm-up repetition (configuration 1, DN ${maxDn}, 1 pod per node): the first pod creations on fresh nodes are slower`
+    ? `each session of the run starts with ${warmups.length} unrecorded warm-up repetition(s), one per configuration (${warmups.map(configKey).join(', ')}) on DN ${maxDn} with ${warmups[0]?.podsPerNode} pods per node: the first pod creations on fresh nodes, and the first repetitions of a configuration, are slower`
     : 'no warm-up repetition (--no-warmup)';
   const meta: ReportMeta = { title: o.title, notes: [machineNote(), ...(o.notes ?? []), setupNote, warmupNote, ...o.configurator.describe()], command: o.command, inflationTargets: o.inflationTargets };
   writeFileSync(join(o.out, META_FILE), JSON.stringify(meta, null, 2));
@@ -181,13 +197,13 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
       });
       return { outcome, prioPosition };
     };
-    if (warmup) {
-      bar.update(progressLine({ done: all.length - todo.length, total: all.length, skipped: all.length - todo.length, what: `warm-up (config 1, DN ${maxDn}, 1 pod/node, not recorded)` }));
+    for (const w of warmup ? warmups : []) {
+      bar.update(progressLine({ done: all.length - todo.length, total: all.length, skipped: all.length - todo.length, what: `warm-up (config ${configKey(w)}, DN ${w.dn}, ${w.podsPerNode} pods/node, not recorded)` }));
       try {
-        const { outcome } = await execute(warmupRep);
-        if (outcome.error) bar.log(`warm-up repetition: ${outcome.error}`);
+        const { outcome } = await execute(w);
+        if (outcome.error) bar.log(`warm-up repetition (config ${configKey(w)}): ${outcome.error}`);
       } catch (err) {
-        bar.log(`warm-up repetition failed (not recorded): ${(err as Error).message}`);
+        bar.log(`warm-up repetition (config ${configKey(w)}) failed (not recorded): ${(err as Error).message}`);
       }
       await restoreInitialState(o.kubeconfig, scope, baseline);
     }

@@ -49,6 +49,7 @@
  * (`--help`: the options.)
  */
 import http from 'node:http';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -180,6 +181,50 @@ const POD_KINDS: Record<string, Record<string, string>> = {
   'rt budget-period+tdma': { 'ulysses.io/rt': '{"reservation":{"runtimeUs":2000,"periodUs":10000,"cpus":1}}', 'ulysses.io/tdma': '{"network":"bus0","slots":2}' },
 };
 
+/**
+ * Main-thread GC pauses of this process (PerformanceObserver 'gc' entries: start, duration), kept
+ * for the tail attribution of each row; and the informer events the extender's state received
+ * (KWOK mode), so a slow round can be matched with what else this event loop did during it.
+ */
+const gcPauses: Array<{ start: number; end: number }> = [];
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) gcPauses.push({ start: e.startTime, end: e.startTime + e.duration });
+}).observe({ entryTypes: ['gc'] });
+const informerEvents = { count: 0 };
+
+/** GC pause time (ms) inside [t0, t1]. */
+function gcWithin(t0: number, t1: number): number {
+  let ms = 0;
+  for (let i = gcPauses.length - 1; i >= 0; i--) {
+    const g = gcPauses[i]!;
+    if (g.end < t0) break;
+    ms += Math.max(0, Math.min(g.end, t1) - Math.max(g.start, t0));
+  }
+  return ms;
+}
+
+/**
+ * What the slowest 1% of a row's rounds had that the others had not: mean GC pause and informer
+ * events inside the round, for the slowest 1% and for all rounds.
+ */
+interface TailAttribution {
+  rounds: number;
+  tailGcMs: number;
+  allGcMs: number;
+  tailEvents: number;
+  allEvents: number;
+}
+interface RoundTrace {
+  ms: number;
+  gcMs: number;
+  events: number;
+}
+function attributeTail(rounds: RoundTrace[]): TailAttribution {
+  const mean = (xs: RoundTrace[], f: (r: RoundTrace) => number) => xs.reduce((n, r) => n + f(r), 0) / Math.max(1, xs.length);
+  const tail = [...rounds].sort((a, b) => b.ms - a.ms).slice(0, Math.max(1, Math.ceil(rounds.length / 100)));
+  return { rounds: tail.length, tailGcMs: mean(tail, (r) => r.gcMs), allGcMs: mean(rounds, (r) => r.gcMs), tailEvents: mean(tail, (r) => r.events), allEvents: mean(rounds, (r) => r.events) };
+}
+
 function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }
@@ -236,6 +281,9 @@ interface Row {
   noopP99Ms: number;
   /** Node verdicts computed (not answered from the cache) per timed round, filter + prioritize. */
   recomputedPerRound: number;
+  /** The slowest 1% of the extender's rounds vs all of them: GC pauses and informer events inside. */
+  tail: TailAttribution;
+  noopTail: TailAttribution;
 }
 
 /** What happened around the rows of one size (KWOK mode: setup times, informer events, load). */
@@ -252,28 +300,33 @@ async function measure(
   iterations: number,
   churn: (round: number) => void | Promise<void> = () => undefined,
   recomputed: () => number = () => 0,
-): Promise<{ lat: number[]; server: number[]; feasible: number; recomputedPerRound: number }> {
+): Promise<{ lat: number[]; server: number[]; feasible: number; recomputedPerRound: number; tail: TailAttribution }> {
   const lat: number[] = [];
+  const traces: RoundTrace[] = [];
   const server: number[] = [];
   let feasible = 0;
   let misses = 0;
   for (let i = -Math.min(50, iterations); i < iterations; i++) {
     const p = pod(i);
     const m0 = recomputed();
+    const e0 = informerEvents.count;
     const t0 = performance.now();
     serverTime.ms = 0;
     const f = await post<ExtenderFilterResult>(`${url}/filter`, { Pod: p, NodeNames: names });
     await post<HostPriority[]>(`${url}/prioritize`, { Pod: p, NodeNames: f.NodeNames ?? [] });
-    const dt = performance.now() - t0;
+    const t1 = performance.now();
+    const dt = t1 - t0;
     if (i >= 0) {
       lat.push(dt);
+      traces.push({ ms: dt, gcMs: gcWithin(t0, t1), events: informerEvents.count - e0 });
       server.push(serverTime.ms);
       misses += recomputed() - m0;
     }
     feasible = f.NodeNames?.length ?? 0;
     await churn(i);
   }
-  return { lat: lat.sort((a, b) => a - b), server: server.sort((a, b) => a - b), feasible, recomputedPerRound: misses / Math.max(1, iterations) };
+  gcPauses.length = 0;
+  return { lat: lat.sort((a, b) => a - b), server: server.sort((a, b) => a - b), feasible, recomputedPerRound: misses / Math.max(1, iterations), tail: attributeTail(traces) };
 }
 
 /** Churn of `perRound` nodes per round, spread over the nodes (step coprime to n): every node changes as often as any other. */
@@ -306,6 +359,8 @@ async function rowsFor(n: number, url: string, server: ExtenderServer, names: st
       noopP50Ms: quantile(base.lat, 0.5),
       noopP99Ms: quantile(base.lat, 0.99),
       recomputedPerRound: ours.recomputedPerRound,
+      tail: ours.tail,
+      noopTail: base.tail,
     });
   }
   return rows;
@@ -399,8 +454,8 @@ async function kwokSize(n: number, noopUrl: string, cleanups: Set<() => Promise<
     const st = server.state;
     const upsertPod = st.upsertPod.bind(st);
     const upsertNode = st.upsertNode.bind(st);
-    st.upsertPod = (p) => (events.pods++, upsertPod(p));
-    st.upsertNode = (x) => (events.nodes++, upsertNode(x));
+    st.upsertPod = (p) => (events.pods++, informerEvents.count++, upsertPod(p));
+    st.upsertNode = (x) => (events.nodes++, informerEvents.count++, upsertNode(x));
 
     // the cluster, through the API
     const names = state.kwokNodes.slice();
@@ -534,12 +589,17 @@ async function main() {
   console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} on ${os.cpus().length} CPUs`);
   console.log('nodes  pod                       feasible | round trip p50  p99 | server p50  p99 | no-op round trip p50  p99 | recomputed | p99 target');
   const f = (x: number, w = 7) => x.toFixed(3).padStart(w);
+  const tails: string[] = [];
   for (const r of rows) {
+    const t = (a: TailAttribution) => `GC ${a.tailGcMs.toFixed(2)} ms (all ${a.allGcMs.toFixed(2)}), informer events ${a.tailEvents.toFixed(1)} (all ${a.allEvents.toFixed(1)})`;
+    tails.push(`${String(r.nodes).padEnd(6)} ${r.pod.padEnd(25)} extender: ${t(r.tail)} | no-op: ${t(r.noopTail)}`);
     const target = r.nodes <= 100 ? 2 : 10;
     console.log(
       `${String(r.nodes).padEnd(6)} ${r.pod.padEnd(25)} ${String(r.feasible).padStart(8)} | ${f(r.p50Ms, 14)} ${f(r.p99Ms)} | ${f(r.serverP50Ms, 10)} ${f(r.serverP99Ms)} | ${f(r.noopP50Ms, 20)} ${f(r.noopP99Ms)} | ${r.recomputedPerRound.toFixed(1).padStart(10)} | < ${target} ms: ${r.p99Ms < target ? 'met' : 'MISSED'}`,
     );
   }
+  console.log('slowest 1% of the rounds vs all rounds: mean main-thread GC pause and informer events (KWOK mode) inside one round');
+  for (const l of tails) console.log(l);
 }
 
 main().catch((err: Error) => {

@@ -60,8 +60,11 @@ describe('Deployment controller on the real testbed', () => {
     let maxTotal = 0;
     let minAvailable = Infinity;
     const rsWatch = new ResilientInformer<V1ReplicaSet>(kc, { path: `/apis/apps/v1/namespaces/${ns}/replicasets`, labelSelector: 'app=web' });
+    // every state seen, for the failure message: "name spec/available@resourceVersion" per RS
+    const history: string[] = [];
     const observe = () => {
       const all = rsWatch.list();
+      history.push(all.map((rs) => `${rs.metadata!.name} ${rs.spec?.replicas ?? 0}/${rs.status?.availableReplicas ?? 0}@${rs.metadata!.resourceVersion}`).join(', '));
       maxTotal = Math.max(maxTotal, all.reduce((n, rs) => n + (rs.spec?.replicas ?? 0), 0));
       minAvailable = Math.min(minAvailable, all.reduce((n, rs) => n + (rs.status?.availableReplicas ?? 0), 0));
     };
@@ -75,8 +78,8 @@ describe('Deployment controller on the real testbed', () => {
       return d.metadata!.generation === 2 && complete(d) && (await rsOf('web')).every((rs) => rs.metadata!.labels!['pod-template-hash'] !== hash1 || (rs.spec?.replicas === 0 && (rs.status?.replicas ?? 0) === 0)) && d;
     }, { timeoutMs: 180_000 });
     rsWatch.stop();
-    expect(maxTotal).toBeLessThanOrEqual(5);
-    expect(minAvailable).toBeGreaterThanOrEqual(4);
+    expect(maxTotal, history.join('\n')).toBeLessThanOrEqual(5);
+    expect(minAvailable, history.join('\n')).toBeGreaterThanOrEqual(4);
 
     const rss = await rsOf('web');
     expect(rss).toHaveLength(2);

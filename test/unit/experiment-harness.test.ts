@@ -8,7 +8,7 @@ import { EVENTS, emptyEvents, parseResults, repKey, type FailoverEvents, type Re
 import { quantile, SummaryIndex, summarize, summaryCsv } from '../../experiments/harness/stats.ts';
 import { checkTargets, renderReport } from '../../experiments/harness/report.ts';
 import { ecdf, fig61Svg, fig65Svg, niceTicks } from '../../experiments/harness/svg.ts';
-import { planReps } from '../../experiments/harness/experiment.ts';
+import { planReps, warmupReps } from '../../experiments/harness/experiment.ts';
 import { formatDuration, progressLine } from '../../experiments/harness/progress.ts';
 import { kcmControllersFlag, TABLE_6_1 } from '../../experiments/harness/configurator.ts';
 import { criticalPosition, loadDeployments } from '../../experiments/harness/scenario.ts';
@@ -114,6 +114,15 @@ describe('plan, progress, topology helpers', () => {
       { config: 1, dn: 1, podsPerNode: 10, rep: 0 },
     ]);
     expect(new Set(plan.map(repKey)).size).toBe(16);
+  });
+  it('warms up every configuration and kubelet policy of the plan once, on the widest DN with the heaviest load', () => {
+    expect(warmupReps({ configs: [1, 5], dns: [1, 3, 2], podsPerNode: [0, 20, 10], reps: 4 })).toEqual([
+      { config: 1, dn: 3, podsPerNode: 20, rep: 0 },
+      { config: 5, dn: 3, podsPerNode: 20, rep: 0 },
+    ]);
+    expect(warmupReps({ configs: [5], shimPolicies: ['vanilla', 'fixed'], dns: [1], podsPerNode: [5], reps: 1 }).map(repKey)).toEqual(
+      planReps({ configs: [5], shimPolicies: ['vanilla', 'fixed'], dns: [1], podsPerNode: [5], reps: 1 }).map(repKey),
+    );
   });
   it('formats the progress line with ETA', () => {
     expect(formatDuration(59.6)).toBe('1m00s');
