@@ -221,6 +221,53 @@ export function proportionalSizes(d: V1Deployment, allRSs: V1ReplicaSet[]): Map<
 }
 
 /** upstream SetDeploymentCondition: keeps lastTransitionTime when the status did not change. */
+/**
+ * upstream reconcileOldReplicaSets as a plan: the new sizes of the old ReplicaSets of a rolling
+ * update — cleanupUnhealthyReplicas (old replicas that are not available go first, within what the
+ * new ReplicaSet's unavailable pods leave of maxUnavailable) then scaleDownOldReplicaSetsForRollingUpdate
+ * (available old replicas beyond replicas - maxUnavailable, oldest ReplicaSet first). Only sizes that
+ * change are returned.
+ *
+ * `staleStatus`: an old ReplicaSet reports more available replicas than its spec asks for — its status
+ * is behind a scale-down (ours, just made: the ReplicaSet controller has not counted the deleted pod
+ * yet). Upstream refuses that sync ("got invalid request to scale down"); so do we: cleanup would
+ * otherwise compute a negative scale-down (a scale-UP of the old ReplicaSet, beyond maxSurge: seen in
+ * CI on 2026-11-25 as 6 replicas for 4 + 1), and the availability counted from the stale status
+ * would allow scaling down more than maxUnavailable. The ReplicaSet's status update syncs again.
+ */
+export function planOldReplicaSets(d: V1Deployment, oldRSs: readonly V1ReplicaSet[], newRS: V1ReplicaSet | undefined): { sizes: Map<string, number> } | { staleStatus: V1ReplicaSet } {
+  const sizes = new Map<string, number>();
+  const old = [...oldRSs].sort(byCreation);
+  if (old.every((rs) => rsReplicas(rs) === 0)) return { sizes };
+  const available = (rs: V1ReplicaSet | undefined) => rs?.status?.availableReplicas ?? 0;
+  const allPods = [...old, ...(newRS ? [newRS] : [])].reduce((n, rs) => n + rsReplicas(rs), 0);
+  const minAvailable = replicasOf(d) - maxUnavailable(d);
+  const maxScaledDown = allPods - minAvailable - (rsReplicas(newRS) - available(newRS));
+  if (maxScaledDown <= 0) return { sizes };
+  const size = (rs: V1ReplicaSet) => sizes.get(rs.metadata!.name!) ?? rsReplicas(rs);
+  // cleanupUnhealthyReplicas
+  let cleaned = 0;
+  for (const rs of old) {
+    if (cleaned >= maxScaledDown) break;
+    if (rsReplicas(rs) === 0 || rsReplicas(rs) === available(rs)) continue;
+    if (available(rs) > rsReplicas(rs)) return { staleStatus: rs };
+    const down = Math.min(maxScaledDown - cleaned, rsReplicas(rs) - available(rs));
+    sizes.set(rs.metadata!.name!, rsReplicas(rs) - down);
+    cleaned += down;
+  }
+  // scaleDownOldReplicaSetsForRollingUpdate
+  const availableAll = [...old, ...(newRS ? [newRS] : [])].reduce((n, rs) => n + available(rs), 0);
+  let done = 0;
+  for (const rs of old) {
+    if (done >= availableAll - minAvailable) break;
+    if (size(rs) === 0) continue;
+    const down = Math.min(size(rs), availableAll - minAvailable - done);
+    sizes.set(rs.metadata!.name!, size(rs) - down);
+    done += down;
+  }
+  return { sizes };
+}
+
 export function setCondition(status: V1DeploymentStatus, c: V1DeploymentCondition): void {
   const conds = status.conditions ?? [];
   const cur = conds.find((x) => x.type === c.type);
@@ -552,7 +599,12 @@ export class DeploymentController {
       }
     }
     // reconcileOldReplicaSets
-    const scaledDown = await this.reconcileOldReplicaSets(dep, all(), oldRSs, newRS);
+    const scaledDown = await this.reconcileOldReplicaSets(dep, oldRSs, newRS);
+    if ('staleStatus' in scaledDown) {
+      const rs = scaledDown.staleStatus;
+      this.d.log.debug({ deployment: objectKey(dep), replicaset: rs.metadata?.name, replicas: rsReplicas(rs), available: rs.status?.availableReplicas }, 'old ReplicaSet status behind its spec: waiting for it');
+      return { requeueAfterMs: 1000 };
+    }
     if (scaledDown.changed) {
       oldRSs = scaledDown.oldRSs;
       return this.syncRolloutStatus(dep, all(), newRS);
@@ -561,44 +613,16 @@ export class DeploymentController {
     return this.syncRolloutStatus(dep, all(), newRS);
   }
 
-  /** upstream reconcileOldReplicaSets: cleanupUnhealthyReplicas then scaleDownOldReplicaSetsForRollingUpdate. */
-  private async reconcileOldReplicaSets(dep: V1Deployment, allRSs: V1ReplicaSet[], oldRSsIn: V1ReplicaSet[], newRS: V1ReplicaSet | undefined): Promise<{ changed: boolean; oldRSs: V1ReplicaSet[] }> {
-    let oldRSs = [...oldRSsIn].sort(byCreation);
-    const oldPods = oldRSs.reduce((n, rs) => n + rsReplicas(rs), 0);
-    if (oldPods === 0) return { changed: false, oldRSs };
-    const allPods = allRSs.reduce((n, rs) => n + rsReplicas(rs), 0);
-    const minAvailable = replicasOf(dep) - maxUnavailable(dep);
-    const newUnavailable = rsReplicas(newRS) - (newRS?.status?.availableReplicas ?? 0);
-    const maxScaledDown = allPods - minAvailable - newUnavailable;
-    if (maxScaledDown <= 0) return { changed: false, oldRSs };
-    let changed = false;
-    // cleanupUnhealthyReplicas
-    let cleaned = 0;
-    for (let i = 0; i < oldRSs.length && cleaned < maxScaledDown; i++) {
-      const rs = oldRSs[i]!;
-      const available = rs.status?.availableReplicas ?? 0;
-      if (rsReplicas(rs) === 0 || rsReplicas(rs) === available) continue;
-      const down = Math.min(maxScaledDown - cleaned, rsReplicas(rs) - available);
-      oldRSs[i] = await this.scaleReplicaSet(rs, rsReplicas(rs) - down, dep);
-      cleaned += down;
-      changed = true;
+  /** upstream reconcileOldReplicaSets ({@link planOldReplicaSets}), applied oldest ReplicaSet first. */
+  private async reconcileOldReplicaSets(dep: V1Deployment, oldRSs: V1ReplicaSet[], newRS: V1ReplicaSet | undefined): Promise<{ changed: boolean; oldRSs: V1ReplicaSet[] } | { staleStatus: V1ReplicaSet }> {
+    const plan = planOldReplicaSets(dep, oldRSs, newRS);
+    if ('staleStatus' in plan) return plan;
+    const out = [...oldRSs].sort(byCreation);
+    for (let i = 0; i < out.length; i++) {
+      const size = plan.sizes.get(out[i]!.metadata!.name!);
+      if (size !== undefined) out[i] = await this.scaleReplicaSet(out[i]!, size, dep);
     }
-    // scaleDownOldReplicaSetsForRollingUpdate
-    const all = [...oldRSs, ...(newRS ? [newRS] : [])];
-    const available = all.reduce((n, rs) => n + (rs.status?.availableReplicas ?? 0), 0);
-    if (available > minAvailable) {
-      const total = available - minAvailable;
-      let done = 0;
-      for (let i = 0; i < oldRSs.length && done < total; i++) {
-        const rs = oldRSs[i]!;
-        if (rsReplicas(rs) === 0) continue;
-        const down = Math.min(rsReplicas(rs), total - done);
-        oldRSs[i] = await this.scaleReplicaSet(rs, rsReplicas(rs) - down, dep);
-        done += down;
-        changed = true;
-      }
-    }
-    return { changed, oldRSs };
+    return { changed: plan.sizes.size > 0, oldRSs: out };
   }
 
   /** upstream rolloutRecreate */

@@ -6,6 +6,7 @@ import {
   maxSurge,
   maxUnavailable,
   newRSNewReplicas,
+  planOldReplicaSets,
   proportionalSizes,
   resolveFenceposts,
   safeEncodeString,
@@ -76,6 +77,48 @@ describe('deployment helpers', () => {
     expect([...down.values()]).toEqual([0, 0]);
   });
 
+  it('old ReplicaSets of a rolling update: unhealthy replicas first, then available ones beyond minAvailable, oldest first; never scaled up', () => {
+    const withStatus = (r: V1ReplicaSet, available: number) => ({ ...r, status: { replicas: r.spec!.replicas!, availableReplicas: available } });
+    const d = dep(4, 1, 0);
+    const sizes = (p: ReturnType<typeof planOldReplicaSets>) => ('sizes' in p ? Object.fromEntries(p.sizes) : p);
+    // 4 + 1 surge, the new pod available: one old replica goes
+    expect(sizes(planOldReplicaSets(d, [withStatus(rs('old', 4, '2026-01-01'), 4)], withStatus(rs('new', 1, '2026-01-02'), 1)))).toEqual({ old: 3 });
+    // the new pod not available yet: nothing may go (maxUnavailable 0)
+    expect(sizes(planOldReplicaSets(d, [withStatus(rs('old', 4, '2026-01-01'), 4)], withStatus(rs('new', 1, '2026-01-02'), 0)))).toEqual({});
+    // the CI case: old scaled 4 -> 3 by us, its status still says 4 available; new 2/2 available.
+    // Cleanup used to compute min(1, 3 - 4) = -1 and scale the old ReplicaSet back UP to 4 (6 in total).
+    const stale = withStatus(rs('old', 3, '2026-01-01'), 4);
+    expect(planOldReplicaSets(d, [stale], withStatus(rs('new', 2, '2026-01-02'), 2))).toEqual({ staleStatus: stale });
+    // unhealthy old replicas are cleaned up within what the new ReplicaSet's unavailable pods leave
+    const d1 = dep(4, 1, 1);
+    expect(sizes(planOldReplicaSets(d1, [withStatus(rs('old', 4, '2026-01-01'), 2)], withStatus(rs('new', 1, '2026-01-02'), 0)))).toEqual({ old: 3 });
+    // several old ReplicaSets: the oldest is scaled down first
+    const d2 = dep(4, 0, 2);
+    expect(sizes(planOldReplicaSets(d2, [withStatus(rs('b', 2, '2026-01-02'), 2), withStatus(rs('a', 2, '2026-01-01'), 2)], withStatus(rs('new', 0, '2026-01-03'), 0)))).toEqual({ a: 0 });
+    // random states: a plan never raises a size and never goes below 0
+    let seed = 7;
+    const rnd = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    for (let i = 0; i < 2000; i++) {
+      const want = 1 + rnd(6);
+      const dd = dep(want, rnd(3), rnd(3));
+      const olds = Array.from({ length: 1 + rnd(3) }, (_, k) => {
+        const n = rnd(want + 2);
+        return withStatus(rs(`o${k}`, n, `2026-01-0${k + 1}`), rnd(n + 2));
+      });
+      const n = rnd(want + 1);
+      const nw = withStatus(rs('new', n, '2026-02-01'), rnd(n + 1));
+      const plan = planOldReplicaSets(dd, olds, nw);
+      if ('staleStatus' in plan) {
+        expect(plan.staleStatus.status!.availableReplicas!).toBeGreaterThan(plan.staleStatus.spec!.replicas!);
+        continue;
+      }
+      for (const o of olds) {
+        const size = plan.sizes.get(o.metadata!.name!) ?? o.spec!.replicas!;
+        expect(size).toBeLessThanOrEqual(o.spec!.replicas!);
+        expect(size).toBeGreaterThanOrEqual(0);
+      }
+    }
+  });
   it('setCondition keeps lastTransitionTime while the status holds', () => {
     const s = { conditions: [{ type: 'Progressing', status: 'True', reason: 'A', lastTransitionTime: new Date('2020-01-01') }] };
     setCondition(s, { type: 'Progressing', status: 'True', reason: 'B', lastTransitionTime: new Date('2021-01-01') });
