@@ -28,8 +28,12 @@
  *   size, also on errors and on SIGINT/SIGTERM. Ports are fixed: run it under the testbed lock
  *   (`flock /tmp/ulysses-testbed.lock npm run bench:extender -- --kwok ...`). 1000 KWOK nodes need
  *   a few minutes to become Ready (`--nodes-ready-timeout-ms`, default testbed.ts's).
- *   `--pin-cpus`: the testbed's processes on CPU 0 (testbed `pinCpus`), this process on CPU 1, so
- *   the extender does not share its CPU with the control plane it is fed by.
+ *   The measured part (extender, client, no-op extender, churn) runs in a child process of its own
+ *   that never loads the testbed code or client-node's generated API: in one process with them the
+ *   extender's GC pauses were most of its p99 (see kwokSize).
+ *   `--pin-cpus`: the testbed's processes (and the bench's parent) on CPU 0 (testbed `pinCpus`), the
+ *   measuring process on CPU 1, so the extender does not share its CPU with the control plane it is
+ *   fed by.
  *
  * Between two rounds (not timed) `--churn` nodes change the way the binding of the previous pod
  * changes its node: a new plain pod bound to the node (and the node's previous churn pod deleted).
@@ -50,9 +54,10 @@
  */
 import http from 'node:http';
 import { PerformanceObserver } from 'node:perf_hooks';
-import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import Fastify, { type FastifyInstance } from 'fastify';
 import os from 'node:os';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
@@ -289,7 +294,6 @@ interface Row {
 /** What happened around the rows of one size (KWOK mode: setup times, informer events, load). */
 interface SizeNote {
   nodes: number;
-  pods: number;
   lines: string[];
 }
 
@@ -386,6 +390,8 @@ async function inMemorySize(n: number, noopUrl: string): Promise<Row[]> {
 // ---------------------------------------------------------------- KWOK mode
 
 const RUN_DIR = arg('run-dir', '/tmp/ulysses-bench-extender');
+/** Set in the measuring process kwokSize starts (internal): the size it measures. */
+const MEASURE_SIZE = arg('kwok-measure', '');
 const NODES_READY_TIMEOUT_MS = arg('nodes-ready-timeout-ms', '');
 /** Concurrent API requests while the cluster is filled. */
 const FILL_CONCURRENCY = 16;
@@ -397,31 +403,27 @@ function log(line: string) {
 }
 
 /**
- * KWOK mode, one size: a control-plane-only testbed of `n` KWOK nodes (experiments/testbed), the
- * cluster of {@link clusterShape} made through the API (node labels/annotations patched, pods
- * created with spec.nodeName: kwok runs them and reports their status), the extender started as
- * main.ts starts it (startExtender: config file, kubeconfig, informers, runtime config) against the
- * testbed's apiserver, and the rows once its state holds every node role and every pod Ready.
- * Between two rounds the churn is a real change through the API, waited for in the extender's state.
- * The testbed is taken down in any case (finally; SIGINT/SIGTERM also stop it, see main).
+ * KWOK mode, one size: a control-plane-only testbed of `n` KWOK nodes (experiments/testbed), then
+ * the measured part ({@link kwokMeasure}) in a process of its own, and the testbed down in any case
+ * (finally; SIGINT/SIGTERM also stop it, see main).
+ *
+ * Why a process of its own: the testbed code and client-node's generated API (which it loads) are
+ * ~32 MiB of live heap (extender alone: ~15 MiB). In one process with the extender, every scavenge
+ * and mark-compact walked them: 4-8 ms scavenges every ~1.3 s and 8-50 ms mark-compact pauses
+ * (--trace-gc, 2026-11-25), the slowest 1% of rounds had 4-9 ms of GC pause inside them against
+ * 0.1 ms on average. The extender's own process (main.ts) never loads them.
  */
-async function kwokSize(n: number, noopUrl: string, cleanups: Set<() => Promise<void>>): Promise<{ rows: Row[]; note: SizeNote }> {
+async function kwokSize(n: number, cleanups: Set<() => Promise<void>>): Promise<{ rows: Row[]; note: SizeNote }> {
   const testbed = await import('../../experiments/testbed/testbed.ts');
-  const { KWOK_TOLERATION } = await import('../../experiments/testbed/kwok.ts');
   const { ensureNamespace } = await import('../../experiments/workloads.ts');
-  const { KubeClient } = await import('../../core/kube.ts');
-  const { startExtender } = await import('./main.ts');
   const { CoreV1Api } = await import('@kubernetes/client-node');
-  const { nodeFingerprint } = await import('./state.ts');
   const lines: string[] = [];
   const t0 = Date.now();
   const since = (t: number) => `${((Date.now() - t) / 1000).toFixed(1)} s`;
-  let running: Awaited<ReturnType<typeof startExtender>> | undefined;
+  let child: ChildProcess | undefined;
   let down: Promise<void> | undefined;
   const cleanup = async () => {
-    const r = running;
-    running = undefined;
-    await r?.stop().catch((err: Error) => log(`extender stop failed: ${err.message}`));
+    child?.kill('SIGTERM');
     down ??= testbed.down({ runDir: RUN_DIR, log: (l) => log(`  testbed: ${l}`) });
     await down;
   };
@@ -438,15 +440,55 @@ async function kwokSize(n: number, noopUrl: string, cleanups: Set<() => Promise<
       log: (l) => log(`  testbed: ${l}`),
     });
     lines.push(`testbed up (${n} KWOK nodes Ready) in ${since(t0)}`);
-    const kc = testbed.kubeConfigFor(state);
-    const client = new KubeClient(kc);
-    await ensureNamespace(kc.makeApiClient(CoreV1Api), NS);
+    await ensureNamespace(testbed.kubeConfigFor(state).makeApiClient(CoreV1Api), NS);
+    const nodesFile = join(RUN_DIR, 'bench-nodes.json');
+    const resultFile = join(RUN_DIR, 'bench-result.json');
+    writeFileSync(nodesFile, JSON.stringify(state.kwokNodes));
+    rmSync(resultFile, { force: true });
+    // this script again, with the same options (--pin-cpus pins it to CPU 1) and node flags (--import tsx, --trace-gc...)
+    const argv = [...process.execArgv, fileURLToPath(import.meta.url), ...args, '--kwok-measure', String(n), '--kubeconfig', state.kubeconfig, '--nodes-file', nodesFile, '--result-file', resultFile];
+    const proc = spawn(process.execPath, argv, { stdio: ['ignore', 'inherit', 'inherit'] });
+    child = proc;
+    const code = await new Promise<number | null>((resolve, reject) => {
+      proc.on('error', reject);
+      proc.on('exit', (c, sig) => resolve(c ?? (sig ? 128 : null)));
+    });
+    child = undefined;
+    if (code !== 0) throw new Error(`the measuring process of size ${n} exited with ${code}`);
+    const r = JSON.parse(readFileSync(resultFile, 'utf8')) as { rows: Row[]; lines: string[] };
+    lines.push(...r.lines);
+    return { rows: r.rows, note: { nodes: n, lines } };
+  } finally {
+    await cleanup();
+    cleanups.delete(cleanup);
+  }
+}
+
+/**
+ * The measured part of one KWOK size, in its own process (see {@link kwokSize}): the cluster of
+ * {@link clusterShape} made through the API (node labels/annotations patched, pods created with
+ * spec.nodeName: kwok runs them and reports their status), the extender started as main.ts starts
+ * it (startExtender: config file, kubeconfig, informers, runtime config) against the testbed's
+ * apiserver, and the rows once its state holds every node role and every pod Ready. Between two
+ * rounds the churn is a real change through the API, waited for in the extender's state.
+ */
+async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopUrl: string): Promise<{ rows: Row[]; lines: string[] }> {
+  const { KWOK_TOLERATION } = await import('../../experiments/testbed/kwok.ts');
+  const { KubeClient } = await import('../../core/kube.ts');
+  const { loadKubeConfig } = await import('../../core/kubeconfig.ts');
+  const { startExtender } = await import('./main.ts');
+  const { nodeFingerprint } = await import('./state.ts');
+  const lines: string[] = [];
+  const since = (t: number) => `${((Date.now() - t) / 1000).toFixed(1)} s`;
+  let running: Awaited<ReturnType<typeof startExtender>> | undefined;
+  try {
+    const client = new KubeClient(await loadKubeConfig(kubeconfig));
 
     // the extender as its process starts it (config file + kubeconfig), its fastify instance instrumented before it listens
     const configFile = join(RUN_DIR, 'bench-extender-config.json');
     writeFileSync(configFile, JSON.stringify({ listen: { host: '127.0.0.1', port: 0 }, ...EXTENDER_CONFIG }));
     let extender: ExtenderServer | undefined;
-    running = await startExtender({ configFile, kubeconfig: state.kubeconfig, port: 0, beforeStart: (s) => ((extender = s), instrument(s.app)) });
+    running = await startExtender({ configFile, kubeconfig, port: 0, beforeStart: (s) => ((extender = s), instrument(s.app)) });
     const server = extender!;
     const url = `http://127.0.0.1:${(server.app.server.address() as { port: number }).port}`;
     // informer events the extender's state receives (status updates from kwok included)
@@ -458,7 +500,6 @@ async function kwokSize(n: number, noopUrl: string, cleanups: Set<() => Promise<
     st.upsertNode = (x) => (events.nodes++, informerEvents.count++, upsertNode(x));
 
     // the cluster, through the API
-    const names = state.kwokNodes.slice();
     const shape = clusterShape(names, prng(n));
     const podBody = (name: string, nodeName: string, annotations: Record<string, string>): V1Pod => ({
       apiVersion: 'v1',
@@ -521,10 +562,9 @@ async function kwokSize(n: number, noopUrl: string, cleanups: Set<() => Promise<
       `rows measured in ${since(t)}; informer events into the extender's state meanwhile: ${events.pods - e0.pods} pod adds/updates (churn pods and their kwok status updates), ${events.nodes - e0.nodes} node updates`,
     );
     lines.push(`load average at the end of the rows: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} on ${os.cpus().length} CPUs`);
-    return { rows, note: { nodes: n, pods: shape.pods.length, lines } };
+    return { rows, lines };
   } finally {
-    await cleanup();
-    cleanups.delete(cleanup);
+    await running?.stop().catch((err: Error) => log(`extender stop failed: ${err.message}`));
   }
 }
 
@@ -537,7 +577,7 @@ function usage(): string {
     `  --kinds a,b                   pod kinds to schedule (default all: ${Object.keys(POD_KINDS).join(', ')})`,
     '  --json                        the rows as JSON',
     '  --kwok                        per size, a control-plane-only testbed with N KWOK nodes (run under flock /tmp/ulysses-testbed.lock)',
-    '  --pin-cpus                    with --kwok: the testbed on CPU 0, this process on CPU 1',
+    '  --pin-cpus                    with --kwok: the testbed on CPU 0, the measuring process on CPU 1',
     '  --run-dir DIR                 with --kwok: testbed directory (default /tmp/ulysses-bench-extender)',
     "  --nodes-ready-timeout-ms N    with --kwok: how long to wait for the KWOK nodes (default testbed.ts's)",
   ].join('\n');
@@ -552,26 +592,39 @@ async function main() {
   // the extender started as in main.ts logs through the root logger: warnings only, unless asked
   if (KWOK) process.env.ULYSSES_LOG_LEVEL ??= 'warn';
   if (PIN_CPUS) {
-    if (!KWOK) throw new Error('--pin-cpus is a --kwok option (it pins the testbed to CPU 0 and this process to CPU 1)');
+    if (!KWOK) throw new Error('--pin-cpus is a --kwok option (it pins the testbed to CPU 0 and the measuring process to CPU 1)');
     if (os.cpus().length < 2) throw new Error('--pin-cpus needs at least 2 CPUs');
-    // every thread of this process (event loop, GC, libuv pool); threads started later inherit it
-    execFileSync('taskset', ['-a', '-p', '-c', '1', String(process.pid)], { stdio: 'ignore' });
+    // every thread of this process (event loop, GC, libuv pool); threads started later inherit it.
+    // The measuring process on CPU 1; the parent (testbed up/down, idle meanwhile) with the testbed on CPU 0.
+    execFileSync('taskset', ['-a', '-p', '-c', MEASURE_SIZE ? '1' : '0', String(process.pid)], { stdio: 'ignore' });
+  }
+  if (MEASURE_SIZE) {
+    // the measured part of one KWOK size, started by kwokSize (the testbed is the parent's)
+    const noop = await noopExtender();
+    try {
+      const names = JSON.parse(readFileSync(arg('nodes-file', ''), 'utf8')) as string[];
+      const r = await kwokMeasure(Number(MEASURE_SIZE), arg('kubeconfig', ''), names, noop.url);
+      writeFileSync(arg('result-file', ''), JSON.stringify(r));
+    } finally {
+      await noop.app.close();
+    }
+    process.exit(0); // the extender's informers and keep-alive sockets would keep the process alive
   }
   const cleanups = new Set<() => Promise<void>>();
   const removeSignalHandlers = KWOK ? onShutdownSignal(async () => Promise.all([...cleanups].map((c) => c())), { exitCode: 130, graceMs: 120_000 }) : () => undefined;
   const rows: Row[] = [];
   const notes: SizeNote[] = [];
-  const noop = await noopExtender();
+  const noop = KWOK ? undefined : await noopExtender();
   try {
     for (const n of SIZES) {
       if (KWOK) {
-        const r = await kwokSize(n, noop.url, cleanups);
+        const r = await kwokSize(n, cleanups);
         rows.push(...r.rows);
         notes.push(r.note);
-      } else rows.push(...(await inMemorySize(n, noop.url)));
+      } else rows.push(...(await inMemorySize(n, noop!.url)));
     }
   } finally {
-    await noop.app.close();
+    await noop?.app.close();
     removeSignalHandlers();
   }
   if (JSON_OUT) {
@@ -581,7 +634,7 @@ async function main() {
   console.log(`filter+prioritize round trip over loopback HTTP, ${ITERATIONS} iterations per row (after 50 warm-up), node ${process.version}`);
   if (KWOK) {
     console.log(`KWOK mode: a control-plane-only testbed per size, the extender fed by its informers (started as main.ts does); node ${os.hostname()}`);
-    if (PIN_CPUS) console.log('CPUs pinned: etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok on CPU 0; this process (extender, client, no-op extender) on CPU 1');
+    if (PIN_CPUS) console.log('CPUs pinned: etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok and the bench parent on CPU 0; the measuring process (extender, client, no-op extender) on CPU 1');
     for (const note of notes) for (const l of note.lines) console.log(`  ${note.nodes} nodes: ${l}`);
   }
   console.log(`churn: ${CHURN === 'all' ? 'every node' : `${CHURN} node(s)`} changed between two rounds (extender rows): a new pod bound to the node${KWOK ? ' through the API (create with spec.nodeName; the previous churn pod on the node deleted), waited for in the extender\'s state' : ' (the previous one on the node deleted)'}`);
