@@ -218,8 +218,9 @@ function gcWithin(t0: number, t1: number): number {
 }
 
 /**
- * What the slowest 1% of a row's rounds had that the others had not: mean GC pause and informer
- * events inside the round, for the slowest 1% and for all rounds.
+ * What the slowest 1% of a row's rounds had that the others had not: mean GC pause, informer events
+ * and involuntary context switches of the main thread inside the round, for the slowest 1% and for
+ * all rounds.
  */
 interface TailAttribution {
   rounds: number;
@@ -306,7 +307,7 @@ interface Row {
   noopP99Ms: number;
   /** Node verdicts computed (not answered from the cache) per timed round, filter + prioritize. */
   recomputedPerRound: number;
-  /** The slowest 1% of the extender's rounds vs all of them: GC pauses and informer events inside. */
+  /** The slowest 1% of the extender's (and the no-op's) rounds vs all of them: GC pauses, informer events, preemptions inside. */
   tail: TailAttribution;
   noopTail: TailAttribution;
 }
