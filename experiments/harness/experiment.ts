@@ -32,7 +32,6 @@ export interface ExperimentPlan {
 
 export type PlannedRep = Cell & { rep: number };
 
-/** Every repetition of the plan, in run order: rep, then DN, then load, then configuration (then kubelet policy). */
 /**
  * The unrecorded warm-up repetitions before the first recorded one: one per configuration (and
  * kubelet policy) of the plan, in plan order, on the widest DN with the heaviest load. The first
@@ -43,12 +42,10 @@ export type PlannedRep = Cell & { rep: number };
  * for the next ones (harness CPU in the first 300 ms 170 ms vs 60-80 ms).
  */
 export function warmupReps(p: ExperimentPlan): PlannedRep[] {
-  const policies: Array<string | undefined> = p.shimPolicies?.length ? p.shimPolicies : [undefined];
-  const dn = Math.max(...p.dns);
-  const podsPerNode = Math.max(...p.podsPerNode);
-  return p.configs.flatMap((config) => policies.map((shimPolicy) => ({ config, ...(shimPolicy ? { shimPolicy } : {}), dn, podsPerNode, rep: 0 })));
+  return planReps({ ...p, dns: [Math.max(...p.dns)], podsPerNode: [Math.max(...p.podsPerNode)], reps: 1 });
 }
 
+/** Every repetition of the plan, in run order: rep, then DN, then load, then configuration (then kubelet policy). */
 export function planReps(p: ExperimentPlan): PlannedRep[] {
   const out: PlannedRep[] = [];
   const policies: Array<string | undefined> = p.shimPolicies?.length ? p.shimPolicies : [undefined];

@@ -55,6 +55,7 @@
 import http from 'node:http';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -195,7 +196,8 @@ const gcPauses: Array<{ start: number; end: number }> = [];
 new PerformanceObserver((list) => {
   for (const e of list.getEntries()) gcPauses.push({ start: e.startTime, end: e.startTime + e.duration });
 }).observe({ entryTypes: ['gc'] });
-const informerEvents = { count: 0 };
+const informerEvents = { pods: 0, nodes: 0 };
+const informerEventCount = () => informerEvents.pods + informerEvents.nodes;
 
 /** Involuntary context switches of this process's main thread so far (Linux; 0 elsewhere): how often the kernel took its CPU away. */
 function preemptions(): number {
@@ -334,7 +336,7 @@ async function measure(
   for (let i = -Math.min(50, iterations); i < iterations; i++) {
     const p = pod(i);
     const m0 = recomputed();
-    const e0 = informerEvents.count;
+    const e0 = informerEventCount();
     const c0 = preemptions();
     const t0 = performance.now();
     serverTime.ms = 0;
@@ -345,7 +347,7 @@ async function measure(
     const dt = t1 - t0;
     if (i >= 0) {
       lat.push(dt);
-      traces.push({ ms: dt, gcMs: gcWithin(t0, t1), events: informerEvents.count - e0, preempted: c1 - c0 });
+      traces.push({ ms: dt, gcMs: gcWithin(t0, t1), events: informerEventCount() - e0, preempted: c1 - c0 });
       server.push(serverTime.ms);
       misses += recomputed() - m0;
     }
@@ -421,6 +423,8 @@ const FILL_CONCURRENCY = 16;
 
 
 
+const since = (t: number) => `${((Date.now() - t) / 1000).toFixed(1)} s`;
+
 function log(line: string) {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 }
@@ -442,7 +446,6 @@ async function kwokSize(n: number, cleanups: Set<() => Promise<void>>): Promise<
   const { CoreV1Api } = await import('@kubernetes/client-node');
   const lines: string[] = [];
   const t0 = Date.now();
-  const since = (t: number) => `${((Date.now() - t) / 1000).toFixed(1)} s`;
   let child: ChildProcess | undefined;
   let down: Promise<void> | undefined;
   const cleanup = async () => {
@@ -472,12 +475,9 @@ async function kwokSize(n: number, cleanups: Set<() => Promise<void>>): Promise<
     const argv = [...process.execArgv, fileURLToPath(import.meta.url), ...args, '--kwok-measure', String(n), '--kubeconfig', state.kubeconfig, '--nodes-file', nodesFile, '--result-file', resultFile];
     const proc = spawn(process.execPath, argv, { stdio: ['ignore', 'inherit', 'inherit'] });
     child = proc;
-    const code = await new Promise<number | null>((resolve, reject) => {
-      proc.on('error', reject);
-      proc.on('exit', (c, sig) => resolve(c ?? (sig ? 128 : null)));
-    });
+    const [code, signal] = (await once(proc, 'exit')) as [number | null, NodeJS.Signals | null];
     child = undefined;
-    if (code !== 0) throw new Error(`the measuring process of size ${n} exited with ${code}`);
+    if (code !== 0) throw new Error(`the measuring process of size ${n} exited with ${code ?? signal}`);
     const r = JSON.parse(readFileSync(resultFile, 'utf8')) as { rows: Row[]; lines: string[] };
     lines.push(...r.lines);
     return { rows: r.rows, note: { nodes: n, lines } };
@@ -502,7 +502,6 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
   const { startExtender } = await import('./main.ts');
   const { nodeFingerprint } = await import('./state.ts');
   const lines: string[] = [];
-  const since = (t: number) => `${((Date.now() - t) / 1000).toFixed(1)} s`;
   let running: Awaited<ReturnType<typeof startExtender>> | undefined;
   try {
     const client = new KubeClient(await loadKubeConfig(kubeconfig));
@@ -515,12 +514,11 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
     const server = extender!;
     const url = `http://127.0.0.1:${(server.app.server.address() as { port: number }).port}`;
     // informer events the extender's state receives (status updates from kwok included)
-    const events = { pods: 0, nodes: 0 };
     const st = server.state;
     const upsertPod = st.upsertPod.bind(st);
     const upsertNode = st.upsertNode.bind(st);
-    st.upsertPod = (p) => (events.pods++, informerEvents.count++, upsertPod(p));
-    st.upsertNode = (x) => (events.nodes++, informerEvents.count++, upsertNode(x));
+    st.upsertPod = (p) => (informerEvents.pods++, upsertPod(p));
+    st.upsertNode = (x) => (informerEvents.nodes++, upsertNode(x));
 
     // the cluster, through the API
     const shape = clusterShape(names, prng(n));
@@ -578,11 +576,11 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
       last.set(node, name);
       await pollUntil(`churn pod ${name} on ${node} in the extender's state`, () => st.pod(`${NS}/${name}`)?.node === node && (!prev || !st.pod(`${NS}/${prev}`)), { timeoutMs: 30_000, intervalMs: 1 });
     };
-    const e0 = { ...events };
+    const e0 = { ...informerEvents };
     t = Date.now();
     const rows = await rowsFor(n, url, server, names, churner(names, perRoundChurn(n), touch), noopUrl);
     lines.push(
-      `rows measured in ${since(t)}; informer events into the extender's state meanwhile: ${events.pods - e0.pods} pod adds/updates (churn pods and their kwok status updates), ${events.nodes - e0.nodes} node updates`,
+      `rows measured in ${since(t)}; informer events into the extender's state meanwhile: ${informerEvents.pods - e0.pods} pod adds/updates (churn pods and their kwok status updates), ${informerEvents.nodes - e0.nodes} node updates`,
     );
     lines.push(`load average at the end of the rows: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} on ${os.cpus().length} CPUs`);
     return { rows, lines };
@@ -665,10 +663,10 @@ async function main() {
   console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} on ${os.cpus().length} CPUs`);
   console.log('nodes  pod                       feasible | round trip p50  p99 | server p50  p99 | no-op round trip p50  p99 | recomputed | p99 target');
   const f = (x: number, w = 7) => x.toFixed(3).padStart(w);
+  const t = (a: TailAttribution) =>
+    `GC ${a.tailGcMs.toFixed(2)} ms (all ${a.allGcMs.toFixed(2)}), informer events ${a.tailEvents.toFixed(1)} (all ${a.allEvents.toFixed(1)}), main thread preempted ${a.tailPreempted.toFixed(1)} (all ${a.allPreempted.toFixed(2)})`;
   const tails: string[] = [];
   for (const r of rows) {
-    const t = (a: TailAttribution) =>
-      `GC ${a.tailGcMs.toFixed(2)} ms (all ${a.allGcMs.toFixed(2)}), informer events ${a.tailEvents.toFixed(1)} (all ${a.allEvents.toFixed(1)}), main thread preempted ${a.tailPreempted.toFixed(1)} (all ${a.allPreempted.toFixed(2)})`;
     tails.push(`${String(r.nodes).padEnd(6)} ${r.pod.padEnd(25)} extender: ${t(r.tail)} | no-op: ${t(r.noopTail)}`);
     const target = r.nodes <= 100 ? 2 : 10;
     console.log(
