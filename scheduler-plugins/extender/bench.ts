@@ -52,11 +52,10 @@
  *                             [--kwok [--pin-cpus] [--run-dir /tmp/ulysses-bench-extender] [--nodes-ready-timeout-ms N]]
  * (`--help`: the options.)
  */
-import http from 'node:http';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -65,7 +64,7 @@ import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { prng } from '../../core/prng.ts';
 import { ExtenderServer } from './server.ts';
 import { RESERVED_NODE_ANNOTATION } from './state.ts';
-import type { ExtenderFilterResult, HostPriority } from './wire.ts';
+import { RoundClient, preemptions, round } from './bench-client.ts';
 import { silentLogger } from '../../core/logging.ts';
 import { onShutdownSignal } from '../../core/shutdown.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
@@ -77,6 +76,10 @@ const arg = (name: string, dflt: string) => {
   return i >= 0 && args[i + 1] ? args[i + 1]! : dflt;
 };
 const ITERATIONS = Number(arg('iterations', '400'));
+/** Where the scheduler's side of a round runs: a worker thread (default) or the extender's own event loop. */
+const CLIENT = arg('client', 'worker');
+/** The worker-thread client (bench-client.ts) of this process, when CLIENT is 'worker'. */
+let client: RoundClient | undefined;
 const SIZES = arg('sizes', '100,1000').split(',').map(Number);
 const JSON_OUT = args.includes('--json');
 const KINDS = arg('kinds', '');
@@ -199,15 +202,6 @@ new PerformanceObserver((list) => {
 const informerEvents = { pods: 0, nodes: 0 };
 const informerEventCount = () => informerEvents.pods + informerEvents.nodes;
 
-/** Involuntary context switches of this process's main thread so far (Linux; 0 elsewhere): how often the kernel took its CPU away. */
-function preemptions(): number {
-  try {
-    return Number(/nonvoluntary_ctxt_switches:\s+(\d+)/.exec(readFileSync('/proc/thread-self/status', 'utf8'))?.[1] ?? 0);
-  } catch {
-    return 0;
-  }
-}
-
 /** GC pause time (ms) inside [t0, t1]. */
 function gcWithin(t0: number, t1: number): number {
   let ms = 0;
@@ -232,14 +226,32 @@ interface TailAttribution {
   allEvents: number;
   tailPreempted: number;
   allPreempted: number;
+  tailClientPreempted: number;
+  allClientPreempted: number;
+  /** hypervisor steal during the timed rounds, ms per ms of wall time (all CPUs; 10 ms resolution) */
+  stealShare: number;
 }
 interface RoundTrace {
   ms: number;
   gcMs: number;
   events: number;
   preempted: number;
+  clientPreempted: number;
 }
-function attributeTail(rounds: RoundTrace[]): TailAttribution {
+/**
+ * CPU time the hypervisor gave to others while this VM's CPUs wanted to run (/proc/stat steal, all
+ * CPUs, ms; 0 where unknown): invisible to the context-switch counts, it delays any thread.
+ */
+function stealMs(): number {
+  try {
+    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);
+    return (Number(f[8] ?? 0) * 1000) / 100; // USER_HZ
+  } catch {
+    return 0;
+  }
+}
+
+function attributeTail(rounds: RoundTrace[], stealShare: number): TailAttribution {
   const mean = (xs: RoundTrace[], f: (r: RoundTrace) => number) => xs.reduce((n, r) => n + f(r), 0) / Math.max(1, xs.length);
   const tail = [...rounds].sort((a, b) => b.ms - a.ms).slice(0, Math.max(1, Math.ceil(rounds.length / 100)));
   return {
@@ -250,31 +262,14 @@ function attributeTail(rounds: RoundTrace[]): TailAttribution {
     allEvents: mean(rounds, (r) => r.events),
     tailPreempted: mean(tail, (r) => r.preempted),
     allPreempted: mean(rounds, (r) => r.preempted),
+    tailClientPreempted: mean(tail, (r) => r.clientPreempted),
+    allClientPreempted: mean(rounds, (r) => r.clientPreempted),
+    stealShare,
   };
 }
 
 function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-}
-
-const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-
-/** One POST over a kept-alive connection (as the scheduler's Go http.Client does). */
-function post<T>(url: string, body: unknown): Promise<T> {
-  const payload = JSON.stringify(body);
-  return new Promise((resolve, reject) => {
-    const req = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        if (res.statusCode !== 200) reject(new Error(`${url}: HTTP ${res.statusCode}: ${text}`));
-        else resolve(JSON.parse(text) as T);
-      });
-    });
-    req.on('error', reject);
-    req.end(payload);
-  });
 }
 
 /** Server-side handler time (fastify reply.elapsedTime) of the requests since the last reset. */
@@ -333,29 +328,30 @@ async function measure(
   const server: number[] = [];
   let feasible = 0;
   let misses = 0;
+  let steal0 = 0;
+  let rowStart = 0;
   for (let i = -Math.min(50, iterations); i < iterations; i++) {
+    if (i === 0) [steal0, rowStart] = [stealMs(), performance.now()];
     const p = pod(i);
     const m0 = recomputed();
     const e0 = informerEventCount();
     const c0 = preemptions();
-    const t0 = performance.now();
     serverTime.ms = 0;
-    const f = await post<ExtenderFilterResult>(`${url}/filter`, { Pod: p, NodeNames: names });
-    await post<HostPriority[]>(`${url}/prioritize`, { Pod: p, NodeNames: f.NodeNames ?? [] });
-    const t1 = performance.now();
+    const r = client ? await client.round(url, p, names) : await round(url, p, names);
     const c1 = preemptions();
-    const dt = t1 - t0;
+    const dt = r.endMs - r.startMs;
     if (i >= 0) {
       lat.push(dt);
-      traces.push({ ms: dt, gcMs: gcWithin(t0, t1), events: informerEventCount() - e0, preempted: c1 - c0 });
+      const t0 = r.startMs - performance.timeOrigin;
+      traces.push({ ms: dt, gcMs: gcWithin(t0, t0 + dt), events: informerEventCount() - e0, preempted: c1 - c0, clientPreempted: r.clientPreempted });
       server.push(serverTime.ms);
       misses += recomputed() - m0;
     }
-    feasible = f.NodeNames?.length ?? 0;
+    feasible = r.feasible;
     await churn(i);
   }
   gcPauses.length = 0;
-  return { lat: lat.sort((a, b) => a - b), server: server.sort((a, b) => a - b), feasible, recomputedPerRound: misses / Math.max(1, iterations), tail: attributeTail(traces) };
+  return { lat: lat.sort((a, b) => a - b), server: server.sort((a, b) => a - b), feasible, recomputedPerRound: misses / Math.max(1, iterations), tail: attributeTail(traces, (stealMs() - steal0) / (performance.now() - rowStart)) };
 }
 
 /** Churn of `perRound` nodes per round, spread over the nodes (step coprime to n): every node changes as often as any other. */
@@ -577,6 +573,7 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
       await pollUntil(`churn pod ${name} on ${node} in the extender's state`, () => st.pod(`${NS}/${name}`)?.node === node && (!prev || !st.pod(`${NS}/${prev}`)), { timeoutMs: 30_000, intervalMs: 1 });
     };
     const e0 = { ...informerEvents };
+    if (PIN_CPUS) lines.push(mainThreadAlone());
     t = Date.now();
     const rows = await rowsFor(n, url, server, names, churner(names, perRoundChurn(n), touch), noopUrl);
     lines.push(
@@ -589,6 +586,17 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
   }
 }
 
+/**
+ * With --pin-cpus, right before the rows: this process's main thread (event loop: extender, client,
+ * no-op) stays on CPU 1, every other thread of it (V8's GC and compiler helpers, libuv's pool,
+ * started by now) moves to CPU 0, so they no longer preempt the main thread.
+ */
+function mainThreadAlone(): string {
+  const tids = readdirSync('/proc/self/task');
+  for (const tid of tids) execFileSync('taskset', ['-p', '-c', tid === String(process.pid) ? '1' : '0', tid], { stdio: 'ignore' });
+  return `main thread alone on CPU 1, the process's ${tids.length - 1} other threads (V8, libuv${client ? ', the client worker' : ''}) on CPU 0`;
+}
+
 function usage(): string {
   return [
     'usage: npm run bench:extender -- [options]   (or npx tsx scheduler-plugins/extender/bench.ts [options])',
@@ -597,6 +605,7 @@ function usage(): string {
     '  --churn 1|all|0               nodes changed between two rounds (default 1; all: in-memory mode only)',
     `  --kinds a,b                   pod kinds to schedule (default all: ${Object.keys(POD_KINDS).join(', ')})`,
     '  --json                        the rows as JSON',
+    "  --client worker|loop          the scheduler's side in a worker thread (default) or on the extender's event loop",
     '  --kwok                        per size, a control-plane-only testbed with N KWOK nodes (run under flock /tmp/ulysses-testbed.lock)',
     '  --pin-cpus                    with --kwok: the testbed on CPU 0, the measuring process on CPU 1',
     '  --run-dir DIR                 with --kwok: testbed directory (default /tmp/ulysses-bench-extender)',
@@ -609,6 +618,7 @@ async function main() {
     console.log(usage());
     return;
   }
+  if (CLIENT !== 'worker' && CLIENT !== 'loop') throw new Error(`--client ${CLIENT}: expected worker or loop`);
   if (KWOK && CHURN === 'all') throw new Error('--churn all is for the in-memory mode (with --kwok every changed node is an API call per round): use a number');
   // the extender started as in main.ts logs through the root logger: warnings only, unless asked
   if (KWOK) process.env.ULYSSES_LOG_LEVEL ??= 'warn';
@@ -619,6 +629,7 @@ async function main() {
     // The measuring process on CPU 1; the parent (testbed up/down, idle meanwhile) with the testbed on CPU 0.
     execFileSync('taskset', ['-a', '-p', '-c', MEASURE_SIZE ? '1' : '0', String(process.pid)], { stdio: 'ignore' });
   }
+  if (CLIENT === 'worker' && (MEASURE_SIZE || !KWOK)) client = new RoundClient();
   if (MEASURE_SIZE) {
     // the measured part of one KWOK size, started by kwokSize (the testbed is the parent's)
     const noop = await noopExtender();
@@ -646,6 +657,7 @@ async function main() {
     }
   } finally {
     await noop?.app.close();
+    await client?.close();
     removeSignalHandlers();
   }
   if (JSON_OUT) {
@@ -659,12 +671,14 @@ async function main() {
     for (const note of notes) for (const l of note.lines) console.log(`  ${note.nodes} nodes: ${l}`);
   }
   console.log(`churn: ${CHURN === 'all' ? 'every node' : `${CHURN} node(s)`} changed between two rounds (extender rows): a new pod bound to the node${KWOK ? ' through the API (create with spec.nodeName; the previous churn pod on the node deleted), waited for in the extender\'s state' : ' (the previous one on the node deleted)'}`);
-  console.log('round trip = client-measured filter+prioritize; server = fastify handler time of the two requests (reply.elapsedTime); recomputed = node verdicts computed per round (the rest came from the cache)');
+  console.log(`round trip = filter+prioritize measured by the client (${client ? "a worker thread of its own: the scheduler's JSON and HTTP work off the extender's event loop and heap" : "--client loop: on the extender's event loop"}); server = fastify handler time of the two requests (reply.elapsedTime); recomputed = node verdicts computed per round (the rest came from the cache)`);
   console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} on ${os.cpus().length} CPUs`);
   console.log('nodes  pod                       feasible | round trip p50  p99 | server p50  p99 | no-op round trip p50  p99 | recomputed | p99 target');
   const f = (x: number, w = 7) => x.toFixed(3).padStart(w);
   const t = (a: TailAttribution) =>
-    `GC ${a.tailGcMs.toFixed(2)} ms (all ${a.allGcMs.toFixed(2)}), informer events ${a.tailEvents.toFixed(1)} (all ${a.allEvents.toFixed(1)}), main thread preempted ${a.tailPreempted.toFixed(1)} (all ${a.allPreempted.toFixed(2)})`;
+    `GC ${a.tailGcMs.toFixed(2)} ms (all ${a.allGcMs.toFixed(2)}), informer events ${a.tailEvents.toFixed(1)} (all ${a.allEvents.toFixed(1)}), main thread preempted ${a.tailPreempted.toFixed(1)} (all ${a.allPreempted.toFixed(2)})` +
+    (client ? `, client thread preempted ${a.tailClientPreempted.toFixed(1)} (all ${a.allClientPreempted.toFixed(2)})` : '') +
+    `; hypervisor steal ${(a.stealShare * 100).toFixed(1)}% of the row's wall time`;
   const tails: string[] = [];
   for (const r of rows) {
     tails.push(`${String(r.nodes).padEnd(6)} ${r.pod.padEnd(25)} extender: ${t(r.tail)} | no-op: ${t(r.noopTail)}`);
@@ -673,7 +687,7 @@ async function main() {
       `${String(r.nodes).padEnd(6)} ${r.pod.padEnd(25)} ${String(r.feasible).padStart(8)} | ${f(r.p50Ms, 14)} ${f(r.p99Ms)} | ${f(r.serverP50Ms, 10)} ${f(r.serverP99Ms)} | ${f(r.noopP50Ms, 20)} ${f(r.noopP99Ms)} | ${r.recomputedPerRound.toFixed(1).padStart(10)} | < ${target} ms: ${r.p99Ms < target ? 'met' : 'MISSED'}`,
     );
   }
-  console.log('slowest 1% of the rounds vs all rounds: mean main-thread GC pause, informer events (KWOK mode) and involuntary context switches of the main thread inside one round');
+  console.log(`slowest 1% of the rounds vs all rounds: mean main-thread GC pause, informer events (KWOK mode) and involuntary context switches of the main thread${client ? ' and of the client thread' : ''} inside one round; CPU time the hypervisor took from this VM during the row (/proc/stat steal)`);
   for (const l of tails) console.log(l);
 }
 

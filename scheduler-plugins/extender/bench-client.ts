@@ -1,0 +1,132 @@
+/**
+ * The scheduler's side of `npm run bench:extender`: one scheduling round as kube-scheduler makes it
+ * with a nodeCacheCapable extender — POST /filter with the node names, then POST /prioritize with
+ * the nodes that passed — over a kept-alive HTTP connection, timed by the caller.
+ *
+ * By default bench.ts runs it in a worker thread ({@link RoundClient}): kube-scheduler is another
+ * process, so the client's JSON and HTTP work must not run on the extender's event loop, in its
+ * heap (its garbage collected by the extender's GC) or inside the extender's handler time. With
+ * `--pin-cpus` the worker thread runs on CPU 0, where the testbed's kube-scheduler runs.
+ */
+import http from 'node:http';
+import { readFileSync, readlinkSync } from 'node:fs';
+import { Worker, isMainThread, parentPort } from 'node:worker_threads';
+import type { ExtenderFilterResult, HostPriority } from './wire.ts';
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+
+/** One POST over a kept-alive connection (as the scheduler's Go http.Client does). */
+export function post<T>(url: string, body: unknown): Promise<T> {
+  const payload = JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        if (res.statusCode !== 200) reject(new Error(`${url}: HTTP ${res.statusCode}: ${text}`));
+        else resolve(JSON.parse(text) as T);
+      });
+    });
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+/** Involuntary context switches of the calling thread so far (Linux; 0 elsewhere): how often the kernel took its CPU away. */
+export function preemptions(): number {
+  try {
+    return Number(/nonvoluntary_ctxt_switches:\s+(\d+)/.exec(readFileSync('/proc/thread-self/status', 'utf8'))?.[1] ?? 0);
+  } catch {
+    return 0;
+  }
+}
+
+/** One timed round; start/end on the Unix-epoch millisecond scale (performance.timeOrigin + now()), comparable across threads. */
+export interface Round {
+  startMs: number;
+  endMs: number;
+  feasible: number;
+  /** the client thread's involuntary context switches during the round */
+  clientPreempted: number;
+}
+
+/** filter + prioritize, timed where it is made. */
+export async function round(url: string, pod: unknown, names: string[]): Promise<Round> {
+  const c0 = preemptions();
+  const t0 = performance.now();
+  const f = await post<ExtenderFilterResult>(`${url}/filter`, { Pod: pod, NodeNames: names });
+  await post<HostPriority[]>(`${url}/prioritize`, { Pod: pod, NodeNames: f.NodeNames ?? [] });
+  const t1 = performance.now();
+  return { startMs: performance.timeOrigin + t0, endMs: performance.timeOrigin + t1, feasible: f.NodeNames?.length ?? 0, clientPreempted: preemptions() - c0 };
+}
+
+type Request = { kind: 'thread-id' } | { kind: 'names'; names: string[] } | { kind: 'round'; url: string; pod: unknown };
+type Reply = { ok: true; value?: unknown } | { ok: false; error: string };
+
+/** The client in a worker thread of its own; the node names are sent once, a pod per round. */
+export class RoundClient {
+  // this module in the worker, through tsx's loader (Node 20 does not apply --import hooks to workers)
+  private readonly worker = new Worker(
+    `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((tsx) => { tsx.register(); return import(${JSON.stringify(import.meta.url)}); })`,
+    { eval: true },
+  );
+  private names: string[] | undefined;
+
+  /** The worker thread's Linux thread id (for taskset; /proc/thread-self), undefined elsewhere. */
+  async threadId(): Promise<string | undefined> {
+    return (await this.call({ kind: 'thread-id' })) as string | undefined;
+  }
+
+  async round(url: string, pod: unknown, names: string[]): Promise<Round> {
+    if (this.names !== names) {
+      await this.call({ kind: 'names', names });
+      this.names = names;
+    }
+    return (await this.call({ kind: 'round', url, pod })) as Round;
+  }
+
+  async close(): Promise<void> {
+    await this.worker.terminate();
+  }
+
+  private call(req: Request): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      const onError = (err: Error) => reject(err);
+      this.worker.once('error', onError);
+      this.worker.once('message', (r: Reply) => {
+        this.worker.off('error', onError);
+        if (r.ok) resolve(r.value);
+        else reject(new Error(r.error));
+      });
+      this.worker.postMessage(req);
+    });
+  }
+}
+
+function threadId(): string | undefined {
+  try {
+    return /task\/(\d+)/.exec(readlinkSync('/proc/thread-self'))?.[1];
+  } catch {
+    return undefined;
+  }
+}
+
+// the worker thread's side
+if (!isMainThread && parentPort) {
+  const port = parentPort;
+  let names: string[] = [];
+  const reply = (p: Promise<unknown>) =>
+    p.then(
+      (value) => port.postMessage({ ok: true, value } satisfies Reply),
+      (err: Error) => port.postMessage({ ok: false, error: err.message } satisfies Reply),
+    );
+  port.on('message', (req: Request) => {
+    if (req.kind === 'thread-id') void reply(Promise.resolve(threadId()));
+    else if (req.kind === 'names') {
+      names = req.names;
+      void reply(Promise.resolve());
+    }
+    else void reply(round(req.url, req.pod, names));
+  });
+}
