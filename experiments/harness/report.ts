@@ -4,7 +4,7 @@
  * targets (thesis §6.1: config 5 cuts the critical orchestration time and keeps it flat under load).
  */
 import { EVENTS, EVENT_LABELS, cellKey, compareConfigurations, configKey, configLabel, parseConfigKey, type Cell, type ConfigKey, type EventName, type RepResult } from './results.ts';
-import { SummaryIndex, quantile, type SummaryRow } from './stats.ts';
+import { SummaryIndex, bootstrapMedianRatio, cellValues, quantile, type SummaryRow } from './stats.ts';
 
 export interface ReportMeta {
   /** report heading (default: the Table 6.1 failover experiment) */
@@ -69,26 +69,47 @@ export interface TargetCheck {
   measured: number | null;
   limit: string;
   met: boolean | null;
+  /** 90% bootstrap interval of the measured value (bootstrapMedianRatio), when the repetitions were given */
+  ci?: [number, number] | null;
+  /** the interval reaches across the limit: the run's repetitions cannot tell met from missed */
+  inconclusive?: boolean;
 }
 
-/** The issue's targets at the heaviest load of the run (largest DN, then largest pods per node). */
-export function checkTargets(index: SummaryIndex, inflationTargets: readonly EventName[] = ['prioReady', 'prioUp']): { cell: { dn: number; podsPerNode: number } | undefined; checks: TargetCheck[] } {
+/**
+ * The issue's targets at the heaviest load of the run (largest DN, then largest pods per node). With
+ * the repetitions (`results`), each check also carries the 90% bootstrap interval of its ratio and
+ * whether that interval reaches across the limit.
+ */
+export function checkTargets(
+  index: SummaryIndex,
+  inflationTargets: readonly EventName[] = ['prioReady', 'prioUp'],
+  results?: readonly RepResult[],
+): { cell: { dn: number; podsPerNode: number } | undefined; checks: TargetCheck[] } {
   const dn = Math.max(...index.dns);
   const podsPerNode = Math.max(...index.podsPerNode);
   if (!index.configs.includes('1') || !index.configs.includes('5') || podsPerNode <= 0) return { cell: undefined, checks: [] };
-  const c5 = { config: 5 as const, dn, podsPerNode };
+  const c5: Cell = { config: 5, dn, podsPerNode };
+  const c1: Cell = { ...c5, config: 1 };
+  const idle5: Cell = { ...c5, podsPerNode: 0 };
+  const interval = (num: Cell, den: Cell, e: EventName) => (results ? bootstrapMedianRatio(cellValues(results, num, e), cellValues(results, den, e)) : undefined);
+  /** a check of `measured` against `ok`, its interval (if any) inconclusive when its two ends disagree on `ok` */
+  const check = (what: string, measured: number | null, limit: string, ok: (v: number) => boolean, ci: [number, number] | null | undefined): TargetCheck => ({
+    what,
+    measured,
+    limit,
+    met: measured === null ? null : ok(measured),
+    ...(ci !== undefined ? { ci, inconclusive: ci !== null && ok(ci[0]) !== ok(ci[1]) } : {}),
+  });
   const checks: TargetCheck[] = [];
   for (const e of ['prioReady', 'prioUp'] as const) {
     const r = index.ratioVsVanilla(c5, e);
-    const reduction = r === null ? null : 1 - r;
-    checks.push({ what: `${EVENT_LABELS[e]}: reduction of config 5 vs config 1`, measured: reduction, limit: `>= ${TARGETS.criticalReduction * 100}%`, met: reduction === null ? null : reduction >= TARGETS.criticalReduction });
+    const ci = interval(c5, c1, e);
+    checks.push(check(`${EVENT_LABELS[e]}: reduction of config 5 vs config 1`, r === null ? null : 1 - r, `>= ${TARGETS.criticalReduction * 100}%`, (v) => v >= TARGETS.criticalReduction, ci && [1 - ci[1], 1 - ci[0]]));
   }
   for (const e of inflationTargets) {
-    const infl = index.inflation(c5, e);
-    checks.push({ what: `${EVENT_LABELS[e]}: config 5 at load / config 5 idle`, measured: infl, limit: `<= ${TARGETS.maxInflation}x`, met: infl === null ? null : infl <= TARGETS.maxInflation });
+    checks.push(check(`${EVENT_LABELS[e]}: config 5 at load / config 5 idle`, index.inflation(c5, e), `<= ${TARGETS.maxInflation}x`, (v) => v <= TARGETS.maxInflation, interval(c5, idle5, e)));
   }
-  const last = index.ratioVsVanilla(c5, 'lastReady');
-  checks.push({ what: 'Last ready: config 5 / config 1', measured: last, limit: `<= ${TARGETS.maxLastReadySlowdown}x`, met: last === null ? null : last <= TARGETS.maxLastReadySlowdown });
+  checks.push(check('Last ready: config 5 / config 1', index.ratioVsVanilla(c5, 'lastReady'), `<= ${TARGETS.maxLastReadySlowdown}x`, (v) => v <= TARGETS.maxLastReadySlowdown, interval(c5, c1, 'lastReady')));
   return { cell: { dn, podsPerNode }, checks };
 }
 
@@ -105,13 +126,20 @@ export function renderReport(results: readonly RepResult[], rows: readonly Summa
   if (meta.command) out.push('', `Regenerate: \`${meta.command}\``);
   out.push('', '## Configurations (Table 6.1)', '', ...index.configs.map((c) => `- **${c}** ${configLabel(parseConfigKey(c)).slice(c.length + 2)} (${reps.get(c) ?? 0} repetitions)`));
 
-  const { cell, checks } = checkTargets(index, meta.inflationTargets);
+  const { cell, checks } = checkTargets(index, meta.inflationTargets, results);
   if (cell) {
-    out.push('', `## Targets at the heaviest load (DN ${cell.dn}, ${cell.podsPerNode} pods/node)`, '', '| target | measured | limit | |', '|---|---:|---:|---|');
+    out.push('', `## Targets at the heaviest load (DN ${cell.dn}, ${cell.podsPerNode} pods/node)`, '', '| target | measured | 90% interval | limit | |', '|---|---:|---:|---:|---|');
     for (const c of checks) {
-      const measured = c.measured === null ? '–' : c.what.includes('reduction') ? `${(c.measured * 100).toFixed(1)}%` : `${c.measured.toFixed(2)}x`;
-      out.push(`| ${c.what} | ${measured} | ${c.limit} | ${c.met === null ? 'n/a' : c.met ? 'met' : '**missed**'} |`);
+      const pct = c.what.includes('reduction');
+      const v = (m: number) => (pct ? `${(m * 100).toFixed(1)}%` : `${m.toFixed(2)}x`);
+      const verdict = c.met === null ? 'n/a' : (c.met ? 'met' : '**missed**') + (c.inconclusive ? ' (inconclusive)' : '');
+      out.push(`| ${c.what} | ${c.measured === null ? '–' : v(c.measured)} | ${c.ci ? `${v(c.ci[0])}–${v(c.ci[1])}` : '–'} | ${c.limit} | ${verdict} |`);
     }
+    out.push(
+      '',
+      '90% interval: percentile bootstrap of the ratio of medians (2000 resamples of each cell\'s repetitions, seeded). ' +
+        '"inconclusive": the interval reaches across the limit — with this many repetitions the run cannot tell met from missed; more repetitions decide.',
+    );
   }
 
   out.push('', '## Events per configuration and load', '');

@@ -2,6 +2,7 @@
  * Statistics of the failover experiment: quantiles per event and cell (DIR/summary.csv), ratios vs
  * configuration 1 and the critical-path inflation T(load)/T(idle) (thesis §6.1: medians with IQR).
  */
+import { prng } from '../../core/prng.ts';
 import { EVENTS, cellKey, compareConfigurations, configKey, parseConfigKey, type Cell, type ConfigKey, type EventName, type RepResult } from './results.ts';
 
 /** Quantile of sorted values, linear interpolation between closest ranks (R type 7, numpy default). */
@@ -88,6 +89,34 @@ export class SummaryIndex {
   inflation(cell: Cell, event: EventName): number | null {
     return ratio(this.median(cell, event), this.median({ ...cell, podsPerNode: 0 }, event));
   }
+}
+
+/**
+ * Percentile-bootstrap interval (default 90%) of median(a) / median(b) for two independent cells'
+ * repetitions: each of `resamples` rounds draws both cells with replacement, seeded, so a report
+ * regenerates identically. With 4-8 repetitions per cell it is coarse, but it says whether a ratio
+ * near a limit could as well be on the other side of it. null without values or with a zero median.
+ */
+export function bootstrapMedianRatio(a: readonly number[], b: readonly number[], o: { resamples?: number; level?: number; seed?: number } = {}): [number, number] | null {
+  if (!a.length || !b.length) return null;
+  const rnd = prng(o.seed ?? 1);
+  const resample = (xs: readonly number[]) => quantile(xs.map(() => xs[Math.floor(rnd() * xs.length)]!).sort((p, q) => p - q), 0.5);
+  const ratios: number[] = [];
+  for (let i = 0; i < (o.resamples ?? 2000); i++) {
+    const num = resample(a);
+    const den = resample(b);
+    if (den > 0) ratios.push(num / den);
+  }
+  if (!ratios.length) return null;
+  ratios.sort((p, q) => p - q);
+  const tail = (1 - (o.level ?? 0.9)) / 2;
+  return [quantile(ratios, tail), quantile(ratios, 1 - tail)];
+}
+
+/** The non-null values of an event over the repetitions of a cell. */
+export function cellValues(results: readonly RepResult[], cell: Cell, event: EventName): number[] {
+  const key = cellKey(cell);
+  return results.filter((r) => cellKey(r) === key).flatMap((r) => (r.events[event] === null ? [] : [r.events[event]]));
 }
 
 export function ratio(a: number | null, b: number | null): number | null {

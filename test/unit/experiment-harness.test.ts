@@ -85,7 +85,8 @@ describe('report', () => {
     expect(byWhat['Last ready: config 5 / config 1']!.met).toBe(true);
     const md = renderReport(results, index.rows, { notes: ['machine: test'], command: 'regen' });
     expect(md).toContain('## Targets at the heaviest load (DN 1, 20 pods/node)');
-    expect(md).toContain('| Prio ready: config 5 at load / config 5 idle | 1.10x | <= 1.15x | met |');
+    expect(md).toContain('| Prio ready: config 5 at load / config 5 idle | 1.10x | 1.10x–1.10x | <= 1.15x | met |');
+    expect(md).toContain('90% interval: percentile bootstrap');
     expect(md).toContain('| 5: + CM multi-priority periodic | 1.10 [1.10–1.10] |'.slice(0, 20));
     expect(md).toContain('- machine: test');
     expect(md).toContain('Regenerate: `regen`');
@@ -94,10 +95,32 @@ describe('report', () => {
     const slow = [...results.filter((r) => r.config === 1), ...[0, 1, 2].map((r) => rep(5, 0, r, all(2))), ...[0, 1].map((r) => rep(5, 20, r, all(40))), rep(5, 20, 2, ev({}))];
     const rows = summarize(slow);
     const md = renderReport(slow, rows);
-    expect(md).toMatch(/Last ready: config 5 \/ config 1 \| 1\.90x \| <= 1\.1x \| \*\*missed\*\*/);
+    expect(md).toMatch(/Last ready: config 5 \/ config 1 \| 1\.90x \| 1\.82x–2\.00x \| <= 1\.1x \| \*\*missed\*\* \|/);
     expect(md).toContain('(1/3 never)');
     const { checks } = checkTargets(new SummaryIndex(rows));
     expect(checks.filter((c) => c.met === false).length).toBeGreaterThanOrEqual(3);
+  });
+  it('gives each target a bootstrap interval and calls a verdict inconclusive when the interval crosses the limit', () => {
+    // idle 1.0 s every time; at load 0.9-1.4 s: median 1.1x (met) but a resample can be 1.4x
+    const noisy = [...results.filter((r) => r.podsPerNode === 0 || r.config === 1), ...[0.9, 1.0, 1.1, 1.2, 1.4].map((t, r) => rep(5, 20, r, { ...all(21), prioReady: t, prioUp: 1.05 }))];
+    const { checks } = checkTargets(new SummaryIndex(summarize(noisy)), ['prioReady', 'prioUp'], noisy);
+    const ready = checks.find((c) => c.what === 'Prio ready: config 5 at load / config 5 idle')!;
+    expect(ready.measured).toBeCloseTo(1.1);
+    expect(ready.met).toBe(true);
+    expect(ready.ci![0]).toBeLessThanOrEqual(1.1);
+    expect(ready.ci![1]).toBeGreaterThan(1.15);
+    expect(ready.inconclusive).toBe(true);
+    const up = checks.find((c) => c.what === 'Prio up: config 5 at load / config 5 idle')!;
+    expect(up.ci![0]).toBeCloseTo(1.05 / 1.1); // every repetition the same: a point
+    expect(up.ci![1]).toBeCloseTo(1.05 / 1.1);
+    expect(up.inconclusive).toBe(false);
+    // a reduction's interval is 1 - the ratio's, lower end first
+    const red = checks.find((c) => c.what === 'Prio ready: reduction of config 5 vs config 1')!;
+    expect(red.ci![0]).toBeLessThanOrEqual(red.measured!);
+    expect(red.ci![1]).toBeGreaterThanOrEqual(red.measured!);
+    expect(renderReport(noisy, summarize(noisy))).toContain('| <= 1.15x | met (inconclusive) |');
+    // without the repetitions: no interval
+    expect(checkTargets(new SummaryIndex(summarize(noisy))).checks[0]!.ci).toBeUndefined();
   });
   it('has no target section without both configurations 1 and 5', () => {
     expect(checkTargets(new SummaryIndex(summarize(results.filter((r) => r.config === 1)))).checks).toEqual([]);

@@ -75,8 +75,8 @@ describe('inflation targets of the scale run', () => {
   });
   it('the report takes them from meta and shows Prio scheduled in the inflation table', () => {
     const md = renderReport(results, index.rows, { inflationTargets: ['prioScheduled', 'prioEndpointReady'] });
-    expect(md).toMatch(/\| Prio scheduled: config 5 at load \/ config 5 idle \| 1\.05x \| <= 1\.15x \| met \|/);
-    expect(md).toMatch(/\| Prio in EndpointSlice: config 5 at load \/ config 5 idle \| 1\.25x \| <= 1\.15x \| \*\*missed\*\* \|/);
+    expect(md).toMatch(/\| Prio scheduled: config 5 at load \/ config 5 idle \| 1\.05x \| 1\.05x–1\.05x \| <= 1\.15x \| met \|/);
+    expect(md).toMatch(/\| Prio in EndpointSlice: config 5 at load \/ config 5 idle \| 1\.25x \| 1\.25x–1\.25x \| <= 1\.15x \| \*\*missed\*\* \|/);
     expect(md).toMatch(/\| Prio scheduled, config 5 \| 1\.05x \|/);
   });
 });
