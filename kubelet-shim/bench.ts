@@ -12,7 +12,7 @@
  * tiering up the fresh shim process' per-call code is the likely cause, not verified).
  *
  *   npx tsx kubelet-shim/bench.ts [--n 5000] [--warmup 5000] [--implementations splice,http2,splice+--node-flag]
- *       [--pin-shim 1 --pin-client 0] [--shim-nice -10] [--backend /path/containerd.sock] [--in-process]
+ *       [--pin-shim 1 [--pin-shim-helpers 0] --pin-client 0] [--shim-nice -10] [--backend /path/containerd.sock] [--in-process]
  *
  * Without --backend it starts its own containerd (node index 9 under /tmp/ulysses-bench-shim: do not
  * run it together with the shim's integration test, which uses the same bridge and cgroup root; run
@@ -28,7 +28,7 @@ import { Command } from 'commander';
 import { CriClient } from './cri-client.ts';
 import { PROXY_IMPLEMENTATIONS, createCriProxy, type CriProxyServer, type ProxyImplementation } from './proxies.ts';
 import { podSandboxConfig, startCriTestNode, stopCriTestNode, type CriTestNode } from './testnode.ts';
-import { pollUntil, stopProcess } from '../experiments/testbed/processes.ts';
+import { pinMainThreadApart, pollUntil, stopProcess } from '../experiments/testbed/processes.ts';
 
 interface Stats {
   p50: number;
@@ -88,11 +88,12 @@ async function main(): Promise<void> {
     .option('--implementations <list>', 'proxies to compare, comma-separated; impl+<node flags> runs a variant, e.g. splice+--max-semi-space-size=64', PROXY_IMPLEMENTATIONS.join(','))
     .option('--in-process', 'run the proxies inside this process instead of as their own processes', false)
     .option('--pin-shim <cpus>', 'taskset CPU list of the shim processes (e.g. 1)')
+    .option('--pin-shim-helpers <cpus>', "with --pin-shim: every thread of a shim process but its main thread (V8's GC and compiler helpers, libuv's pool) on these CPUs, set after each warm-up (e.g. 0)")
     .option('--pin-client <cpus>', 'taskset CPU list of this (client) process and the containerd started here (e.g. 0)')
     .option('--shim-node-flags <flags>', 'extra node flags of the shim processes, e.g. "--max-semi-space-size=32"', '')
     .option('--shim-nice <n>', 'scheduling niceness of the shim processes (e.g. -10, as a node daemon unit would set; root for < 0)', (v) => Number(v))
     .parse(process.argv)
-    .opts<{ n: number; warmup: number; backend?: string; runDir: string; nodeIndex: number; implementations: string; inProcess: boolean; pinShim?: string; pinClient?: string; shimNodeFlags: string; shimNice?: number }>();
+    .opts<{ n: number; warmup: number; backend?: string; runDir: string; nodeIndex: number; implementations: string; inProcess: boolean; pinShim?: string; pinShimHelpers?: string; pinClient?: string; shimNodeFlags: string; shimNice?: number }>();
   // "impl" or "impl+<extra node flags of that shim>" (e.g. splice+--max-semi-space-size=64): variants
   // of one implementation compared in the same interleaved run
   const variants = o.implementations.split(',').map((x) => x.trim()).filter(Boolean).map((name) => {
@@ -101,6 +102,7 @@ async function main(): Promise<void> {
     return { name, impl: impl as ProxyImplementation, nodeFlags: flags.join('+').split(' ').filter(Boolean) };
   });
 
+  if (o.pinShimHelpers && (!o.pinShim || o.inProcess)) throw new Error('--pin-shim-helpers needs --pin-shim and the shims as their own processes (not --in-process)');
   let node: CriTestNode | undefined;
   const children: ChildProcess[] = [];
   const proxies: CriProxyServer[] = [];
@@ -148,6 +150,8 @@ async function main(): Promise<void> {
     const rows: Array<{ method: string; stats: Map<string, Stats>; cpuUs: Map<string, number> }> = [];
     for (const [method, call] of calls) {
       for (let i = 0; i < o.warmup; i++) for (const t of targets) await call(t.client);
+      // threads the warm-up started included
+      if (o.pinShimHelpers) for (const t of targets) if (t.pid) pinMainThreadApart(t.pid, o.pinShim!, o.pinShimHelpers);
       const samples = new Map<string, number[]>(targets.map((t) => [t.name, []]));
       const cpu0 = new Map(targets.filter((t) => t.pid).map((t) => [t.name, cpuMs(t.pid!)]));
       for (let i = 0; i < o.n; i++) {
@@ -168,7 +172,7 @@ async function main(): Promise<void> {
     const f = (v: number) => v.toFixed(3).padStart(8);
     const pathWidth = Math.max(9, ...targets.map((t) => t.name.length + 2));
     const where = o.inProcess ? 'in-process' : 'each as its own process';
-    const pin = (o.pinShim || o.pinClient ? `, shim pinned to CPU ${o.pinShim ?? '-'}, client+containerd to CPU ${o.pinClient ?? '-'}` : ', no CPU pinning') + (o.shimNice !== undefined ? `, shims at nice ${o.shimNice}` : '');
+    const pin = (o.pinShim || o.pinClient ? `, shim pinned to CPU ${o.pinShim ?? '-'}${o.pinShimHelpers ? ` (its main thread; its other threads on CPU ${o.pinShimHelpers})` : ''}, client+containerd to CPU ${o.pinClient ?? '-'}` : ', no CPU pinning') + (o.shimNice !== undefined ? `, shims at nice ${o.shimNice}` : '');
     console.log(`\nCRI call latency in ms seen by a grpc-js client, N=${o.n} per method and path (warm-up ${o.warmup}), interleaved; shims ${where}${pin}; Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
     console.log(`added = proxied quantile - direct quantile of the same run; shim CPU = CPU time of the shim process per call (utime+stime, 10 ms ticks)`);
     console.log(`${'method'.padEnd(18)}${'path'.padEnd(pathWidth)}${'p50'.padStart(9)}${'p99'.padStart(9)}${'mean'.padStart(9)}${'added p50'.padStart(11)}${'added p99'.padStart(11)}${'shim CPU'.padStart(11)}`);

@@ -3,7 +3,7 @@
  * that started them), logs to one file each in the run directory, pids tracked in state.json so a
  * later `down` stops exactly what `up` started.
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { openSync, closeSync, readFileSync, existsSync, readdirSync, readlinkSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -25,6 +25,21 @@ export interface TrackedProcess {
   args: string[];
   cpus?: string;
   env?: Record<string, string>;
+}
+
+/**
+ * Pins process `pid`'s main thread (thread id = pid: the event loop of a Node process) to
+ * `mainCpus` and every other thread it has now (V8's GC and compiler helpers, libuv's pool, worker
+ * threads) to `otherCpus` (taskset, Linux). Threads started later inherit the affinity of the thread
+ * that starts them. Used by the benchmarks: on the main thread's CPU the helpers preempted it in the
+ * slowest rounds (scheduler-plugins/extender/bench.ts). `withMain`: thread ids that stay with the
+ * main thread. Returns how many other threads moved.
+ */
+export function pinMainThreadApart(pid: number, mainCpus: string, otherCpus: string, withMain: readonly string[] = []): number {
+  const tids = readdirSync(`/proc/${pid}/task`);
+  const main = new Set([String(pid), ...withMain]);
+  for (const tid of tids) execFileSync('taskset', ['-p', '-c', main.has(tid) ? mainCpus : otherCpus, tid], { stdio: 'ignore' });
+  return tids.length - main.size;
 }
 
 export function startProcess(spec: ProcessSpec): TrackedProcess {

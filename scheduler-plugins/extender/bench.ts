@@ -33,7 +33,13 @@
  *   extender's GC pauses were most of its p99 (see kwokSize).
  *   `--pin-cpus`: the testbed's processes (and the bench's parent) on CPU 0 (testbed `pinCpus`), the
  *   measuring process on CPU 1, so the extender does not share its CPU with the control plane it is
- *   fed by.
+ *   fed by; right before the rows its main thread (and the client worker) stay on CPU 1 and its
+ *   other threads (V8's GC and compiler helpers, libuv) move to CPU 0 (pinMainThreadApart): on CPU
+ *   1 with the main thread they preempted it 2-8 times in each of the slowest 1% of rounds.
+ *
+ * The scheduler's side of a round (bench-client.ts) runs in a worker thread of the measuring process
+ * (`--client loop`: on the extender's event loop, the only way until 2026-11-25): kube-scheduler is another
+ * process, its JSON and HTTP work is not the extender's.
  *
  * Between two rounds (not timed) `--churn` nodes change the way the binding of the previous pod
  * changes its node: a new plain pod bound to the node (and the node's previous churn pod deleted).
@@ -48,14 +54,14 @@
  * floor. Targets (issue 4): p99 < 2 ms at 100 nodes, < 10 ms at 1000 nodes. "recomputed" = node
  * verdicts the extender computed per round (filter + prioritize; the rest came from its cache).
  *
- *   npm run bench:extender -- [--iterations 400] [--sizes 100,1000] [--churn 1|all|0] [--kinds a,b] [--json]
+ *   npm run bench:extender -- [--iterations 400] [--sizes 100,1000] [--churn 1|all|0] [--kinds a,b] [--client worker|loop] [--json]
  *                             [--kwok [--pin-cpus] [--run-dir /tmp/ulysses-bench-extender] [--nodes-ready-timeout-ms N]]
  * (`--help`: the options.)
  */
 import { PerformanceObserver } from 'node:perf_hooks';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -67,7 +73,7 @@ import { RESERVED_NODE_ANNOTATION } from './state.ts';
 import { RoundClient, preemptions, round } from './bench-client.ts';
 import { silentLogger } from '../../core/logging.ts';
 import { onShutdownSignal } from '../../core/shutdown.ts';
-import { pollUntil } from '../../experiments/testbed/processes.ts';
+import { pinMainThreadApart, pollUntil } from '../../experiments/testbed/processes.ts';
 import PQueue from 'p-queue';
 
 const args = process.argv.slice(2);
@@ -79,7 +85,7 @@ const ITERATIONS = Number(arg('iterations', '400'));
 /** Where the scheduler's side of a round runs: a worker thread (default) or the extender's own event loop. */
 const CLIENT = arg('client', 'worker');
 /** The worker-thread client (bench-client.ts) of this process, when CLIENT is 'worker'. */
-let client: RoundClient | undefined;
+let roundClient: RoundClient | undefined;
 const SIZES = arg('sizes', '100,1000').split(',').map(Number);
 const JSON_OUT = args.includes('--json');
 const KINDS = arg('kinds', '');
@@ -337,7 +343,7 @@ async function measure(
     const e0 = informerEventCount();
     const c0 = preemptions();
     serverTime.ms = 0;
-    const r = client ? await client.round(url, p, names) : await round(url, p, names);
+    const r = roundClient ? await roundClient.round(url, p, names) : await round(url, p, names);
     const c1 = preemptions();
     const dt = r.endMs - r.startMs;
     if (i >= 0) {
@@ -573,7 +579,14 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
       await pollUntil(`churn pod ${name} on ${node} in the extender's state`, () => st.pod(`${NS}/${name}`)?.node === node && (!prev || !st.pod(`${NS}/${prev}`)), { timeoutMs: 30_000, intervalMs: 1 });
     };
     const e0 = { ...informerEvents };
-    if (PIN_CPUS) lines.push(mainThreadAlone());
+    // the main thread (and the client worker, see bench-client.ts) on CPU 1, the process's other
+    // threads (V8's GC and compiler helpers, libuv) on CPU 0: on CPU 1 they preempted the main
+    // thread 2-8 times in each of the slowest 1% of rounds (2026-11-25)
+    if (PIN_CPUS) {
+      const clientTid = await roundClient?.threadId();
+      const moved = pinMainThreadApart(process.pid, '1', '0', clientTid ? [clientTid] : []);
+      lines.push(`main thread${clientTid ? ' and the client worker' : ''} on CPU 1, the process's ${moved} other threads (V8, libuv) on CPU 0`);
+    }
     t = Date.now();
     const rows = await rowsFor(n, url, server, names, churner(names, perRoundChurn(n), touch), noopUrl);
     lines.push(
@@ -584,17 +597,6 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
   } finally {
     await running?.stop().catch((err: Error) => log(`extender stop failed: ${err.message}`));
   }
-}
-
-/**
- * With --pin-cpus, right before the rows: this process's main thread (event loop: extender, client,
- * no-op) stays on CPU 1, every other thread of it (V8's GC and compiler helpers, libuv's pool,
- * started by now) moves to CPU 0, so they no longer preempt the main thread.
- */
-function mainThreadAlone(): string {
-  const tids = readdirSync('/proc/self/task');
-  for (const tid of tids) execFileSync('taskset', ['-p', '-c', tid === String(process.pid) ? '1' : '0', tid], { stdio: 'ignore' });
-  return `main thread alone on CPU 1, the process's ${tids.length - 1} other threads (V8, libuv${client ? ', the client worker' : ''}) on CPU 0`;
 }
 
 function usage(): string {
@@ -629,7 +631,7 @@ async function main() {
     // The measuring process on CPU 1; the parent (testbed up/down, idle meanwhile) with the testbed on CPU 0.
     execFileSync('taskset', ['-a', '-p', '-c', MEASURE_SIZE ? '1' : '0', String(process.pid)], { stdio: 'ignore' });
   }
-  if (CLIENT === 'worker' && (MEASURE_SIZE || !KWOK)) client = new RoundClient();
+  if (CLIENT === 'worker' && (MEASURE_SIZE || !KWOK)) roundClient = new RoundClient();
   if (MEASURE_SIZE) {
     // the measured part of one KWOK size, started by kwokSize (the testbed is the parent's)
     const noop = await noopExtender();
@@ -657,7 +659,7 @@ async function main() {
     }
   } finally {
     await noop?.app.close();
-    await client?.close();
+    await roundClient?.close();
     removeSignalHandlers();
   }
   if (JSON_OUT) {
@@ -671,13 +673,13 @@ async function main() {
     for (const note of notes) for (const l of note.lines) console.log(`  ${note.nodes} nodes: ${l}`);
   }
   console.log(`churn: ${CHURN === 'all' ? 'every node' : `${CHURN} node(s)`} changed between two rounds (extender rows): a new pod bound to the node${KWOK ? ' through the API (create with spec.nodeName; the previous churn pod on the node deleted), waited for in the extender\'s state' : ' (the previous one on the node deleted)'}`);
-  console.log(`round trip = filter+prioritize measured by the client (${client ? "a worker thread of its own: the scheduler's JSON and HTTP work off the extender's event loop and heap" : "--client loop: on the extender's event loop"}); server = fastify handler time of the two requests (reply.elapsedTime); recomputed = node verdicts computed per round (the rest came from the cache)`);
+  console.log(`round trip = filter+prioritize measured by the client (${CLIENT === 'worker' ? "a worker thread of its own: the scheduler's JSON and HTTP work off the extender's event loop and heap" : "--client loop: on the extender's event loop"}); server = fastify handler time of the two requests (reply.elapsedTime); recomputed = node verdicts computed per round (the rest came from the cache)`);
   console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} on ${os.cpus().length} CPUs`);
   console.log('nodes  pod                       feasible | round trip p50  p99 | server p50  p99 | no-op round trip p50  p99 | recomputed | p99 target');
   const f = (x: number, w = 7) => x.toFixed(3).padStart(w);
   const t = (a: TailAttribution) =>
     `GC ${a.tailGcMs.toFixed(2)} ms (all ${a.allGcMs.toFixed(2)}), informer events ${a.tailEvents.toFixed(1)} (all ${a.allEvents.toFixed(1)}), main thread preempted ${a.tailPreempted.toFixed(1)} (all ${a.allPreempted.toFixed(2)})` +
-    (client ? `, client thread preempted ${a.tailClientPreempted.toFixed(1)} (all ${a.allClientPreempted.toFixed(2)})` : '') +
+    (CLIENT === 'worker' ? `, client thread preempted ${a.tailClientPreempted.toFixed(1)} (all ${a.allClientPreempted.toFixed(2)})` : '') +
     `; hypervisor steal ${(a.stealShare * 100).toFixed(1)}% of the row's wall time`;
   const tails: string[] = [];
   for (const r of rows) {
@@ -687,7 +689,7 @@ async function main() {
       `${String(r.nodes).padEnd(6)} ${r.pod.padEnd(25)} ${String(r.feasible).padStart(8)} | ${f(r.p50Ms, 14)} ${f(r.p99Ms)} | ${f(r.serverP50Ms, 10)} ${f(r.serverP99Ms)} | ${f(r.noopP50Ms, 20)} ${f(r.noopP99Ms)} | ${r.recomputedPerRound.toFixed(1).padStart(10)} | < ${target} ms: ${r.p99Ms < target ? 'met' : 'MISSED'}`,
     );
   }
-  console.log(`slowest 1% of the rounds vs all rounds: mean main-thread GC pause, informer events (KWOK mode) and involuntary context switches of the main thread${client ? ' and of the client thread' : ''} inside one round; CPU time the hypervisor took from this VM during the row (/proc/stat steal)`);
+  console.log(`slowest 1% of the rounds vs all rounds: mean main-thread GC pause, informer events (KWOK mode) and involuntary context switches of the main thread${CLIENT === 'worker' ? ' and of the client thread' : ''} inside one round; CPU time the hypervisor took from this VM during the row (/proc/stat steal)`);
   for (const l of tails) console.log(l);
 }
 
