@@ -3,11 +3,11 @@
  * with a nodeCacheCapable extender — POST /filter with the node names, then POST /prioritize with
  * the nodes that passed — over a kept-alive HTTP connection, timed by the caller.
  *
- * By default bench.ts runs it in a worker thread ({@link RoundClient}): kube-scheduler is another
- * process, so the client's JSON and HTTP work must not run on the extender's event loop, in its
- * heap (its garbage collected by the extender's GC) or inside the extender's handler time. With
- * `--pin-cpus` the worker thread stays on CPU 1 with the extender's main thread (CPU 0 is the
- * testbed's: there the client's timing measured the testbed's load, p99 8-20 ms at 100 nodes).
+ * bench.ts calls {@link round} on the extender's event loop, or, with `--client worker`, in a
+ * worker thread ({@link RoundClient}): kube-scheduler is another process, whose JSON and HTTP work
+ * and garbage are not the extender's. With `--pin-cpus` the worker thread stays on CPU 1 with the
+ * extender's main thread (CPU 0 is the testbed's: there the client's timing measured the testbed's
+ * load, p99 8-20 ms at 100 nodes). Measurements: bench.ts's header.
  */
 import http from 'node:http';
 import { readFileSync, readlinkSync } from 'node:fs';

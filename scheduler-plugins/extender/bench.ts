@@ -37,9 +37,13 @@
  *   other threads (V8's GC and compiler helpers, libuv) move to CPU 0 (pinMainThreadApart): on CPU
  *   1 with the main thread they preempted it 2-8 times in each of the slowest 1% of rounds.
  *
- * The scheduler's side of a round (bench-client.ts) runs in a worker thread of the measuring process
- * (`--client loop`: on the extender's event loop, the only way until 2026-11-25): kube-scheduler is another
- * process, its JSON and HTTP work is not the extender's.
+ * The scheduler's side of a round (bench-client.ts) runs on the measuring process's event loop, with
+ * the extender; `--client worker` runs it in a worker thread instead (its JSON and HTTP work and its
+ * garbage off the extender's loop and heap, as kube-scheduler's are). On this 2-vCPU VM that was no
+ * better (2026-11-25, 100 nodes, p99 round trip / server): on CPU 0 the client's timing measured the
+ * testbed's load (8-20 / 1.5-5.3 ms), on CPU 1 the client thread preempted the extender's main
+ * thread ~2 times per round (4.6-6.0 / 2.6-4.2 ms) against 4.2-5.1 / 1.3-1.6 ms in the loop. It is
+ * the setup for a machine with a third CPU for the client.
  *
  * Between two rounds (not timed) `--churn` nodes change the way the binding of the previous pod
  * changes its node: a new plain pod bound to the node (and the node's previous churn pod deleted).
@@ -54,7 +58,7 @@
  * floor. Targets (issue 4): p99 < 2 ms at 100 nodes, < 10 ms at 1000 nodes. "recomputed" = node
  * verdicts the extender computed per round (filter + prioritize; the rest came from its cache).
  *
- *   npm run bench:extender -- [--iterations 400] [--sizes 100,1000] [--churn 1|all|0] [--kinds a,b] [--client worker|loop] [--json]
+ *   npm run bench:extender -- [--iterations 400] [--sizes 100,1000] [--churn 1|all|0] [--kinds a,b] [--client loop|worker] [--json]
  *                             [--kwok [--pin-cpus] [--run-dir /tmp/ulysses-bench-extender] [--nodes-ready-timeout-ms N]]
  * (`--help`: the options.)
  */
@@ -82,8 +86,8 @@ const arg = (name: string, dflt: string) => {
   return i >= 0 && args[i + 1] ? args[i + 1]! : dflt;
 };
 const ITERATIONS = Number(arg('iterations', '400'));
-/** Where the scheduler's side of a round runs: a worker thread (default) or the extender's own event loop. */
-const CLIENT = arg('client', 'worker');
+/** Where the scheduler's side of a round runs: the extender's own event loop (default) or a worker thread (bench-client.ts). */
+const CLIENT = arg('client', 'loop');
 /** The worker-thread client (bench-client.ts) of this process, when CLIENT is 'worker'. */
 let roundClient: RoundClient | undefined;
 const SIZES = arg('sizes', '100,1000').split(',').map(Number);
@@ -607,7 +611,7 @@ function usage(): string {
     '  --churn 1|all|0               nodes changed between two rounds (default 1; all: in-memory mode only)',
     `  --kinds a,b                   pod kinds to schedule (default all: ${Object.keys(POD_KINDS).join(', ')})`,
     '  --json                        the rows as JSON',
-    "  --client worker|loop          the scheduler's side in a worker thread (default) or on the extender's event loop",
+    "  --client loop|worker          the scheduler's side on the extender's event loop (default) or in a worker thread",
     '  --kwok                        per size, a control-plane-only testbed with N KWOK nodes (run under flock /tmp/ulysses-testbed.lock)',
     '  --pin-cpus                    with --kwok: the testbed on CPU 0, the measuring process on CPU 1',
     '  --run-dir DIR                 with --kwok: testbed directory (default /tmp/ulysses-bench-extender)',
