@@ -119,7 +119,6 @@ if (!isMainThread && parentPort) {
     else if (req.kind === 'names') {
       names = req.names;
       void reply(Promise.resolve());
-    }
-    else void reply(round(req.url, req.pod, names));
+    } else void reply(round(req.url, req.pod, names));
   });
 }

@@ -42,7 +42,7 @@
  * garbage off the extender's loop and heap, as kube-scheduler's are). On this 2-vCPU VM that was no
  * better (2026-11-25, 100 nodes, p99 round trip / server): on CPU 0 the client's timing measured the
  * testbed's load (8-20 / 1.5-5.3 ms), on CPU 1 the client thread preempted the extender's main
- * thread ~2 times per round (4.6-6.0 / 2.6-4.2 ms) against 4.2-5.1 / 1.3-1.6 ms in the loop. It is
+ * thread ~2 times per round (4.6-6.0 / 2.6-4.2 ms) against 4.2-6.1 / 1.3-2.2 ms in the loop. It is
  * the setup for a machine with a third CPU for the client.
  *
  * Between two rounds (not timed) `--churn` nodes change the way the binding of the previous pod
