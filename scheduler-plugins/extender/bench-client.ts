@@ -48,18 +48,24 @@ export interface Round {
   startMs: number;
   endMs: number;
   feasible: number;
-  /** the client thread's involuntary context switches during the round */
-  clientPreempted: number;
+  /** in a worker thread: that thread's involuntary context switches during the round (on the extender's loop the caller counts them) */
+  clientPreempted?: number;
 }
 
 /** filter + prioritize, timed where it is made. */
 export async function round(url: string, pod: unknown, names: string[]): Promise<Round> {
-  const c0 = preemptions();
   const t0 = performance.now();
   const f = await post<ExtenderFilterResult>(`${url}/filter`, { Pod: pod, NodeNames: names });
   await post<HostPriority[]>(`${url}/prioritize`, { Pod: pod, NodeNames: f.NodeNames ?? [] });
   const t1 = performance.now();
-  return { startMs: performance.timeOrigin + t0, endMs: performance.timeOrigin + t1, feasible: f.NodeNames?.length ?? 0, clientPreempted: preemptions() - c0 };
+  return { startMs: performance.timeOrigin + t0, endMs: performance.timeOrigin + t1, feasible: f.NodeNames?.length ?? 0 };
+}
+
+/** {@link round} with the calling (worker) thread's preemptions counted. */
+async function countedRound(url: string, pod: unknown, names: string[]): Promise<Round> {
+  const c0 = preemptions();
+  const r = await round(url, pod, names);
+  return { ...r, clientPreempted: preemptions() - c0 };
 }
 
 type Request = { kind: 'thread-id' } | { kind: 'names'; names: string[] } | { kind: 'round'; url: string; pod: unknown };
@@ -119,6 +125,6 @@ if (!isMainThread && parentPort) {
     else if (req.kind === 'names') {
       names = req.names;
       void reply(Promise.resolve());
-    } else void reply(round(req.url, req.pod, names));
+    } else void reply(countedRound(req.url, req.pod, names));
   });
 }

@@ -353,7 +353,7 @@ async function measure(
     if (i >= 0) {
       lat.push(dt);
       const t0 = r.startMs - performance.timeOrigin;
-      traces.push({ ms: dt, gcMs: gcWithin(t0, t0 + dt), events: informerEventCount() - e0, preempted: c1 - c0, clientPreempted: r.clientPreempted });
+      traces.push({ ms: dt, gcMs: gcWithin(t0, t0 + dt), events: informerEventCount() - e0, preempted: c1 - c0, clientPreempted: r.clientPreempted ?? 0 });
       server.push(serverTime.ms);
       misses += recomputed() - m0;
     }
