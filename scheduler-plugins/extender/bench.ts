@@ -74,10 +74,11 @@ import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { prng } from '../../core/prng.ts';
 import { ExtenderServer } from './server.ts';
 import { RESERVED_NODE_ANNOTATION } from './state.ts';
-import { RoundClient, preemptions, round } from './bench-client.ts';
+import { GoRoundClient, RoundClient, buildGoClient, preemptions, round, type RoundRunner } from './bench-client.ts';
 import { silentLogger } from '../../core/logging.ts';
 import { onShutdownSignal } from '../../core/shutdown.ts';
 import { pinMainThreadApart, pollUntil } from '../../experiments/testbed/processes.ts';
+import { K8S_VERSION } from '../../experiments/testbed/binaries.ts';
 import PQueue from 'p-queue';
 
 const args = process.argv.slice(2);
@@ -86,10 +87,12 @@ const arg = (name: string, dflt: string) => {
   return i >= 0 && args[i + 1] ? args[i + 1]! : dflt;
 };
 const ITERATIONS = Number(arg('iterations', '400'));
-/** Where the scheduler's side of a round runs: the extender's own event loop (default) or a worker thread (bench-client.ts). */
+/** Where the scheduler's side of a round runs: the extender's own event loop (default), a worker thread, or kube-scheduler's Go client in a process of its own (bench-client.ts). */
 const CLIENT = arg('client', 'loop');
-/** The worker-thread client (bench-client.ts) of this process, when CLIENT is 'worker'. */
-let roundClient: RoundClient | undefined;
+/** `--client go`: the CPUs the Go client runs on (taskset; default: this process's). */
+const CLIENT_CPUS = arg('client-cpus', '');
+/** The worker-thread or Go client (bench-client.ts) of this process, unless CLIENT is 'loop'. */
+let roundClient: RoundRunner | undefined;
 const SIZES = arg('sizes', '100,1000').split(',').map(Number);
 const JSON_OUT = args.includes('--json');
 const KINDS = arg('kinds', '');
@@ -587,7 +590,7 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
     // threads (V8's GC and compiler helpers, libuv) on CPU 0: on CPU 1 they preempted the main
     // thread 2-8 times in each of the slowest 1% of rounds (2026-11-25)
     if (PIN_CPUS) {
-      const clientTid = await roundClient?.threadId();
+      const clientTid = roundClient instanceof RoundClient ? await roundClient.threadId() : undefined;
       const moved = pinMainThreadApart(process.pid, '1', '0', clientTid ? [clientTid] : []);
       lines.push(`main thread${clientTid ? ' and the client worker' : ''} on CPU 1, the process's ${moved} other threads (V8, libuv) on CPU 0`);
     }
@@ -603,6 +606,12 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
   }
 }
 
+const CLIENT_DESCRIPTION: Record<string, string> = {
+  loop: "--client loop: on the extender's event loop",
+  worker: "--client worker: a worker thread of its own, the scheduler's JSON and HTTP work off the extender's event loop and heap",
+  go: `--client go: kube-scheduler's own HTTPExtender (k8s.io/kubernetes ${K8S_VERSION}) in a Go process of its own${CLIENT_CPUS ? ` on CPU ${CLIENT_CPUS}` : ''}`,
+};
+
 function usage(): string {
   return [
     'usage: npm run bench:extender -- [options]   (or npx tsx scheduler-plugins/extender/bench.ts [options])',
@@ -611,7 +620,9 @@ function usage(): string {
     '  --churn 1|all|0               nodes changed between two rounds (default 1; all: in-memory mode only)',
     `  --kinds a,b                   pod kinds to schedule (default all: ${Object.keys(POD_KINDS).join(', ')})`,
     '  --json                        the rows as JSON',
-    "  --client loop|worker          the scheduler's side on the extender's event loop (default) or in a worker thread",
+    "  --client loop|worker|go       the scheduler's side on the extender's event loop (default), in a worker thread, or kube-scheduler's",
+    '                                HTTPExtender in a Go process of its own (built on first use; bench-client-go/main.go)',
+    '  --client-cpus CPUS            with --client go: the CPUs of the Go client (taskset; default: the measuring process\'s)',
     '  --kwok                        per size, a control-plane-only testbed with N KWOK nodes (run under flock /tmp/ulysses-testbed.lock)',
     '  --pin-cpus                    with --kwok: the testbed on CPU 0, the measuring process on CPU 1',
     '  --run-dir DIR                 with --kwok: testbed directory (default /tmp/ulysses-bench-extender)',
@@ -624,7 +635,10 @@ async function main() {
     console.log(usage());
     return;
   }
-  if (CLIENT !== 'worker' && CLIENT !== 'loop') throw new Error(`--client ${CLIENT}: expected worker or loop`);
+  if (!['loop', 'worker', 'go'].includes(CLIENT)) throw new Error(`--client ${CLIENT}: expected loop, worker or go`);
+  if (CLIENT_CPUS && CLIENT !== 'go') throw new Error('--client-cpus is a --client go option');
+  // built by the parent (and found by the measuring process): a first build takes a minute
+  const goClient = CLIENT === 'go' ? buildGoClient(log) : undefined;
   if (KWOK && CHURN === 'all') throw new Error('--churn all is for the in-memory mode (with --kwok every changed node is an API call per round): use a number');
   // the extender started as in main.ts logs through the root logger: warnings only, unless asked
   if (KWOK) process.env.ULYSSES_LOG_LEVEL ??= 'warn';
@@ -635,7 +649,10 @@ async function main() {
     // The measuring process on CPU 1; the parent (testbed up/down, idle meanwhile) with the testbed on CPU 0.
     execFileSync('taskset', ['-a', '-p', '-c', MEASURE_SIZE ? '1' : '0', String(process.pid)], { stdio: 'ignore' });
   }
-  if (CLIENT === 'worker' && (MEASURE_SIZE || !KWOK)) roundClient = new RoundClient();
+  if (MEASURE_SIZE || !KWOK) {
+    if (CLIENT === 'worker') roundClient = new RoundClient();
+    else if (goClient) roundClient = new GoRoundClient(goClient, CLIENT_CPUS || undefined);
+  }
   if (MEASURE_SIZE) {
     // the measured part of one KWOK size, started by kwokSize (the testbed is the parent's)
     const noop = await noopExtender();
@@ -677,13 +694,13 @@ async function main() {
     for (const note of notes) for (const l of note.lines) console.log(`  ${note.nodes} nodes: ${l}`);
   }
   console.log(`churn: ${CHURN === 'all' ? 'every node' : `${CHURN} node(s)`} changed between two rounds (extender rows): a new pod bound to the node${KWOK ? ' through the API (create with spec.nodeName; the previous churn pod on the node deleted), waited for in the extender\'s state' : ' (the previous one on the node deleted)'}`);
-  console.log(`round trip = filter+prioritize measured by the client (${CLIENT === 'worker' ? "a worker thread of its own: the scheduler's JSON and HTTP work off the extender's event loop and heap" : "--client loop: on the extender's event loop"}); server = fastify handler time of the two requests (reply.elapsedTime); recomputed = node verdicts computed per round (the rest came from the cache)`);
+  console.log(`round trip = filter+prioritize measured by the client (${CLIENT_DESCRIPTION[CLIENT]}); server = fastify handler time of the two requests (reply.elapsedTime); recomputed = node verdicts computed per round (the rest came from the cache)`);
   console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} on ${os.cpus().length} CPUs`);
   console.log('nodes  pod                       feasible | round trip p50  p99 | server p50  p99 | no-op round trip p50  p99 | recomputed | p99 target');
   const f = (x: number, w = 7) => x.toFixed(3).padStart(w);
   const t = (a: TailAttribution) =>
     `GC ${a.tailGcMs.toFixed(2)} ms (all ${a.allGcMs.toFixed(2)}), informer events ${a.tailEvents.toFixed(1)} (all ${a.allEvents.toFixed(1)}), main thread preempted ${a.tailPreempted.toFixed(1)} (all ${a.allPreempted.toFixed(2)})` +
-    (CLIENT === 'worker' ? `, client thread preempted ${a.tailClientPreempted.toFixed(1)} (all ${a.allClientPreempted.toFixed(2)})` : '') +
+    (CLIENT !== 'loop' ? `, client ${CLIENT === 'go' ? 'process' : 'thread'} preempted ${a.tailClientPreempted.toFixed(1)} (all ${a.allClientPreempted.toFixed(2)})` : '') +
     `; hypervisor steal ${(a.stealShare * 100).toFixed(1)}% of the row's wall time`;
   const tails: string[] = [];
   for (const r of rows) {
@@ -693,7 +710,7 @@ async function main() {
       `${String(r.nodes).padEnd(6)} ${r.pod.padEnd(25)} ${String(r.feasible).padStart(8)} | ${f(r.p50Ms, 14)} ${f(r.p99Ms)} | ${f(r.serverP50Ms, 10)} ${f(r.serverP99Ms)} | ${f(r.noopP50Ms, 20)} ${f(r.noopP99Ms)} | ${r.recomputedPerRound.toFixed(1).padStart(10)} | < ${target} ms: ${r.p99Ms < target ? 'met' : 'MISSED'}`,
     );
   }
-  console.log(`slowest 1% of the rounds vs all rounds: mean main-thread GC pause, informer events (KWOK mode) and involuntary context switches of the main thread${CLIENT === 'worker' ? ' and of the client thread' : ''} inside one round; CPU time the hypervisor took from this VM during the row (/proc/stat steal)`);
+  console.log(`slowest 1% of the rounds vs all rounds: mean main-thread GC pause, informer events (KWOK mode) and involuntary context switches of the main thread${CLIENT === 'worker' ? ' and of the client thread' : CLIENT === 'go' ? " and of the Go client's threads" : ''} inside one round; CPU time the hypervisor took from this VM during the row (/proc/stat steal)`);
   for (const l of tails) console.log(l);
 }
 
