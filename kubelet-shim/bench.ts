@@ -28,7 +28,8 @@ import { Command } from 'commander';
 import { CriClient } from './cri-client.ts';
 import { PROXY_IMPLEMENTATIONS, createCriProxy, type CriProxyServer, type ProxyImplementation } from './proxies.ts';
 import { podSandboxConfig, startCriTestNode, stopCriTestNode, type CriTestNode } from './testnode.ts';
-import { pinMainThreadApart, pollUntil, stopProcess } from '../experiments/testbed/processes.ts';
+import { JsonLinesProcess, pinMainThreadApart, pollUntil, stopProcess } from '../experiments/testbed/processes.ts';
+import { buildGoTool } from '../experiments/testbed/binaries.ts';
 
 interface Stats {
   p50: number;
@@ -66,6 +67,8 @@ async function startShimProcess(listen: string, backend: string, implementation:
 
 interface Target {
   name: string;
+  /** the socket (the Go client's endpoint) */
+  socket: string;
   client: CriClient;
   /** pid of the shim process (CPU time per call from /proc), when it runs as its own process */
   pid?: number;
@@ -91,9 +94,11 @@ async function main(): Promise<void> {
     .option('--pin-shim-helpers <cpus>', "with --pin-shim: every thread of a shim process but its main thread (V8's GC and compiler helpers, libuv's pool) on these CPUs, set after each warm-up (e.g. 0)")
     .option('--pin-client <cpus>', 'taskset CPU list of this (client) process and the containerd started here (e.g. 0)')
     .option('--shim-node-flags <flags>', 'extra node flags of the shim processes, e.g. "--max-semi-space-size=32"', '')
+    .option('--client <kind>', "node: a grpc-js client in this process; go: the kubelet's own CRI client (k8s.io/cri-client) in a Go process of its own (built on first use, bench-client-go/main.go)", 'node')
     .option('--shim-nice <n>', 'scheduling niceness of the shim processes (e.g. -10, as a node daemon unit would set; root for < 0)', (v) => Number(v))
     .parse(process.argv)
-    .opts<{ n: number; warmup: number; backend?: string; runDir: string; nodeIndex: number; implementations: string; inProcess: boolean; pinShim?: string; pinShimHelpers?: string; pinClient?: string; shimNodeFlags: string; shimNice?: number }>();
+    .opts<{ n: number; warmup: number; backend?: string; runDir: string; nodeIndex: number; implementations: string; inProcess: boolean; pinShim?: string; pinShimHelpers?: string; pinClient?: string; shimNodeFlags: string; shimNice?: number; client: string }>();
+  if (o.client !== 'node' && o.client !== 'go') throw new Error(`--client ${o.client}: expected node or go`);
   // "impl" or "impl+<extra node flags of that shim>" (e.g. splice+--max-semi-space-size=64): variants
   // of one implementation compared in the same interleaved run
   const variants = o.implementations.split(',').map((x) => x.trim()).filter(Boolean).map((name) => {
@@ -117,7 +122,7 @@ async function main(): Promise<void> {
     }
     const direct = new CriClient(backend);
     clients.push(direct);
-    const targets: Target[] = [{ name: 'direct', client: direct }];
+    const targets: Target[] = [{ name: 'direct', socket: backend, client: direct }];
     for (const [k, v] of variants.entries()) {
       const listen = join(o.runDir, `bench-shim-${k}.sock`);
       if (o.inProcess) {
@@ -130,7 +135,7 @@ async function main(): Promise<void> {
       }
       const c = new CriClient(listen);
       clients.push(c);
-      targets.push({ name: v.name, client: c, pid: o.inProcess ? undefined : children.at(-1)!.pid });
+      targets.push({ name: v.name, socket: listen, client: c, pid: o.inProcess ? undefined : children.at(-1)!.pid });
     }
 
     let sandboxId: string | undefined;
@@ -147,22 +152,41 @@ async function main(): Promise<void> {
     if (sandboxId) calls.push(['PodSandboxStatus', (c) => c.call('PodSandboxStatus', { pod_sandbox_id: sandboxId })]);
     else console.error('no pod sandbox on the backend: PodSandboxStatus skipped');
 
+    // --client go: the kubelet's CRI client in a process of its own, on the client's CPUs
+    const goClient =
+      o.client === 'go'
+        ? new JsonLinesProcess(
+            buildGoTool('kubelet-shim-bench-client', fileURLToPath(new URL('./bench-client-go/main.go', import.meta.url)), (l) => console.error(l)),
+            targets.map((t) => `${t.name}=unix://${t.socket}`),
+            { cpus: o.pinClient },
+          )
+        : undefined;
     const rows: Array<{ method: string; stats: Map<string, Stats>; cpuUs: Map<string, number> }> = [];
-    for (const [method, call] of calls) {
-      for (let i = 0; i < o.warmup; i++) for (const t of targets) await call(t.client);
-      // threads the warm-up started included
-      if (o.pinShimHelpers) for (const t of targets) if (t.pid) pinMainThreadApart(t.pid, o.pinShim!, o.pinShimHelpers);
-      const samples = new Map<string, number[]>(targets.map((t) => [t.name, []]));
-      const cpu0 = new Map(targets.filter((t) => t.pid).map((t) => [t.name, cpuMs(t.pid!)]));
-      for (let i = 0; i < o.n; i++) {
-        // interleaved, in rotating order, so that drifts (GC, other load) hit every path alike
-        for (let k = 0; k < targets.length; k++) {
-          const t = targets[(i + k) % targets.length]!;
-          samples.get(t.name)!.push(await time(() => call(t.client)));
+    try {
+      for (const [method, call] of calls) {
+        if (goClient) await goClient.call({ method, count: o.warmup, sandbox: sandboxId ?? '', timed: false });
+        else for (let i = 0; i < o.warmup; i++) for (const t of targets) await call(t.client);
+        // threads the warm-up started included
+        if (o.pinShimHelpers) for (const t of targets) if (t.pid) pinMainThreadApart(t.pid, o.pinShim!, o.pinShimHelpers);
+        const cpu0 = new Map(targets.filter((t) => t.pid).map((t) => [t.name, cpuMs(t.pid!)]));
+        let samples: Map<string, number[]>;
+        if (goClient) {
+          samples = new Map(Object.entries((await goClient.call<{ samples: Record<string, number[]> }>({ method, count: o.n, sandbox: sandboxId ?? '', timed: true })).samples));
+        } else {
+          samples = new Map(targets.map((t) => [t.name, []]));
+          for (let i = 0; i < o.n; i++) {
+            // interleaved, in rotating order, so that drifts (GC, other load) hit every path alike
+            for (let k = 0; k < targets.length; k++) {
+              const t = targets[(i + k) % targets.length]!;
+              samples.get(t.name)!.push(await time(() => call(t.client)));
+            }
+          }
         }
+        const cpuUs = new Map(targets.filter((t) => t.pid).map((t) => [t.name, ((cpuMs(t.pid!) - cpu0.get(t.name)!) * 1000) / o.n]));
+        rows.push({ method, stats: new Map([...samples].map(([k, v]) => [k, stats(v)])), cpuUs });
       }
-      const cpuUs = new Map(targets.filter((t) => t.pid).map((t) => [t.name, ((cpuMs(t.pid!) - cpu0.get(t.name)!) * 1000) / o.n]));
-      rows.push({ method, stats: new Map([...samples].map(([k, v]) => [k, stats(v)])), cpuUs });
+    } finally {
+      await goClient?.close();
     }
     if (node && sandboxId) {
       await direct.call('StopPodSandbox', { pod_sandbox_id: sandboxId });
@@ -173,7 +197,8 @@ async function main(): Promise<void> {
     const pathWidth = Math.max(9, ...targets.map((t) => t.name.length + 2));
     const where = o.inProcess ? 'in-process' : 'each as its own process';
     const pin = (o.pinShim || o.pinClient ? `, shim pinned to CPU ${o.pinShim ?? '-'}${o.pinShimHelpers ? ` (its main thread; its other threads on CPU ${o.pinShimHelpers})` : ''}, client+containerd to CPU ${o.pinClient ?? '-'}` : ', no CPU pinning') + (o.shimNice !== undefined ? `, shims at nice ${o.shimNice}` : '');
-    console.log(`\nCRI call latency in ms seen by a grpc-js client, N=${o.n} per method and path (warm-up ${o.warmup}), interleaved; shims ${where}${pin}; Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+    const clientKind = o.client === 'go' ? "the kubelet's own CRI client (k8s.io/cri-client, Go, a process of its own)" : 'a grpc-js client';
+    console.log(`\nCRI call latency in ms seen by ${clientKind}, N=${o.n} per method and path (warm-up ${o.warmup}), interleaved; shims ${where}${pin}; Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
     console.log(`added = proxied quantile - direct quantile of the same run; shim CPU = CPU time of the shim process per call (utime+stime, 10 ms ticks)`);
     console.log(`${'method'.padEnd(18)}${'path'.padEnd(pathWidth)}${'p50'.padStart(9)}${'p99'.padStart(9)}${'mean'.padStart(9)}${'added p50'.padStart(11)}${'added p99'.padStart(11)}${'shim CPU'.padStart(11)}`);
     for (const r of rows) {

@@ -3,8 +3,9 @@
  * build itself is build-binaries.sh: a generated wrapper Go module, cached per version under
  * $ULYSSES_CACHE (default ~/.cache/ulysses), never rebuilt once present.
  */
-import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -63,4 +64,28 @@ export async function ensureBinaries(log: (line: string) => void = (l) => proces
   const still = missingBinaries();
   if (still.length) throw new Error(`build finished but binaries are missing: ${still.join(', ')}`);
   return binDir();
+}
+
+/**
+ * A one-file Go program of ours (a bench client made of the kubelet's or kube-scheduler's own client
+ * code) built on first use, one binary per version of its source (`<name>-<sha256>` beside the
+ * binaries), inside the wrapper module build-binaries.sh made for the Kubernetes binaries: the same
+ * k8s.io/kubernetes release as the testbed's, and its packages already compiled.
+ */
+export function buildGoTool(name: string, source: string, log: (line: string) => void): string {
+  const hash = createHash('sha256').update(readFileSync(source)).digest('hex').slice(0, 12);
+  const bin = join(binDir(), `${name}-${hash}`);
+  if (existsSync(bin)) return bin;
+  const mod = join(cacheDir(), 'build', `k8s-${K8S_VERSION}`);
+  if (!existsSync(join(mod, 'go.sum'))) throw new Error(`${name}: ${mod}/go.sum is missing: build the Kubernetes binaries first (experiments/testbed/build-binaries.sh)`);
+  mkdirSync(join(mod, name), { recursive: true });
+  copyFileSync(source, join(mod, name, 'main.go'));
+  log(`building ${bin} from ${source} (k8s.io/kubernetes ${K8S_VERSION})`);
+  execFileSync('go', ['build', '-trimpath', '-o', `${bin}.tmp`, `./${name}`], {
+    cwd: mod,
+    stdio: ['ignore', 'inherit', 'inherit'],
+    env: { ...process.env, GOFLAGS: '-mod=mod', GOTOOLCHAIN: 'local', CGO_ENABLED: '0' },
+  });
+  renameSync(`${bin}.tmp`, bin);
+  return bin;
 }

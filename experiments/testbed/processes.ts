@@ -3,7 +3,9 @@
  * that started them), logs to one file each in the run directory, pids tracked in state.json so a
  * later `down` stops exactly what `up` started.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcessByStdio } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import type { Readable, Writable } from 'node:stream';
 import { openSync, closeSync, readFileSync, existsSync, readdirSync, readlinkSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -167,5 +169,50 @@ export async function pollUntil<T>(
       throw new TimeoutError(`timed out after ${opts.timeoutMs} ms waiting for ${what}${why}${extra}`);
     }
     await sleep(opts.intervalMs ?? 200);
+  }
+}
+
+/**
+ * A helper process spoken to in JSON lines, one reply line per request line, in order (the Go bench
+ * clients: scheduler-plugins/extender/bench-client-go, kubelet-shim/bench-client-go). Started on
+ * `cpus` (taskset) when given; a reply with `error` set, or the process exiting, rejects the call.
+ */
+export class JsonLinesProcess {
+  private readonly proc: ChildProcessByStdio<Writable, Readable, null>;
+  private readonly waiting: Array<(line: string) => void> = [];
+  private exited: Error | undefined;
+
+  constructor(cmd: string, args: string[], opts: { cpus?: string } = {}) {
+    const [c, a] = opts.cpus ? ['taskset', ['-c', opts.cpus, cmd, ...args]] : [cmd, args];
+    this.proc = spawn(c, a, { stdio: ['pipe', 'pipe', 'inherit'] });
+    createInterface({ input: this.proc.stdout }).on('line', (line) => this.waiting.shift()?.(line));
+    this.proc.on('exit', (code, signal) => {
+      this.exited = new Error(`${cmd} exited with ${code ?? signal}`);
+      for (const w of this.waiting.splice(0)) w(JSON.stringify({ error: this.exited.message }));
+    });
+  }
+
+  get pid(): number | undefined {
+    return this.proc.pid;
+  }
+
+  call<T>(request: unknown): Promise<T> {
+    if (this.exited) return Promise.reject(this.exited);
+    return new Promise((resolve, reject) => {
+      this.waiting.push((line) => {
+        const r = JSON.parse(line) as T & { error?: string };
+        if (r.error) reject(new Error(r.error));
+        else resolve(r);
+      });
+      this.proc.stdin.write(JSON.stringify(request) + '\n');
+    });
+  }
+
+  /** Ends its input and waits for it to exit. */
+  async close(): Promise<void> {
+    if (this.exited) return;
+    const gone = new Promise((resolve) => this.proc.once('exit', resolve));
+    this.proc.stdin.end();
+    await gone;
   }
 }

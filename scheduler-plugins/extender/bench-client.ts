@@ -10,14 +10,12 @@
  * load, p99 8-20 ms at 100 nodes). Measurements: bench.ts's header.
  */
 import http from 'node:http';
-import { createHash } from 'node:crypto';
-import { spawn, execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, readlinkSync, renameSync } from 'node:fs';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createInterface } from 'node:readline';
 import { Worker, isMainThread, parentPort } from 'node:worker_threads';
-import { K8S_VERSION, binDir, cacheDir } from '../../experiments/testbed/binaries.ts';
+import { buildGoTool } from '../../experiments/testbed/binaries.ts';
+import { JsonLinesProcess } from '../../experiments/testbed/processes.ts';
 import type { ExtenderFilterResult, HostPriority } from './wire.ts';
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
@@ -125,28 +123,9 @@ export interface RoundRunner {
 
 const GO_SOURCE = join(dirname(fileURLToPath(import.meta.url)), 'bench-client-go', 'main.go');
 
-/**
- * The Go client (bench-client-go/main.go: kube-scheduler's own HTTPExtender) built on first use,
- * one binary per version of its source (`extender-bench-client-<sha256>` in the binaries' cache),
- * inside the wrapper module build-binaries.sh made for the Kubernetes binaries: the same
- * k8s.io/kubernetes release as the testbed's kube-scheduler, and its packages already compiled.
- */
+/** The Go client (bench-client-go/main.go: kube-scheduler's own HTTPExtender), built on first use (binaries.ts buildGoTool). */
 export function buildGoClient(log: (line: string) => void): string {
-  const hash = createHash('sha256').update(readFileSync(GO_SOURCE)).digest('hex').slice(0, 12);
-  const bin = join(binDir(), `extender-bench-client-${hash}`);
-  if (existsSync(bin)) return bin;
-  const mod = join(cacheDir(), 'build', `k8s-${K8S_VERSION}`);
-  if (!existsSync(join(mod, 'go.sum'))) throw new Error(`--client go: ${mod}/go.sum is missing: build the Kubernetes binaries first (experiments/testbed/build-binaries.sh)`);
-  mkdirSync(join(mod, 'extenderbenchclient'), { recursive: true });
-  copyFileSync(GO_SOURCE, join(mod, 'extenderbenchclient', 'main.go'));
-  log(`building ${bin} from ${GO_SOURCE} (k8s.io/kubernetes ${K8S_VERSION}'s HTTPExtender)`);
-  execFileSync('go', ['build', '-trimpath', '-o', `${bin}.tmp`, './extenderbenchclient'], {
-    cwd: mod,
-    stdio: ['ignore', 'inherit', 'inherit'],
-    env: { ...process.env, GOFLAGS: '-mod=mod', GOTOOLCHAIN: 'local', CGO_ENABLED: '0' },
-  });
-  renameSync(`${bin}.tmp`, bin);
-  return bin;
+  return buildGoTool('extender-bench-client', GO_SOURCE, log);
 }
 
 /**
@@ -155,50 +134,23 @@ export function buildGoClient(log: (line: string) => void): string {
  * request and per reply (its protocol: bench-client-go/main.go).
  */
 export class GoRoundClient implements RoundRunner {
-  private readonly proc;
-  private readonly replies: Array<(line: string) => void> = [];
-  private exited: Error | undefined;
+  private readonly proc: JsonLinesProcess;
   private names: string[] | undefined;
 
   constructor(bin: string, cpus?: string) {
-    this.proc = cpus ? spawn('taskset', ['-c', cpus, bin], { stdio: ['pipe', 'pipe', 'inherit'] }) : spawn(bin, [], { stdio: ['pipe', 'pipe', 'inherit'] });
-    createInterface({ input: this.proc.stdout }).on('line', (line) => this.replies.shift()?.(line));
-    this.proc.on('exit', (code, signal) => {
-      this.exited = new Error(`the Go bench client exited with ${code ?? signal}`);
-      for (const r of this.replies.splice(0)) r(JSON.stringify({ error: this.exited.message }));
-    });
-  }
-
-  /** The client's process id (its threads: /proc/PID/task). */
-  get pid(): number | undefined {
-    return this.proc.pid;
+    this.proc = new JsonLinesProcess(bin, [], { cpus });
   }
 
   async round(url: string, pod: unknown, names: string[]): Promise<Round> {
     if (this.names !== names) {
-      await this.call({ names });
+      await this.proc.call({ names });
       this.names = names;
     }
-    return (await this.call({ url, pod })) as Round;
+    return this.proc.call<Round>({ url, pod });
   }
 
-  async close(): Promise<void> {
-    if (this.exited) return;
-    const gone = new Promise((resolve) => this.proc.once('exit', resolve));
-    this.proc.stdin.end();
-    await gone;
-  }
-
-  private call(req: unknown): Promise<unknown> {
-    if (this.exited) return Promise.reject(this.exited);
-    return new Promise((resolve, reject) => {
-      this.replies.push((line) => {
-        const r = JSON.parse(line) as Round & { error?: string };
-        if (r.error) reject(new Error(r.error));
-        else resolve(r);
-      });
-      this.proc.stdin.write(JSON.stringify(req) + '\n');
-    });
+  close(): Promise<void> {
+    return this.proc.close();
   }
 }
 
