@@ -11,8 +11,12 @@
  * 0.8-1.5 ms added p99 that 5000 warm-up calls remove (kubelet-shim/README.md, "Warm-up"; V8
  * tiering up the fresh shim process' per-call code is the likely cause, not verified).
  *
+ * `--client go` makes the calls with the kubelet's own CRI client (k8s.io/cri-client, the release
+ * the testbed's kubelet is built from) in a Go process of its own (bench-client-go/main.go, built on
+ * first use), on the --pin-client CPUs; default: a grpc-js client in this process.
+ *
  *   npx tsx kubelet-shim/bench.ts [--n 5000] [--warmup 5000] [--implementations splice,http2,splice+--node-flag]
- *       [--pin-shim 1 [--pin-shim-helpers 0] --pin-client 0] [--shim-nice -10] [--backend /path/containerd.sock] [--in-process]
+ *       [--pin-shim 1 [--pin-shim-helpers 0] --pin-client 0] [--client node|go] [--shim-nice -10] [--backend /path/containerd.sock] [--in-process]
  *
  * Without --backend it starts its own containerd (node index 9 under /tmp/ulysses-bench-shim: do not
  * run it together with the shim's integration test, which uses the same bridge and cgroup root; run

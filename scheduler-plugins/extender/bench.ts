@@ -43,7 +43,10 @@
  * better (2026-11-25, 100 nodes, p99 round trip / server): on CPU 0 the client's timing measured the
  * testbed's load (8-20 / 1.5-5.3 ms), on CPU 1 the client thread preempted the extender's main
  * thread ~2 times per round (4.6-6.0 / 2.6-4.2 ms) against 4.2-6.1 / 1.3-2.2 ms in the loop. It is
- * the setup for a machine with a third CPU for the client.
+ * the setup for a machine with a third CPU for the client. `--client go` makes the rounds with
+ * kube-scheduler's own extender client (k8s.io/kubernetes pkg/scheduler HTTPExtender, the release
+ * the testbed runs) in a Go process of its own (bench-client-go/main.go, built on first use);
+ * `--client-cpus` places it (taskset).
  *
  * Between two rounds (not timed) `--churn` nodes change the way the binding of the previous pod
  * changes its node: a new plain pod bound to the node (and the node's previous churn pod deleted).
@@ -58,7 +61,7 @@
  * floor. Targets (issue 4): p99 < 2 ms at 100 nodes, < 10 ms at 1000 nodes. "recomputed" = node
  * verdicts the extender computed per round (filter + prioritize; the rest came from its cache).
  *
- *   npm run bench:extender -- [--iterations 400] [--sizes 100,1000] [--churn 1|all|0] [--kinds a,b] [--client loop|worker] [--json]
+ *   npm run bench:extender -- [--iterations 400] [--sizes 100,1000] [--churn 1|all|0] [--kinds a,b] [--client loop|worker|go [--client-cpus 0]] [--json]
  *                             [--kwok [--pin-cpus] [--run-dir /tmp/ulysses-bench-extender] [--nodes-ready-timeout-ms N]]
  * (`--help`: the options.)
  */

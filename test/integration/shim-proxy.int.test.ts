@@ -26,6 +26,8 @@ import {
   type TestPod,
 } from '../../kubelet-shim/testnode.ts';
 import { udpFirstAnswer } from '../../experiments/workloads.ts';
+import { buildGoTool } from '../../experiments/testbed/binaries.ts';
+import { JsonLinesProcess } from '../../experiments/testbed/processes.ts';
 
 const runDir = '/tmp/ulysses-it-shim';
 const NODE_INDEX = 9;
@@ -68,6 +70,24 @@ describe.each(PROXY_IMPLEMENTATIONS)('kubelet-shim proxy (%s) in front of a real
     if (node) {
       await stopCriTestNode(node);
       expect(criTestNodeLeftovers(runDir, node.spec)).toEqual([]);
+    }
+  });
+
+  it("serves the kubelet's own CRI client (k8s.io/cri-client: the benchmark's --client go) as containerd does", async () => {
+    const bin = buildGoTool('kubelet-shim-bench-client', join(import.meta.dirname, '../../kubelet-shim/bench-client-go/main.go'), () => undefined);
+    const kubeletClient = new JsonLinesProcess(bin, [`direct=unix://${node!.spec.socket}`, `shim=unix://${proxySocket}`]);
+    try {
+      const { samples } = await kubeletClient.call<{ samples: Record<string, number[]> }>({ method: 'ListPodSandbox', count: 4, timed: true });
+      expect(Object.keys(samples).sort()).toEqual(['direct', 'shim']);
+      for (const s of Object.values(samples)) {
+        expect(s).toHaveLength(4);
+        for (const ms of s) expect(ms).toBeGreaterThan(0);
+      }
+      // a failed call is an error naming the path and the method, never a sample
+      await expect(kubeletClient.call({ method: 'PodSandboxStatus', sandbox: 'no-such-sandbox', count: 1, timed: true })).rejects.toThrow(/^direct PodSandboxStatus: .*NotFound/);
+      await expect(kubeletClient.call({ method: 'Version', count: 2, timed: false })).resolves.toEqual({});
+    } finally {
+      await kubeletClient.close();
     }
   });
 
