@@ -180,20 +180,22 @@ export async function pollUntil<T>(
 export class JsonLinesProcess {
   private readonly proc: ChildProcessByStdio<Writable, Readable, null>;
   private readonly waiting: Array<(line: string) => void> = [];
+  /** lines no call was waiting for (a start-up error the process printed before exiting) */
+  private readonly stray: string[] = [];
   private exited: Error | undefined;
 
   constructor(cmd: string, args: string[], opts: { cpus?: string } = {}) {
     const [c, a] = opts.cpus ? ['taskset', ['-c', opts.cpus, cmd, ...args]] : [cmd, args];
     this.proc = spawn(c, a, { stdio: ['pipe', 'pipe', 'inherit'] });
-    createInterface({ input: this.proc.stdout }).on('line', (line) => this.waiting.shift()?.(line));
+    createInterface({ input: this.proc.stdout }).on('line', (line) => {
+      const w = this.waiting.shift();
+      if (w) w(line);
+      else this.stray.push(line);
+    });
     this.proc.on('exit', (code, signal) => {
-      this.exited = new Error(`${cmd} exited with ${code ?? signal}`);
+      this.exited = new Error(`${cmd} exited with ${code ?? signal}${this.stray.length ? `: ${this.stray.join(' ')}` : ''}`);
       for (const w of this.waiting.splice(0)) w(JSON.stringify({ error: this.exited.message }));
     });
-  }
-
-  get pid(): number | undefined {
-    return this.proc.pid;
   }
 
   call<T>(request: unknown): Promise<T> {

@@ -5,7 +5,8 @@
  *
  * bench.ts calls {@link round} on the extender's event loop, or, with `--client worker`, in a
  * worker thread ({@link RoundClient}): kube-scheduler is another process, whose JSON and HTTP work
- * and garbage are not the extender's. With `--pin-cpus` the worker thread stays on CPU 1 with the
+ * and garbage are not the extender's. `--client go` ({@link GoRoundClient}) is that process, made
+ * of kube-scheduler's own extender client. With `--pin-cpus` the worker thread stays on CPU 1 with the
  * extender's main thread (CPU 0 is the testbed's: there the client's timing measured the testbed's
  * load, p99 8-20 ms at 100 nodes). Measurements: bench.ts's header.
  */

@@ -89,6 +89,10 @@ describe.each(PROXY_IMPLEMENTATIONS)('kubelet-shim proxy (%s) in front of a real
     } finally {
       await kubeletClient.close();
     }
+    // a client that cannot start says why (its start-up error line), not only its exit code
+    const bad = new JsonLinesProcess(bin, ['no-endpoint']);
+    await expect(bad.call({ method: 'Version', count: 1, timed: true })).rejects.toThrow(/argument "no-endpoint": expected NAME=unix:\/\/\/path/);
+    await bad.close();
   });
 
   it('answers Version as containerd does', async () => {
