@@ -643,8 +643,6 @@ async function main() {
   }
   if (!['loop', 'worker', 'go'].includes(CLIENT)) throw new Error(`--client ${CLIENT}: expected loop, worker or go`);
   if (CLIENT_CPUS && CLIENT !== 'go') throw new Error('--client-cpus is a --client go option');
-  // built by the parent (and found by the measuring process): a first build takes a minute
-  const goClient = CLIENT === 'go' ? buildGoClient(log) : undefined;
   if (KWOK && CHURN === 'all') throw new Error('--churn all is for the in-memory mode (with --kwok every changed node is an API call per round): use a number');
   // the extender started as in main.ts logs through the root logger: warnings only, unless asked
   if (KWOK) process.env.ULYSSES_LOG_LEVEL ??= 'warn';
@@ -655,6 +653,8 @@ async function main() {
     // The measuring process on CPU 1; the parent (testbed up/down, idle meanwhile) with the testbed on CPU 0.
     execFileSync('taskset', ['-a', '-p', '-c', MEASURE_SIZE ? '1' : '0', String(process.pid)], { stdio: 'ignore' });
   }
+  // after every option check; built by the parent (a first build takes a minute), found by the measuring process
+  const goClient = CLIENT === 'go' ? buildGoClient(log) : undefined;
   if (MEASURE_SIZE || !KWOK) {
     if (CLIENT === 'worker') roundClient = new RoundClient();
     else if (goClient) roundClient = new GoRoundClient(goClient, CLIENT_CPUS || undefined);
