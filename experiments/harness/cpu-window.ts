@@ -37,6 +37,25 @@ export const CpuWindowSchema = z.object({
 });
 export type CpuWindow = z.infer<typeof CpuWindowSchema>;
 
+/** The machine over a whole repetition, taint to its last event ({@link MachineCpuAudit}). */
+export const RepCpuSchema = z.object({
+  /** seconds from the taint to the end of the measured part (last event or timeout) */
+  seconds: z.number().nonnegative(),
+  /** CPU-seconds the machine was busy (all CPUs, /proc/stat), and of them stolen by the hypervisor */
+  busyCpuS: z.number().nonnegative(),
+  stealCpuS: z.number().nonnegative(),
+  /** CPU-seconds of the testbed's processes ({@link isTestbedGroup}) */
+  testbedCpuS: z.number().nonnegative(),
+  /** CPU-seconds of every other process on the machine: work that competed with the testbed */
+  outsideCpuS: z.number().nonnegative(),
+  /** the largest groups outside the testbed, CPU ms (at most 5, above 10 ms) */
+  outside: z.record(z.string(), z.number().nonnegative()),
+});
+export type RepCpu = z.infer<typeof RepCpuSchema>;
+
+/** A repetition shared the machine when processes outside the testbed used more than 1% of a CPU over it (at least 0.1 CPU-s). */
+export const sharedMachine = (c: RepCpu): boolean => c.outsideCpuS > Math.max(0.1, 0.01 * c.seconds);
+
 interface ProcSample {
   group: string;
   /** utime + stime + cutime + cstime, clock ticks */
@@ -89,16 +108,40 @@ export function processState(pid: number): string {
   return parseStat(readOr(`/proc/${pid}/stat`, ''))?.state ?? 'gone';
 }
 
+/**
+ * The harness' own processes: this one, its descendants (tsx's esbuild service) and the npm/npx/node
+ * launchers right above it (`npx tsx cli/ulysses.ts ...`: npm exec, sh, tsx's node), from pid -> parent
+ * pid and comm.
+ */
+export function harnessFamily(self: number, procs: ReadonlyMap<number, { comm: string; ppid: number }>): Set<number> {
+  const family = new Set([self]);
+  for (let p = procs.get(self)?.ppid; p !== undefined && p > 1 && /^(node|npm|npx|sh)$|^npm /.test(procs.get(p)?.comm ?? ''); p = procs.get(p)?.ppid) family.add(p);
+  const descendants = new Set([self]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const [pid, st] of procs) {
+      if (descendants.has(pid) || !descendants.has(st.ppid)) continue;
+      descendants.add(pid);
+      grew = true;
+    }
+  }
+  return new Set([...family, ...descendants]);
+}
+
 /** One snapshot: pid -> group and ticks. Processes that vanish while being read are skipped. */
 export function snapshotProcesses(groups: Map<number, string>): Map<number, ProcSample> {
-  const out = new Map<number, ProcSample>();
+  const stats = new Map<number, NonNullable<ReturnType<typeof parseStat>>>();
   for (const pid of procPids()) {
     const st = parseStat(readOr(`/proc/${pid}/stat`, ''));
-    if (!st) continue;
+    if (st) stats.set(pid, st);
+  }
+  const harness = harnessFamily(process.pid, stats);
+  const out = new Map<number, ProcSample>();
+  for (const [pid, st] of stats) {
     let group = groups.get(pid);
     if (group === undefined) {
       const kthread = (st.flags & PF_KTHREAD) !== 0 || st.ppid === 2 || pid === 2;
-      group = processGroup(st.comm, kthread ? '' : readOr(`/proc/${pid}/cmdline`, '').replaceAll('\0', ' '), kthread ? '' : readOr(`/proc/${pid}/cgroup`, ''), kthread, pid === process.pid);
+      group = processGroup(st.comm, kthread ? '' : readOr(`/proc/${pid}/cmdline`, '').replaceAll('\0', ' '), kthread ? '' : readOr(`/proc/${pid}/cgroup`, ''), kthread, harness.has(pid));
       groups.set(pid, group);
     }
     out.set(pid, { group, ticks: st.ticks });
@@ -108,9 +151,26 @@ export function snapshotProcesses(groups: Map<number, string>): Map<number, Proc
 
 /** Busy (non-idle, non-iowait) ticks of the whole machine from the first line of /proc/stat. */
 export function machineBusyTicks(procStat: string): number {
+  return machineTicks(procStat).busy;
+}
+
+/** Busy ticks (user, nice, system, irq, softirq, steal) and, of them, steal (the hypervisor ran someone else). */
+export function machineTicks(procStat: string): { busy: number; steal: number } {
   const f = procStat.split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
   const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = f;
-  return user + nice + system + irq + softirq + steal;
+  return { busy: user + nice + system + irq + softirq + steal, steal };
+}
+
+/**
+ * The testbed's own process groups ({@link processGroup}): the harness, kernel threads, the control
+ * plane, kwok, our components, a real node's processes and the runtime's helpers (runc). Anything
+ * else on the machine (a build, a test run, an editor) competes with the testbed for the CPUs and
+ * makes a repetition slower for reasons that are not the configuration's.
+ */
+const TESTBED_GROUPS = new Set(['harness', 'kernel', 'etcd', 'kube-apiserver', 'kube-scheduler', 'kube-controller', 'kwok', 'controller-manager', 'kubelet-shim', 'extender', 'containerd', 'containerd-shim']);
+
+export function isTestbedGroup(group: string): boolean {
+  return TESTBED_GROUPS.has(group) || /^real-\d+\//.test(group) || group.startsWith('runc');
 }
 
 /** CPU ms per group between two snapshots (a pid seen only in the second counts from 0). */
@@ -237,5 +297,41 @@ export class CpuWindowProbe {
     clearTimeout(this.timer);
     this.timer = undefined;
     if (this.profile) this.session?.post('Profiler.stop');
+  }
+}
+
+/**
+ * What else ran on the machine during a repetition: /proc snapshots at the taint and at the end of
+ * the measured part (every repetition on the local testbed; two /proc walks, no timer). A
+ * repetition that shared the CPUs with a build or a test run is visible in its results
+ * (`repCpu.outsideCpuS`) and flagged in the report, instead of passing as the configuration's figure.
+ */
+export class MachineCpuAudit {
+  private readonly groups = new Map<number, string>();
+  private start: { at: number; procs: Map<number, ProcSample>; ticks: { busy: number; steal: number } } | undefined;
+
+  /** Right before the taint. */
+  arm(): void {
+    this.groups.clear(); // pids are reused between repetitions
+    this.start = { at: performance.now(), procs: snapshotProcesses(this.groups), ticks: machineTicks(readFileSync('/proc/stat', 'utf8')) };
+  }
+
+  /** At the end of the measured part; null when not armed since the last call. */
+  finish(): RepCpu | null {
+    const s = this.start;
+    if (!s) return null;
+    this.start = undefined;
+    const ticks = machineTicks(readFileSync('/proc/stat', 'utf8'));
+    const byGroup = Object.entries(cpuByGroup(s.procs, snapshotProcesses(this.groups)));
+    const sum = (rows: Array<[string, number]>) => Math.round(rows.reduce((a, [, ms]) => a + ms, 0)) / 1000;
+    const outside = byGroup.filter(([g]) => !isTestbedGroup(g));
+    return {
+      seconds: Math.round(performance.now() - s.at) / 1000,
+      busyCpuS: Math.max(0, ticks.busy - s.ticks.busy) / CLK_TCK,
+      stealCpuS: Math.max(0, ticks.steal - s.ticks.steal) / CLK_TCK,
+      testbedCpuS: sum(byGroup.filter(([g]) => isTestbedGroup(g))),
+      outsideCpuS: sum(outside),
+      outside: Object.fromEntries(outside.filter(([, ms]) => ms >= 10).slice(0, 5)),
+    };
   }
 }

@@ -16,7 +16,7 @@ import type { ReportMeta } from './report.ts';
 import { appendResult, configKey, readResults, repKey, type Cell, type ConfigId, type EventName, type RepResult, type ScenarioName } from './results.ts';
 import { captureBaseline, criticalPosition, loadDeployments, prepareScenario, restoreInitialState, runRep, type ScenarioOptions, type Topology } from './scenario.ts';
 import type { NodeTrace } from './node-trace.ts';
-import type { CpuWindowProbe } from './cpu-window.ts';
+import { sharedMachine, type CpuWindowProbe, type MachineCpuAudit } from './cpu-window.ts';
 
 export interface ExperimentPlan {
   configs: ConfigId[];
@@ -130,6 +130,8 @@ export interface ExperimentOptions extends ScenarioOptions {
   nodeTrace?: (taintAtMs: number) => NodeTrace | null;
   /** CPU time per process group in the first ms after the taint (local testbed, --cpu-window-ms) */
   cpuWindow?: CpuWindowProbe;
+  /** the machine's CPU from the taint to the last event, ours and everyone else's (local testbed) */
+  cpuAudit?: MachineCpuAudit;
   /**
    * Unrecorded warm-up repetitions before the first recorded one ({@link warmupReps}; default true):
    * the first pod creations on freshly started nodes are slower (the first idle cells of a run on a
@@ -190,9 +192,12 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
         setupTimeoutMs: o.setupTimeoutMs,
         criticalPosition: prioPosition,
         beforeFailure: neutral ? applyRep : undefined,
-        atFailure: o.cpuWindow ? () => o.cpuWindow!.arm() : undefined,
+        atFailure: () => {
+          o.cpuAudit?.arm();
+          o.cpuWindow?.arm();
+        },
       });
-      return { outcome, prioPosition };
+      return { outcome, prioPosition, repCpu: o.cpuAudit?.finish() ?? null };
     };
     for (const w of warmup ? warmups : []) {
       bar.update(progressLine({ done: all.length - todo.length, total: all.length, skipped: all.length - todo.length, what: `warm-up (config ${configKey(w)}, DN ${w.dn}, ${w.podsPerNode} pods/node, not recorded)` }));
@@ -209,12 +214,16 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
       bar.update(progressLine({ done: all.length - todo.length + ran, total: all.length, skipped: all.length - todo.length, meanRepS: mean, what: `config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep + 1}/${o.plan.reps}` }));
       const started = Date.now();
       try {
-        const { outcome, prioPosition } = await execute(r);
+        const { outcome, prioPosition, repCpu } = await execute(r);
         const result: RepResult = { ...r, ...conditionFields(o.conditions), events: outcome.events, prioPosition, startedAt: new Date(started).toISOString(), durationS: 0, taintAt: new Date(outcome.taintAtMs).toISOString(), podReady: outcome.podReady };
         const trace = o.nodeTrace?.(outcome.taintAtMs);
         if (trace) result.prioNode = trace;
         const cpu = o.cpuWindow?.result();
         if (cpu) result.cpuWindow = cpu;
+        if (repCpu) {
+          result.repCpu = repCpu;
+          if (sharedMachine(repCpu)) bar.log(`config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: shared the machine, ${repCpu.outsideCpuS.toFixed(2)} CPU-s outside the testbed (${Object.keys(repCpu.outside).join(', ')})`);
+        }
         if (outcome.error) {
           result.error = outcome.error;
           bar.log(`config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: ${outcome.error}`);

@@ -27,7 +27,7 @@ import { readRuntimeConfig } from '../../core/runtime-config.ts';
 import { runExperiment, type ExperimentPlan } from './experiment.ts';
 import type { ProgressBar } from './progress.ts';
 import { shimLogTracer, type NodeTrace } from './node-trace.ts';
-import { CpuWindowProbe, processState, procPids } from './cpu-window.ts';
+import { CpuWindowProbe, MachineCpuAudit, processState, procPids } from './cpu-window.ts';
 import { UPF_NAME, type NodeFailure, type Topology } from './scenario.ts';
 import { SHIM_POLICY_NAME, type EventName, type ScenarioName } from './results.ts';
 import { ensureRuntimeConfigCrd } from '../../core/runtime-config.ts';
@@ -361,6 +361,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       warmup: o.warmup,
       nodeTrace,
       cpuWindow: o.cpuWindowMs !== undefined ? new CpuWindowProbe(o.cpuWindowMs, o.cpuWindowProfile) : undefined,
+      cpuAudit: o.kubeconfig ? undefined : new MachineCpuAudit(),
       // t=0 only once the in-process controller manager has worked off the setup (queues empty,
       // nothing running, no client-limiter debt): the failover must not queue behind it
       quiescent: () => ULYSSES_CONTROLLERS.every((c) => cm.pool(c).queue.len() === 0 && cm.pool(c).stats().inFlight === 0) && cm.apiLimiter.available() >= 1,

@@ -5,6 +5,7 @@
  */
 import { EVENTS, EVENT_LABELS, cellKey, compareConfigurations, configKey, configLabel, parseConfigKey, type Cell, type ConfigKey, type EventName, type RepResult } from './results.ts';
 import { SummaryIndex, bootstrapMedianRatio, cellValues, quantile, type SummaryRow } from './stats.ts';
+import { sharedMachine, type RepCpu } from './cpu-window.ts';
 
 export interface ReportMeta {
   /** report heading (default: the Table 6.1 failover experiment) */
@@ -159,6 +160,8 @@ export function renderReport(results: readonly RepResult[], rows: readonly Summa
   if (trace) out.push(trace, '');
   const cpu = cpuWindowTable(results);
   if (cpu) out.push(cpu, '');
+  const machine = machineTable(results);
+  if (machine) out.push(machine, '');
   const failed = results.filter((r) => r.error);
   if (failed.length) {
     out.push('## Repetitions with missing events', '');
@@ -221,6 +224,37 @@ export function cpuWindowTable(results: readonly RepResult[], rows = 14): string
     ...top.map((g) => row(g, (b) => b[g] ?? 0)),
     ...nodes.map((n) => row(`${n} (all)`, nodeTotal(n))),
     ...harnessProfileRows(cells),
+  ].join('\n');
+}
+
+/**
+ * The machine from the taint to each repetition's last event (results' `repCpu`, local testbed):
+ * medians per cell of its busy, stolen, testbed's and everyone else's CPU-seconds, and the
+ * repetitions that shared the CPUs with other work ({@link sharedMachine}) — their figures are not
+ * the configuration's alone.
+ */
+export function machineTable(results: readonly RepResult[]): string | undefined {
+  const audited = results.filter((r) => r.repCpu);
+  if (!audited.length) return undefined;
+  const rows = [...repsByCell(audited).values()].map((reps) => {
+    const c = (f: (x: RepCpu) => number) => med(reps.map((r) => f(r.repCpu!)));
+    const maxOutside = Math.max(...reps.map((r) => r.repCpu!.outsideCpuS));
+    return `| ${configLabel(reps[0]!)} | ${reps[0]!.dn} | ${reps[0]!.podsPerNode} | ${reps.length} | ${c((x) => x.seconds)} | ${c((x) => x.busyCpuS)} | ${c((x) => x.stealCpuS)} | ${c((x) => x.testbedCpuS)} | ${c((x) => x.outsideCpuS)} / ${maxOutside.toFixed(2)} | ${reps.filter((r) => sharedMachine(r.repCpu!)).length} |`;
+  });
+  const shared = audited.filter((r) => sharedMachine(r.repCpu!));
+  return [
+    '## The machine during the repetitions (taint to last event)',
+    '',
+    'Medians, CPU-seconds (/proc at the taint and at the last event): the machine busy on all CPUs, stolen by the hypervisor, used by the testbed (control plane, nodes, harness), and used by anything else (median / max). ' +
+      'A repetition shares the machine when the rest used more than 1% of a CPU over it (at least 0.1 CPU-s).',
+    '',
+    '| configuration | DN | pods/node | n | seconds | busy | steal | testbed | outside (median / max) | shared |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...rows,
+    '',
+    shared.length
+      ? `**${shared.length} of ${audited.length} repetitions shared the machine** (their events include other work's CPU): ${shared.map((r) => `config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: ${r.repCpu!.outsideCpuS.toFixed(2)} CPU-s (${Object.entries(r.repCpu!.outside).map(([g, ms]) => `${g} ${ms.toFixed(0)} ms`).join(', ')})`).join('; ')}.`
+      : `No repetition shared the machine: outside the testbed at most ${Math.max(...audited.map((r) => r.repCpu!.outsideCpuS)).toFixed(2)} CPU-s per repetition.`,
   ].join('\n');
 }
 

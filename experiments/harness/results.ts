@@ -6,7 +6,7 @@
 import { existsSync, readFileSync, appendFileSync } from 'node:fs';
 import { z } from 'zod';
 import { NodeTraceSchema } from './node-trace.ts';
-import { CpuWindowSchema } from './cpu-window.ts';
+import { CpuWindowSchema, RepCpuSchema } from './cpu-window.ts';
 
 /** Events of one repetition, seconds after the NoExecute taint (t=0); null if it never happened. */
 export const EVENTS = ['prioScheduled', 'prioReady', 'prioUp', 'prioEndpointReady', 'lastScheduled', 'lastReady'] as const;
@@ -73,6 +73,8 @@ export const RepResultSchema = z.object({
   prioNode: NodeTraceSchema.optional(),
   /** CPU time per process group in the first windowMs after the taint (local testbed, --cpu-window-ms) */
   cpuWindow: CpuWindowSchema.optional(),
+  /** the machine from the taint to the last event: busy, stolen, testbed's and everyone else's CPU (local testbed) */
+  repCpu: RepCpuSchema.optional(),
   /** why some event stayed null (e.g. a timeout) */
   error: z.string().optional(),
   /** kubelet-shim policy overriding the configuration's (kubelet policy comparison) */

@@ -86,8 +86,13 @@ describe('failover experiment on the real testbed', () => {
       expect(r.cpuWindow!.byGroup.harness).toBeGreaterThan(0);
       // the critical pod bound early in the window: its node worked on it inside the window
       if (r.events.prioScheduled! < 0.15) expect(Object.keys(r.cpuWindow!.byGroup).some((g) => g.startsWith('real-2/')), JSON.stringify(r.cpuWindow!.byGroup)).toBe(true);
+      // the machine audit: taint to last event, the testbed's CPU apart from everyone else's
+      expect(r.repCpu!.seconds).toBeGreaterThanOrEqual(r.events.lastReady!);
+      expect(r.repCpu!.testbedCpuS).toBeGreaterThan(0);
     }
-    expect(readFileSync(join(out, 'report.md'), 'utf8')).toContain('## CPU in the first 300 ms after the taint');
+    const reportMd = readFileSync(join(out, 'report.md'), 'utf8');
+    expect(reportMd).toContain('## CPU in the first 300 ms after the taint');
+    expect(reportMd).toContain('## The machine during the repetitions (taint to last event)');
   });
 
   it("the node failure stops the source node's kubelet, kubelet-shim, containerd and containerd-shims, and resumes them", async () => {

@@ -3,10 +3,11 @@
  * parsing of /proc, grouping, the probe on this machine's real /proc, and the report table.
  */
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CpuWindowProbe, codeOrigin, cpuByGroup, machineBusyTicks, parseStat, processGroup, summarizeProfile } from '../../experiments/harness/cpu-window.ts';
+import { CpuWindowProbe, MachineCpuAudit, codeOrigin, cpuByGroup, harnessFamily, isTestbedGroup, machineBusyTicks, machineTicks, parseStat, processGroup, sharedMachine, summarizeProfile } from '../../experiments/harness/cpu-window.ts';
 import { emptyEvents, parseResults, type RepResult } from '../../experiments/harness/results.ts';
-import { cpuWindowTable } from '../../experiments/harness/report.ts';
+import { cpuWindowTable, machineTable } from '../../experiments/harness/report.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 
 describe('parsing /proc', () => {
@@ -78,6 +79,62 @@ describe('profile summary', () => {
   });
 });
 
+describe('the testbed and the rest of the machine', () => {
+  it('counts the npx/sh/node launchers above the harness and its descendants as the harness, nothing else', () => {
+    const procs = new Map([
+      [1, { comm: 'systemd', ppid: 0 }],
+      [10, { comm: 'bash', ppid: 1 }],
+      [11, { comm: 'npm exec tsx cl', ppid: 10 }],
+      [12, { comm: 'sh', ppid: 11 }],
+      [13, { comm: 'node', ppid: 12 }],
+      [14, { comm: 'node', ppid: 13 }], // the harness
+      [15, { comm: 'esbuild', ppid: 14 }],
+      [16, { comm: 'runc', ppid: 15 }],
+      [17, { comm: 'go', ppid: 10 }], // a build started from the same shell
+      [18, { comm: 'node', ppid: 11 }], // another child of the launcher
+    ]);
+    expect([...harnessFamily(14, procs)].sort((a, b) => a - b)).toEqual([11, 12, 13, 14, 15, 16]);
+  });
+  it('knows the testbed\'s process groups', () => {
+    for (const g of ['harness', 'kernel', 'kube-apiserver', 'etcd', 'kube-controller', 'kwok', 'real-2/kubelet', 'real-12/http-server', 'runc:[2:INIT]', 'kubelet-shim']) expect(isTestbedGroup(g), g).toBe(true);
+    for (const g of ['bash', 'node', 'go', 'npm exec tsc --', 'process_api', 'memfd:sealed-91']) expect(isTestbedGroup(g), g).toBe(false);
+  });
+  it('reads busy and steal ticks from /proc/stat', () => {
+    expect(machineTicks('cpu  100 5 50 9000 40 1 2 3 0 0\n')).toEqual({ busy: 161, steal: 3 });
+  });
+  it('flags a repetition that shared the CPUs with other work', () => {
+    const c = { seconds: 20, busyCpuS: 30, stealCpuS: 0, testbedCpuS: 29, outsideCpuS: 0.15, outside: {} };
+    expect(sharedMachine(c)).toBe(false); // below 1% of a CPU over 20 s
+    expect(sharedMachine({ ...c, outsideCpuS: 0.25 })).toBe(true);
+    expect(sharedMachine({ ...c, seconds: 2, outsideCpuS: 0.05 })).toBe(false); // below 0.1 CPU-s
+  });
+});
+
+describe('MachineCpuAudit on this machine', () => {
+  it('puts a process outside the harness\' family in outsideCpuS and this process\' children in the testbed', async () => {
+    const audit = new MachineCpuAudit();
+    expect(audit.finish()).toBeNull(); // not armed
+    audit.arm();
+    // a child of this process: the harness
+    spawnSync(process.execPath, ['-e', 'const e = Date.now() + 200; while (Date.now() < e);']);
+    // a process re-parented away from this one (its shell exits at once): someone else's work
+    const pid = Number(spawnSync('sh', ['-c', `${process.execPath} -e 'const e = Date.now() + 3000; while (Date.now() < e);' >/dev/null 2>&1 & echo $!`], { encoding: 'utf8' }).stdout.trim());
+    try {
+      await pollUntil('the outside process burned 300 ms', () => (parseStat(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.ticks ?? 0) >= 30, { timeoutMs: 10_000, intervalMs: 20 });
+      const c = audit.finish()!;
+      expect(c.outsideCpuS, JSON.stringify(c)).toBeGreaterThanOrEqual(0.25);
+      expect(c.outside.node, JSON.stringify(c)).toBeGreaterThanOrEqual(250);
+      expect(c.testbedCpuS, JSON.stringify(c)).toBeGreaterThanOrEqual(0.15); // the child reaped into this process
+      expect(c.busyCpuS).toBeGreaterThanOrEqual(c.outsideCpuS);
+      expect(c.seconds).toBeGreaterThan(0.3);
+      expect(sharedMachine(c)).toBe(true);
+      expect(audit.finish()).toBeNull(); // once per arm
+    } finally {
+      process.kill(pid, 'SIGKILL');
+    }
+  });
+});
+
 describe('CpuWindowProbe on this machine', () => {
   it('sees a CPU-bound child process of this process in the window', async () => {
     const probe = new CpuWindowProbe(300);
@@ -144,5 +201,26 @@ describe('CPU window in results and report', () => {
   it('rejects a malformed window naming the field', () => {
     const bad = JSON.stringify({ ...rep(0, 0, {}), cpuWindow: { windowMs: 300, busyCpuS: -1, byGroup: {}, snapshotMs: 1 } });
     expect(() => parseResults(bad)).toThrow(/cpuWindow\.busyCpuS/);
+  });
+});
+
+describe('the machine table of the report', () => {
+  const rep = (r: number, outsideCpuS: number, outside: Record<string, number>): RepResult => ({
+    config: 5,
+    dn: 3,
+    podsPerNode: 20,
+    rep: r,
+    events: { ...emptyEvents(), prioReady: 0.5 },
+    repCpu: { seconds: 20, busyCpuS: 25, stealCpuS: 0.1, testbedCpuS: 24, outsideCpuS, outside },
+  });
+  it('gives medians and names the repetitions that shared the machine', () => {
+    const table = machineTable(parseResults([rep(0, 0.02, {}), rep(1, 3.5, { bash: 3000, node: 400 })].map((r) => JSON.stringify(r)).join('\n')))!;
+    expect(table).toContain('| 5: + CM multi-priority periodic | 3 | 20 | 2 | 20.00 | 25.00 | 0.10 | 24.00 | 1.76 / 3.50 | 1 |');
+    expect(table).toContain('**1 of 2 repetitions shared the machine**');
+    expect(table).toContain('config 5, DN 3, 20 pods/node, rep 1: 3.50 CPU-s (bash 3000 ms, node 400 ms)');
+  });
+  it('says so when no repetition shared it, and is absent without audits', () => {
+    expect(machineTable(parseResults(JSON.stringify(rep(0, 0.02, {}))))).toContain('No repetition shared the machine: outside the testbed at most 0.02 CPU-s');
+    expect(machineTable(parseResults(JSON.stringify({ ...rep(0, 0, {}), repCpu: undefined })))).toBeUndefined();
   });
 });
