@@ -120,6 +120,7 @@ experiment
   .option('--critical-path-hold-ms <ms>', "configuration 5: the controller manager's low-priority periodic work waits while a critical pod is on its way to Ready, at most this long per pod", int('--critical-path-hold-ms'))
   .option('--pin-cpus', 'local testbed: control plane and harness on CPU 0, nodes (kubelet, shim, containerd, runc; or kwok) on CPU 1 (stand-in for separate machines)', false)
   .option('--cpu-window-ms <ms>', 'local testbed: record the CPU time of every process group in the first MS after the taint (results cpuWindow, report table)', int('--cpu-window-ms'))
+  .option('--repeat-shared <n>', 'local testbed: run a repetition again (at most N times) when other work used the CPUs during it (more than 1% of a CPU outside the testbed)', int('--repeat-shared'), 2)
   .option('--cpu-window-profile', "with --cpu-window-ms: also sample the harness' own JavaScript in the window (V8 profiler; self time per package and function)", false)
   .action(async (o) => {
     const { runFailoverExperiment, resolveShimPolicies } = await import('../experiments/harness/local.ts');
@@ -140,6 +141,7 @@ experiment
       criticalPathHoldMs: o.criticalPathHoldMs,
       cpuWindowMs: o.cpuWindowMs,
       cpuWindowProfile: o.cpuWindowProfile,
+      repeatShared: o.repeatShared,
       out: o.out,
       runDir: o.runDir,
       kubeconfig: o.kubeconfig ? await loadKubeConfig(o.kubeconfig) : undefined,

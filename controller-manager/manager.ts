@@ -2,8 +2,9 @@
  * The SLO-aware controller manager (thesis §5.3.1): shared informers and one criticality index for
  * all controllers, one WorkerPool per controller (vanilla / multi-priority-async /
  * multi-priority-periodic, switchable at runtime), and kube-controller-manager's client-side rate
- * limiter (20 qps / burst 30, one per process) applied per API request in the modes that keep it.
- * In the periodic mode the periodic workers pace the work instead of the global limiter.
+ * limiter (20 qps / burst 30, one per controller, as kube-controller-manager gives each controller
+ * a client of its own) applied per API request in the modes that keep it. In the periodic mode the
+ * periodic workers pace the work instead of the limiter.
  */
 import type { V1Deployment, V1EndpointSlice, V1Endpoints, V1Node, V1Pod, V1ReplicaSet, V1Service } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -123,8 +124,15 @@ export class ControllerManager {
   readonly services: ResilientInformer<V1Service>;
   readonly endpointSlices: ResilientInformer<V1EndpointSlice>;
   readonly endpoints: ResilientInformer<V1Endpoints>;
-  /** kube-controller-manager's process-wide client-side limiter */
-  readonly apiLimiter: TokenBucket;
+  /**
+   * kube-controller-manager's client-side limiters, one per controller: each controller gets a
+   * clientset of its own (ControllerClientBuilder.ClientOrDie(name)), and client-go's NewForConfig
+   * gives every clientset its own token bucket of --kube-api-qps / --kube-api-burst when the config
+   * has no RateLimiter. So the taint-eviction controller's deletes do not wait behind the
+   * ReplicaSet controller's creates.
+   */
+  readonly apiLimiters = new Map<ControllerName, TokenBucket>();
+  private apiRateSetting: { qps: number; burst: number };
   readonly events: EventRecorder;
   private readonly running = new Map<ControllerName, Running>();
   private readonly rateLimitedModes = new Map<ControllerName, WorkerMode[]>();
@@ -139,7 +147,7 @@ export class ControllerManager {
       priorityClassThreshold: o.priorityClassThreshold,
       onError: (e) => this.log.warn({ key: `${e.namespace}/${e.name}`, field: e.field, value: e.value }, e.message),
     });
-    this.apiLimiter = new TokenBucket({ qps: o.apiQps ?? KCM_API_QPS, burst: o.apiBurst ?? KCM_API_BURST });
+    this.apiRateSetting = { qps: o.apiQps ?? KCM_API_QPS, burst: o.apiBurst ?? KCM_API_BURST };
     const kc = o.kubeconfig;
     const transform = o.stripManagedFields === false ? undefined : stripManagedFields;
     const project = o.cacheProjection !== false;
@@ -176,6 +184,7 @@ export class ControllerManager {
   private build(name: ControllerName): void {
     const cfg: WorkerPoolConfigInput = { periodMs: DEFAULT_PERIODS[name], ...this.o.pools?.[name] };
     this.rateLimitedModes.set(name, cfg.rateLimitedModes ?? ['vanilla', 'multi-priority-async']);
+    this.apiLimiters.set(name, new TokenBucket(this.apiRateSetting));
     const client = new KubeClient(this.o.kubeconfig);
     const log = this.log.child({ controller: name });
     // the queue is created with the pool below; controllers only enqueue after register()
@@ -228,7 +237,17 @@ export class ControllerManager {
 
   private applyLimiter(name: ControllerName): void {
     const r = this.running.get(name)!;
-    r.client.limiter = this.rateLimitedModes.get(name)!.includes(r.pool.mode) ? this.apiLimiter : undefined;
+    r.client.limiter = this.rateLimitedModes.get(name)!.includes(r.pool.mode) ? this.apiLimiters.get(name) : undefined;
+  }
+
+  /** The client-side limit of every controller (an infinite qps: off). */
+  get apiRate(): { qps: number; burst: number } {
+    return { ...this.apiRateSetting };
+  }
+
+  setApiRate(qps: number, burst: number): void {
+    this.apiRateSetting = { qps, burst };
+    for (const l of this.apiLimiters.values()) l.setRate(qps, burst);
   }
 
   pool(name: ControllerName): WorkerPool<string> {

@@ -80,7 +80,7 @@ export function applyControllerManagerRuntime(
   const rl = cfg.apiRateLimit;
   const burst = rl?.burst ?? startRate.burst;
   // an infinite qps never waits (TokenBucket): the limiter is off, whatever the mode
-  cm.apiLimiter.setRate(rl && !rl.enabled ? Infinity : (rl?.qps ?? startRate.qps), burst);
+  cm.setApiRate(rl && !rl.enabled ? Infinity : (rl?.qps ?? startRate.qps), burst);
   if (rl) parts.push(`api-rate-limit=${rl.enabled ? `${rl.qps ?? startRate.qps}qps/${burst}` : 'off'}`);
   cm.criticalPathHold.setMaxHoldMs(cfg.criticalPathHoldMs ?? startHoldMs);
   if (cfg.criticalPathHoldMs) parts.push(`critical-path-hold=${cfg.criticalPathHoldMs}ms`);
@@ -93,7 +93,7 @@ export function controllerManagerRuntimeWatcher(
   enabled: readonly ControllerName[],
   log?: Logger,
 ): RuntimeConfigWatcher<typeof ControllerManagerRuntimeSchema> {
-  const startRate = cm.apiLimiter.rate;
+  const startRate = cm.apiRate;
   const startHoldMs = cm.criticalPathHold.holdMs;
   return new RuntimeConfigWatcher({
     kc,

@@ -34,6 +34,7 @@ import { PROXY_IMPLEMENTATIONS, createCriProxy, type CriProxyServer, type ProxyI
 import { podSandboxConfig, startCriTestNode, stopCriTestNode, type CriTestNode } from './testnode.ts';
 import { JsonLinesProcess, pinMainThreadApart, pollUntil, stopProcess } from '../experiments/testbed/processes.ts';
 import { buildGoTool } from '../experiments/testbed/binaries.ts';
+import { MachineCpuAudit, describeMachine, type RepCpu } from '../experiments/harness/cpu-window.ts';
 
 interface Stats {
   p50: number;
@@ -165,7 +166,9 @@ async function main(): Promise<void> {
             { cpus: o.pinClient },
           )
         : undefined;
-    const rows: Array<{ method: string; stats: Map<string, Stats>; cpuUs: Map<string, number> }> = [];
+    const rows: Array<{ method: string; stats: Map<string, Stats>; cpuUs: Map<string, number>; machine: RepCpu | null }> = [];
+    // what else used the CPUs while a method was timed (another job's CPU is in the tail, not the shim's)
+    const audit = new MachineCpuAudit();
     try {
       for (const [method, call] of calls) {
         if (goClient) await goClient.call({ method, count: o.warmup, sandbox: sandboxId ?? '', timed: false });
@@ -173,6 +176,7 @@ async function main(): Promise<void> {
         // threads the warm-up started included
         if (o.pinShimHelpers) for (const t of targets) if (t.pid) pinMainThreadApart(t.pid, o.pinShim!, o.pinShimHelpers);
         const cpu0 = new Map(targets.filter((t) => t.pid).map((t) => [t.name, cpuMs(t.pid!)]));
+        audit.arm();
         let samples: Map<string, number[]>;
         if (goClient) {
           samples = new Map(Object.entries((await goClient.call<{ samples: Record<string, number[]> }>({ method, count: o.n, sandbox: sandboxId ?? '', timed: true })).samples));
@@ -186,8 +190,9 @@ async function main(): Promise<void> {
             }
           }
         }
+        const machine = audit.finish();
         const cpuUs = new Map(targets.filter((t) => t.pid).map((t) => [t.name, ((cpuMs(t.pid!) - cpu0.get(t.name)!) * 1000) / o.n]));
-        rows.push({ method, stats: new Map([...samples].map(([k, v]) => [k, stats(v)])), cpuUs });
+        rows.push({ method, stats: new Map([...samples].map(([k, v]) => [k, stats(v)])), cpuUs, machine });
       }
     } finally {
       await goClient?.close();
@@ -215,6 +220,7 @@ async function main(): Promise<void> {
         console.log(`${(t.name === 'direct' ? r.method : '').padEnd(18)}${t.name.padEnd(pathWidth)}${f(st.p50).padStart(9)}${f(st.p99).padStart(9)}${f(st.mean).padStart(9)}${added}${cpuCol}`);
       }
     }
+    for (const r of rows) if (r.machine) console.log(`machine while ${r.method} was timed: ${describeMachine(r.machine)}`);
   } finally {
     for (const c of clients) c.close();
     for (const p of proxies) await p.close(500);

@@ -71,7 +71,8 @@ export interface WorkerPoolOptions<K> extends WorkerPoolConfigInput {
   rateLimiter?: RateLimiter<K>;
   /**
    * The client-side limiter gating syncs in `rateLimitedModes`. kube-controller-manager has one per
-   * process: share one bucket between pools to model it. Default: a private 20 qps / burst 30 one.
+   * controller (each controller's clientset has its own): the default, a private 20 qps / burst 30
+   * one. Pools given the same bucket share its rate.
    */
   tokenBucket?: TokenBucket;
   logger?: Logger;

@@ -56,6 +56,15 @@ export type RepCpu = z.infer<typeof RepCpuSchema>;
 /** A repetition shared the machine when processes outside the testbed used more than 1% of a CPU over it (at least 0.1 CPU-s). */
 export const sharedMachine = (c: RepCpu): boolean => c.outsideCpuS > Math.max(0.1, 0.01 * c.seconds);
 
+/** The largest groups outside the testbed, e.g. "bash 3000 ms, node 400 ms". */
+export const formatOutside = (c: RepCpu): string => Object.entries(c.outside).map(([g, ms]) => `${g} ${ms.toFixed(0)} ms`).join(', ');
+
+/** One line for a benchmark's output: the machine over a measured part, and whether others shared it. */
+export function describeMachine(c: RepCpu): string {
+  const outside = formatOutside(c);
+  return `${c.seconds.toFixed(1)} s, busy ${c.busyCpuS.toFixed(2)} CPU-s (steal ${c.stealCpuS.toFixed(2)}), ours ${c.testbedCpuS.toFixed(2)}, outside ${c.outsideCpuS.toFixed(2)}${outside ? ` (${outside})` : ''}${sharedMachine(c) ? ' — SHARED: other work ran on these CPUs' : ''}`;
+}
+
 interface ProcSample {
   group: string;
   /** utime + stime + cutime + cstime, clock ticks */

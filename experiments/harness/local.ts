@@ -246,6 +246,8 @@ export interface FailoverExperimentOptions {
   cpuWindowMs?: number;
   /** with cpuWindowMs: also profile the harness' JavaScript in the window */
   cpuWindowProfile?: boolean;
+  /** run a repetition again, at most this many times, when other work shared the machine (default 2) */
+  repeatShared?: number;
 }
 
 /** Pins every thread of this process to `cpus` (taskset), so later threads inherit it too. */
@@ -362,9 +364,10 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       nodeTrace,
       cpuWindow: o.cpuWindowMs !== undefined ? new CpuWindowProbe(o.cpuWindowMs, o.cpuWindowProfile) : undefined,
       cpuAudit: o.kubeconfig ? undefined : new MachineCpuAudit(),
+      repeatShared: o.repeatShared,
       // t=0 only once the in-process controller manager has worked off the setup (queues empty,
       // nothing running, no client-limiter debt): the failover must not queue behind it
-      quiescent: () => ULYSSES_CONTROLLERS.every((c) => cm.pool(c).queue.len() === 0 && cm.pool(c).stats().inFlight === 0) && cm.apiLimiter.available() >= 1,
+      quiescent: () => ULYSSES_CONTROLLERS.every((c) => cm.pool(c).queue.len() === 0 && cm.pool(c).stats().inFlight === 0) && [...cm.apiLimiters.values()].every((l) => l.available() >= 1),
       title: experimentTitle(o),
     });
   } finally {

@@ -5,7 +5,7 @@
  */
 import { EVENTS, EVENT_LABELS, cellKey, compareConfigurations, configKey, configLabel, parseConfigKey, type Cell, type ConfigKey, type EventName, type RepResult } from './results.ts';
 import { SummaryIndex, bootstrapMedianRatio, cellValues, quantile, type SummaryRow } from './stats.ts';
-import { sharedMachine, type RepCpu } from './cpu-window.ts';
+import { formatOutside, sharedMachine, type RepCpu } from './cpu-window.ts';
 
 export interface ReportMeta {
   /** report heading (default: the Table 6.1 failover experiment) */
@@ -242,6 +242,7 @@ export function machineTable(results: readonly RepResult[]): string | undefined 
     return `| ${configLabel(reps[0]!)} | ${reps[0]!.dn} | ${reps[0]!.podsPerNode} | ${reps.length} | ${c((x) => x.seconds)} | ${c((x) => x.busyCpuS)} | ${c((x) => x.stealCpuS)} | ${c((x) => x.testbedCpuS)} | ${c((x) => x.outsideCpuS)} / ${maxOutside.toFixed(2)} | ${reps.filter((r) => sharedMachine(r.repCpu!)).length} |`;
   });
   const shared = audited.filter((r) => sharedMachine(r.repCpu!));
+  const repeated = audited.filter((r) => r.sharedRepeats);
   return [
     '## The machine during the repetitions (taint to last event)',
     '',
@@ -253,8 +254,9 @@ export function machineTable(results: readonly RepResult[]): string | undefined 
     ...rows,
     '',
     shared.length
-      ? `**${shared.length} of ${audited.length} repetitions shared the machine** (their events include other work's CPU): ${shared.map((r) => `config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: ${r.repCpu!.outsideCpuS.toFixed(2)} CPU-s (${Object.entries(r.repCpu!.outside).map(([g, ms]) => `${g} ${ms.toFixed(0)} ms`).join(', ')})`).join('; ')}.`
+      ? `**${shared.length} of ${audited.length} repetitions shared the machine** (their events include other work's CPU): ${shared.map((r) => `config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: ${r.repCpu!.outsideCpuS.toFixed(2)} CPU-s (${formatOutside(r.repCpu!)})`).join('; ')}.`
       : `No repetition shared the machine: outside the testbed at most ${Math.max(...audited.map((r) => r.repCpu!.outsideCpuS)).toFixed(2)} CPU-s per repetition.`,
+    ...(repeated.length ? ['', `${repeated.length} repetition(s) were run again because other work shared the machine (--repeat-shared; the recorded run is the last): ${repeated.map((r) => `config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep} (${r.sharedRepeats}x)`).join('; ')}.`] : []),
   ].join('\n');
 }
 

@@ -75,6 +75,8 @@ export const RepResultSchema = z.object({
   cpuWindow: CpuWindowSchema.optional(),
   /** the machine from the taint to the last event: busy, stolen, testbed's and everyone else's CPU (local testbed) */
   repCpu: RepCpuSchema.optional(),
+  /** times this repetition was run again because other work shared the machine (the recorded run is the last) */
+  sharedRepeats: z.number().int().min(1).optional(),
   /** why some event stayed null (e.g. a timeout) */
   error: z.string().optional(),
   /** kubelet-shim policy overriding the configuration's (kubelet policy comparison) */

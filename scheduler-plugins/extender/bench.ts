@@ -80,6 +80,7 @@ import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { prng } from '../../core/prng.ts';
 import { ExtenderServer } from './server.ts';
 import { RESERVED_NODE_ANNOTATION } from './state.ts';
+import { MachineCpuAudit, describeMachine, type RepCpu } from '../../experiments/harness/cpu-window.ts';
 import { GoRoundClient, RoundClient, buildGoClient, preemptions, round, type RoundRunner } from './bench-client.ts';
 import { silentLogger } from '../../core/logging.ts';
 import { onShutdownSignal } from '../../core/shutdown.ts';
@@ -247,8 +248,12 @@ interface TailAttribution {
   allPreempted: number;
   tailClientPreempted: number;
   allClientPreempted: number;
-  /** hypervisor steal during the timed rounds, ms per ms of wall time (all CPUs; 10 ms resolution) */
-  stealShare: number;
+  /**
+   * The machine during the timed rounds (/proc at the first and after the last): hypervisor steal
+   * (invisible to the context-switch counts, it delays any thread) and other work's CPU, which makes
+   * a row's tail someone else's (a build, a test run).
+   */
+  machine: RepCpu | null;
 }
 interface RoundTrace {
   ms: number;
@@ -257,20 +262,7 @@ interface RoundTrace {
   preempted: number;
   clientPreempted: number;
 }
-/**
- * CPU time the hypervisor gave to others while this VM's CPUs wanted to run (/proc/stat steal, all
- * CPUs, ms; 0 where unknown): invisible to the context-switch counts, it delays any thread.
- */
-function stealMs(): number {
-  try {
-    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);
-    return (Number(f[8] ?? 0) * 1000) / 100; // USER_HZ
-  } catch {
-    return 0;
-  }
-}
-
-function attributeTail(rounds: RoundTrace[], stealShare: number): TailAttribution {
+function attributeTail(rounds: RoundTrace[], machine: RepCpu | null): TailAttribution {
   const mean = (xs: RoundTrace[], f: (r: RoundTrace) => number) => xs.reduce((n, r) => n + f(r), 0) / Math.max(1, xs.length);
   const tail = [...rounds].sort((a, b) => b.ms - a.ms).slice(0, Math.max(1, Math.ceil(rounds.length / 100)));
   return {
@@ -283,7 +275,7 @@ function attributeTail(rounds: RoundTrace[], stealShare: number): TailAttributio
     allPreempted: mean(rounds, (r) => r.preempted),
     tailClientPreempted: mean(tail, (r) => r.clientPreempted),
     allClientPreempted: mean(rounds, (r) => r.clientPreempted),
-    stealShare,
+    machine,
   };
 }
 
@@ -347,10 +339,9 @@ async function measure(
   const server: number[] = [];
   let feasible = 0;
   let misses = 0;
-  let steal0 = 0;
-  let rowStart = 0;
+  const audit = new MachineCpuAudit();
   for (let i = -Math.min(50, iterations); i < iterations; i++) {
-    if (i === 0) [steal0, rowStart] = [stealMs(), performance.now()];
+    if (i === 0) audit.arm();
     const p = pod(i);
     const m0 = recomputed();
     const e0 = informerEventCount();
@@ -370,7 +361,7 @@ async function measure(
     await churn(i);
   }
   gcPauses.length = 0;
-  return { lat: lat.sort((a, b) => a - b), server: server.sort((a, b) => a - b), feasible, recomputedPerRound: misses / Math.max(1, iterations), tail: attributeTail(traces, (stealMs() - steal0) / (performance.now() - rowStart)) };
+  return { lat: lat.sort((a, b) => a - b), server: server.sort((a, b) => a - b), feasible, recomputedPerRound: misses / Math.max(1, iterations), tail: attributeTail(traces, audit.finish()) };
 }
 
 /** Churn of `perRound` nodes per round, spread over the nodes (step coprime to n): every node changes as often as any other. */
@@ -707,7 +698,7 @@ async function main() {
   const t = (a: TailAttribution) =>
     `GC ${a.tailGcMs.toFixed(2)} ms (all ${a.allGcMs.toFixed(2)}), informer events ${a.tailEvents.toFixed(1)} (all ${a.allEvents.toFixed(1)}), main thread preempted ${a.tailPreempted.toFixed(1)} (all ${a.allPreempted.toFixed(2)})` +
     (CLIENT !== 'loop' ? `, client ${CLIENT === 'go' ? 'process' : 'thread'} preempted ${a.tailClientPreempted.toFixed(1)} (all ${a.allClientPreempted.toFixed(2)})` : '') +
-    `; hypervisor steal ${(a.stealShare * 100).toFixed(1)}% of the row's wall time`;
+    (a.machine ? `; machine during the row: ${describeMachine(a.machine)}` : '');
   const tails: string[] = [];
   for (const r of rows) {
     tails.push(`${String(r.nodes).padEnd(6)} ${r.pod.padEnd(25)} extender: ${t(r.tail)} | no-op: ${t(r.noopTail)}`);
@@ -716,7 +707,7 @@ async function main() {
       `${String(r.nodes).padEnd(6)} ${r.pod.padEnd(25)} ${String(r.feasible).padStart(8)} | ${f(r.p50Ms, 14)} ${f(r.p99Ms)} | ${f(r.serverP50Ms, 10)} ${f(r.serverP99Ms)} | ${f(r.noopP50Ms, 20)} ${f(r.noopP99Ms)} | ${r.recomputedPerRound.toFixed(1).padStart(10)} | < ${target} ms: ${r.p99Ms < target ? 'met' : 'MISSED'}`,
     );
   }
-  console.log(`slowest 1% of the rounds vs all rounds: mean main-thread GC pause, informer events (KWOK mode) and involuntary context switches of the main thread${CLIENT === 'worker' ? ' and of the client thread' : CLIENT === 'go' ? " and of the Go client's threads" : ''} inside one round; CPU time the hypervisor took from this VM during the row (/proc/stat steal)`);
+  console.log(`slowest 1% of the rounds vs all rounds: mean main-thread GC pause, informer events (KWOK mode) and involuntary context switches of the main thread${CLIENT === 'worker' ? ' and of the client thread' : CLIENT === 'go' ? " and of the Go client's threads" : ''} inside one round; the machine during the row (/proc: busy, hypervisor steal, the bench's and the testbed's CPU, anything else's)`);
   for (const l of tails) console.log(l);
 }
 

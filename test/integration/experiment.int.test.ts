@@ -4,6 +4,7 @@
  * event order, resumability (done reps skipped, a missing one rerun), and the cluster back in its
  * initial state (no experiment pod, nothing terminating, nodes schedulable, APF exemption removed).
  */
+import { spawnSync } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -123,5 +124,26 @@ describe('failover experiment on the real testbed', () => {
     await t.core.deleteNamespacedPod({ name: podName, namespace: 'default', gracePeriodSeconds: 1 });
     await pollUntil('freeze-probe stopped and gone', async () => (await t.core.listNamespacedPod({ namespace: 'default', fieldSelector: `metadata.name=${podName}` })).items.length === 0, { timeoutMs: 60_000, intervalMs: 200 });
     expect(containerdShimPids(node.socket).filter((p) => shims.includes(p))).toEqual([]);
+  });
+
+  it('runs a repetition again when other work used the CPUs during it, and records the last run with its repeats', async () => {
+    const sharedOut = `${out}-shared`;
+    rmSync(sharedOut, { recursive: true, force: true });
+    // someone else's job: a CPU-bound process outside the harness (its shell exits: re-parented away)
+    const pid = Number(spawnSync('sh', ['-c', `${process.execPath} -e 'const e = Date.now() + 120000; while (Date.now() < e);' >/dev/null 2>&1 & echo $!`], { encoding: 'utf8' }).stdout.trim());
+    expect(pid).toBeGreaterThan(1);
+    try {
+      const r = await runFailoverExperiment({ plan: { configs: [5], dns: [1], podsPerNode: [0], reps: 1 }, out: sharedOut, runDir, progress: new ProgressBar(), repTimeoutMs: 60_000, warmup: false, repeatShared: 1 });
+      expect(r).toMatchObject({ ran: 1 });
+    } finally {
+      process.kill(pid, 'SIGKILL');
+    }
+    const [rec] = parseResults(readFileSync(join(sharedOut, 'results.jsonl'), 'utf8'));
+    expect(rec!.sharedRepeats).toBe(1); // shared, run again once, shared again: the second run recorded
+    expect(rec!.repCpu!.outsideCpuS).toBeGreaterThan(0.1);
+    expect(Object.keys(rec!.repCpu!.outside)).toContain('node');
+    const report = readFileSync(join(sharedOut, 'report.md'), 'utf8');
+    expect(report).toContain('**1 of 1 repetitions shared the machine**');
+    expect(report).toContain('1 repetition(s) were run again because other work shared the machine');
   });
 });

@@ -17,7 +17,7 @@ import { TRAIN_TICKET_SERVICES, criticalName, loadNames } from '../../experiment
 import { ControllerManagerRuntimeSchema, applyControllerManagerRuntime } from '../../controller-manager/runtime.ts';
 import { FakeClock, TokenBucket } from '../../controller-manager/queue/index.ts';
 import { CriticalPathHold } from '../../controller-manager/critical-path-hold.ts';
-import type { ControllerManager } from '../../controller-manager/manager.ts';
+import { ControllerManager } from '../../controller-manager/manager.ts';
 
 const all = (t: number): FailoverEvents => ({ prioScheduled: t * 0.1, prioReady: t * 0.5, prioUp: t * 0.55, prioEndpointReady: t * 0.6, lastScheduled: t * 0.8, lastReady: t });
 const rep = (shimPolicy: string | undefined, podsPerNode: number, r: number, events: FailoverEvents, extra: Partial<RepResult> = {}): RepResult => ({
@@ -142,12 +142,13 @@ describe('UlyssesConfig spec of a configuration', () => {
 describe('rate limiting off in the controller manager', () => {
   const fakeCm = () => {
     const modes: string[] = [];
+    const limiter = new TokenBucket({ qps: 20, burst: 30 });
     const cm = {
-      apiLimiter: new TokenBucket({ qps: 20, burst: 30 }),
+      setApiRate: (qps: number, burst: number) => limiter.setRate(qps, burst),
       criticalPathHold: new CriticalPathHold({ clock: new FakeClock(0) }),
       setMode: (name: string, mode: string) => modes.push(`${name}=${mode}`),
     };
-    return { cm: cm as unknown as ControllerManager, limiter: cm.apiLimiter, hold: cm.criticalPathHold, modes };
+    return { cm: cm as unknown as ControllerManager, limiter, hold: cm.criticalPathHold, modes };
   };
   it('criticalPathHoldMs switches the CriticalPathHold at runtime; absent restores the start setting', () => {
     const { cm, hold } = fakeCm();
@@ -173,6 +174,25 @@ describe('rate limiting off in the controller manager', () => {
     const custom = ControllerManagerRuntimeSchema.parse({ apiRateLimit: { qps: 50, burst: 100 } });
     expect(applyControllerManagerRuntime(cm, custom, ['replicaset'], start)).toBe('replicaset=vanilla,api-rate-limit=50qps/100');
     expect(limiter.rate).toEqual({ qps: 50, burst: 100 });
+  });
+  it('gives every controller a limiter of its own, as kube-controller-manager gives each its own client; a rate change reaches all', async () => {
+    const kc = new KubeConfig();
+    kc.loadFromOptions({ clusters: [{ name: 'c', server: 'https://127.0.0.1:1' }], users: [{ name: 'u' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' });
+    const real = new ControllerManager({ kubeconfig: kc, controllers: ['replicaset', 'taint-eviction'] });
+    try {
+      const rs = real.apiLimiters.get('replicaset')!;
+      const te = real.apiLimiters.get('taint-eviction')!;
+      expect(rs).not.toBe(te);
+      for (let i = 0; i < 30; i++) rs.reserve(); // the ReplicaSet controller spends its burst
+      expect(rs.reserve()).toBeGreaterThan(0);
+      expect(te.reserve()).toBe(0); // the taint-eviction controller's deletes do not wait for it
+      applyControllerManagerRuntime(real, ControllerManagerRuntimeSchema.parse({ apiRateLimit: { qps: 50, burst: 100 } }), ['replicaset', 'taint-eviction'], { qps: 20, burst: 30 });
+      expect(rs.rate).toEqual({ qps: 50, burst: 100 });
+      expect(te.rate).toEqual({ qps: 50, burst: 100 });
+      expect(real.apiRate).toEqual({ qps: 50, burst: 100 });
+    } finally {
+      await real.stop();
+    }
   });
   it('rejects bad limits naming the field', () => {
     const r = ControllerManagerRuntimeSchema.safeParse({ apiRateLimit: { qps: 0 } });

@@ -175,7 +175,7 @@ describe('WorkerPool: vanilla', () => {
     await pool.stop();
   });
 
-  it('pools sharing one bucket share the rate (one limiter per kube-controller-manager)', async () => {
+  it('pools given one bucket share its rate', async () => {
     const clock = new FakeClock(T0);
     const bucket = new TokenBucket({ qps: 10, burst: 2, clock });
     const times: number[] = [];
