@@ -68,6 +68,14 @@ export interface ControllerManagerOptions {
 /** thesis §6.1.1: 100 ms ReplicaSet/Deployment, 50 ms node-related and endpoints */
 const DEFAULT_PERIODS: Record<ControllerName, number> = { replicaset: 100, deployment: 100, 'taint-eviction': 50, endpointslice: 50, endpoints: 50 };
 
+/**
+ * Vanilla taint eviction as kube-controller-manager runs it: every due pod's eviction in a goroutine
+ * of its own (TimedWorkerQueue), so evictions overlap as far as the controller's client limiter lets
+ * them, whatever the API latency — not 5 at a time like a --concurrent-*-syncs controller. A bound
+ * of 256 concurrent evictions stands in for "one each".
+ */
+export const TAINT_EVICTION_VANILLA_WORKERS = 256;
+
 /** upstream controller names: Events' source.component */
 const UPSTREAM_NAMES: Record<ControllerName, string> = {
   replicaset: 'replicaset-controller',
@@ -182,7 +190,7 @@ export class ControllerManager {
   }
 
   private build(name: ControllerName): void {
-    const cfg: WorkerPoolConfigInput = { periodMs: DEFAULT_PERIODS[name], ...this.o.pools?.[name] };
+    const cfg: WorkerPoolConfigInput = { periodMs: DEFAULT_PERIODS[name], ...(name === 'taint-eviction' ? { vanillaWorkers: TAINT_EVICTION_VANILLA_WORKERS } : {}), ...this.o.pools?.[name] };
     this.rateLimitedModes.set(name, cfg.rateLimitedModes ?? ['vanilla', 'multi-priority-async']);
     this.apiLimiters.set(name, new TokenBucket(this.apiRateSetting));
     const client = new KubeClient(this.o.kubeconfig);

@@ -26,6 +26,13 @@ export const WorkerPoolConfigSchema = z
     /** Workers per controller (kcm --concurrent-*-syncs default 5; thesis: 5). */
     workers: z.number().int().min(1).max(1000).default(5),
     /**
+     * Async workers in `vanilla` mode where they differ from `workers`. kube-controller-manager's
+     * taint-eviction controller has no worker count: each pod's eviction runs in a goroutine of its
+     * own once due (TimedWorkerQueue createWorker: `go f()`), bounded only by its client limiter; the
+     * controller manager gives that controller 256 here.
+     */
+    vanillaWorkers: z.number().int().min(1).max(1000).optional(),
+    /**
      * In periodic mode, how many of `workers` are async and dedicated to high priority (thesis: 1).
      * Default 1 (0 when workers is 1).
      */

@@ -3,7 +3,7 @@
  * `reconcile(key)` and enqueues keys on `pool.queue`; the pool decides when and by whom each key is
  * served, in one of three modes switchable at runtime (pool-config.ts):
  *
- *  vanilla                  FIFO; N async workers; each sync waits for a client-side token
+ *  vanilla                  FIFO; N async workers (or vanillaWorkers); each sync waits for a client-side token
  *                           (kcm: 20 qps, burst 30) — throttled regardless of priority.
  *  multi-priority-async     priority order; N async workers (token-gated by default, as the
  *                           thesis' config 4 kept the client rate limit).
@@ -215,7 +215,8 @@ export class WorkerPool<K = string> {
       for (let k = 0; k < periodic; k++) gen.loops.push(this.periodicWorker(gen, k, periodic, t0));
       for (let j = 0; j < cfg.highPriorityWorkers; j++) gen.loops.push(this.asyncWorker(gen, PRIORITY_HIGH));
     } else {
-      for (let j = 0; j < cfg.workers; j++) gen.loops.push(this.asyncWorker(gen, PRIORITY_NONE));
+      const n = cfg.mode === 'vanilla' ? (cfg.vanillaWorkers ?? cfg.workers) : cfg.workers;
+      for (let j = 0; j < n; j++) gen.loops.push(this.asyncWorker(gen, PRIORITY_NONE));
     }
     return gen;
   }
@@ -326,5 +327,5 @@ function sameConfig(a: WorkerPoolConfig, b: WorkerPoolConfig): boolean {
 
 /** Settings that need new workers when they change (the guard and gating apply on the fly). */
 function sameWorkers(a: WorkerPoolConfig, b: WorkerPoolConfig): boolean {
-  return a.mode === b.mode && a.workers === b.workers && a.highPriorityWorkers === b.highPriorityWorkers && a.periodMs === b.periodMs;
+  return a.mode === b.mode && a.workers === b.workers && a.vanillaWorkers === b.vanillaWorkers && a.highPriorityWorkers === b.highPriorityWorkers && a.periodMs === b.periodMs;
 }

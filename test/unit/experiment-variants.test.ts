@@ -183,6 +183,9 @@ describe('rate limiting off in the controller manager', () => {
       const rs = real.apiLimiters.get('replicaset')!;
       const te = real.apiLimiters.get('taint-eviction')!;
       expect(rs).not.toBe(te);
+      // vanilla taint eviction overlaps evictions as kcm's goroutine per pod does; the others keep --concurrent-*-syncs
+      expect(real.pool('taint-eviction').config.vanillaWorkers).toBe(256);
+      expect(real.pool('replicaset').config.vanillaWorkers).toBeUndefined();
       for (let i = 0; i < 30; i++) rs.reserve(); // the ReplicaSet controller spends its burst
       expect(rs.reserve()).toBeGreaterThan(0);
       expect(te.reserve()).toBe(0); // the taint-eviction controller's deletes do not wait for it

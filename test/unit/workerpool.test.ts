@@ -158,6 +158,33 @@ describe('WorkerPool: high-priority guard', () => {
 });
 
 describe('WorkerPool: vanilla', () => {
+  it('vanillaWorkers sets the keys in flight at once in vanilla mode only (kcm taint eviction: one goroutine per pod)', async () => {
+    let inFlight = 0;
+    let peak = 0;
+    let release!: () => void;
+    let gate = new Promise<void>((r) => (release = r));
+    const { clock, pool } = harness({ mode: 'vanilla', workers: 2, vanillaWorkers: 8, rateLimitedModes: [] }, async () => {
+      peak = Math.max(peak, ++inFlight);
+      await gate;
+      inFlight--;
+    });
+    for (let i = 0; i < 12; i++) pool.queue.add(`k${i}`);
+    pool.start();
+    await clock.advance(0);
+    expect(peak).toBe(8);
+    release();
+    await clock.advance(0);
+    expect(inFlight).toBe(0);
+    peak = 0;
+    gate = new Promise<void>((r) => (release = r));
+    pool.setMode('multi-priority-async');
+    for (let i = 12; i < 20; i++) pool.queue.add(`k${i}`);
+    await clock.advance(0);
+    expect(peak).toBe(2);
+    release();
+    await pool.stop();
+  });
+
   it('serves FIFO regardless of priority, limited by the client token bucket (20 qps, burst 30)', async () => {
     const { clock, pool, served } = harness({ mode: 'vanilla', workers: 5 });
     const added: string[] = [];
