@@ -118,23 +118,24 @@ export function processState(pid: number): string {
 }
 
 /**
- * The harness' own processes: this one, its descendants (tsx's esbuild service) and the npm/npx/node
- * launchers right above it (`npx tsx cli/ulysses.ts ...`: npm exec, sh, tsx's node), from pid -> parent
- * pid and comm.
+ * The harness' own processes: the npm/npx/sh/node launchers right above this one (`npx tsx
+ * cli/ulysses.ts ...`: npm exec, sh, tsx's node; a benchmark's parent) and everything they started
+ * (this process, tsx's esbuild services, a benchmark's measuring child and clients), from pid ->
+ * parent pid and comm.
  */
 export function harnessFamily(self: number, procs: ReadonlyMap<number, { comm: string; ppid: number }>): Set<number> {
-  const family = new Set([self]);
-  for (let p = procs.get(self)?.ppid; p !== undefined && p > 1 && /^(node|npm|npx|sh)$|^npm /.test(procs.get(p)?.comm ?? ''); p = procs.get(p)?.ppid) family.add(p);
-  const descendants = new Set([self]);
+  let root = self;
+  for (let p = procs.get(self)?.ppid; p !== undefined && p > 1 && /^(node|npm|npx|sh)$|^npm /.test(procs.get(p)?.comm ?? ''); p = procs.get(p)?.ppid) root = p;
+  const family = new Set([root]);
   for (let grew = true; grew; ) {
     grew = false;
     for (const [pid, st] of procs) {
-      if (descendants.has(pid) || !descendants.has(st.ppid)) continue;
-      descendants.add(pid);
+      if (family.has(pid) || !family.has(st.ppid)) continue;
+      family.add(pid);
       grew = true;
     }
   }
-  return new Set([...family, ...descendants]);
+  return family;
 }
 
 /** One snapshot: pid -> group and ticks. Processes that vanish while being read are skipped. */

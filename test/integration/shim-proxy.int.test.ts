@@ -3,7 +3,8 @@
  * in-process on a unix socket in front of containerd (node index 9: run dir /tmp/ulysses-it-shim,
  * bridge uly-br9, pods in 10.244.9.0/24, cgroups under /ulysses-real-9), and the test drives it
  * through CRI the way the kubelet does: pod sandbox + udp-echo container lifecycle with a streaming
- * GetContainerEvents, Exec, messages above grpc-js' 4 MiB default, exponential-decay pacing of 6 low
+ * GetContainerEvents, Exec, Attach and PortForward URLs, messages above grpc-js' 4 MiB default,
+ * exponential-decay pacing of 6 low
  * + 1 high RunPodSandbox, and a containerd restart. Network traffic: only to the pod IP.
  */
 import { existsSync } from 'node:fs';
@@ -181,6 +182,11 @@ describe.each(PROXY_IMPLEMENTATIONS)('kubelet-shim proxy (%s) in front of a real
 
     const exec = await cri.call('Exec', { container_id, cmd: ['/udp-echo'], stdout: true });
     expect(exec.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/exec\/[\w-]+$/);
+    // the other streaming calls the kubelet makes for kubectl attach / port-forward: containerd's URLs too
+    const attach = await cri.call('Attach', { container_id, stdout: true });
+    expect(attach.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/attach\/[\w-]+$/);
+    const forward = await cri.call('PortForward', { pod_sandbox_id, port: [7] });
+    expect(forward.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/portforward\/[\w-]+$/);
 
     await removeSandbox(cri, pod_sandbox_id);
     const after = await cri.call('ListPodSandbox', { filter: { id: pod_sandbox_id } });

@@ -80,7 +80,7 @@ describe('profile summary', () => {
 });
 
 describe('the testbed and the rest of the machine', () => {
-  it('counts the npx/sh/node launchers above the harness and its descendants as the harness, nothing else', () => {
+  it('counts the npx/sh/node launchers above the harness and all they started as the harness, nothing else', () => {
     const procs = new Map([
       [1, { comm: 'systemd', ppid: 0 }],
       [10, { comm: 'bash', ppid: 1 }],
@@ -91,9 +91,10 @@ describe('the testbed and the rest of the machine', () => {
       [15, { comm: 'esbuild', ppid: 14 }],
       [16, { comm: 'runc', ppid: 15 }],
       [17, { comm: 'go', ppid: 10 }], // a build started from the same shell
-      [18, { comm: 'node', ppid: 11 }], // another child of the launcher
+      [18, { comm: 'esbuild', ppid: 13 }], // tsx's service of the launcher
+      [19, { comm: 'vitest', ppid: 1 }],
     ]);
-    expect([...harnessFamily(14, procs)].sort((a, b) => a - b)).toEqual([11, 12, 13, 14, 15, 16]);
+    expect([...harnessFamily(14, procs)].sort((a, b) => a - b)).toEqual([11, 12, 13, 14, 15, 16, 18]);
   });
   it('knows the testbed\'s process groups', () => {
     for (const g of ['harness', 'kernel', 'kube-apiserver', 'etcd', 'kube-controller', 'kwok', 'real-2/kubelet', 'real-12/http-server', 'runc:[2:INIT]', 'kubelet-shim']) expect(isTestbedGroup(g), g).toBe(true);
