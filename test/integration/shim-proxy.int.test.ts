@@ -4,8 +4,7 @@
  * bridge uly-br9, pods in 10.244.9.0/24, cgroups under /ulysses-real-9), and the test drives it
  * through CRI the way the kubelet does: pod sandbox + udp-echo container lifecycle with a streaming
  * GetContainerEvents, Exec, Attach and PortForward URLs, messages above grpc-js' 4 MiB default,
- * exponential-decay pacing of 6 low
- * + 1 high RunPodSandbox, and a containerd restart. Network traffic: only to the pod IP.
+ * exponential-decay pacing of 6 low + 1 high RunPodSandbox, and a containerd restart. Network traffic: only to the pod IP.
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
