@@ -65,9 +65,6 @@ export interface ControllerManagerOptions {
   log?: Logger;
 }
 
-/** thesis §6.1.1: 100 ms ReplicaSet/Deployment, 50 ms node-related and endpoints */
-const DEFAULT_PERIODS: Record<ControllerName, number> = { replicaset: 100, deployment: 100, 'taint-eviction': 50, endpointslice: 50, endpoints: 50 };
-
 /**
  * Vanilla taint eviction as kube-controller-manager runs it: every due pod's eviction in a goroutine
  * of its own (TimedWorkerQueue), so evictions overlap as far as the controller's client limiter lets
@@ -75,6 +72,19 @@ const DEFAULT_PERIODS: Record<ControllerName, number> = { replicaset: 100, deplo
  * of 256 concurrent evictions stands in for "one each".
  */
 export const TAINT_EVICTION_VANILLA_WORKERS = 256;
+
+/**
+ * Pool defaults per controller (ControllerManagerOptions.pools overrides them): thesis §6.1.1
+ * periods, 100 ms ReplicaSet/Deployment and 50 ms node-related and endpoints; the vanilla taint
+ * eviction's concurrency.
+ */
+const DEFAULT_POOLS: Record<ControllerName, WorkerPoolConfigInput> = {
+  replicaset: { periodMs: 100 },
+  deployment: { periodMs: 100 },
+  'taint-eviction': { periodMs: 50, vanillaWorkers: TAINT_EVICTION_VANILLA_WORKERS },
+  endpointslice: { periodMs: 50 },
+  endpoints: { periodMs: 50 },
+};
 
 /** upstream controller names: Events' source.component */
 const UPSTREAM_NAMES: Record<ControllerName, string> = {
@@ -190,7 +200,7 @@ export class ControllerManager {
   }
 
   private build(name: ControllerName): void {
-    const cfg: WorkerPoolConfigInput = { periodMs: DEFAULT_PERIODS[name], ...(name === 'taint-eviction' ? { vanillaWorkers: TAINT_EVICTION_VANILLA_WORKERS } : {}), ...this.o.pools?.[name] };
+    const cfg: WorkerPoolConfigInput = { ...DEFAULT_POOLS[name], ...this.o.pools?.[name] };
     this.rateLimitedModes.set(name, cfg.rateLimitedModes ?? ['vanilla', 'multi-priority-async']);
     this.apiLimiters.set(name, new TokenBucket(this.apiRateSetting));
     const client = new KubeClient(this.o.kubeconfig);

@@ -65,6 +65,17 @@ export function describeMachine(c: RepCpu): string {
   return `${c.seconds.toFixed(1)} s, busy ${c.busyCpuS.toFixed(2)} CPU-s (steal ${c.stealCpuS.toFixed(2)}), ours ${c.testbedCpuS.toFixed(2)}, outside ${c.outsideCpuS.toFixed(2)}${outside ? ` (${outside})` : ''}${sharedMachine(c) ? ' — SHARED: other work ran on these CPUs' : ''}`;
 }
 
+/** One reading of the machine: every process' group and ticks, and /proc/stat's busy and steal ticks. */
+export interface MachineSnapshot {
+  procs: Map<number, ProcSample>;
+  ticks: { busy: number; steal: number };
+}
+
+/** Reads the machine once (groups cached per pid in `groups`). */
+export function snapshotMachine(groups: Map<number, string>): MachineSnapshot {
+  return { procs: snapshotProcesses(groups), ticks: machineTicks(readFileSync('/proc/stat', 'utf8')) };
+}
+
 interface ProcSample {
   group: string;
   /** utime + stime + cutime + cstime, clock ticks */
@@ -273,22 +284,21 @@ export class CpuWindowProbe {
   }
 
   /** Right before the taint: the first snapshot (its cost is before t = 0). */
-  arm(): void {
+  /** `before`: a reading taken right now by someone else (the MachineCpuAudit's), not read twice. */
+  arm(before?: MachineSnapshot): void {
     this.cancel();
     this.last = null;
     this.groups.clear(); // pids are reused between repetitions
-    const before = snapshotProcesses(this.groups);
-    const busyBefore = machineBusyTicks(readFileSync('/proc/stat', 'utf8'));
+    const start = before ?? snapshotMachine(this.groups);
     this.startProfiler();
     this.timer = setTimeout(() => {
       const t = performance.now();
-      const after = snapshotProcesses(this.groups);
-      const busyAfter = machineBusyTicks(readFileSync('/proc/stat', 'utf8'));
+      const after = snapshotMachine(this.groups);
       this.timer = undefined;
       this.publish({
         windowMs: this.windowMs,
-        busyCpuS: Math.max(0, busyAfter - busyBefore) / CLK_TCK,
-        byGroup: cpuByGroup(before, after),
+        busyCpuS: Math.max(0, after.ticks.busy - start.ticks.busy) / CLK_TCK,
+        byGroup: cpuByGroup(start.procs, after.procs),
         snapshotMs: Math.round((performance.now() - t) * 10) / 10,
       });
     }, this.windowMs);
@@ -318,12 +328,13 @@ export class CpuWindowProbe {
  */
 export class MachineCpuAudit {
   private readonly groups = new Map<number, string>();
-  private start: { at: number; procs: Map<number, ProcSample>; ticks: { busy: number; steal: number } } | undefined;
+  private start: (MachineSnapshot & { at: number }) | undefined;
 
-  /** Right before the taint. */
-  arm(): void {
+  /** Right before the taint; returns the reading, for a CpuWindowProbe armed at the same moment. */
+  arm(): MachineSnapshot {
     this.groups.clear(); // pids are reused between repetitions
-    this.start = { at: performance.now(), procs: snapshotProcesses(this.groups), ticks: machineTicks(readFileSync('/proc/stat', 'utf8')) };
+    this.start = { at: performance.now(), ...snapshotMachine(this.groups) };
+    return this.start;
   }
 
   /** At the end of the measured part; null when not armed since the last call. */
@@ -331,8 +342,8 @@ export class MachineCpuAudit {
     const s = this.start;
     if (!s) return null;
     this.start = undefined;
-    const ticks = machineTicks(readFileSync('/proc/stat', 'utf8'));
-    const byGroup = Object.entries(cpuByGroup(s.procs, snapshotProcesses(this.groups)));
+    const { procs, ticks } = snapshotMachine(this.groups);
+    const byGroup = Object.entries(cpuByGroup(s.procs, procs));
     const sum = (rows: Array<[string, number]>) => Math.round(rows.reduce((a, [, ms]) => a + ms, 0)) / 1000;
     const outside = byGroup.filter(([g]) => !isTestbedGroup(g));
     return {

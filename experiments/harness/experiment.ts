@@ -198,8 +198,9 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
         criticalPosition: prioPosition,
         beforeFailure: neutral ? applyRep : undefined,
         atFailure: () => {
-          o.cpuAudit?.arm();
-          o.cpuWindow?.arm();
+          // one /proc reading before t = 0 serves both probes
+          const before = o.cpuAudit?.arm();
+          o.cpuWindow?.arm(before);
         },
       });
       return { outcome, prioPosition, repCpu: o.cpuAudit?.finish() ?? null };
