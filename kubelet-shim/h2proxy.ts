@@ -257,9 +257,8 @@ export class H2CriProxy extends CriProxyBase {
       stream.off('close', onClose);
     }
     if (stream.closed || stream.destroyed) return;
-    const forwardedAt = performance.now();
+    const forwardedAt = this.sandboxForwarded(info, admission);
     if (timeoutMs !== undefined) headers = { ...headers, 'grpc-timeout': formatGrpcTimeout(timeoutMs - (forwardedAt - t0)) };
-    this.opts.onForward?.({ info, admission, at: forwardedAt });
     const waitedMs = Math.round(admission.waitedMs);
     podLog?.info({ criticality: info.criticality, waitedMs }, 'RunPodSandbox forwarded');
     const sandbox = info;

@@ -261,6 +261,17 @@ export abstract class CriProxyBase {
     }
   }
 
+  /**
+   * A paced RunPodSandbox goes to the runtime now: the gate counts the next low-priority gap from
+   * here ({@link PacingGate.forwarded}), the `onForward` hook is told. Returns the time of the forward.
+   */
+  sandboxForwarded(info: SandboxInfo, admission: Admission): number {
+    this.gate.forwarded(admission);
+    const at = performance.now();
+    this.opts.onForward?.({ info, admission, at });
+    return at;
+  }
+
   /** Logs that the runtime became unreachable (once, not every reconnect attempt or failed call). */
   backendUnreachable(err?: Error): void {
     if (!this.backendDown && !this.closing) {
@@ -415,8 +426,7 @@ export class CriProxy extends CriProxyBase {
       call.off('cancelled', onCancel);
     }
     if (call.cancelled) return;
-    const forwardedAt = performance.now();
-    this.opts.onForward?.({ info, admission, at: forwardedAt });
+    const forwardedAt = this.sandboxForwarded(info, admission);
     podLog?.info({ criticality: info.criticality, waitedMs: Math.round(admission.waitedMs) }, 'RunPodSandbox forwarded');
     const done: grpc.sendUnaryData<Buffer> = (err, value, trailer) => {
       const outcome = { criticality: info.criticality, waitedMs: Math.round(admission.waitedMs), runtimeMs: Math.round(performance.now() - forwardedAt) };

@@ -529,8 +529,7 @@ class SpliceConnection {
     st.heldFlow = 0;
     if (info && admission) {
       const proxy = this.proxy;
-      const forwardedAt = performance.now();
-      proxy.opts.onForward?.({ info, admission, at: forwardedAt });
+      const forwardedAt = proxy.sandboxForwarded(info, admission);
       const podLog = proxy.log && objectLogger(proxy.log, 'Pod', info.key);
       const waitedMs = Math.round(admission.waitedMs);
       podLog?.info({ criticality: info.criticality, waitedMs }, 'RunPodSandbox forwarded');

@@ -135,13 +135,10 @@ describe('real kubelet through the kubelet-shim', () => {
     await Promise.all(Array.from({ length: 5 }, (_, i) => core.createNamespacedPod({ namespace: ns, body: pod(`f-low-${i}`, 'low') })));
     await pollUntil('5 low sandboxes forwarded', () => shimLog().slice(from).filter((l) => l.msg === 'RunPodSandbox forwarded').length === 5, { timeoutMs: 60_000 });
     const times = shimLog().slice(from).filter((l) => l.msg === 'RunPodSandbox forwarded').map((l) => new Date(l.time).getTime());
-    // the gate spaces its admissions by the wait (pacing.ts lastLowRelease = admission time); a
-    // forward follows its admission once the request's held frames are out, which took up to 38 ms
-    // on a loaded CI machine (2026-11-25: gaps 364, 401, 401, 401 ms), so forwards are spaced by the
-    // wait less that delay. TODO: space from the forward itself.
-    for (let i = 1; i < times.length; i++) expect(times[i]! - times[i - 1]!).toBeGreaterThanOrEqual(350);
-    // and on average by the full wait
-    expect((times.at(-1)! - times[0]!) / (times.length - 1)).toBeGreaterThanOrEqual(380);
+    // the gate counts the wait from each forward (PacingGate.forwarded); the log line follows the
+    // forward synchronously (ms resolution, and a few ms of margin for the process being descheduled
+    // between the two on a loaded machine)
+    for (let i = 1; i < times.length; i++) expect(times[i]! - times[i - 1]!).toBeGreaterThanOrEqual(395);
     await deleteAll();
   });
 

@@ -215,6 +215,29 @@ describe('PacingGate', () => {
     expect(c.admission?.waitedMs).toBe(0);
   });
 
+  it('the gap counts from the forward: a release the proxy forwards late pushes the next low one back by the delay', async () => {
+    const { clock, gate, submit } = harness({ policy: { type: 'fixed', waitMs: 1000 } });
+    const ts = ['a', 'b', 'c'].map((k) => submit(k, 'low'));
+    const h = submit('h', 'high');
+    await clock.advance(0);
+    expect(releasedAt([...ts, h])).toEqual([0, undefined, undefined, 0]);
+    // the event loop was busy for 30 ms between a's release and its frames going out
+    await clock.advance(30);
+    gate.forwarded(ts[0]!.admission!);
+    gate.forwarded(h.admission!); // a high forward does not touch the low gap
+    await clock.advance(999);
+    expect(ts[1]!.admission).toBeUndefined();
+    await clock.advance(1);
+    expect(ts[1]!.admission?.releasedAt).toBe(1030);
+    // forwarded at once: the next gap stays where it is; a second report of the same forward is ignored
+    gate.forwarded(ts[1]!.admission!);
+    await clock.advance(10);
+    gate.forwarded(ts[1]!.admission!);
+    gate.forwarded(ts[0]!.admission!); // an older admission: ignored
+    await clock.advance(990);
+    expect(ts[2]!.admission?.releasedAt).toBe(2030);
+  });
+
   it('high priority passes at once and never waits behind queued low ones', async () => {
     const { clock, gate, submit } = harness({ policy: { type: 'fixed', waitMs: 1200 } });
     const lows = ['l1', 'l2', 'l3'].map((k) => submit(k, 'low'));
