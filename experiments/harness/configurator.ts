@@ -4,7 +4,7 @@
  * runtime-configurator.ts, never by reinstalling).
  *
  *   config | kubelet-shim pacing | APF exemption (critical ns) | Ulysses controller manager
- *   1      | vanilla             | off                          | vanilla (imitates kcm: FIFO, 5 workers, 20 qps / 30 burst)
+ *   1      | vanilla             | off                          | vanilla (imitates kcm: FIFO, 5 workers, taint eviction up to 256 at once, 20 qps / 30 burst per controller)
  *   2      | exponential decay   | off                          | vanilla
  *   3      | exponential decay   | on                           | vanilla
  *   4      | exponential decay   | on                           | multi-priority-async

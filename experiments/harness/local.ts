@@ -5,7 +5,8 @@
  * Local testbed: started once with kube-controller-manager's failover-path controllers disabled
  * (those Ulysses' controller manager implements) and a kubelet-shim on every real node (vanilla
  * policy); configs 1-3 run Ulysses' controller manager in `vanilla` mode, which imitates kcm
- * (FIFO, 5 workers, 20 qps / burst 30), configs 4-5 its multi-priority modes.
+ * (FIFO, 5 workers, taint eviction up to 256 at once, 20 qps / burst 30 per controller), configs 4-5
+ * its multi-priority modes.
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';

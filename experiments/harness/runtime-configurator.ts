@@ -117,7 +117,7 @@ export class RuntimeConfigConfigurator implements ClusterConfigurator {
   describe(): string[] {
     return [
       `switched by patching UlyssesConfig/default (runtime toggles, thesis §5.3.5) and waiting until every component reports the generation applied`,
-      `controllers ${this.o.controllers.join(', ')}: spec.controllerManager (vanilla mode imitates kube-controller-manager: FIFO, 5 workers, 20 qps / burst 30)`,
+      `controllers ${this.o.controllers.join(', ')}: spec.controllerManager (vanilla mode imitates kube-controller-manager: FIFO queues, 5 workers per controller, taint eviction one goroutine per due eviction (up to 256), a client limiter of 20 qps / burst 30 per controller)`,
       `kubelet pacing: spec.kubeletShim.default = vanilla or ${JSON.stringify(this.paced)}`,
       `APF: spec.apf exempting namespace ${this.o.criticalNamespace}`,
       ...Object.entries(this.policies).map(([name, e]) => `kubelet policy "${name}": spec.kubeletShim.default = ${JSON.stringify(e)}`),
