@@ -29,7 +29,7 @@ const pod = (name: string, criticality: 'low' | 'high', image: string = TEST_IMA
   spec: { nodeName: node, terminationGracePeriodSeconds: 0, enableServiceLinks: false, containers: [{ name: 'c', image, imagePullPolicy: 'Never' }] },
 });
 
-function shimLog(): Array<{ time: string; msg: string; key?: string; criticality?: string; pacing?: { policy: { type: string } } }> {
+function shimLog(): Array<{ time: string; msg: string; key?: string; criticality?: string; waitedMs?: number; pacing?: { policy: { type: string } } }> {
   const file = join(state.realNodes.find((n) => n.name === node)!.dir, 'kubelet-shim.log');
   return readFileSync(file, 'utf8')
     .split('\n')
@@ -61,7 +61,7 @@ async function deleteAll(): Promise<void> {
 }
 
 /** 20 low pods, then 1 high pod: the high pod's time from creation to Ready, and the forwarding order. */
-async function burst(tag: string): Promise<{ highReadyMs: number; lowsForwardedAfterHigh: number }> {
+async function burst(tag: string): Promise<{ highReadyMs: number; lowsForwardedAfterHigh: number; lowsPendingAtHighForwardedBefore: string[] }> {
   const readyAt = new Map<string, number>();
   const informer = new ResilientInformer<V1Pod>(kc, { path: `/api/v1/namespaces/${ns}/pods`, labelSelector: 'run=pacing' });
   const onPod = (p: V1Pod) => podReady(p) && !readyAt.has(p.metadata!.name!) && readyAt.set(p.metadata!.name!, Date.now());
@@ -74,10 +74,21 @@ async function burst(tag: string): Promise<{ highReadyMs: number; lowsForwardedA
   await core.createNamespacedPod({ namespace: ns, body: pod(`${tag}-high`, 'high', TEST_IMAGES.udpEcho.name) });
   await pollUntil(`${tag}: all 21 pods Ready`, () => readyAt.size === 21, { timeoutMs: 120_000 });
   informer.stop();
-  const forwarded = shimLog().slice(logFrom).filter((l) => l.msg === 'RunPodSandbox forwarded').map((l) => l.key);
+  const lines = shimLog().slice(logFrom).filter((l) => l.msg === 'RunPodSandbox forwarded');
+  const forwarded = lines.map((l) => l.key);
   const highIdx = forwarded.indexOf(`${ns}/${tag}-high`);
   expect(highIdx).toBeGreaterThanOrEqual(0);
-  return { highReadyMs: readyAt.get(`${tag}-high`)! - t, lowsForwardedAfterHigh: forwarded.length - 1 - highIdx };
+  // when the critical RunPodSandbox reached the shim (its forward less the time it waited in the gate)
+  const high = lines[highIdx]!;
+  const highArrived = new Date(high.time).getTime() - (high.waitedMs ?? 0);
+  // low sandboxes still waiting when it arrived: forwarded later (the log line follows the gate's
+  // release synchronously; 1 ms for the log's resolution and waitedMs' rounding)
+  const lowsPendingAtHigh = lines.filter((l, i) => i !== highIdx && new Date(l.time).getTime() > highArrived + 1).map((l) => l.key);
+  return {
+    highReadyMs: readyAt.get(`${tag}-high`)! - t,
+    lowsForwardedAfterHigh: forwarded.length - 1 - highIdx,
+    lowsPendingAtHighForwardedBefore: lowsPendingAtHigh.filter((k) => forwarded.indexOf(k) < highIdx),
+  };
 }
 
 describe('real kubelet through the kubelet-shim', () => {
@@ -123,6 +134,9 @@ describe('real kubelet through the kubelet-shim', () => {
     const decay = await burst('d');
     console.log(`critical pod time to Ready after a burst of 20 low pods on one node: vanilla ${vanilla.highReadyMs} ms, exponential-decay ${decay.highReadyMs} ms (${(decay.highReadyMs / vanilla.highReadyMs).toFixed(2)}x); lows forwarded after the critical sandbox: vanilla ${vanilla.lowsForwardedAfterHigh}, decay ${decay.lowsForwardedAfterHigh}`);
     expect(decay.lowsForwardedAfterHigh).toBeGreaterThan(10);
+    // the critical sandbox never waits behind a low one: every low still waiting when it reached the
+    // shim was forwarded after it
+    expect(decay.lowsPendingAtHighForwardedBefore).toEqual([]);
     // the proxy followed the critical pod to its container start and resumed the lows then
     expect(shimLog().some((l) => l.msg === 'critical pod container started: low-priority sandboxes resume' && l.key === `${ns}/d-high`)).toBe(true);
     expect(decay.highReadyMs).toBeLessThan(vanilla.highReadyMs);
