@@ -83,11 +83,11 @@ async function burst(tag: string): Promise<{ highReadyMs: number; lowsForwardedA
   const highArrived = new Date(high.time).getTime() - (high.waitedMs ?? 0);
   // low sandboxes still waiting when it arrived: forwarded later (the log line follows the gate's
   // release synchronously; 1 ms for the log's resolution and waitedMs' rounding)
-  const lowsPendingAtHigh = lines.filter((l, i) => i !== highIdx && new Date(l.time).getTime() > highArrived + 1).map((l) => l.key);
+  const pendingForwardedBefore = lines.filter((l, i) => i < highIdx && new Date(l.time).getTime() > highArrived + 1);
   return {
     highReadyMs: readyAt.get(`${tag}-high`)! - t,
     lowsForwardedAfterHigh: forwarded.length - 1 - highIdx,
-    lowsPendingAtHighForwardedBefore: lowsPendingAtHigh.filter((k) => forwarded.indexOf(k) < highIdx),
+    lowsPendingAtHighForwardedBefore: pendingForwardedBefore.map((l) => l.key ?? '(no key)'),
   };
 }
 
