@@ -257,10 +257,9 @@ export class H2CriProxy extends CriProxyBase {
       stream.off('close', onClose);
     }
     if (stream.closed || stream.destroyed) return;
-    const forwardedAt = this.sandboxForwarded(info, admission);
+    const forwardedAt = this.sandboxForwarded(info, admission, podLog);
     if (timeoutMs !== undefined) headers = { ...headers, 'grpc-timeout': formatGrpcTimeout(timeoutMs - (forwardedAt - t0)) };
     const waitedMs = Math.round(admission.waitedMs);
-    podLog?.info({ criticality: info.criticality, waitedMs }, 'RunPodSandbox forwarded');
     const sandbox = info;
     this.forward(stream, headers, body, t0, admission.waitedMs, (answer, ok) => {
       const outcome = { criticality: sandbox.criticality, waitedMs, runtimeMs: Math.round(performance.now() - forwardedAt) };

@@ -263,12 +263,14 @@ export abstract class CriProxyBase {
 
   /**
    * A paced RunPodSandbox goes to the runtime now: the gate counts the next low-priority gap from
-   * here ({@link PacingGate.forwarded}), the `onForward` hook is told. Returns the time of the forward.
+   * here ({@link PacingGate.forwarded}), the `onForward` hook is told and the pod's log gets
+   * "RunPodSandbox forwarded" (the same for every proxy implementation). Returns the time of the forward.
    */
-  sandboxForwarded(info: SandboxInfo, admission: Admission): number {
+  sandboxForwarded(info: SandboxInfo, admission: Admission, podLog: Logger | undefined): number {
     this.gate.forwarded(admission);
     const at = performance.now();
     this.opts.onForward?.({ info, admission, at });
+    podLog?.info({ criticality: info.criticality, waitedMs: Math.round(admission.waitedMs) }, 'RunPodSandbox forwarded');
     return at;
   }
 
@@ -426,8 +428,7 @@ export class CriProxy extends CriProxyBase {
       call.off('cancelled', onCancel);
     }
     if (call.cancelled) return;
-    const forwardedAt = this.sandboxForwarded(info, admission);
-    podLog?.info({ criticality: info.criticality, waitedMs: Math.round(admission.waitedMs) }, 'RunPodSandbox forwarded');
+    const forwardedAt = this.sandboxForwarded(info, admission, podLog);
     const done: grpc.sendUnaryData<Buffer> = (err, value, trailer) => {
       const outcome = { criticality: info.criticality, waitedMs: Math.round(admission.waitedMs), runtimeMs: Math.round(performance.now() - forwardedAt) };
       if (err) podLog?.warn({ ...outcome, code: grpc.status[(err as { code?: number }).code ?? grpc.status.UNKNOWN], details: (err as { details?: string }).details }, 'RunPodSandbox failed');

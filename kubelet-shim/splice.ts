@@ -529,10 +529,9 @@ class SpliceConnection {
     st.heldFlow = 0;
     if (info && admission) {
       const proxy = this.proxy;
-      const forwardedAt = proxy.sandboxForwarded(info, admission);
       const podLog = proxy.log && objectLogger(proxy.log, 'Pod', info.key);
+      const forwardedAt = proxy.sandboxForwarded(info, admission, podLog);
       const waitedMs = Math.round(admission.waitedMs);
-      podLog?.info({ criticality: info.criticality, waitedMs }, 'RunPodSandbox forwarded');
       const t0 = st.t0;
       st.response = [];
       st.onAnswer = (answer, ok) => {

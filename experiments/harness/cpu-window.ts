@@ -170,11 +170,6 @@ export function snapshotProcesses(groups: Map<number, string>): Map<number, Proc
   return out;
 }
 
-/** Busy (non-idle, non-iowait) ticks of the whole machine from the first line of /proc/stat. */
-export function machineBusyTicks(procStat: string): number {
-  return machineTicks(procStat).busy;
-}
-
 /** Busy ticks (user, nice, system, irq, softirq, steal) and, of them, steal (the hypervisor ran someone else). */
 export function machineTicks(procStat: string): { busy: number; steal: number } {
   const f = procStat.split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
@@ -283,8 +278,10 @@ export class CpuWindowProbe {
     });
   }
 
-  /** Right before the taint: the first snapshot (its cost is before t = 0). */
-  /** `before`: a reading taken right now by someone else (the MachineCpuAudit's), not read twice. */
+  /**
+   * Right before the taint: the first snapshot (its cost is before t = 0). `before`: a reading taken
+   * right now by someone else (the MachineCpuAudit's), not read twice.
+   */
   arm(before?: MachineSnapshot): void {
     this.cancel();
     this.last = null;

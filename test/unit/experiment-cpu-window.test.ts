@@ -5,7 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CpuWindowProbe, MachineCpuAudit, codeOrigin, cpuByGroup, harnessFamily, isTestbedGroup, machineBusyTicks, machineTicks, parseStat, processGroup, sharedMachine, summarizeProfile } from '../../experiments/harness/cpu-window.ts';
+import { CpuWindowProbe, MachineCpuAudit, codeOrigin, cpuByGroup, harnessFamily, isTestbedGroup, machineTicks, parseStat, processGroup, sharedMachine, summarizeProfile } from '../../experiments/harness/cpu-window.ts';
 import { emptyEvents, parseResults, type RepResult } from '../../experiments/harness/results.ts';
 import { cpuWindowTable, machineTable } from '../../experiments/harness/report.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
@@ -30,7 +30,7 @@ describe('parsing /proc', () => {
   });
   it('counts busy ticks from /proc/stat without idle and iowait', () => {
     // cpu user nice system idle iowait irq softirq steal guest guest_nice
-    expect(machineBusyTicks('cpu  100 5 50 9000 40 1 2 3 0 0\ncpu0 1 2 3 4\n')).toBe(161);
+    expect(machineTicks('cpu  100 5 50 9000 40 1 2 3 0 0\ncpu0 1 2 3 4\n').busy).toBe(161);
   });
   it('subtracts per pid, counts new pids from 0, drops groups under 1 ms, sorts largest first', () => {
     const before = new Map([
