@@ -302,7 +302,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     // nothing the taints cause is missed; with many sources a sequential loop would let a pod
     // evicted from the first one be rescheduled "before" the last taint)
     t0 = Date.now();
-    t0 = Math.min(...(await Promise.all(sources.map((s) => taintNoExecute(core, s, FAILURE_TAINT)))));
+    t0 = await taintNoExecute(kc, sources, FAILURE_TAINT);
     for (const p of pods.list()) onPod(p);
     const rel = (t: number | undefined) => (t === undefined ? null : (t - t0) / 1000);
     const collect = () => {
@@ -410,7 +410,7 @@ export async function restoreInitialState(kc: KubeConfig, o: ScenarioOptions & {
   const core = kc.makeApiClient(CoreV1Api);
   const apps = kc.makeApiClient(AppsV1Api);
   await o.failure?.thaw(o.topology.sources);
-  for (const n of o.topology.sources) await untaint(core, n, FAILURE_TAINT);
+  for (const n of o.topology.sources) await untaint(kc, n, FAILURE_TAINT);
   await setUnschedulable(core, [...o.topology.sources, ...o.topology.destinations], false);
   for (const namespace of [o.criticalNamespace, o.loadNamespace]) {
     await apps.deleteCollectionNamespacedDeployment({ namespace, propagationPolicy: 'Background' });

@@ -39,7 +39,7 @@ describe('apiserver restart during a failover on Ulysses controllers', () => {
     await pollUntil('both Deployments complete', async () => complete(await apps.readNamespacedDeployment({ name: 'prio', namespace: ns })) && complete(await apps.readNamespacedDeployment({ name: 'low', namespace: ns })), { timeoutMs: 120_000 });
     expect(t.cm!.pool('replicaset').mode).toBe('multi-priority-periodic'); // auto: a high pod exists
 
-    await taintNoExecute(core, 'real-1');
+    await taintNoExecute(t.kc, 'real-1');
     await testbed.restartComponent('kube-apiserver', { runDir, downtimeMs: 2000 });
 
     const onReal2 = async (app: string, n: number) => {

@@ -77,7 +77,7 @@ async function scenario(t: TestbedContext): Promise<unknown> {
   // 3. NoExecute taint: victims move from kwok-1 to kwok-2
   await apps.createNamespacedDeployment({ namespace: ns, body: onKwok(deployment({ namespace: ns, name: 'victim', replicas: 4, criticality: 'low', image: 'http-server' })) });
   await waitComplete('victim', 1);
-  await taintNoExecute(core, 'kwok-1');
+  await taintNoExecute(t.kc, 'kwok-1');
   const settledOnKwok2 = async (app: string) => {
     const ps = await pods(app);
     return ps.length > 0 && ps.every((p) => p.spec?.nodeName === 'kwok-2' && !p.metadata?.deletionTimestamp);

@@ -135,7 +135,7 @@ describe('runtime toggling through UlyssesConfig', () => {
     await core.patchNode({ name: 'kwok-2', body: [{ op: 'replace', path: '/spec/unschedulable', value: false }] }, undefined);
 
     // the failure, then the controller manager flipped while it evicts and recreates
-    await taintNoExecute(core, 'kwok-1');
+    await taintNoExecute(t.kc, 'kwok-1');
     const both = ['replicaset', 'taint-eviction'];
     await set('controller-manager', 'multi-priority-periodic', { controllers: both, periodMs: 400, workers: 3 });
     await set('controller-manager', 'vanilla', { controllers: both });
@@ -154,7 +154,7 @@ describe('runtime toggling through UlyssesConfig', () => {
       const created = [...podSeen.keys()].filter((n) => n.startsWith(`${r.name}-`) && !before.has(n));
       expect(created, r.name).toHaveLength(r.replicas);
     }
-    await untaint(core, 'kwok-1');
+    await untaint(t.kc, 'kwok-1');
     await set('controller-manager', 'vanilla', { controllers: both });
   });
 

@@ -56,7 +56,7 @@ describe('taint eviction on the real testbed', () => {
     await watch.start();
     await pollUntil('pods running on kwok-1', async () => (await core.listNamespacedPod({ namespace: ns })).items.filter((p) => p.status?.phase === 'Running').length === 3, { timeoutMs: 30_000 });
 
-    const t0 = await taintNoExecute(core, 'kwok-1');
+    const t0 = await taintNoExecute(kc, 'kwok-1');
     await pollUntil('untolerating pod evicted', () => deletedAt.has('none'), { timeoutMs: 10_000 });
     expect(deletedAt.get('none')! - t0).toBeLessThan(1500);
     expect(disrupted.has('none')).toBe(true);
@@ -76,7 +76,7 @@ describe('taint eviction on the real testbed', () => {
       return pods.length === 4 && new Set(pods.map((p) => p.spec?.nodeName)).size === 2 && pods;
     }, { timeoutMs: 90_000 });
     expect(before.filter((p) => p.spec?.nodeName === 'real-1').length).toBe(2);
-    await taintNoExecute(core, 'real-1');
+    await taintNoExecute(kc, 'real-1');
     const after = await pollUntil('4 echo pods Ready on real-2', async () => {
       const pods = await ready();
       return pods.length === 4 && pods.every((p) => p.spec?.nodeName === 'real-2') && pods;

@@ -4,13 +4,14 @@
  * real node and the pods respawned Ready on the other, then a teardown that leaves nothing behind.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AppsV1Api, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import * as testbed from '../../experiments/testbed/testbed.ts';
 import { applyDeployment, deployment, ensureNamespace, podReady, taintNoExecute, udpFirstAnswer } from '../../experiments/workloads.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 
 const runDir = '/tmp/ulysses-it-testbed';
 let state: testbed.TestbedState;
+let kc: KubeConfig;
 let core: CoreV1Api;
 let apps: AppsV1Api;
 
@@ -18,7 +19,7 @@ describe('testbed: 2 real nodes + 10 KWOK nodes', () => {
   beforeAll(async () => {
     await testbed.down({ runDir, log: () => undefined }); // a leftover of an aborted run
     state = await testbed.up({ runDir, realNodes: 2, kwokNodes: 10 });
-    const kc = testbed.kubeConfigFor(state);
+    kc = testbed.kubeConfigFor(state);
     core = kc.makeApiClient(CoreV1Api);
     apps = kc.makeApiClient(AppsV1Api);
   });
@@ -54,7 +55,7 @@ describe('testbed: 2 real nodes + 10 KWOK nodes', () => {
     // every pod answers over UDP on its own IP from the host (the CNI bridge is the gateway)
     await Promise.all(before.map((p) => udpFirstAnswer(p.status!.podIP!, undefined, { timeoutMs: 10_000 })));
 
-    await taintNoExecute(core, 'real-1');
+    await taintNoExecute(kc, 'real-1');
     const after = await pollUntil('4 echo pods Ready on real-2 only', async () => {
       const pods = (await core.listNamespacedPod({ namespace: ns })).items;
       const ready = pods.filter((p) => podReady(p) && !p.metadata?.deletionTimestamp);
