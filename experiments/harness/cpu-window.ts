@@ -87,11 +87,12 @@ const CLK_TCK = 100;
 
 /** Group name of a process from its comm, command line and cgroup (see the module comment). */
 export function processGroup(comm: string, cmdline: string, cgroup: string, isKernelThread: boolean, isHarness: boolean): string {
-  if (isHarness) return 'harness';
   if (isKernelThread) return 'kernel';
   const node = /\b(real-\d+)\b/.exec(cmdline)?.[1] ?? /\/ulysses-(real-\d+)\//.exec(cgroup)?.[1];
   // our TypeScript components run as "node .../<component>/main.ts"
   const name = comm === 'node' ? (/([\w-]+)\/main\.ts\b/.exec(cmdline)?.[1] ?? comm) : comm;
+  // a testbed the harness brought up itself is its child: its processes keep their own groups
+  if (isHarness && !node && !TESTBED_GROUPS.has(name)) return 'harness';
   return node ? `${node}/${name}` : name;
 }
 

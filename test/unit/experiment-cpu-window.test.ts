@@ -24,6 +24,11 @@ describe('parsing /proc', () => {
     expect(processGroup('kube-apiserver', '/cache/kube-apiserver --etcd-servers=...', '', false, false)).toBe('kube-apiserver');
     expect(processGroup('kworker/0:1', '', '', true, false)).toBe('kernel');
     expect(processGroup('node', 'node cli/ulysses.ts', '', false, true)).toBe('harness');
+    // the harness' children that are the testbed it brought up keep their groups
+    expect(processGroup('kube-apiserver', '/cache/kube-apiserver --etcd-servers=...', '', false, true)).toBe('kube-apiserver');
+    expect(processGroup('kwok', '/cache/kwok --kubeconfig /tmp/tb/kwok.kubeconfig', '', false, true)).toBe('kwok');
+    expect(processGroup('kubelet', '/cache/kubelet --config /tmp/run/nodes/real-2/kubelet.yaml', '', false, true)).toBe('real-2/kubelet');
+    expect(processGroup('esbuild', '/w/node_modules/esbuild/bin/esbuild --service', '', false, true)).toBe('harness');
     expect(processGroup('node', 'node --import tsx /w/kubelet-shim/main.ts --listen /run/nodes/real-2/kubelet-shim.sock', '', false, false)).toBe('real-2/kubelet-shim');
     // "real-12" is a node of its own, not real-1
     expect(processGroup('containerd', 'containerd --config /run/nodes/real-12/containerd.toml', '', false, false)).toBe('real-12/containerd');
