@@ -104,23 +104,26 @@ export async function applyDeployment(apps: AppsV1Api, d: V1Deployment): Promise
   await apps.createNamespacedDeployment({ namespace: d.metadata!.namespace!, body: d });
 }
 
-/** Adds a NoExecute taint (the thesis' simulated node failure). Returns the time it was applied. */
+/** A node's taints without `key`. */
+const taintsWithout = (n: V1Node, key: string) => (n.spec?.taints ?? []).filter((t) => t.key !== key);
+
+/** Sets a node's taint list (a JSON merge patch replaces the list whole, whether the node has one or not). */
+const setTaints = (client: KubeClient, node: string, taints: NonNullable<V1Node['spec']>['taints']) => client.mergePatch(`/api/v1/nodes/${node}`, { spec: { taints } });
+
 /**
- * Taints `nodes` NoExecute, all at once; resolves with t = 0, the epoch ms at which the first PATCH
- * was sent. Through the shared core's keep-alive client (core/kube.ts): the nodes are read first,
- * which opens the connections, so the PATCHes go out on warm connections (client-node's API classes
- * make a TLS handshake per request: 10 sources cost 20 handshakes in the process that also hosts the
- * experiment's controller manager, right at t = 0).
+ * Adds a NoExecute taint (the thesis' simulated node failure) to `nodes`, all at once; resolves with
+ * t = 0, the epoch ms at which the first PATCH was sent. Through the shared core's keep-alive client
+ * (core/kube.ts): the nodes are read first, which opens the connections, so the PATCHes go out on
+ * warm connections (client-node's API classes make a TLS handshake per request: 10 sources cost 20
+ * handshakes in the process that also hosts the experiment's controller manager, right at t = 0).
  */
 export async function taintNoExecute(kc: KubeAccess, nodes: string | string[], key = 'ulysses.io/failure'): Promise<number> {
   const client = new KubeClient(kc);
   const current = await Promise.all([nodes].flat().map((name) => client.get<V1Node>(`/api/v1/nodes/${name}`)));
   const sent = await Promise.all(
     current.map(async (n) => {
-      const taints = (n.spec?.taints ?? []).filter((t) => t.key !== key);
-      taints.push({ key, value: 'true', effect: 'NoExecute' });
       const t = Date.now();
-      await client.jsonPatch(`/api/v1/nodes/${n.metadata!.name}`, [{ op: n.spec?.taints ? 'replace' : 'add', path: '/spec/taints', value: taints }]);
+      await setTaints(client, n.metadata!.name!, [...taintsWithout(n, key), { key, value: 'true', effect: 'NoExecute' }]);
       return t;
     }),
   );
@@ -129,9 +132,7 @@ export async function taintNoExecute(kc: KubeAccess, nodes: string | string[], k
 
 export async function untaint(kc: KubeAccess, node: string, key = 'ulysses.io/failure'): Promise<void> {
   const client = new KubeClient(kc);
-  const n = await client.get<V1Node>(`/api/v1/nodes/${node}`);
-  const taints = (n.spec?.taints ?? []).filter((t) => t.key !== key);
-  await client.jsonPatch(`/api/v1/nodes/${node}`, [{ op: 'replace', path: '/spec/taints', value: taints }]);
+  await setTaints(client, node, taintsWithout(await client.get<V1Node>(`/api/v1/nodes/${node}`), key));
 }
 
 /** Pod readiness as the controllers see it (core/objects.ts). */
