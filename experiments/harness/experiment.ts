@@ -16,6 +16,7 @@ import type { ReportMeta } from './report.ts';
 import { appendResult, configKey, readResults, repKey, type Cell, type ConfigId, type EventName, type RepResult, type ScenarioName } from './results.ts';
 import { captureBaseline, criticalPosition, loadDeployments, prepareScenario, restoreInitialState, runRep, type ScenarioOptions, type Topology } from './scenario.ts';
 import type { NodeTrace } from './node-trace.ts';
+import type { ApiTrace } from './api-trace.ts';
 import { formatOutside, sharedMachine, type CpuWindowProbe, type MachineCpuAudit } from './cpu-window.ts';
 
 export interface ExperimentPlan {
@@ -128,6 +129,8 @@ export interface ExperimentOptions extends ScenarioOptions {
    * testbed: from the kubelet-shims' logs, see node-trace.ts); absent on other clusters.
    */
   nodeTrace?: (taintAtMs: number) => NodeTrace | null;
+  /** the critical namespace's API writes after the taint at `taintAtMs` (local testbed: the apiserver's audit log, api-trace.ts) */
+  apiTrace?: (taintAtMs: number) => ApiTrace;
   /** CPU time per process group in the first ms after the taint (local testbed, --cpu-window-ms) */
   cpuWindow?: CpuWindowProbe;
   /** the machine's CPU from the taint to the last event, ours and everyone else's (local testbed) */
@@ -226,6 +229,8 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
         const result: RepResult = { ...r, ...conditionFields(o.conditions), events: outcome.events, prioPosition, startedAt: new Date(started).toISOString(), durationS: 0, taintAt: new Date(outcome.taintAtMs).toISOString(), podReady: outcome.podReady };
         const trace = o.nodeTrace?.(outcome.taintAtMs);
         if (trace) result.prioNode = trace;
+        const api = o.apiTrace?.(outcome.taintAtMs);
+        if (api?.length) result.apiTrace = api;
         const cpu = o.cpuWindow?.result();
         if (cpu) result.cpuWindow = cpu;
         if (repCpu) {

@@ -28,6 +28,8 @@ import { readRuntimeConfig } from '../../core/runtime-config.ts';
 import { runExperiment, type ExperimentPlan } from './experiment.ts';
 import type { ProgressBar } from './progress.ts';
 import { shimLogTracer, type NodeTrace } from './node-trace.ts';
+import { auditLogTracer, type ApiTrace } from './api-trace.ts';
+import { auditLogPath } from '../testbed/controlplane.ts';
 import { CpuWindowProbe, MachineCpuAudit, processState, procPids } from './cpu-window.ts';
 import { UPF_NAME, type NodeFailure, type Topology } from './scenario.ts';
 import { SHIM_POLICY_NAME, type EventName, type ScenarioName } from './results.ts';
@@ -75,7 +77,7 @@ export const ULYSSES_CONTROLLERS: readonly ControllerName[] = CONTROLLERS;
 
 /** Testbed options the experiment needs: 1 source + max DN destinations, kcm without our controllers, shims. */
 export function experimentTestbedOptions(runDir: string, maxDn: number, pinCpus = false): testbed.TestbedOptions {
-  return { runDir, realNodes: 1 + maxDn, controllers: kcmControllersFlag(ULYSSES_CONTROLLERS), kubeletShimConfig: VANILLA_SHIM_CONFIG, pinCpus };
+  return { runDir, realNodes: 1 + maxDn, controllers: kcmControllersFlag(ULYSSES_CONTROLLERS), kubeletShimConfig: VANILLA_SHIM_CONFIG, pinCpus, auditNamespaces: [CRITICAL_NAMESPACE] };
 }
 
 /** Testbed topology: real-1 fails, real-2 .. real-(DN+1) receive. */
@@ -167,7 +169,7 @@ export function testbedFrozenNode(runDir: string, what: Exclude<SourceFreeze, 'n
  */
 export function kwokExperimentTestbedOptions(runDir: string, kwokNodes: number, pinCpus = false): testbed.TestbedOptions {
   // kwok plays the nodes' kubelets: with pinned CPUs it goes to the nodes' CPU
-  return { runDir, realNodes: 0, kwokNodes, controllers: kcmControllersFlag(ULYSSES_CONTROLLERS), pinCpus, kwokCpus: 'nodes' };
+  return { runDir, realNodes: 0, kwokNodes, controllers: kcmControllersFlag(ULYSSES_CONTROLLERS), pinCpus, kwokCpus: 'nodes', auditNamespaces: [CRITICAL_NAMESPACE] };
 }
 
 /**
@@ -265,6 +267,12 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
   let shimNodes: () => Promise<string[]>;
   let failure: NodeFailure | undefined;
   let nodeTrace: ((taintAtMs: number) => NodeTrace | null) | undefined;
+  let apiTrace: ((taintAtMs: number) => ApiTrace) | undefined;
+  // the critical namespace's API writes, from the audit log of a testbed started with it (api-trace.ts)
+  const audited = (state: testbed.TestbedState) => {
+    if (state.options.auditNamespaces?.includes(CRITICAL_NAMESPACE)) apiTrace = auditLogTracer(auditLogPath(state.runDir), CRITICAL_NAMESPACE);
+    else notes.push(`testbed in ${state.runDir} started without the apiserver audit log: no API trace of the critical pod (take it down to get one)`);
+  };
   const notes: string[] = [];
   if (o.kubeconfig) {
     kc = o.kubeconfig;
@@ -284,6 +292,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     topology(maxDn); // a plan that does not fit is an error before anything starts
     const state = await ensureExperimentTestbed(runDir, maxDn, o.kwokNodes, o.pinCpus);
     kc = testbed.kubeConfigFor(state);
+    audited(state);
     shimNodes = async () => []; // no kubelet-shim: configs differ only in APF and the controller manager
     notes.push(
       `local KWOK testbed (control plane only: ${state.kwokNodes.length} KWOK nodes, pod lifecycle faked by kwok; sources kwok-1..kwok-${sources}, destinations kwok-${sources + 1}..kwok-${sources + maxDn}); ` +
@@ -294,6 +303,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     const runDir = o.runDir ?? testbed.defaultRunDir();
     const state = await ensureExperimentTestbed(runDir, maxDn, undefined, o.pinCpus);
     kc = testbed.kubeConfigFor(state);
+    audited(state);
     // a testbed brought up by an older checkout: the CRD must know every field the configurations set
     await ensureRuntimeConfigCrd(new KubeClient(kc));
     topology = testbedTopology;
@@ -363,6 +373,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       neutralSetup: o.neutralSetup,
       warmup: o.warmup,
       nodeTrace,
+      apiTrace,
       cpuWindow: o.cpuWindowMs !== undefined ? new CpuWindowProbe(o.cpuWindowMs, o.cpuWindowProfile) : undefined,
       cpuAudit: o.kubeconfig ? undefined : new MachineCpuAudit(),
       repeatShared: o.repeatShared,

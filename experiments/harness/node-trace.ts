@@ -83,13 +83,13 @@ export function criticalNodeTrace(logs: readonly string[], namespace: string, ta
 }
 
 /**
- * `nodeTrace` of ExperimentOptions on the local testbed: the critical pod's trace from the shim logs
- * `files`, each read from where the previous call stopped (a repetition's lines all come after the
- * previous repetition's taint).
+ * Reads `files` incrementally: each call returns what was appended to each file since the previous
+ * call (a repetition's lines all come after the previous repetition's taint); a missing file gives
+ * no text.
  */
-export function shimLogTracer(files: readonly string[], namespace: string): (taintAtMs: number) => NodeTrace | null {
+export function appendedText(files: readonly string[]): () => string[] {
   const offsets = new Map<string, number>();
-  return (taintAtMs) => {
+  return () => {
     const texts: string[] = [];
     for (const f of files) {
       let fd: number | undefined;
@@ -102,11 +102,17 @@ export function shimLogTracer(files: readonly string[], namespace: string): (tai
         texts.push(buf.toString('utf8'));
         offsets.set(f, size);
       } catch {
-        /* no log (yet): no trace from this node */
+        /* no log (yet): nothing from this file */
       } finally {
         if (fd !== undefined) closeSync(fd);
       }
     }
-    return criticalNodeTrace(texts, namespace, taintAtMs);
+    return texts;
   };
+}
+
+/** `nodeTrace` of ExperimentOptions on the local testbed: the critical pod's trace from the shim logs `files`. */
+export function shimLogTracer(files: readonly string[], namespace: string): (taintAtMs: number) => NodeTrace | null {
+  const read = appendedText(files);
+  return (taintAtMs) => criticalNodeTrace(read(), namespace, taintAtMs);
 }

@@ -6,6 +6,7 @@
 import { EVENTS, EVENT_LABELS, cellKey, compareConfigurations, configKey, configLabel, parseConfigKey, type Cell, type ConfigKey, type EventName, type RepResult } from './results.ts';
 import { SummaryIndex, bootstrapMedianRatio, cellValues, quantile, type SummaryRow } from './stats.ts';
 import { formatOutside, sharedMachine, type RepCpu } from './cpu-window.ts';
+import { API_PATH_LABELS, API_PATH_PARTS, criticalApiPath } from './api-trace.ts';
 
 export interface ReportMeta {
   /** report heading (default: the Table 6.1 failover experiment) */
@@ -156,6 +157,8 @@ export function renderReport(results: readonly RepResult[], rows: readonly Summa
     out.push('## Critical-path inflation T(load) / T(idle) (same configuration, idle = 0 pods/node)', '');
     out.push(ratioTable(index, (c, e) => index.inflation(c, e), ['prioScheduled', 'prioReady', 'prioUp', 'prioEndpointReady'], index.configs, false), '');
   }
+  const api = apiPathTable(results);
+  if (api) out.push(api, '');
   const trace = nodeTraceTable(results);
   if (trace) out.push(trace, '');
   const cpu = cpuWindowTable(results);
@@ -268,6 +271,35 @@ function harnessProfileRows(cells: RepResult[][], rows = 8): string[] {
   const medianOf = (ps: Array<Record<string, number>>, o: string) => medianNum(ps.map((p) => p[o] ?? 0));
   const top = origins.map((o) => [o, Math.max(...profiles.map((ps) => medianOf(ps, o)))] as const).sort((a, b) => b[1] - a[1]).slice(0, rows);
   return top.map(([o]) => `| harness: ${o} (profile) | ${profiles.map((ps) => (ps.length ? medianOf(ps, o).toFixed(0) : '–')).join(' | ')} |`);
+}
+
+/**
+ * The critical pod's way to "scheduled" through the API (results' `apiTrace`, the local testbed's
+ * audit log): one column per cell, one row per part (api-trace.ts criticalApiPath), medians in ms
+ * over the cell's repetitions that have the part. Shows whether a load inflates the apiserver's
+ * requests or the work between them.
+ */
+export function apiPathTable(results: readonly RepResult[]): string | undefined {
+  const traced = results.filter((r) => r.apiTrace?.length);
+  if (!traced.length) return undefined;
+  const cells = [...repsByCell(traced).values()];
+  const paths = cells.map((reps) => reps.map((r) => criticalApiPath(r.apiTrace!, r.events.prioScheduled === null ? null : r.events.prioScheduled * 1000)));
+  const head = cells.map((reps) => `config ${configKey(reps[0]!)}, DN ${reps[0]!.dn}, ${reps[0]!.podsPerNode} pods/node (n=${reps.length})`);
+  const rows = API_PATH_PARTS.map((part) => `| ${API_PATH_LABELS[part]} | ${paths.map((ps) => med(ps.map((p) => p[part]), 1)).join(' | ')} |`);
+  const sched = `| **Prio scheduled** (watch) | ${cells.map((reps) => med(reps.map((r) => (r.events.prioScheduled === null ? null : r.events.prioScheduled * 1000)), 1)).join(' | ')} |`;
+  return [
+    '## The critical pod through the API (apiserver audit log)',
+    '',
+    "Medians, ms: each write request's time in the apiserver (received to response complete) and the gaps between them " +
+      "(watch delivery plus the next component's own work): taint eviction's DisruptionTarget status patch and delete (controller manager), " +
+      "the replacement's creation (ReplicaSet controller), its binding (kube-scheduler), the harness' watch seeing it bound. " +
+      'Parts are medians of their own, so they need not add up to the Prio scheduled median.',
+    '',
+    `| part | ${head.join(' | ')} |`,
+    `|---|${head.map(() => '---:').join('|')}|`,
+    ...rows,
+    sched,
+  ].join('\n');
 }
 
 /**

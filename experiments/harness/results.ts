@@ -6,6 +6,7 @@
 import { existsSync, readFileSync, appendFileSync } from 'node:fs';
 import { z } from 'zod';
 import { NodeTraceSchema } from './node-trace.ts';
+import { ApiTraceSchema } from './api-trace.ts';
 import { CpuWindowSchema, RepCpuSchema } from './cpu-window.ts';
 
 /** Events of one repetition, seconds after the NoExecute taint (t=0); null if it never happened. */
@@ -71,6 +72,8 @@ export const RepResultSchema = z.object({
   taintAt: z.string().optional(),
   /** the critical pod's sandbox/container steps on its node, from the kubelet-shim's log (local testbed) */
   prioNode: NodeTraceSchema.optional(),
+  /** the critical namespace's pod and EndpointSlice writes after the taint, from the apiserver's audit log (local testbed) */
+  apiTrace: ApiTraceSchema.optional(),
   /** CPU time per process group in the first windowMs after the taint (local testbed, --cpu-window-ms) */
   cpuWindow: CpuWindowSchema.optional(),
   /** the machine from the taint to the last event: busy, stolen, testbed's and everyone else's CPU (local testbed) */

@@ -4,7 +4,7 @@
  * (client certificates, Node + RBAC authorization, NodeRestriction).
  */
 import https from 'node:https';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { binaryPath } from './binaries.ts';
@@ -54,6 +54,48 @@ export interface ControlPlaneOptions {
   /** extra kube-scheduler --config file (e.g. with an extender). */
   schedulerConfig?: string;
   cpus?: string;
+  /** audit the pod and EndpointSlice writes in these namespaces ({@link auditPolicy}, {@link auditLogPath}) */
+  auditNamespaces?: readonly string[];
+}
+
+/** The apiserver's audit log (JSON lines) of a testbed started with auditNamespaces. */
+export const auditLogPath = (runDir: string) => join(runDir, 'logs', 'kube-apiserver-audit.log');
+
+/** The write verbs the audit policy records (reads and watches are not on the critical path's API side). */
+export const AUDITED_VERBS = ['create', 'update', 'patch', 'delete'] as const;
+
+/**
+ * An audit policy (audit.k8s.io/v1) recording, at level Metadata and at ResponseComplete only, the
+ * writes to pods (and their subresources) and EndpointSlices in `namespaces`, nothing else: a
+ * failover experiment's critical namespace, whose few requests per repetition cost a few log writes,
+ * the same at idle and at load (experiments/harness/api-trace.ts reads them).
+ */
+export function auditPolicy(namespaces: readonly string[]): string {
+  return JSON.stringify({
+    apiVersion: 'audit.k8s.io/v1',
+    kind: 'Policy',
+    omitStages: ['RequestReceived', 'ResponseStarted', 'Panic'],
+    rules: [
+      {
+        level: 'Metadata',
+        namespaces,
+        verbs: AUDITED_VERBS,
+        resources: [
+          { group: '', resources: ['pods', 'pods/*'] },
+          { group: 'discovery.k8s.io', resources: ['endpointslices'] },
+        ],
+      },
+      { level: 'None' },
+    ],
+  });
+}
+
+function auditFlags(o: ControlPlaneOptions): string[] {
+  if (!o.auditNamespaces?.length) return [];
+  const policy = join(o.runDir, 'audit-policy.json');
+  writeFileSync(policy, auditPolicy(o.auditNamespaces));
+  // the log backend in its default blocking mode: an event is written before the response completes
+  return [`--audit-policy-file=${policy}`, `--audit-log-path=${auditLogPath(o.runDir)}`, '--audit-log-format=json', '--audit-log-maxsize=0'];
 }
 
 export function etcdSpec(o: ControlPlaneOptions) {
@@ -107,6 +149,7 @@ export function apiserverSpec(o: ControlPlaneOptions) {
       // reach kubelets by their InternalIP (no DNS on the testbed: never resolve node names)
       '--kubelet-preferred-address-types=InternalIP',
       '--profiling=false',
+      ...auditFlags(o),
       '--v=1',
     ],
     logFile: join(o.runDir, 'logs', 'kube-apiserver.log'),

@@ -56,6 +56,11 @@ export interface TestbedOptions {
    */
   schedulerConfig?: string;
   /**
+   * kube-apiserver audit log of the pod and EndpointSlice writes in these namespaces (auditLogPath;
+   * the failover experiment's critical namespace: its requests on the critical path).
+   */
+  auditNamespaces?: string[];
+  /**
    * How long to wait for every node to be Ready and schedulable; default 120 s + 0.3 s per KWOK
    * node (kwok and the node lifecycle controller need minutes for 1000 nodes on 2 cores).
    */
@@ -73,7 +78,7 @@ export interface TestbedState {
   runDir: string;
   kubeconfig: string;
   apiserver: string;
-  options: { realNodes: number; kwokNodes: number; controllers: string; pinCpus: boolean; kwokCpus?: 'control-plane' | 'nodes'; kubeletShimConfig?: string; schedulerConfig?: string };
+  options: { realNodes: number; kwokNodes: number; controllers: string; pinCpus: boolean; kwokCpus?: 'control-plane' | 'nodes'; kubeletShimConfig?: string; schedulerConfig?: string; auditNamespaces?: string[] };
   processes: TrackedProcess[];
   realNodes: RealNodeSpec[];
   kwokNodes: string[];
@@ -118,13 +123,14 @@ export function schedulerKubeconfigPath(runDir: string): string {
   return join(runDir, 'kubeconfigs', 'kube-scheduler.kubeconfig');
 }
 
-function controlPlaneOptions(runDir: string, pki: Pki, controllers: string, cpus?: string, schedulerConfig?: string): ControlPlaneOptions {
+function controlPlaneOptions(runDir: string, pki: Pki, controllers: string, cpus?: string, schedulerConfig?: string, auditNamespaces?: string[]): ControlPlaneOptions {
   return {
     runDir,
     pki,
     controllers,
     cpus,
     ...(schedulerConfig ? { schedulerConfig } : {}),
+    ...(auditNamespaces?.length ? { auditNamespaces } : {}),
     kubeconfigs: {
       scheduler: schedulerKubeconfigPath(runDir),
       controllerManager: join(runDir, 'kubeconfigs', 'kube-controller-manager.kubeconfig'),
@@ -169,7 +175,7 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
     runDir,
     kubeconfig: join(runDir, 'kubeconfigs', 'admin.kubeconfig'),
     apiserver: APISERVER_URL,
-    options: { realNodes: realCount, kwokNodes: kwokCount, controllers, pinCpus, kwokCpus, kubeletShimConfig: opts.kubeletShimConfig, schedulerConfig: opts.schedulerConfig },
+    options: { realNodes: realCount, kwokNodes: kwokCount, controllers, pinCpus, kwokCpus, kubeletShimConfig: opts.kubeletShimConfig, schedulerConfig: opts.schedulerConfig, ...(opts.auditNamespaces?.length ? { auditNamespaces: opts.auditNamespaces } : {}) },
     processes: [],
     realNodes: nodes,
     kwokNodes: kwokNames,
@@ -201,7 +207,7 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
     await writeKubeconfig(join(kcDir, 'kube-controller-manager.kubeconfig'), APISERVER_URL, pki, 'kube-controller-manager', 'kube-controller-manager');
     for (const n of nodes) await writeKubeconfig(join(kcDir, `${n.name}.kubeconfig`), APISERVER_URL, pki, `node-${n.name}`, n.name);
 
-    const cp = controlPlaneOptions(runDir, pki, controllers, cpCpus, opts.schedulerConfig);
+    const cp = controlPlaneOptions(runDir, pki, controllers, cpCpus, opts.schedulerConfig, opts.auditNamespaces);
     log('starting etcd');
     track(await startEtcd(cp));
     log('starting kube-apiserver');
@@ -367,7 +373,7 @@ export async function restartComponent(name: 'kube-apiserver', opts: { runDir?: 
   const old = state.processes[idx]!;
   await stopProcess(old.pid, 10_000);
   if (opts.downtimeMs) await new Promise((r) => setTimeout(r, opts.downtimeMs));
-  const cp = controlPlaneOptions(runDir, pkiPaths(join(runDir, 'pki')), state.options.controllers, old.cpus);
+  const cp = controlPlaneOptions(runDir, pkiPaths(join(runDir, 'pki')), state.options.controllers, old.cpus, state.options.schedulerConfig, state.options.auditNamespaces);
   const spec = apiserverSpec(cp);
   const p = startProcess(spec);
   state.processes[idx] = p;

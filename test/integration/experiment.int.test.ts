@@ -16,6 +16,7 @@ import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { TEST_IMAGES } from '../../experiments/testbed/images/index.ts';
 import { EVENTS, parseResults } from '../../experiments/harness/results.ts';
 import { initialStateDiff } from '../../experiments/harness/scenario.ts';
+import { criticalApiSteps } from '../../experiments/harness/api-trace.ts';
 import { ProgressBar } from '../../experiments/harness/progress.ts';
 import { apiRequest, isNotFound } from '../../core/kube.ts';
 import { DEFAULT_FLOW_SCHEMA_NAME, FLOWCONTROL_API_PATH } from '../../apf-configs/flowschemas.ts';
@@ -88,6 +89,15 @@ describe('failover experiment on the real testbed', () => {
       // the machine audit: taint to last event, the testbed's CPU apart from everyone else's
       expect(r.repCpu!.seconds).toBeGreaterThanOrEqual(r.events.lastReady!);
       expect(r.repCpu!.testbedCpuS).toBeGreaterThan(0);
+      // the apiserver's audit log: the critical pod's eviction, replacement and binding, in causal order
+      const steps = criticalApiSteps(r.apiTrace ?? []);
+      expect(steps.delete, `config ${r.config}: ${JSON.stringify(r.apiTrace)}`).not.toBeNull();
+      expect(steps.create).not.toBeNull();
+      expect(steps.bind?.user).toBe('system:kube-scheduler');
+      expect(steps.delete!.atMs).toBeLessThan(steps.create!.atMs);
+      expect(steps.create!.atMs).toBeLessThan(steps.bind!.atMs);
+      expect(steps.bind!.atMs + steps.bind!.ms).toBeLessThanOrEqual(r.events.prioScheduled! * 1000 + 1);
+      if (steps.statusPatch) expect(steps.statusPatch.atMs).toBeLessThan(steps.delete!.atMs);
     }
     // the critical pod's sandbox went to its node inside the window: the node's processes show up in
     // the window's CPU, in at least one repetition (CPU is counted in 10 ms ticks per process, and in
@@ -99,6 +109,7 @@ describe('failover experiment on the real testbed', () => {
     const reportMd = readFileSync(join(out, 'report.md'), 'utf8');
     expect(reportMd).toContain('## CPU in the first 300 ms after the taint');
     expect(reportMd).toContain('## The machine during the repetitions (taint to last event)');
+    expect(reportMd).toContain('## The critical pod through the API (apiserver audit log)');
   });
 
   it("the node failure stops the source node's kubelet, kubelet-shim, containerd and containerd-shims, and resumes them", async () => {
