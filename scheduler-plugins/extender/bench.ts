@@ -76,7 +76,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Fastify, { type FastifyInstance } from 'fastify';
 import os from 'node:os';
-import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import type { V1Node, V1Pod, V1Toleration } from '@kubernetes/client-node';
+import type { KubeClient } from '../../core/kube.ts';
 import { prng } from '../../core/prng.ts';
 import { ExtenderServer } from './server.ts';
 import { RESERVED_NODE_ANNOTATION } from './state.ts';
@@ -104,6 +105,13 @@ const SIZES = arg('sizes', '100,1000').split(',').map(Number);
 const JSON_OUT = args.includes('--json');
 const KINDS = arg('kinds', '');
 const CHURN = arg('churn', '1');
+/**
+ * KWOK mode: who makes the churn's API calls. `parent` (default): the bench's parent process, like
+ * any other client of the cluster (in a real cluster the extender's process only receives the watch
+ * events of a binding, it does not make the API calls); `measuring`: the measuring process itself,
+ * as up to 2026-11-25 (its TLS, JSON and HTTP work between two rounds, in the extender's process).
+ */
+const CHURN_BY = arg('churn-by', 'parent');
 const KWOK = args.includes('--kwok');
 const PIN_CPUS = args.includes('--pin-cpus');
 
@@ -174,6 +182,29 @@ function clusterShape(names: readonly string[], rnd: () => number): { nodes: Sha
  * bumped and every verdict cached for it is recomputed in the next round.
  */
 type Touch = (node: string) => void | Promise<void>;
+
+/** One churn step through the API (KWOK mode): a pod created on `create.node`, the node's previous churn pod deleted. */
+interface ChurnRequest {
+  create: { name: string; node: string };
+  delete?: string;
+}
+
+/** A plain pod bound to `nodeName` (kwok runs it and reports its status). */
+function kwokPodBody(name: string, nodeName: string, annotations: Record<string, string>, toleration: V1Toleration): V1Pod {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: NS, annotations, labels: { app: 'bench-extender' } },
+    spec: { nodeName, containers: [{ name: 'c', image: 'pause', imagePullPolicy: 'Never' }], tolerations: [{ ...toleration }] },
+  };
+}
+
+async function churnThroughApi(client: KubeClient, req: ChurnRequest, toleration: V1Toleration): Promise<void> {
+  await Promise.all([
+    client.post(`/api/v1/namespaces/${NS}/pods`, kwokPodBody(req.create.name, req.create.node, {}, toleration)),
+    req.delete ? client.request('DELETE', `/api/v1/namespaces/${NS}/pods/${req.delete}`, { query: { gracePeriodSeconds: 0 } }) : undefined,
+  ]);
+}
 
 /** A pod UID as the apiserver makes them (a random UUID v4), drawn from `rnd` (see header). */
 function apiserverUid(rnd: () => number): string {
@@ -479,8 +510,19 @@ async function kwokSize(n: number, cleanups: Set<() => Promise<void>>): Promise<
     rmSync(resultFile, { force: true });
     // this script again, with the same options (--pin-cpus pins it to CPU 1) and node flags (--import tsx, --trace-gc...)
     const argv = [...process.execArgv, fileURLToPath(import.meta.url), ...args, '--kwok-measure', String(n), '--kubeconfig', state.kubeconfig, '--nodes-file', nodesFile, '--result-file', resultFile];
-    const proc = spawn(process.execPath, argv, { stdio: ['ignore', 'inherit', 'inherit'] });
+    const proc = spawn(process.execPath, argv, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     child = proc;
+    // --churn-by parent: the churn's API calls are made here, at the measuring process' request
+    const { KubeClient } = await import('../../core/kube.ts');
+    const { loadKubeConfig } = await import('../../core/kubeconfig.ts');
+    const { KWOK_TOLERATION } = await import('../../experiments/testbed/kwok.ts');
+    const churnClient = new KubeClient(await loadKubeConfig(state.kubeconfig));
+    proc.on('message', (m: ChurnRequest & { id: number }) => {
+      churnThroughApi(churnClient, m, KWOK_TOLERATION).then(
+        () => proc.connected && proc.send({ id: m.id }),
+        (err: Error) => proc.connected && proc.send({ id: m.id, error: err.message }),
+      );
+    });
     const [code, signal] = (await once(proc, 'exit')) as [number | null, NodeJS.Signals | null];
     child = undefined;
     if (code !== 0) throw new Error(`the measuring process of size ${n} exited with ${code ?? signal}`);
@@ -522,18 +564,27 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
     // informer events the extender's state receives (status updates from kwok included)
     const st = server.state;
     const upsertPod = st.upsertPod.bind(st);
+    const deletePod = st.deletePod.bind(st);
     const upsertNode = st.upsertNode.bind(st);
-    st.upsertPod = (p) => (informerEvents.pods++, upsertPod(p));
+    // waiting for the state without polling: checked on every pod event (a 1 ms poll was timer work on the extender's loop)
+    const waiters = new Set<() => boolean>();
+    const settle = () => {
+      for (const w of waiters) if (w()) waiters.delete(w);
+    };
+    st.upsertPod = (p) => (informerEvents.pods++, upsertPod(p), settle());
+    st.deletePod = (p) => (deletePod(p), settle());
     st.upsertNode = (x) => (informerEvents.nodes++, upsertNode(x));
+    const stateHolds = (what: string, holds: () => boolean, timeoutMs: number) =>
+      new Promise<void>((resolve, reject) => {
+        if (holds()) return resolve();
+        const timer = setTimeout(() => (waiters.delete(check), reject(new Error(`${what}: not within ${timeoutMs / 1000} s`))), timeoutMs);
+        const check = () => (holds() ? (clearTimeout(timer), resolve(), true) : false);
+        waiters.add(check);
+      });
 
     // the cluster, through the API
     const shape = clusterShape(names, prng(n));
-    const podBody = (name: string, nodeName: string, annotations: Record<string, string>): V1Pod => ({
-      apiVersion: 'v1',
-      kind: 'Pod',
-      metadata: { name, namespace: NS, annotations, labels: { app: 'bench-extender' } },
-      spec: { nodeName, containers: [{ name: 'c', image: 'pause', imagePullPolicy: 'Never' }], tolerations: [{ ...KWOK_TOLERATION }] },
-    });
+    const podBody = (name: string, nodeName: string, annotations: Record<string, string>) => kwokPodBody(name, nodeName, annotations, KWOK_TOLERATION);
     let t = Date.now();
     const fill = new PQueue({ concurrency: FILL_CONCURRENCY });
     await fill.addAll(shape.nodes.map((x) => () => client.mergePatch(`/api/v1/nodes/${x.name}`, { metadata: { labels: x.labels, annotations: x.annotations } })));
@@ -569,18 +620,31 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
     );
     lines.push(`extender state complete (${st.nodeNames().length} nodes, ${st.podCount} pods, all Ready) ${since(t)} after the last create`);
 
-    // churn: a new pod bound to the node, the node's previous churn pod deleted (grace period 0: gone at once), both seen by the extender
+    // churn: a new pod bound to the node, the node's previous churn pod deleted (grace period 0: gone
+    // at once), both seen by the extender; the API calls by the parent process (--churn-by parent) or this one
     const last = new Map<string, string>();
     let seq = 0;
+    const pending = new Map<number, { resolve: () => void; reject: (err: Error) => void }>();
+    process.on('message', (m: { id: number; error?: string }) => {
+      const p = pending.get(m.id);
+      pending.delete(m.id);
+      if (m.error) p?.reject(new Error(`churn through the API (parent process): ${m.error}`));
+      else p?.resolve();
+    });
+    const byParent = (req: ChurnRequest) =>
+      new Promise<void>((resolve, reject) => {
+        const id = seq;
+        if (!process.send) return reject(new Error('--churn-by parent: no IPC channel to the parent process'));
+        pending.set(id, { resolve, reject });
+        process.send({ id, ...req }, undefined, {}, (err) => err && (pending.delete(id), reject(err)));
+      });
     const touch: Touch = async (node) => {
       const prev = last.get(node);
-      const name = `churn-${seq++}`;
-      await Promise.all([
-        client.post(`/api/v1/namespaces/${NS}/pods`, podBody(name, node, {})),
-        prev ? client.request('DELETE', `/api/v1/namespaces/${NS}/pods/${prev}`, { query: { gracePeriodSeconds: 0 } }) : undefined,
-      ]);
-      last.set(node, name);
-      await pollUntil(`churn pod ${name} on ${node} in the extender's state`, () => st.pod(`${NS}/${name}`)?.node === node && (!prev || !st.pod(`${NS}/${prev}`)), { timeoutMs: 30_000, intervalMs: 1 });
+      const req: ChurnRequest = { create: { name: `churn-${seq}`, node }, ...(prev ? { delete: prev } : {}) };
+      const seen = stateHolds(`churn pod ${req.create.name} on ${node} in the extender's state`, () => st.pod(`${NS}/${req.create.name}`)?.node === node && (!prev || !st.pod(`${NS}/${prev}`)), 30_000);
+      await Promise.all([CHURN_BY === 'parent' ? byParent(req) : churnThroughApi(client, req, KWOK_TOLERATION), seen]);
+      seq++;
+      last.set(node, req.create.name);
     };
     const e0 = { ...informerEvents };
     // the main thread (and the client worker, see bench-client.ts) on CPU 1, the process's other
@@ -615,6 +679,7 @@ function usage(): string {
     '  --iterations N                timed rounds per row, after 50 warm-up rounds (default 400)',
     '  --sizes 100,1000              cluster sizes in nodes (default 100,1000)',
     '  --churn 1|all|0               nodes changed between two rounds (default 1; all: in-memory mode only)',
+    "  --churn-by parent|measuring   with --kwok: the churn's API calls made by the bench's parent process (default) or the measuring one",
     `  --kinds a,b                   pod kinds to schedule (default all: ${Object.keys(POD_KINDS).join(', ')})`,
     '  --json                        the rows as JSON',
     "  --client loop|worker|go       the scheduler's side on the extender's event loop (default), in a worker thread, or kube-scheduler's",
@@ -634,6 +699,7 @@ async function main() {
   }
   if (!['loop', 'worker', 'go'].includes(CLIENT)) throw new Error(`--client ${CLIENT}: expected loop, worker or go`);
   if (CLIENT_CPUS && CLIENT !== 'go') throw new Error('--client-cpus is a --client go option');
+  if (!['parent', 'measuring'].includes(CHURN_BY)) throw new Error(`--churn-by ${CHURN_BY}: expected parent or measuring`);
   if (KWOK && CHURN === 'all') throw new Error('--churn all is for the in-memory mode (with --kwok every changed node is an API call per round): use a number');
   // the extender started as in main.ts logs through the root logger: warnings only, unless asked
   if (KWOK) process.env.ULYSSES_LOG_LEVEL ??= 'warn';
@@ -690,7 +756,7 @@ async function main() {
     if (PIN_CPUS) console.log('CPUs pinned: etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok and the bench parent on CPU 0; the measuring process (extender, client, no-op extender) on CPU 1');
     for (const note of notes) for (const l of note.lines) console.log(`  ${note.nodes} nodes: ${l}`);
   }
-  console.log(`churn: ${CHURN === 'all' ? 'every node' : `${CHURN} node(s)`} changed between two rounds (extender rows): a new pod bound to the node${KWOK ? ' through the API (create with spec.nodeName; the previous churn pod on the node deleted), waited for in the extender\'s state' : ' (the previous one on the node deleted)'}`);
+  console.log(`churn: ${CHURN === 'all' ? 'every node' : `${CHURN} node(s)`} changed between two rounds (extender rows): a new pod bound to the node${KWOK ? ` through the API (create with spec.nodeName; the previous churn pod on the node deleted) by the ${CHURN_BY === 'parent' ? 'parent process (--churn-by parent)' : 'measuring process (--churn-by measuring)'}, waited for in the extender's state` : ' (the previous one on the node deleted)'}`);
   console.log(`round trip = filter+prioritize measured by the client (${CLIENT_DESCRIPTION[CLIENT]}); server = fastify handler time of the two requests (reply.elapsedTime); recomputed = node verdicts computed per round (the rest came from the cache)`);
   console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} on ${os.cpus().length} CPUs`);
   console.log('nodes  pod                       feasible | round trip p50  p99 | server p50  p99 | no-op round trip p50  p99 | recomputed | p99 target');

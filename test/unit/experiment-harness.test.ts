@@ -122,8 +122,15 @@ describe('report', () => {
     // without the repetitions: no interval
     expect(checkTargets(new SummaryIndex(summarize(noisy))).checks[0]!.ci).toBeUndefined();
   });
-  it('has no target section without both configurations 1 and 5', () => {
+  it('has no target section without configuration 5, and only the inflation checks without configuration 1', () => {
     expect(checkTargets(new SummaryIndex(summarize(results.filter((r) => r.config === 1)))).checks).toEqual([]);
+    const only5 = results.filter((r) => r.config === 5);
+    const { cell, checks } = checkTargets(new SummaryIndex(summarize(only5)), ['prioReady', 'prioUp'], only5);
+    expect(cell).toEqual({ dn: 1, podsPerNode: 20 });
+    expect(checks.map((c) => c.what)).toEqual(['Prio ready: config 5 at load / config 5 idle', 'Prio up: config 5 at load / config 5 idle']);
+    expect(checks[0]!.measured).toBeCloseTo(1.1);
+    // and none without an idle cell to compare with
+    expect(checkTargets(new SummaryIndex(summarize(only5.filter((r) => r.podsPerNode > 0)))).checks).toEqual([]);
   });
 });
 
