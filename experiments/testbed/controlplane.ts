@@ -68,25 +68,25 @@ export const AUDITED_VERBS = ['create', 'update', 'patch', 'delete'] as const;
  * An audit policy (audit.k8s.io/v1) recording, at level Metadata and at ResponseComplete only, the
  * writes to pods (and their subresources) and EndpointSlices in `namespaces`, nothing else: a
  * failover experiment's critical namespace, whose few requests per repetition cost a few log writes,
- * the same at idle and at load (experiments/harness/api-trace.ts reads them).
+ * the same at idle and at load (experiments/harness/api-trace.ts reads them). `['*']`: every write
+ * of every resource, namespaced or not (a diagnosis of what else reaches the apiserver; at load it
+ * costs the load's requests a log write each).
  */
 export function auditPolicy(namespaces: readonly string[]): string {
-  return JSON.stringify({
-    apiVersion: 'audit.k8s.io/v1',
-    kind: 'Policy',
-    omitStages: ['RequestReceived', 'ResponseStarted', 'Panic'],
-    rules: [
-      {
-        level: 'Metadata',
+  const scope = namespaces.includes('*')
+    ? {}
+    : {
         namespaces,
-        verbs: AUDITED_VERBS,
         resources: [
           { group: '', resources: ['pods', 'pods/*'] },
           { group: 'discovery.k8s.io', resources: ['endpointslices'] },
         ],
-      },
-      { level: 'None' },
-    ],
+      };
+  return JSON.stringify({
+    apiVersion: 'audit.k8s.io/v1',
+    kind: 'Policy',
+    omitStages: ['RequestReceived', 'ResponseStarted', 'Panic'],
+    rules: [{ level: 'Metadata', verbs: AUDITED_VERBS, ...scope }, { level: 'None' }],
   });
 }
 

@@ -6,7 +6,7 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { AppsV1Api, CoreV1Api, type V1Endpoints } from '@kubernetes/client-node';
-import { useTestbed } from './harness.ts';
+import { reconcileServiceAgain, useTestbed } from './harness.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { applyDeployment, deployment } from '../../experiments/workloads.ts';
 
@@ -65,6 +65,14 @@ describe('legacy Endpoints controller on the real testbed', () => {
     }, { timeoutMs: 60_000 });
     expect(ready(ue)).toHaveLength(0);
     expect(ue.subsets![0]!.ports).toEqual([{ port: 8080, protocol: 'TCP' }]);
+  });
+
+  it('does not rewrite Endpoints whose content did not change', async () => {
+    for (const name of ['web', 'unready']) {
+      const before = await endpointsOf(name);
+      await reconcileServiceAgain(t, 'endpoints', ns, name);
+      expect((await endpointsOf(name))!.metadata!.resourceVersion, name).toBe(before!.metadata!.resourceVersion);
+    }
   });
 
   it('follows a scale-down and is deleted with its Service', async () => {

@@ -6,7 +6,7 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { AppsV1Api, CoreV1Api, DiscoveryV1Api, type V1EndpointSlice } from '@kubernetes/client-node';
-import { useTestbed } from './harness.ts';
+import { reconcileServiceAgain, useTestbed } from './harness.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { applyDeployment, deployment } from '../../experiments/workloads.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
@@ -55,6 +55,13 @@ describe('EndpointSlice controller on the real testbed', () => {
       expect(e.targetRef).toMatchObject({ kind: 'Pod', namespace: ns, uid: p.metadata!.uid });
       expect(e.conditions).toEqual({ ready: true, serving: true, terminating: false });
     }
+  });
+
+  it('does not rewrite a slice whose content did not change', async () => {
+    const before = (await slicesOf('web'))[0]!;
+    await reconcileServiceAgain(t, 'endpointslice', ns, 'web');
+    const after = (await slicesOf('web'))[0]!;
+    expect(after.metadata!.resourceVersion).toBe(before.metadata!.resourceVersion);
   });
 
   it('follows a scale-down and a pod that is not ready', async () => {

@@ -6,7 +6,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { AppsV1Api, CoreV1Api, DiscoveryV1Api, type KubeConfig } from '@kubernetes/client-node';
 import * as testbed from '../../experiments/testbed/testbed.ts';
 import { ensureNamespace } from '../../experiments/workloads.ts';
-import { ControllerManager, type ControllerManagerOptions } from '../../controller-manager/manager.ts';
+import { ControllerManager, type ControllerManagerOptions, type ControllerName } from '../../controller-manager/manager.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { patchRuntimeConfig, readRuntimeConfig, type ComponentStatus } from '../../core/runtime-config.ts';
 import { setPatch, type SetOptions } from '../../core/runtime-status.ts';
@@ -73,5 +73,29 @@ export async function observeRuntimeConfig(kc: KubeConfig, statusKey: string, ge
       return last && last.observedGeneration >= generation ? last : undefined;
     },
     { timeoutMs: 30_000, intervalMs: 100, explain: () => `last status: ${JSON.stringify(last)}` },
+  );
+}
+
+/**
+ * Makes `controller` (running in the context's controller manager) reconcile Service ns/name again
+ * without any change to what it publishes (an annotation patch on the Service), and waits until
+ * that reconcile and anything it caused are done: the pool idle (nothing queued, delayed or
+ * running) and no reconcile started for `quietMs` (a write of its own would come back as a watch
+ * event and start another one).
+ */
+export async function reconcileServiceAgain(t: TestbedContext, controller: ControllerName, ns: string, name: string, quietMs = 500): Promise<void> {
+  const pool = t.cm!.pool(controller);
+  const before = pool.stats().syncs;
+  await t.core.patchNamespacedService({ name, namespace: ns, body: [{ op: 'add', path: '/metadata/annotations', value: { 'ulysses.test/touched': String(Date.now()) } }] });
+  let last = { syncs: before, at: Date.now() };
+  await pollUntil(
+    `${controller} reconciled ${ns}/${name} and idle for ${quietMs} ms`,
+    () => {
+      const { syncs, inFlight } = pool.stats();
+      const idle = pool.queue.len() === 0 && pool.queue.numWaiting() === 0 && inFlight === 0;
+      if (!idle || syncs !== last.syncs) last = { syncs, at: Date.now() };
+      return syncs > before && idle && Date.now() - last.at >= quietMs;
+    },
+    { timeoutMs: 30_000, intervalMs: 20 },
   );
 }

@@ -98,5 +98,8 @@ describe('critical pod API trace', () => {
     expect(p.kind).toBe('Policy');
     expect(p.rules[0]).toMatchObject({ level: 'Metadata', namespaces: ['ulysses-critical'], verbs: ['create', 'update', 'patch', 'delete'] });
     expect(p.rules.at(-1)).toEqual({ level: 'None' });
+    expect(p.rules[0].resources).toHaveLength(2);
+    // '*': every write, namespaced or not
+    expect(JSON.parse(auditPolicy(['*'])).rules[0]).toEqual({ level: 'Metadata', verbs: ['create', 'update', 'patch', 'delete'] });
   });
 });
