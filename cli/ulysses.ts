@@ -118,6 +118,7 @@ experiment
   .option('--no-warmup', 'skip the unrecorded warm-up repetitions (one per configuration, widest DN, heaviest load) that run before the first recorded one')
   .option('--scenario <name>', 'failover, or 5g: UPF stand-in (UDP echo) + multi-service low-priority app (thesis §6.1.2)', 'failover')
   .option('--critical-path-hold-ms <ms>', "configuration 5: the controller manager's low-priority periodic work waits while a critical pod is on its way to Ready, at most this long per pod", int('--critical-path-hold-ms'))
+  .option('--min-critical-age-ms <ms>', "t = 0 no earlier than this long after the critical pod's creation: a failure in steady state, past the apiserver's 30 s LimitRanger live-lookup cache of the setup (35000 for every cell)", int('--min-critical-age-ms'))
   .option('--pin-cpus', 'local testbed: control plane and harness on CPU 0, nodes (kubelet, shim, containerd, runc; or kwok) on CPU 1 (stand-in for separate machines)', false)
   .option('--cpu-window-ms <ms>', 'local testbed: record the CPU time of every process group in the first MS after the taint (results cpuWindow, report table)', int('--cpu-window-ms'))
   .option('--repeat-shared <n>', 'local testbed: run a repetition again (at most N times) when other work used the CPUs during it (more than 1% of a CPU outside the testbed)', int('--repeat-shared'), 2)
@@ -139,6 +140,7 @@ experiment
       warmup: o.warmup,
       pinCpus: o.pinCpus,
       criticalPathHoldMs: o.criticalPathHoldMs,
+      minCriticalAgeMs: o.minCriticalAgeMs,
       cpuWindowMs: o.cpuWindowMs,
       cpuWindowProfile: o.cpuWindowProfile,
       repeatShared: o.repeatShared,

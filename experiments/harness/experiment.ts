@@ -68,9 +68,11 @@ export interface RunConditions {
   criticalPathHoldMs?: number;
   /** local testbed: what of the failed node is stopped at t = 0 (--freeze-source; absent = kubelet, as before 2026-11-25) */
   sourceFreeze?: 'node' | 'kubelet' | 'none';
+  /** t = 0 no earlier than this long after the critical pod's creation (--min-critical-age-ms) */
+  minCriticalAgeMs?: number;
 }
 
-type ConditionFields = Pick<RepResult, 'clientRateLimit' | 'scenario' | 'pinnedCpus' | 'criticalPathHoldMs' | 'sourceFreeze'>;
+type ConditionFields = Pick<RepResult, 'clientRateLimit' | 'scenario' | 'pinnedCpus' | 'criticalPathHoldMs' | 'sourceFreeze' | 'minCriticalAgeMs'>;
 
 /** The fields a results line carries for these conditions (only the non-default ones). */
 export function conditionFields(c: RunConditions = {}): ConditionFields {
@@ -80,6 +82,7 @@ export function conditionFields(c: RunConditions = {}): ConditionFields {
     ...(c.pinnedCpus ? { pinnedCpus: true } : {}),
     ...(c.criticalPathHoldMs ? { criticalPathHoldMs: c.criticalPathHoldMs } : {}),
     ...(c.sourceFreeze && c.sourceFreeze !== 'kubelet' ? { sourceFreeze: c.sourceFreeze } : {}),
+    ...(c.minCriticalAgeMs ? { minCriticalAgeMs: c.minCriticalAgeMs } : {}),
   };
 }
 
@@ -89,7 +92,7 @@ export function conditionMismatch(existing: readonly RepResult[], c: RunConditio
   const other = existing.find((r) => JSON.stringify(conditionFields(r)) !== want);
   if (!other) return undefined;
   const show = (f: ConditionFields) =>
-    `client rate limit ${f.clientRateLimit === false ? 'off' : 'on'}, scenario ${f.scenario ?? 'failover'}${f.pinnedCpus ? ', CPUs pinned' : ''}${f.criticalPathHoldMs ? `, critical-path hold ${f.criticalPathHoldMs} ms` : ''}${f.sourceFreeze ? `, source freeze ${f.sourceFreeze}` : ''}`;
+    `client rate limit ${f.clientRateLimit === false ? 'off' : 'on'}, scenario ${f.scenario ?? 'failover'}${f.pinnedCpus ? ', CPUs pinned' : ''}${f.criticalPathHoldMs ? `, critical-path hold ${f.criticalPathHoldMs} ms` : ''}${f.sourceFreeze ? `, source freeze ${f.sourceFreeze}` : ''}${f.minCriticalAgeMs ? `, critical pod at least ${f.minCriticalAgeMs} ms old at t = 0` : ''}`;
   return `it holds repetitions run with ${show(other)}, this run is ${show(conditionFields(c))}: use another --out`;
 }
 

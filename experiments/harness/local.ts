@@ -245,6 +245,8 @@ export interface FailoverExperimentOptions {
   pinCpus?: boolean;
   /** the controller manager's CriticalPathHold in configuration 5 (ms per critical pod; 0/absent: off) */
   criticalPathHoldMs?: number;
+  /** t = 0 no earlier than this long after the critical pod's creation (ScenarioOptions.minCriticalAgeMs) */
+  minCriticalAgeMs?: number;
   /** local testbed: CPU time per process group in the first ms after the taint (cpu-window.ts) */
   cpuWindowMs?: number;
   /** with cpuWindowMs: also profile the harness' JavaScript in the window */
@@ -358,6 +360,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       criticalNamespace: CRITICAL_NAMESPACE,
       loadNamespace: LOAD_NAMESPACE,
       failure,
+      minCriticalAgeMs: o.minCriticalAgeMs,
       // KWOK: the scale target of issue 7 is on scheduling and the EndpointSlice (no data plane to probe)
       ...(o.kwokNodes ? { tolerations: [{ ...KWOK_TOLERATION }], udpProbe: false, inflationTargets: ['prioScheduled', 'prioEndpointReady'] as EventName[], setupTimeoutMs: 600_000 } : {}),
       notes: [
@@ -369,7 +372,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       repTimeoutMs: o.repTimeoutMs,
       progress: o.progress,
       scenario: o.scenario,
-      conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, pinnedCpus: o.pinCpus, criticalPathHoldMs: o.criticalPathHoldMs, sourceFreeze: o.kwokNodes || o.kubeconfig ? undefined : freeze },
+      conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, pinnedCpus: o.pinCpus, criticalPathHoldMs: o.criticalPathHoldMs, minCriticalAgeMs: o.minCriticalAgeMs, sourceFreeze: o.kwokNodes || o.kubeconfig ? undefined : freeze },
       neutralSetup: o.neutralSetup,
       warmup: o.warmup,
       nodeTrace,
@@ -399,8 +402,12 @@ function experimentTitle(o: Pick<FailoverExperimentOptions, 'plan' | 'clientRate
   return parts.join(', ');
 }
 
-function runNotes(o: Pick<FailoverExperimentOptions, 'plan' | 'clientRateLimit' | 'scenario'>): string[] {
+function runNotes(o: Pick<FailoverExperimentOptions, 'plan' | 'clientRateLimit' | 'scenario' | 'minCriticalAgeMs'>): string[] {
   const notes: string[] = [];
+  if (o.minCriticalAgeMs)
+    notes.push(
+      `t = 0 no earlier than ${o.minCriticalAgeMs / 1000} s after the critical pod's creation (--min-critical-age-ms): a failure in steady state, in every cell; right after a short setup (the idle cells) the apiserver's LimitRanger still had the critical namespace's live lookup cached (30 s), so the idle replacement's creation skipped a LIST of LimitRanges that the load cells' creation paid`,
+    );
   if (o.plan.shimPolicies?.length) notes.push(`kubelet policy comparison: each configuration runs with the kubelet-shim policies ${o.plan.shimPolicies.join(', ')} (configuration key "<config>/<policy>"), switched at runtime through spec.kubeletShim`);
   if (o.clientRateLimit === false)
     notes.push(

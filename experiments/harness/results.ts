@@ -94,6 +94,8 @@ export const RepResultSchema = z.object({
   sourceFreeze: z.enum(['node', 'none']).optional(),
   /** the controller manager's CriticalPathHold in configuration 5, ms (--critical-path-hold-ms) */
   criticalPathHoldMs: z.number().int().positive().optional(),
+  /** t = 0 no earlier than this long after the critical pod's creation, ms (--min-critical-age-ms) */
+  minCriticalAgeMs: z.number().int().positive().optional(),
   /** seconds after the taint at which each of the moved pods became Ready, sorted (Fig 6.5 distributions) */
   podReady: z.array(z.number().finite().nonnegative()).optional(),
 });

@@ -78,6 +78,15 @@ export interface ScenarioOptions {
    * setup waits for it before t=0 as well as for the Deployments' status (in-process controller manager).
    */
   quiescent?: () => boolean | Promise<boolean>;
+  /**
+   * t = 0 no earlier than this long after the critical pod was created (default: as soon as the
+   * setup has settled). A failure in steady state strikes a critical pod created long before; right
+   * after the setup the apiserver still holds state of its creation: LimitRanger's live lookup of a
+   * namespace without LimitRanges is cached for 30 s, so a replacement created within 30 s of the
+   * first pod skips the LIST that every later one pays (measured 2026-11-26: the load cells' longer
+   * setup expired it, the idle cells' did not). 35000 puts every cell past it.
+   */
+  minCriticalAgeMs?: number;
 }
 
 /**
@@ -292,6 +301,13 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
       },
       { timeoutMs: 30_000, intervalMs: 100 },
     );
+    if (o.minCriticalAgeMs) {
+      const prio = pods.list().find((p) => p.metadata?.namespace === o.criticalNamespace);
+      const created = prio?.metadata?.creationTimestamp ? new Date(prio.metadata.creationTimestamp as unknown as string).getTime() : Date.now();
+      // creationTimestamp has whole seconds: up to 1 s more
+      const waitMs = created + 1000 + o.minCriticalAgeMs - Date.now();
+      if (waitMs > 0) await new Promise((r) => setTimeout(r, waitMs));
+    }
     await o.beforeFailure?.();
 
     // --- t = 0

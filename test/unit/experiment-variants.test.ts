@@ -214,6 +214,9 @@ describe('rate limiting off in the controller manager', () => {
     expect(conditionFields({ pinnedCpus: true })).toEqual({ pinnedCpus: true });
     expect(conditionMismatch(onLimited, { pinnedCpus: true })).toMatch(/this run is client rate limit on, scenario failover, CPUs pinned/);
     expect(conditionMismatch([rep(undefined, 0, 0, all(1), { pinnedCpus: true })], { pinnedCpus: true })).toBeUndefined();
+    // and so is the critical pod's minimum age at t = 0
+    expect(conditionFields({ minCriticalAgeMs: 35_000 })).toEqual({ minCriticalAgeMs: 35_000 });
+    expect(conditionMismatch(onLimited, { minCriticalAgeMs: 35_000 })).toMatch(/critical pod at least 35000 ms old at t = 0/);
   });
 });
 
