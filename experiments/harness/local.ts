@@ -270,12 +270,12 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
   let failure: NodeFailure | undefined;
   let nodeTrace: ((taintAtMs: number) => NodeTrace | null) | undefined;
   let apiTrace: ((taintAtMs: number) => ApiTrace) | undefined;
+  const notes: string[] = [];
   // the critical namespace's API writes, from the audit log of a testbed started with it (api-trace.ts)
   const audited = (state: testbed.TestbedState) => {
     if (state.options.auditNamespaces?.includes(CRITICAL_NAMESPACE)) apiTrace = auditLogTracer(auditLogPath(state.runDir), CRITICAL_NAMESPACE);
     else notes.push(`testbed in ${state.runDir} started without the apiserver audit log: no API trace of the critical pod (take it down to get one)`);
   };
-  const notes: string[] = [];
   if (o.kubeconfig) {
     kc = o.kubeconfig;
     if (!o.sources?.length || !o.destinations?.length) throw new Error('--kubeconfig needs --sources and --destinations (node names)');

@@ -286,10 +286,11 @@ export function apiPathTable(results: readonly RepResult[]): string | undefined 
   const traced = results.filter((r) => r.apiTrace?.length);
   if (!traced.length) return undefined;
   const cells = [...repsByCell(traced).values()];
-  const paths = cells.map((reps) => reps.map((r) => criticalApiPath(r.apiTrace!, r.events.prioScheduled === null ? null : r.events.prioScheduled * 1000)));
+  const scheduledMs = (r: RepResult) => (r.events.prioScheduled === null ? null : r.events.prioScheduled * 1000);
+  const paths = cells.map((reps) => reps.map((r) => criticalApiPath(r.apiTrace!, scheduledMs(r))));
   const head = cells.map((reps) => `config ${configKey(reps[0]!)}, DN ${reps[0]!.dn}, ${reps[0]!.podsPerNode} pods/node (n=${reps.length})`);
   const rows = API_PATH_PARTS.map((part) => `| ${API_PATH_LABELS[part]} | ${paths.map((ps) => med(ps.map((p) => p[part]), 1)).join(' | ')} |`);
-  const sched = `| **Prio scheduled** (watch) | ${cells.map((reps) => med(reps.map((r) => (r.events.prioScheduled === null ? null : r.events.prioScheduled * 1000)), 1)).join(' | ')} |`;
+  const sched = `| **Prio scheduled** (watch) | ${cells.map((reps) => med(reps.map(scheduledMs), 1)).join(' | ')} |`;
   return [
     '## The critical pod through the API (apiserver audit log)',
     '',
