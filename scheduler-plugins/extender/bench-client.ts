@@ -138,8 +138,9 @@ export class GoRoundClient implements RoundRunner {
   private readonly proc: JsonLinesProcess;
   private names: string[] | undefined;
 
-  constructor(bin: string, cpus?: string) {
-    this.proc = new JsonLinesProcess(bin, [], { cpus });
+  /** `gcBetweenRounds`: the client's garbage collected after each round, outside the timed part (main.go -gc-between-rounds). */
+  constructor(bin: string, cpus?: string, gcBetweenRounds = false) {
+    this.proc = new JsonLinesProcess(bin, gcBetweenRounds ? ['-gc-between-rounds'] : [], { cpus });
   }
 
   async round(url: string, pod: unknown, names: string[]): Promise<Round> {

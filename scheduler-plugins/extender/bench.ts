@@ -65,7 +65,7 @@
  * verdicts the extender computed per round (filter + prioritize; the rest came from its cache).
  *
  *   npm run bench:extender -- [--iterations 400] [--sizes 100,1000] [--churn 1|all|0] [--kinds a,b] [--client loop|worker|go [--client-cpus 0]] [--json]
- *                             [--kwok [--pin-cpus] [--run-dir /tmp/ulysses-bench-extender] [--nodes-ready-timeout-ms N]]
+ *                             [--kwok [--pin-cpus [--sched-fifo]] [--run-dir /tmp/ulysses-bench-extender] [--nodes-ready-timeout-ms N]]
  * (`--help`: the options.)
  */
 import { PerformanceObserver } from 'node:perf_hooks';
@@ -99,12 +99,22 @@ const ITERATIONS = Number(arg('iterations', '400'));
 const CLIENT = arg('client', 'loop');
 /** `--client go`: the CPUs the Go client runs on (taskset; default: this process's). */
 const CLIENT_CPUS = arg('client-cpus', '');
+/** `--client go`: its garbage collected after each round's reply, never during a round (bench-client-go/main.go -gc-between-rounds). */
+const CLIENT_GC_BETWEEN_ROUNDS = args.includes('--client-gc-between-rounds');
 /** The worker-thread or Go client (bench-client.ts) of this process, unless CLIENT is 'loop'. */
 let roundClient: RoundRunner | undefined;
 const SIZES = arg('sizes', '100,1000').split(',').map(Number);
 const JSON_OUT = args.includes('--json');
 const KINDS = arg('kinds', '');
 const CHURN = arg('churn', '1');
+/**
+ * The no-op extender's rows under the same churn as the extender's (an API change between two of its
+ * rounds too, waited for in the extender's state): the HTTP+JSON floor of a process that also
+ * receives the cluster's changes. Without it the no-op rounds run back to back, warm.
+ */
+const NOOP_CHURN = args.includes('--noop-churn');
+/** Every timed round of every row written to DIR/<nodes>-<pod kind>-<extender|noop>.json (round trip, server time, GC, events, preemptions). */
+const ROUNDS_DIR = arg('rounds-dir', '');
 /**
  * KWOK mode: who makes the churn's API calls. `parent` (default): the bench's parent process, like
  * any other client of the cluster (in a real cluster the extender's process only receives the watch
@@ -114,6 +124,13 @@ const CHURN = arg('churn', '1');
 const CHURN_BY = arg('churn-by', 'parent');
 const KWOK = args.includes('--kwok');
 const PIN_CPUS = args.includes('--pin-cpus');
+/**
+ * With --pin-cpus: the measuring process's main thread (extender and no-op extender) under
+ * SCHED_FIFO priority 1 (chrt). A client on its CPU (`--client go`, on CPU 1 by default) then runs
+ * only while the extender waits for a request, never in the middle of its handling: on a 2-vCPU
+ * machine, the nearest to a CPU of the client's own.
+ */
+const SCHED_FIFO = args.includes('--sched-fifo');
 
 const quiet = silentLogger();
 
@@ -364,10 +381,12 @@ async function measure(
   iterations: number,
   churn: (round: number) => void | Promise<void> = () => undefined,
   recomputed: () => number = () => 0,
+  label?: string,
 ): Promise<{ lat: number[]; server: number[]; feasible: number; recomputedPerRound: number; tail: TailAttribution }> {
   const lat: number[] = [];
   const traces: RoundTrace[] = [];
   const server: number[] = [];
+  const serverRaw: number[] = [];
   let feasible = 0;
   let misses = 0;
   const audit = new MachineCpuAudit();
@@ -386,12 +405,14 @@ async function measure(
       const t0 = r.startMs - performance.timeOrigin;
       traces.push({ ms: dt, gcMs: gcWithin(t0, t0 + dt), events: informerEventCount() - e0, preempted: c1 - c0, clientPreempted: r.clientPreempted ?? 0 });
       server.push(serverTime.ms);
+      serverRaw.push(serverTime.ms);
       misses += recomputed() - m0;
     }
     feasible = r.feasible;
     await churn(i);
   }
   gcPauses.length = 0;
+  if (ROUNDS_DIR && label) writeFileSync(join(ROUNDS_DIR, `${label}.json`), JSON.stringify(traces.map((t, i) => ({ ...t, serverMs: serverRaw[i] }))));
   return { lat: lat.sort((a, b) => a - b), server: server.sort((a, b) => a - b), feasible, recomputedPerRound: misses / Math.max(1, iterations), tail: attributeTail(traces, audit.finish()) };
 }
 
@@ -412,8 +433,8 @@ async function rowsFor(n: number, url: string, server: ExtenderServer, names: st
       metadata: { name: `new-${i}`, namespace: NS, uid: apiserverUid(uids), annotations, labels: { 'ulysses.io/criticality': 'high' }, resourceVersion: '1' },
       spec: { containers: [{ name: 'c' }] },
     });
-    const ours = await measure(url, pod, names, ITERATIONS, churn, () => server.verdictStats.misses);
-    const base = await measure(noopUrl, pod, names, ITERATIONS);
+    const ours = await measure(url, pod, names, ITERATIONS, churn, () => server.verdictStats.misses, `${n}-${kind}-extender`);
+    const base = await measure(noopUrl, pod, names, ITERATIONS, NOOP_CHURN ? churn : undefined, undefined, `${n}-${kind}-noop`);
     rows.push({
       nodes: n,
       pod: kind,
@@ -654,6 +675,10 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
       const clientTid = roundClient instanceof RoundClient ? await roundClient.threadId() : undefined;
       const moved = pinMainThreadApart(process.pid, '1', '0', clientTid ? [clientTid] : []);
       lines.push(`main thread${clientTid ? ' and the client worker' : ''} on CPU 1, the process's ${moved} other threads (V8, libuv) on CPU 0`);
+      if (SCHED_FIFO) {
+        execFileSync('chrt', ['-f', '-p', '1', String(process.pid)], { stdio: 'ignore' });
+        lines.push('main thread under SCHED_FIFO priority 1 (--sched-fifo): a client on CPU 1 runs only while the extender waits');
+      }
     }
     t = Date.now();
     const rows = await rowsFor(n, url, server, names, churner(names, perRoundChurn(n), touch), noopUrl);
@@ -670,7 +695,7 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
 const CLIENT_DESCRIPTION: Record<string, string> = {
   loop: "--client loop: on the extender's event loop",
   worker: "--client worker: a worker thread of its own, the scheduler's JSON and HTTP work off the extender's event loop and heap",
-  go: `--client go: kube-scheduler's own HTTPExtender (k8s.io/kubernetes ${K8S_VERSION}) in a Go process of its own${CLIENT_CPUS ? ` on CPU ${CLIENT_CPUS}` : ''}`,
+  go: `--client go: kube-scheduler's own HTTPExtender (k8s.io/kubernetes ${K8S_VERSION}) in a Go process of its own${CLIENT_CPUS ? ` on CPU ${CLIENT_CPUS}` : ''}${CLIENT_GC_BETWEEN_ROUNDS ? ', its garbage collected between rounds (--client-gc-between-rounds)' : ''}`,
 };
 
 function usage(): string {
@@ -679,14 +704,18 @@ function usage(): string {
     '  --iterations N                timed rounds per row, after 50 warm-up rounds (default 400)',
     '  --sizes 100,1000              cluster sizes in nodes (default 100,1000)',
     '  --churn 1|all|0               nodes changed between two rounds (default 1; all: in-memory mode only)',
+    '  --noop-churn                  the no-op extender\'s rows under the same churn as the extender\'s',
     "  --churn-by parent|measuring   with --kwok: the churn's API calls made by the bench's parent process (default) or the measuring one",
     `  --kinds a,b                   pod kinds to schedule (default all: ${Object.keys(POD_KINDS).join(', ')})`,
     '  --json                        the rows as JSON',
+    '  --rounds-dir DIR              every timed round of every row as JSON in DIR (<nodes>-<pod kind>-<extender|noop>.json)',
     "  --client loop|worker|go       the scheduler's side on the extender's event loop (default), in a worker thread, or kube-scheduler's",
     '                                HTTPExtender in a Go process of its own (built on first use; bench-client-go/main.go)',
     '  --client-cpus CPUS            with --client go: the CPUs of the Go client (taskset; default: the measuring process\'s)',
+    '  --client-gc-between-rounds    with --client go: the Go client collects its garbage after each round, never during one',
     '  --kwok                        per size, a control-plane-only testbed with N KWOK nodes (run under flock /tmp/ulysses-testbed.lock)',
     '  --pin-cpus                    with --kwok: the testbed on CPU 0, the measuring process on CPU 1',
+    "  --sched-fifo                  with --pin-cpus: the measuring process's main thread SCHED_FIFO (chrt), a client on CPU 1 runs only while it waits",
     '  --run-dir DIR                 with --kwok: testbed directory (default /tmp/ulysses-bench-extender)',
     "  --nodes-ready-timeout-ms N    with --kwok: how long to wait for the KWOK nodes (default testbed.ts's)",
   ].join('\n');
@@ -699,10 +728,12 @@ async function main() {
   }
   if (!['loop', 'worker', 'go'].includes(CLIENT)) throw new Error(`--client ${CLIENT}: expected loop, worker or go`);
   if (CLIENT_CPUS && CLIENT !== 'go') throw new Error('--client-cpus is a --client go option');
+  if (CLIENT_GC_BETWEEN_ROUNDS && CLIENT !== 'go') throw new Error('--client-gc-between-rounds is a --client go option');
   if (!['parent', 'measuring'].includes(CHURN_BY)) throw new Error(`--churn-by ${CHURN_BY}: expected parent or measuring`);
   if (KWOK && CHURN === 'all') throw new Error('--churn all is for the in-memory mode (with --kwok every changed node is an API call per round): use a number');
   // the extender started as in main.ts logs through the root logger: warnings only, unless asked
   if (KWOK) process.env.ULYSSES_LOG_LEVEL ??= 'warn';
+  if (SCHED_FIFO && !PIN_CPUS) throw new Error('--sched-fifo is a --pin-cpus option (the extender alone on CPU 1 with its client)');
   if (PIN_CPUS) {
     if (!KWOK) throw new Error('--pin-cpus is a --kwok option (it pins the testbed to CPU 0 and the measuring process to CPU 1)');
     if (os.cpus().length < 2) throw new Error('--pin-cpus needs at least 2 CPUs');
@@ -714,7 +745,7 @@ async function main() {
   const goClient = CLIENT === 'go' ? buildGoClient(log) : undefined;
   if (MEASURE_SIZE || !KWOK) {
     if (CLIENT === 'worker') roundClient = new RoundClient();
-    else if (goClient) roundClient = new GoRoundClient(goClient, CLIENT_CPUS || undefined);
+    else if (goClient) roundClient = new GoRoundClient(goClient, CLIENT_CPUS || undefined, CLIENT_GC_BETWEEN_ROUNDS);
   }
   if (MEASURE_SIZE) {
     // the measured part of one KWOK size, started by kwokSize (the testbed is the parent's)
