@@ -71,7 +71,7 @@
 import { PerformanceObserver } from 'node:perf_hooks';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -305,6 +305,8 @@ interface TailAttribution {
 }
 interface RoundTrace {
   ms: number;
+  /** the extender's handler time of the round's two requests */
+  serverMs: number;
   gcMs: number;
   events: number;
   preempted: number;
@@ -386,7 +388,6 @@ async function measure(
   const lat: number[] = [];
   const traces: RoundTrace[] = [];
   const server: number[] = [];
-  const serverRaw: number[] = [];
   let feasible = 0;
   let misses = 0;
   const audit = new MachineCpuAudit();
@@ -403,16 +404,18 @@ async function measure(
     if (i >= 0) {
       lat.push(dt);
       const t0 = r.startMs - performance.timeOrigin;
-      traces.push({ ms: dt, gcMs: gcWithin(t0, t0 + dt), events: informerEventCount() - e0, preempted: c1 - c0, clientPreempted: r.clientPreempted ?? 0 });
+      traces.push({ ms: dt, gcMs: gcWithin(t0, t0 + dt), events: informerEventCount() - e0, preempted: c1 - c0, clientPreempted: r.clientPreempted ?? 0, serverMs: serverTime.ms });
       server.push(serverTime.ms);
-      serverRaw.push(serverTime.ms);
       misses += recomputed() - m0;
     }
     feasible = r.feasible;
     await churn(i);
   }
   gcPauses.length = 0;
-  if (ROUNDS_DIR && label) writeFileSync(join(ROUNDS_DIR, `${label}.json`), JSON.stringify(traces.map((t, i) => ({ ...t, serverMs: serverRaw[i] }))));
+  if (ROUNDS_DIR && label) {
+    mkdirSync(ROUNDS_DIR, { recursive: true });
+    writeFileSync(join(ROUNDS_DIR, `${label}.json`), JSON.stringify(traces));
+  }
   return { lat: lat.sort((a, b) => a - b), server: server.sort((a, b) => a - b), feasible, recomputedPerRound: misses / Math.max(1, iterations), tail: attributeTail(traces, audit.finish()) };
 }
 
