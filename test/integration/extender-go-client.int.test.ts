@@ -55,6 +55,20 @@ describe("bench:extender's Go client (kube-scheduler's HTTPExtender)", () => {
     expect((await client.round(url, p, names.slice(0, 4))).feasible).toBe(1);
   });
 
+  it('with -gc-between-rounds (--client-gc-between-rounds) makes the same rounds', async () => {
+    const gc = new GoRoundClient(buildGoClient(() => undefined), undefined, true);
+    try {
+      const p = pod('u5', { 'ulysses.io/assurance-policy': '{"policy":"threshold","min":{"cpu":2}}' });
+      for (let i = 0; i < 3; i++) {
+        const r = await gc.round(url, p, names);
+        expect(r.feasible).toBe(6);
+        expect(r.endMs).toBeGreaterThan(r.startMs);
+      }
+    } finally {
+      await gc.close();
+    }
+  });
+
   it('turns an unreachable extender into an error naming it, not a timing', async () => {
     await expect(client.round('http://127.0.0.1:1', pod('u3', {}), names)).rejects.toThrow(/round against http:\/\/127\.0\.0\.1:1: .*connection refused/);
     // and the client is still usable afterwards
