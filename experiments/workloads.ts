@@ -117,17 +117,29 @@ const setTaints = (client: KubeClient, node: string, taints: NonNullable<V1Node[
  * warm connections (client-node's API classes make a TLS handshake per request: 10 sources cost 20
  * handshakes in the process that also hosts the experiment's controller manager, right at t = 0).
  */
-export async function taintNoExecute(kc: KubeAccess, nodes: string | string[], key = 'ulysses.io/failure'): Promise<number> {
+/**
+ * NoExecute-taints `nodes` at once (one PATCH each, concurrently). `sentAtMs`: the first PATCH sent
+ * (epoch ms, t = 0 of a failover); `writtenAtMs`: per node, when its PATCH's response arrived (the
+ * apiserver has stored the taint).
+ */
+export async function taintNoExecuteTimed(kc: KubeAccess, nodes: string | string[], key = 'ulysses.io/failure'): Promise<{ sentAtMs: number; writtenAtMs: Record<string, number> }> {
   const client = new KubeClient(kc);
   const current = await Promise.all([nodes].flat().map((name) => client.get<V1Node>(`/api/v1/nodes/${name}`)));
+  const writtenAtMs: Record<string, number> = {};
   const sent = await Promise.all(
     current.map(async (n) => {
       const t = Date.now();
       await setTaints(client, n.metadata!.name!, [...taintsWithout(n, key), { key, value: 'true', effect: 'NoExecute' }]);
+      writtenAtMs[n.metadata!.name!] = Date.now();
       return t;
     }),
   );
-  return Math.min(...sent);
+  return { sentAtMs: Math.min(...sent), writtenAtMs };
+}
+
+/** {@link taintNoExecuteTimed}, returning the time the first PATCH was sent (epoch ms). */
+export async function taintNoExecute(kc: KubeAccess, nodes: string | string[], key = 'ulysses.io/failure'): Promise<number> {
+  return (await taintNoExecuteTimed(kc, nodes, key)).sentAtMs;
 }
 
 export async function untaint(kc: KubeAccess, node: string, key = 'ulysses.io/failure'): Promise<void> {

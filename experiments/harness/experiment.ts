@@ -230,6 +230,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
       try {
         const { outcome, prioPosition, repCpu } = await execute(r);
         const result: RepResult = { ...r, ...conditionFields(o.conditions), events: outcome.events, prioPosition, startedAt: new Date(started).toISOString(), durationS: 0, taintAt: new Date(outcome.taintAtMs).toISOString(), podReady: outcome.podReady };
+        if (outcome.criticalTaintWrittenMs !== undefined) result.criticalTaintWrittenMs = outcome.criticalTaintWrittenMs;
         const trace = o.nodeTrace?.(outcome.taintAtMs);
         if (trace) result.prioNode = trace;
         const api = o.apiTrace?.(outcome.taintAtMs);

@@ -72,6 +72,8 @@ export const RepResultSchema = z.object({
   taintAt: z.string().optional(),
   /** the critical pod's sandbox/container steps on its node, from the kubelet-shim's log (local testbed) */
   prioNode: NodeTraceSchema.optional(),
+  /** ms after t = 0 when the PATCH tainting the critical pod's source node returned: the apiserver had stored the failure */
+  criticalTaintWrittenMs: z.number().finite().nonnegative().optional(),
   /** the critical namespace's pod and EndpointSlice writes after the taint, from the apiserver's audit log (local testbed) */
   apiTrace: ApiTraceSchema.optional(),
   /** CPU time per process group in the first windowMs after the taint (local testbed, --cpu-window-ms) */

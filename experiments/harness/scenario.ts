@@ -14,7 +14,7 @@ import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Deployment, type V1Endpoi
 import { ResilientInformer } from '../../core/informer.ts';
 import { isPodReady } from '../../core/objects.ts';
 import { pollUntil, TimeoutError } from '../testbed/processes.ts';
-import { ECHO_PORT, HTTP_PORT, applyDeployment, deployment, ensureNamespace, taintNoExecute, udpFirstAnswer, untaint } from '../workloads.ts';
+import { ECHO_PORT, HTTP_PORT, applyDeployment, deployment, ensureNamespace, taintNoExecuteTimed, udpFirstAnswer, untaint } from '../workloads.ts';
 import { EVENTS, emptyEvents, type EventName, type FailoverEvents, type ScenarioName } from './results.ts';
 
 export const EXPERIMENT_LABEL = 'ulysses.io/experiment';
@@ -142,6 +142,8 @@ export interface RepOutcome {
   podReady: number[];
   /** t = 0 (the first taint patch sent), epoch ms: to line the events up with component logs */
   taintAtMs: number;
+  /** ms after t = 0 when the PATCH tainting the critical pod's source node returned (the taint stored) */
+  criticalTaintWrittenMs?: number;
   error?: string;
 }
 
@@ -317,8 +319,12 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     // all sources fail at once: t=0 is the first taint patch sent (recording is on from here, so
     // nothing the taints cause is missed; with many sources a sequential loop would let a pod
     // evicted from the first one be rescheduled "before" the last taint)
+    const prioSource = pods.list().find((p) => p.metadata?.namespace === o.criticalNamespace && onNode(p, sources))?.spec?.nodeName;
     t0 = Date.now();
-    t0 = await taintNoExecute(kc, sources, FAILURE_TAINT);
+    const taint = await taintNoExecuteTimed(kc, sources, FAILURE_TAINT);
+    t0 = taint.sentAtMs;
+    const written = prioSource ? taint.writtenAtMs[prioSource] : undefined;
+    const criticalTaintWrittenMs = written === undefined ? undefined : written - t0;
     for (const p of pods.list()) onPod(p);
     const rel = (t: number | undefined) => (t === undefined ? null : (t - t0) / 1000);
     const collect = () => {
@@ -343,7 +349,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
       error = `${missing.join(', ')} not seen within ${timeoutMs / 1000} s (${ready.size}/${total} pods Ready on the destinations${probeError ? `; ${probeError}` : ''})`;
     }
     const podReady = [...ready.values()].map((t) => Math.max(0, Math.round(t - t0) / 1000)).sort((a, b) => a - b);
-    return { events, podReady, taintAtMs: t0, error };
+    return { events, podReady, taintAtMs: t0, ...(criticalTaintWrittenMs === undefined ? {} : { criticalTaintWrittenMs }), error };
   } finally {
     pods.stop();
     slices.stop();

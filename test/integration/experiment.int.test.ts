@@ -98,6 +98,9 @@ describe('failover experiment on the real testbed', () => {
       expect(steps.create!.atMs).toBeLessThan(steps.bind!.atMs);
       expect(steps.bind!.atMs + steps.bind!.ms).toBeLessThanOrEqual(r.events.prioScheduled! * 1000 + 1);
       if (steps.statusPatch) expect(steps.statusPatch.atMs).toBeLessThan(steps.delete!.atMs);
+      // the critical source's taint PATCH returned after t = 0 and before the replacement was seen bound
+      expect(r.criticalTaintWrittenMs).toBeGreaterThanOrEqual(0);
+      expect(r.criticalTaintWrittenMs!).toBeLessThan(r.events.prioScheduled! * 1000);
     }
     // the critical pod's sandbox went to its node inside the window: the node's processes show up in
     // the window's CPU, in at least one repetition (CPU is counted in 10 ms ticks per process, and in

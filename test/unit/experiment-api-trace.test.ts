@@ -91,6 +91,28 @@ describe('critical pod API trace', () => {
     expect(table).toContain('| binding (apiserver) | 0.5 | 0.5 |');
     expect(table).toContain('| **Prio scheduled** (watch) | 63.0 | 63.0 |');
     expect(apiPathTable([{ ...rep(5, 0), apiTrace: undefined }])).toBeUndefined();
+    expect(table).not.toContain("source's taint"); // runs before criticalTaintWrittenMs was recorded
+  });
+
+  it("takes the apiserver's taking in of the failure out of Prio scheduled, with the load/idle ratio", () => {
+    const rep = (podsPerNode: number, i: number, writtenMs: number, scheduledS: number): RepResult => ({
+      config: 5,
+      dn: 1,
+      podsPerNode,
+      rep: i,
+      events: { ...emptyEvents(), prioScheduled: scheduledS },
+      criticalTaintWrittenMs: writtenMs,
+      apiTrace: criticalApiTrace([log], 'ulysses-critical', T0),
+    });
+    // idle: taint written at 10-30 ms, scheduled 40 ms after it; load: written later, scheduled 44 ms after it
+    const idle = [10, 20, 30].map((w, i) => rep(0, i, w, (w + 40) / 1000));
+    const load = [30, 40, 50].map((w, i) => rep(7, i, w, (w + 44) / 1000));
+    const [r] = parseResults(JSON.stringify(idle[0]));
+    expect(r!.criticalTaintWrittenMs).toBe(10); // the field survives results.jsonl
+    const table = apiPathTable([...idle, ...load])!;
+    expect(table).toContain("| taint → critical source's taint written (harness PATCH returned) | 20.0 | 40.0 |");
+    expect(table).toContain("| **Prio scheduled after the source's taint was written** | 40.0 | 44.0 |");
+    expect(table).toMatch(/config 5, DN 1, 7 pods\/node vs idle: \*\*1\.10x\*\* \(90% interval 1\.10-1\.10x\)/);
   });
 
   it('audits only the writes to pods and EndpointSlices of the given namespaces', () => {
