@@ -111,16 +111,13 @@ const taintsWithout = (n: V1Node, key: string) => (n.spec?.taints ?? []).filter(
 const setTaints = (client: KubeClient, node: string, taints: NonNullable<V1Node['spec']>['taints']) => client.mergePatch(`/api/v1/nodes/${node}`, { spec: { taints } });
 
 /**
- * Adds a NoExecute taint (the thesis' simulated node failure) to `nodes`, all at once; resolves with
- * t = 0, the epoch ms at which the first PATCH was sent. Through the shared core's keep-alive client
- * (core/kube.ts): the nodes are read first, which opens the connections, so the PATCHes go out on
- * warm connections (client-node's API classes make a TLS handshake per request: 10 sources cost 20
- * handshakes in the process that also hosts the experiment's controller manager, right at t = 0).
- */
-/**
- * NoExecute-taints `nodes` at once (one PATCH each, concurrently). `sentAtMs`: the first PATCH sent
- * (epoch ms, t = 0 of a failover); `writtenAtMs`: per node, when its PATCH's response arrived (the
- * apiserver has stored the taint).
+ * Adds a NoExecute taint (the thesis' simulated node failure) to `nodes`, all at once (one PATCH
+ * each, concurrently). `sentAtMs`: t = 0, the epoch ms at which the first PATCH was sent;
+ * `writtenAtMs`: per node, when its PATCH's response arrived (the apiserver had stored the taint).
+ * Through the shared core's keep-alive client (core/kube.ts): the nodes are read first, which opens
+ * the connections, so the PATCHes go out on warm connections (client-node's API classes make a TLS
+ * handshake per request: 10 sources cost 20 handshakes in the process that also hosts the
+ * experiment's controller manager, right at t = 0).
  */
 export async function taintNoExecuteTimed(kc: KubeAccess, nodes: string | string[], key = 'ulysses.io/failure'): Promise<{ sentAtMs: number; writtenAtMs: Record<string, number> }> {
   const client = new KubeClient(kc);
