@@ -285,7 +285,8 @@ function harnessProfileRows(cells: RepResult[][], rows = 8): string[] {
 export function apiPathTable(results: readonly RepResult[]): string | undefined {
   const traced = results.filter((r) => r.apiTrace?.length);
   if (!traced.length) return undefined;
-  const cells = [...repsByCell(traced).values()];
+  const byCell = repsByCell(traced);
+  const cells = [...byCell.values()];
   const scheduledMs = (r: RepResult) => (r.events.prioScheduled === null ? null : r.events.prioScheduled * 1000);
   const paths = cells.map((reps) => reps.map((r) => criticalApiPath(r.apiTrace!, scheduledMs(r))));
   const head = cells.map((reps) => `config ${configKey(reps[0]!)}, DN ${reps[0]!.dn}, ${reps[0]!.podsPerNode} pods/node (n=${reps.length})`);
@@ -307,8 +308,8 @@ export function apiPathTable(results: readonly RepResult[]): string | undefined 
   const ratios = hasWritten
     ? cells.flatMap((reps) => {
         const r0 = reps[0]!;
-        const idle = cells.find((c) => c[0]!.podsPerNode === 0 && c[0]!.dn === r0.dn && configKey(c[0]!) === configKey(r0));
-        if (!idle || idle === reps) return [];
+        const idle = r0.podsPerNode > 0 ? byCell.get(cellKey({ ...r0, podsPerNode: 0 })) : undefined;
+        if (!idle) return [];
         const values = (c: RepResult[]) => c.map(afterTaint).filter((x): x is number => x !== null);
         const [a, b] = [values(reps), values(idle)];
         if (!a.length || !b.length) return [];

@@ -303,8 +303,9 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
       },
       { timeoutMs: 30_000, intervalMs: 100 },
     );
+    // the critical pod before the failure, on its source node
+    const prio = pods.list().find((p) => p.metadata?.namespace === o.criticalNamespace && onNode(p, sources));
     if (o.minCriticalAgeMs) {
-      const prio = pods.list().find((p) => p.metadata?.namespace === o.criticalNamespace);
       const created = prio?.metadata?.creationTimestamp ? new Date(prio.metadata.creationTimestamp as unknown as string).getTime() : Date.now();
       // creationTimestamp has whole seconds: up to 1 s more
       const waitMs = created + 1000 + o.minCriticalAgeMs - Date.now();
@@ -319,7 +320,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     // all sources fail at once: t=0 is the first taint patch sent (recording is on from here, so
     // nothing the taints cause is missed; with many sources a sequential loop would let a pod
     // evicted from the first one be rescheduled "before" the last taint)
-    const prioSource = pods.list().find((p) => p.metadata?.namespace === o.criticalNamespace && onNode(p, sources))?.spec?.nodeName;
+    const prioSource = prio?.spec?.nodeName;
     t0 = Date.now();
     const taint = await taintNoExecuteTimed(kc, sources, FAILURE_TAINT);
     t0 = taint.sentAtMs;
