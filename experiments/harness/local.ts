@@ -403,7 +403,10 @@ function experimentTitle(o: Pick<FailoverExperimentOptions, 'plan' | 'clientRate
 }
 
 function runNotes(o: Pick<FailoverExperimentOptions, 'plan' | 'clientRateLimit' | 'scenario' | 'minCriticalAgeMs'>): string[] {
-  const notes: string[] = [];
+  // since 2026-11-26 (third session); earlier runs' reports do not carry this line
+  const notes: string[] = [
+    `the critical pod's events (Prio scheduled, Prio ready) also from a watch of the namespace ${CRITICAL_NAMESPACE} of its own: in the watch of every experiment pod its binding queues behind the low pods' events, an observer's delay that grows with the load`,
+  ];
   if (o.minCriticalAgeMs)
     notes.push(
       `t = 0 no earlier than ${o.minCriticalAgeMs / 1000} s after the critical pod's creation (--min-critical-age-ms): a failure in steady state, in every cell; right after a short setup (the idle cells) the apiserver's LimitRanger still had the critical namespace's live lookup cached (30 s), so the idle replacement's creation skipped a LIST of LimitRanges that the load cells' creation paid`,

@@ -7,8 +7,9 @@
  * low-priority load (Deployments of 2 http-server pods, podsPerNode x DN pods) come up on the source
  * node; then the destinations are uncordoned. At t=0 the source node gets a NoExecute taint; the
  * taint eviction controller deletes its pods, the ReplicaSet controller recreates them, the
- * scheduler puts them on the destinations. Events come from watches (pods, EndpointSlices) and a UDP
- * client on the host that sends a datagram every 50 ms to the new critical pod ("Prio up").
+ * scheduler puts them on the destinations. Events come from watches (pods, the critical pod's
+ * namespace on its own, EndpointSlices) and a UDP client on the host that sends a datagram every
+ * 50 ms to the new critical pod ("Prio up").
  */
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Deployment, type V1EndpointSlice, type V1Node, type V1Pod, type V1Toleration } from '@kubernetes/client-node';
 import { ResilientInformer } from '../../core/informer.ts';
@@ -271,15 +272,21 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     }
   };
   const pods = new ResilientInformer<V1Pod>(kc, { path: '/api/v1/pods', labelSelector: SELECTOR });
+  // the critical pod's events also from a watch of its namespace of its own: in the watch of every
+  // experiment pod its binding queues behind the low pods' events (the apiserver serializing them to
+  // this watcher, this process parsing them), a delay of the observer that grows with the load
+  const prioPods = new ResilientInformer<V1Pod>(kc, { path: `/api/v1/namespaces/${o.criticalNamespace}/pods`, labelSelector: SELECTOR });
   const slices = new ResilientInformer<V1EndpointSlice>(kc, {
     path: `/apis/discovery.k8s.io/v1/namespaces/${o.criticalNamespace}/endpointslices`,
     labelSelector: `kubernetes.io/service-name=${prioName}`,
   });
-  pods.on('add', onPod);
-  pods.on('update', onPod);
+  for (const informer of [pods, prioPods]) {
+    informer.on('add', onPod);
+    informer.on('update', onPod);
+  }
   slices.on('add', onSlice);
   slices.on('update', onSlice);
-  await Promise.all([pods.start(), slices.start()]);
+  await Promise.all([pods.start(), prioPods.start(), slices.start()]);
   try {
     let unsettled: string[] = [];
     await pollUntil(
@@ -353,6 +360,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     return { events, podReady, taintAtMs: t0, ...(criticalTaintWrittenMs === undefined ? {} : { criticalTaintWrittenMs }), error };
   } finally {
     pods.stop();
+    prioPods.stop();
     slices.stop();
   }
 }
