@@ -210,6 +210,11 @@ export class JsonLinesProcess {
     });
   }
 
+  /** The process's pid (a `cpus` start execs taskset into the command: the same pid). */
+  get pid(): number | undefined {
+    return this.proc.pid;
+  }
+
   /** Ends its input and waits for it to exit. */
   async close(): Promise<void> {
     if (this.exited) return;

@@ -151,6 +151,11 @@ export class GoRoundClient implements RoundRunner {
     return this.proc.call<Round>({ url, pod });
   }
 
+  /** The Go client's pid (to change its scheduling policy, `--client-sched-fifo`). */
+  get pid(): number | undefined {
+    return this.proc.pid;
+  }
+
   close(): Promise<void> {
     return this.proc.close();
   }

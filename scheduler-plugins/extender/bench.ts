@@ -65,7 +65,7 @@
  * verdicts the extender computed per round (filter + prioritize; the rest came from its cache).
  *
  *   npm run bench:extender -- [--iterations 400] [--sizes 100,1000] [--churn 1|all|0] [--kinds a,b] [--client loop|worker|go [--client-cpus 0]] [--json]
- *                             [--kwok [--pin-cpus [--sched-fifo]] [--run-dir /tmp/ulysses-bench-extender] [--nodes-ready-timeout-ms N]]
+ *                             [--kwok [--pin-cpus [--sched-fifo [--client-sched-fifo]]] [--run-dir /tmp/ulysses-bench-extender] [--nodes-ready-timeout-ms N]]
  * (`--help`: the options.)
  */
 import { PerformanceObserver } from 'node:perf_hooks';
@@ -131,6 +131,15 @@ const PIN_CPUS = args.includes('--pin-cpus');
  * machine, the nearest to a CPU of the client's own.
  */
 const SCHED_FIFO = args.includes('--sched-fifo');
+/**
+ * With --sched-fifo and --client go: every thread of the Go client under SCHED_FIFO priority 1 as
+ * well, the extender's priority. On their shared CPU neither preempts the other: each runs until it
+ * waits (the client for the reply, the extender for the next request), and no other process's
+ * thread preempts either. On a 2-vCPU machine this stands in for the client's own CPU. It differs
+ * from one in two ways: the client's work after it sent a request (parking its goroutine) delays
+ * the extender's start instead of overlapping with it, and the two share one CPU's caches.
+ */
+const CLIENT_SCHED_FIFO = args.includes('--client-sched-fifo');
 
 const quiet = silentLogger();
 
@@ -681,6 +690,12 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
       if (SCHED_FIFO) {
         execFileSync('chrt', ['-f', '-p', '1', String(process.pid)], { stdio: 'ignore' });
         lines.push('main thread under SCHED_FIFO priority 1 (--sched-fifo): a client on CPU 1 runs only while the extender waits');
+        if (CLIENT_SCHED_FIFO) {
+          const pid = roundClient instanceof GoRoundClient ? roundClient.pid : undefined;
+          if (!pid) throw new Error('--client-sched-fifo: the Go client has no pid (it did not start)');
+          execFileSync('chrt', ['-a', '-f', '-p', '1', String(pid)], { stdio: 'ignore' });
+          lines.push(`the Go client's threads under SCHED_FIFO priority 1 too (--client-sched-fifo): on a shared CPU each of client and extender runs until it waits`);
+        }
       }
     }
     t = Date.now();
@@ -698,7 +713,7 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
 const CLIENT_DESCRIPTION: Record<string, string> = {
   loop: "--client loop: on the extender's event loop",
   worker: "--client worker: a worker thread of its own, the scheduler's JSON and HTTP work off the extender's event loop and heap",
-  go: `--client go: kube-scheduler's own HTTPExtender (k8s.io/kubernetes ${K8S_VERSION}) in a Go process of its own${CLIENT_CPUS ? ` on CPU ${CLIENT_CPUS}` : ''}${CLIENT_GC_BETWEEN_ROUNDS ? ', its garbage collected between rounds (--client-gc-between-rounds)' : ''}`,
+  go: `--client go: kube-scheduler's own HTTPExtender (k8s.io/kubernetes ${K8S_VERSION}) in a Go process of its own${CLIENT_CPUS ? ` on CPU ${CLIENT_CPUS}` : ''}${CLIENT_GC_BETWEEN_ROUNDS ? ', its garbage collected between rounds (--client-gc-between-rounds)' : ''}${CLIENT_SCHED_FIFO ? ', under SCHED_FIFO like the extender (--client-sched-fifo)' : ''}`,
 };
 
 function usage(): string {
@@ -719,6 +734,7 @@ function usage(): string {
     '  --kwok                        per size, a control-plane-only testbed with N KWOK nodes (run under flock /tmp/ulysses-testbed.lock)',
     '  --pin-cpus                    with --kwok: the testbed on CPU 0, the measuring process on CPU 1',
     "  --sched-fifo                  with --pin-cpus: the measuring process's main thread SCHED_FIFO (chrt), a client on CPU 1 runs only while it waits",
+    "  --client-sched-fifo           with --sched-fifo and --client go: the Go client's threads SCHED_FIFO at the same priority (neither preempts the other)",
     '  --run-dir DIR                 with --kwok: testbed directory (default /tmp/ulysses-bench-extender)',
     "  --nodes-ready-timeout-ms N    with --kwok: how long to wait for the KWOK nodes (default testbed.ts's)",
   ].join('\n');
@@ -737,6 +753,7 @@ async function main() {
   // the extender started as in main.ts logs through the root logger: warnings only, unless asked
   if (KWOK) process.env.ULYSSES_LOG_LEVEL ??= 'warn';
   if (SCHED_FIFO && !PIN_CPUS) throw new Error('--sched-fifo is a --pin-cpus option (the extender alone on CPU 1 with its client)');
+  if (CLIENT_SCHED_FIFO && !(SCHED_FIFO && CLIENT === 'go')) throw new Error('--client-sched-fifo is a --sched-fifo option for --client go');
   if (PIN_CPUS) {
     if (!KWOK) throw new Error('--pin-cpus is a --kwok option (it pins the testbed to CPU 0 and the measuring process to CPU 1)');
     if (os.cpus().length < 2) throw new Error('--pin-cpus needs at least 2 CPUs');
