@@ -311,7 +311,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
       { timeoutMs: 30_000, intervalMs: 100 },
     );
     // the critical pod before the failure, on its source node
-    const prio = pods.list().find((p) => p.metadata?.namespace === o.criticalNamespace && onNode(p, sources));
+    const prio = prioPods.list().find((p) => onNode(p, sources));
     if (o.minCriticalAgeMs) {
       const created = prio?.metadata?.creationTimestamp ? new Date(prio.metadata.creationTimestamp as unknown as string).getTime() : Date.now();
       // creationTimestamp has whole seconds: up to 1 s more

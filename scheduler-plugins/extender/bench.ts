@@ -140,6 +140,9 @@ const SCHED_FIFO = args.includes('--sched-fifo');
  * the extender's start instead of overlapping with it, and the two share one CPU's caches.
  */
 const CLIENT_SCHED_FIFO = args.includes('--client-sched-fifo');
+/** SCHED_FIFO priority 1 (chrt) for the process's main thread or all its threads (later ones inherit it). */
+const schedFifo = (pid: number, which: 'main thread' | 'all threads') =>
+  execFileSync('chrt', [...(which === 'all threads' ? ['-a'] : []), '-f', '-p', '1', String(pid)], { stdio: 'ignore' });
 
 const quiet = silentLogger();
 
@@ -688,12 +691,12 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
       const moved = pinMainThreadApart(process.pid, '1', '0', clientTid ? [clientTid] : []);
       lines.push(`main thread${clientTid ? ' and the client worker' : ''} on CPU 1, the process's ${moved} other threads (V8, libuv) on CPU 0`);
       if (SCHED_FIFO) {
-        execFileSync('chrt', ['-f', '-p', '1', String(process.pid)], { stdio: 'ignore' });
+        schedFifo(process.pid, 'main thread');
         lines.push('main thread under SCHED_FIFO priority 1 (--sched-fifo): a client on CPU 1 runs only while the extender waits');
         if (CLIENT_SCHED_FIFO) {
           const pid = roundClient instanceof GoRoundClient ? roundClient.pid : undefined;
           if (!pid) throw new Error('--client-sched-fifo: the Go client has no pid (it did not start)');
-          execFileSync('chrt', ['-a', '-f', '-p', '1', String(pid)], { stdio: 'ignore' });
+          schedFifo(pid, 'all threads');
           lines.push(`the Go client's threads under SCHED_FIFO priority 1 too (--client-sched-fifo): on a shared CPU each of client and extender runs until it waits`);
         }
       }
