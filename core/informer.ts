@@ -48,6 +48,16 @@ export function stripManagedFields<T extends KubernetesObject>(obj: T): T {
 
 export type InformerEvent = 'add' | 'update' | 'delete';
 
+/** What consumers use of an informer: {@link ResilientInformer}, or core/informer-thread.ts's ThreadedInformer. */
+export interface Informer<T extends KubernetesObject> {
+  on(event: InformerEvent, fn: (obj: T, old?: T) => void): this;
+  readonly synced: boolean;
+  start(): Promise<void>;
+  stop(): void;
+  list(): T[];
+  get(key: string): T | undefined;
+}
+
 interface ListResponse<T> {
   metadata?: { resourceVersion?: string; continue?: string };
   items: T[];
@@ -66,7 +76,7 @@ function restartCounter() {
 
 export { objectKey };
 
-export class ResilientInformer<T extends KubernetesObject> extends EventEmitter {
+export class ResilientInformer<T extends KubernetesObject> extends EventEmitter implements Informer<T> {
   private readonly cache = new Map<string, T>();
   private resourceVersion = '';
   private stopped = true;

@@ -190,3 +190,22 @@ export async function loadKubeAccess(file = process.env.KUBECONFIG, onFallback?:
     return loadKubeConfig(path);
   }
 }
+
+/**
+ * A kubeconfig given as text, e.g. client-node's `KubeConfig.exportConfig()` handed to a worker
+ * thread (core/informer-thread.ts): a {@link LightKubeConfig} when this loader supports it,
+ * client-node's KubeConfig otherwise. exportConfig writes every absent field as null; those are
+ * dropped first (a null `auth-provider` is no auth provider). `source` names it in errors.
+ */
+export async function kubeAccessFromText(text: string, source: string): Promise<KubeAccess> {
+  const cleaned = JSON.stringify(parseYaml(text) ?? {}, (_k, v: unknown) => (v === null ? undefined : v));
+  try {
+    return parseLightKubeconfig(cleaned, source);
+  } catch (err) {
+    if (!(err instanceof UnsupportedKubeconfig)) throw err;
+  }
+  const { KubeConfig } = await import('@kubernetes/client-node');
+  const kc = new KubeConfig();
+  kc.loadFromString(cleaned);
+  return kc;
+}

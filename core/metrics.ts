@@ -3,16 +3,42 @@
  * (workqueue_*, rest_client_*) and `ulysses_*` for our own series.
  */
 import http from 'node:http';
-import { Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { isMainThread } from 'node:worker_threads';
+import { AggregatorRegistry, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 
 let registry: Registry | undefined;
 
+/**
+ * The registry of this thread. The process metrics (process_*, nodejs_*) are collected on the main
+ * thread only: a worker thread's registry reaches /metrics through {@link addMetricsSource}.
+ */
 export function metricsRegistry(): Registry {
   if (!registry) {
     registry = new Registry();
-    collectDefaultMetrics({ register: registry });
+    if (isMainThread) collectDefaultMetrics({ register: registry });
   }
   return registry;
+}
+
+export type MetricsSnapshot = MetricObjectWithValues<MetricValue<string>>[];
+const sources = new Set<() => Promise<MetricsSnapshot>>();
+
+/**
+ * Adds the metrics of another registry (a worker thread's `getMetricsAsJSON()`, core/informer-thread.ts)
+ * to what /metrics serves; series of the same name and labels are summed. Returns the remover.
+ */
+export function addMetricsSource(source: () => Promise<MetricsSnapshot>): () => void {
+  sources.add(source);
+  return () => void sources.delete(source);
+}
+
+/** The exposition text of /metrics: this thread's registry and every {@link addMetricsSource}. */
+export async function metricsText(): Promise<string> {
+  const reg = metricsRegistry();
+  if (!sources.size) return reg.metrics();
+  // a source that does not answer (a worker being restarted) is left out of this scrape
+  const others = await Promise.all([...sources].map((s) => s().catch((): MetricsSnapshot => [])));
+  return AggregatorRegistry.aggregate([(await reg.getMetricsAsJSON()) as MetricsSnapshot, ...others]).metrics();
 }
 
 /** The metric `name` of the shared registry, created by `make` the first time (metrics are process-wide singletons). */
@@ -26,7 +52,7 @@ export async function serveMetrics(port: number, host = '0.0.0.0'): Promise<{ po
   const server = http.createServer(async (req, res) => {
     if (req.url === '/metrics') {
       res.setHeader('Content-Type', reg.contentType);
-      res.end(await reg.metrics());
+      res.end(await metricsText());
     } else if (req.url === '/healthz') {
       res.end('ok');
     } else {

@@ -14,7 +14,8 @@ import http from 'node:http';
 import { readFileSync, readlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Worker, isMainThread, parentPort } from 'node:worker_threads';
+import { isMainThread, parentPort } from 'node:worker_threads';
+import { tsWorker } from '../../core/ts-worker.ts';
 import { buildGoTool } from '../../experiments/testbed/binaries.ts';
 import { JsonLinesProcess } from '../../experiments/testbed/processes.ts';
 import type { ExtenderFilterResult, HostPriority } from './wire.ts';
@@ -78,11 +79,8 @@ type Reply = { ok: true; value?: unknown } | { ok: false; error: string };
 
 /** The client in a worker thread of its own; the node names are sent once, a pod per round. */
 export class RoundClient implements RoundRunner {
-  // this module in the worker, through tsx's loader (Node 20 does not apply --import hooks to workers)
-  private readonly worker = new Worker(
-    `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((tsx) => { tsx.register(); return import(${JSON.stringify(import.meta.url)}); })`,
-    { eval: true },
-  );
+  // this module in the worker (core/ts-worker.ts)
+  private readonly worker = tsWorker(import.meta.url);
   private names: string[] | undefined;
 
   /** The worker thread's Linux thread id (/proc/thread-self), undefined elsewhere. */

@@ -18,14 +18,15 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { KubeConfig, V1Node, V1Pod } from '@kubernetes/client-node';
 import { Counter, Histogram } from 'prom-client';
-import { ResilientInformer, stripManagedFields, type InformerOptions } from '../../core/informer.ts';
+import { ResilientInformer, type Informer, type InformerOptions } from '../../core/informer.ts';
+import { ThreadedInformer } from '../../core/informer-thread.ts';
 import { isNotFound, KubeClient } from '../../core/kube.ts';
 import { componentLogger, objectLogger, type Logger } from '../../core/logging.ts';
-import { metricsRegistry } from '../../core/metrics.ts';
+import { metricsRegistry, metricsText } from '../../core/metrics.ts';
 import { RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../schedulability.ts';
 import { extenderConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from './config.ts';
 import { evaluateNode, evaluateShared, podRequirements, verdictFor, type NodeVerdict, type PodRequirements, type RejectionReason, type SharedVerdict, type SlotMemo } from './evaluate.ts';
-import { ClusterState, nodeInfoOf, RESERVED_NODE_ANNOTATION, type NodeInfo } from './state.ts';
+import { ClusterState, extenderNodeProjection, extenderPodProjection, nodeInfoOf, RESERVED_NODE_ANNOTATION, type NodeInfo } from './state.ts';
 import {
   bindingArgsSchema,
   describeIssues,
@@ -100,6 +101,11 @@ export interface ExtenderServerOptions {
   kubeconfig?: KubeConfig;
   /** Start the nodes/pods informers (default: when a kubeconfig is given). */
   informers?: boolean;
+  /**
+   * The informers in worker threads of their own (default true; see extenderInformers), or on the
+   * event loop that answers kube-scheduler (false).
+   */
+  informerThread?: boolean;
   state?: ClusterState;
   log?: Logger;
 }
@@ -108,16 +114,37 @@ const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
 
 /**
  * The extender's informers: nodes, and pods not terminal (a terminal pod leaves the selection and
- * arrives as a delete: its reservation is released). Both drop metadata.managedFields on arrival
- * (core/informer.ts stripManagedFields, as controller-manager/manager.ts does): nothing here reads
- * it (state.ts fingerprints, evaluate.ts, bind's JSON patch), and it is a large part of every
- * object the informers and ClusterState keep.
+ * arrives as a delete: its reservation is released). Each object is reduced on arrival to what the
+ * extender reads (state.ts extenderNodeProjection, extenderPodProjection: no managedFields, no status,
+ * no spec beyond the node name and the priority), which keeps the informers' and ClusterState's
+ * memory small. `projection` names the function in state.ts for the informer thread.
  */
-export function extenderInformerOptions(log: Logger): { readonly nodes: InformerOptions; readonly pods: InformerOptions } {
+export function extenderInformerOptions(log: Logger): { readonly nodes: InformerOptions & { projection: string }; readonly pods: InformerOptions & { projection: string } } {
   return {
-    nodes: { path: '/api/v1/nodes', transform: stripManagedFields, log },
-    pods: { path: '/api/v1/pods', fieldSelector: 'status.phase!=Succeeded,status.phase!=Failed', transform: stripManagedFields, log },
+    nodes: { path: '/api/v1/nodes', transform: extenderNodeProjection, projection: 'extenderNodeProjection', log },
+    pods: {
+      path: '/api/v1/pods',
+      fieldSelector: 'status.phase!=Succeeded,status.phase!=Failed',
+      transform: extenderPodProjection,
+      projection: 'extenderPodProjection',
+      log,
+    },
   };
+}
+
+/**
+ * The informers on this event loop (`thread: false`) or in worker threads (core/informer-thread.ts):
+ * there the watch traffic (TLS, JSON of every pod and node version) never delays a filter or
+ * prioritize, and a status update, which changes no projection, never reaches this thread at all.
+ */
+function extenderInformers(kc: KubeConfig, log: Logger, thread: boolean): { nodes: Informer<V1Node>; pods: Informer<V1Pod> } {
+  const o = extenderInformerOptions(log);
+  if (!thread) return { nodes: new ResilientInformer<V1Node>(kc, o.nodes), pods: new ResilientInformer<V1Pod>(kc, o.pods) };
+  const kubeconfig = kc.exportConfig();
+  const module = new URL('./state.ts', import.meta.url).href;
+  const threaded = <T extends V1Node | V1Pod>({ transform: _t, projection, ...rest }: InformerOptions & { projection: string }) =>
+    new ThreadedInformer<T>({ ...rest, kubeconfig, projection: { module, export: projection } });
+  return { nodes: threaded<V1Node>(o.nodes), pods: threaded<V1Pod>(o.pods) };
 }
 
 /**
@@ -152,7 +179,7 @@ export class ExtenderServer {
   private configGen = 0;
   private readonly log: Logger;
   private readonly client: KubeClient | undefined;
-  private readonly informers: { nodes: ResilientInformer<V1Node>; pods: ResilientInformer<V1Pod> } | undefined;
+  private readonly informers: { nodes: Informer<V1Node>; pods: Informer<V1Pod> } | undefined;
   private readonly locks = new KeyedMutex();
   /** pod UID -> last malformed-annotation message logged (log once per pod and message). */
   private readonly reported = new Map<string, string>();
@@ -173,9 +200,7 @@ export class ExtenderServer {
     this.state = opts.state ?? new ClusterState();
     if (opts.kubeconfig) this.client = new KubeClient(opts.kubeconfig);
     if (opts.kubeconfig && (opts.informers ?? true)) {
-      const informerOptions = extenderInformerOptions(this.log);
-      const nodes = new ResilientInformer<V1Node>(opts.kubeconfig, informerOptions.nodes);
-      const pods = new ResilientInformer<V1Pod>(opts.kubeconfig, informerOptions.pods);
+      const { nodes, pods } = extenderInformers(opts.kubeconfig, this.log, opts.informerThread ?? true);
       nodes.on('add', (n) => this.state.upsertNode(n));
       nodes.on('update', (n) => this.state.upsertNode(n));
       nodes.on('delete', (n) => this.state.deleteNode(n));
@@ -254,7 +279,7 @@ export class ExtenderServer {
       const synced = !this.informers || (this.informers.nodes.synced && this.informers.pods.synced);
       return reply.code(synced ? 200 : 503).type('text/plain').send(synced ? 'ok' : 'informers not synced');
     });
-    app.get('/metrics', async (_req, reply) => reply.type(metricsRegistry().contentType).send(await metricsRegistry().metrics()));
+    app.get('/metrics', async (_req, reply) => reply.type(metricsRegistry().contentType).send(await metricsText()));
     // framework errors (bad JSON, wrong content type, body too large) keep their 4xx; nothing else escapes the handlers
     app.setErrorHandler((err: { statusCode?: number; message: string }, _req, reply) => {
       const code = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 400;

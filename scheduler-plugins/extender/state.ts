@@ -121,6 +121,32 @@ export function holdingNode(pod: V1Pod): string | undefined {
   return pod.spec?.nodeName || pod.metadata?.annotations?.[RESERVED_NODE_ANNOTATION] || undefined;
 }
 
+/**
+ * A node as the extender reads it (its informers' transform, server.ts): name, UID,
+ * resourceVersion, labels and annotations. Status (conditions, heartbeats, allocatable) and spec are
+ * read by kube-scheduler's own plugins, not here, so a status update leaves the projection unchanged
+ * (and the informer thread does not even hand it over, core/informer-thread.ts).
+ */
+export function extenderNodeProjection(node: V1Node): V1Node {
+  const m = node.metadata ?? {};
+  return { metadata: { name: m.name, uid: m.uid, resourceVersion: m.resourceVersion, labels: m.labels, annotations: m.annotations } };
+}
+
+/**
+ * A pod as the extender reads it: name, namespace, UID, resourceVersion, labels and annotations
+ * (criticality, policies, RT/TDMA demands and reservations), spec.nodeName, spec.priority and
+ * priorityClassName (criticality), and status.phase only when terminal ({@link holdingNode}). A
+ * kubelet's status update leaves it unchanged.
+ */
+export function extenderPodProjection(pod: V1Pod): V1Pod {
+  const m = pod.metadata ?? {};
+  return {
+    metadata: { name: m.name, namespace: m.namespace, uid: m.uid, resourceVersion: m.resourceVersion, labels: m.labels, annotations: m.annotations },
+    spec: { nodeName: pod.spec?.nodeName, priority: pod.spec?.priority, priorityClassName: pod.spec?.priorityClassName, containers: [] },
+    ...(isTerminal(pod) ? { status: { phase: pod.status!.phase } } : {}),
+  };
+}
+
 export function nodeInfoOf(node: V1Node, version = 0): NodeInfo {
   const labels = node.metadata?.labels ?? {};
   const ann = node.metadata?.annotations ?? {};

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeConfig } from '@kubernetes/client-node';
-import { LightKubeConfig, loadKubeAccess, parseLightKubeconfig, UnsupportedKubeconfig } from '../../core/kubeconfig.ts';
+import { kubeAccessFromText, LightKubeConfig, loadKubeAccess, parseLightKubeconfig, UnsupportedKubeconfig } from '../../core/kubeconfig.ts';
 import { apiRequest } from '../../core/kube.ts';
 import { ResilientInformer } from '../../core/informer.ts';
 import { generatePki, writeKubeconfig, type Pki } from '../../experiments/testbed/pki.ts';
@@ -151,4 +151,38 @@ describe('LightKubeConfig: a real TLS round trip with client certificates', () =
     await writeKubeconfig(file, `https://127.0.0.1:${port}`, { ...pki, caCert: other.caCert, client: pki.client }, 'admin', 'kubernetes-admin');
     await expect(apiRequest(await loadKubeAccess(file), 'GET', '/api')).rejects.toThrow(/certificate/);
   }, 60_000);
+});
+
+describe('kubeAccessFromText (a kubeconfig handed to a worker thread)', () => {
+  const kc = () => {
+    const k = new KubeConfig();
+    k.loadFromString(
+      JSON.stringify({
+        clusters: [{ name: 'c', cluster: { server: 'https://10.0.0.1:6443', 'certificate-authority-data': Buffer.from('ca').toString('base64') } }],
+        users: [{ name: 'u', user: { token: 'secret-token' } }],
+        contexts: [{ name: 'ctx', context: { cluster: 'c', user: 'u' } }],
+        'current-context': 'ctx',
+      }),
+    );
+    return k;
+  };
+
+  it("reads client-node's exportConfig (absent fields written as null) with the light loader", async () => {
+    // client-node holds some absent fields as null (a user entry without a user), exportConfig writes them
+    const text = kc().exportConfig().replace('"token":"secret-token"', '"token":"secret-token","auth-provider":null,"exec":null');
+    expect(JSON.parse(text).users[0].user['auth-provider']).toBeNull();
+    const access = await kubeAccessFromText(text, 'exported');
+    expect(access).toBeInstanceOf(LightKubeConfig);
+    expect(access.getCurrentCluster()?.server).toBe('https://10.0.0.1:6443');
+    const opts = (await access.applyToFetchOptions({})) as { headers: Record<string, string> };
+    expect(opts.headers.Authorization ?? opts.headers.authorization).toBe('Bearer secret-token');
+  });
+
+  it("falls back to client-node's KubeConfig for what the light loader does not support", async () => {
+    const k = kc();
+    k.users[0] = { ...k.users[0]!, token: undefined, exec: { command: 'true', apiVersion: 'client.authentication.k8s.io/v1' } } as never;
+    const access = await kubeAccessFromText(k.exportConfig(), 'exported');
+    expect(access).toBeInstanceOf(KubeConfig);
+    expect(access.getCurrentCluster()?.server).toBe('https://10.0.0.1:6443');
+  });
 });

@@ -10,8 +10,7 @@ import { readFileSync } from 'node:fs';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { ExtenderServer, extenderInformerOptions, KeyedMutex } from '../../scheduler-plugins/extender/server.ts';
 import { evaluateNode, podRequirements } from '../../scheduler-plugins/extender/evaluate.ts';
-import { stripManagedFields } from '../../core/informer.ts';
-import { ClusterState, RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
+import { ClusterState, extenderNodeProjection, extenderPodProjection, RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
 import { extenderConfig } from '../../scheduler-plugins/extender/config.ts';
 import { ConfigError } from '../../core/config.ts';
 import { kubeSchedulerConfiguration } from '../../scheduler-plugins/extender/kube-scheduler-config.ts';
@@ -49,25 +48,34 @@ function extender(config: Parameters<typeof extenderConfig>[0] = {}) {
 
 
 describe('scheduler extender: informers', () => {
-  it('drop metadata.managedFields, which nothing the extender decides on reads', () => {
+  it('reduce nodes and pods to what the extender reads; a state fed the projections decides as one fed whole objects', () => {
     const opts = extenderInformerOptions(silentLogger());
-    expect(opts.nodes.transform).toBe(stripManagedFields);
-    expect(opts.pods.transform).toBe(stripManagedFields);
-    const strip = stripManagedFields as <T extends V1Node | V1Pod>(o: T) => T;
+    expect(opts.nodes.transform).toBe(extenderNodeProjection);
+    expect(opts.pods.transform).toBe(extenderPodProjection);
+    expect([opts.nodes.projection, opts.pods.projection]).toEqual(['extenderNodeProjection', 'extenderPodProjection']);
     const managedFields = (manager: string) => [
       { manager, operation: 'Update', apiVersion: 'v1', time: new Date(0), fieldsType: 'FieldsV1', fieldsV1: { 'f:metadata': { 'f:annotations': { 'f:ulysses.io/rt': {} } } } },
     ];
     const rawNode = node('rt', { 'ulysses.io/rt-scheduler': 'deferrable-server' }, { 'ulysses.io/rt-capacity': '{"cores":1}' });
     rawNode.metadata!.managedFields = managedFields('kubectl');
-    const rawPod = pod('holder', { 'ulysses.io/rt': ds(1000, 2500, 300), 'ulysses.io/rt-cores': '[0]' }, { nodeName: 'rt', phase: 'Running' });
+    rawNode.status = { conditions: [{ type: 'Ready', status: 'True' }], allocatable: { cpu: '2' } };
+    const rawPod = pod('holder', { 'ulysses.io/rt': ds(1000, 2500, 300), 'ulysses.io/rt-cores': '[0]' }, { nodeName: 'rt', phase: 'Running', labels: { 'ulysses.io/criticality': 'high' } });
     rawPod.metadata!.managedFields = managedFields('ulysses-scheduler-extender');
-    const [n, p] = [strip(structuredClone(rawNode)), strip(structuredClone(rawPod))];
+    rawPod.spec!.priority = 1000;
+    const [n, p] = [extenderNodeProjection(structuredClone(rawNode)), extenderPodProjection(structuredClone(rawPod))];
     expect(n.metadata!.managedFields).toBeUndefined();
     expect(p.metadata!.managedFields).toBeUndefined();
-    // everything else is kept
-    expect({ ...n.metadata, managedFields: rawNode.metadata!.managedFields }).toEqual(rawNode.metadata);
-    expect({ ...p.metadata, managedFields: rawPod.metadata!.managedFields }).toEqual(rawPod.metadata);
-    // a state fed the stripped objects decides exactly as one fed the whole objects
+    expect(n.status).toBeUndefined();
+    expect(p.status).toBeUndefined(); // not terminal: the phase is not read
+    expect(p.spec).toEqual({ nodeName: 'rt', priority: 1000, priorityClassName: undefined, containers: [] });
+    expect(p.metadata!.labels).toEqual(rawPod.metadata!.labels);
+    expect(p.metadata!.annotations).toEqual(rawPod.metadata!.annotations);
+    // a status update (a kubelet's, kwok's) leaves the projection as it was; a terminal phase does not
+    const statusUpdate = structuredClone(rawPod);
+    statusUpdate.status = { phase: 'Running', conditions: [{ type: 'Ready', status: 'False' }], podIP: '10.0.0.9' };
+    expect(extenderPodProjection(statusUpdate)).toEqual(p);
+    expect(extenderPodProjection({ ...statusUpdate, status: { phase: 'Failed' } }).status).toEqual({ phase: 'Failed' });
+    // a state fed the projections decides exactly as one fed the whole objects
     const whole = new ClusterState();
     const stripped = new ClusterState();
     whole.upsertNode(rawNode);
@@ -76,6 +84,7 @@ describe('scheduler extender: informers', () => {
     stripped.upsertPod(p);
     expect(stripped.node('rt')!.fingerprint).toBe(whole.node('rt')!.fingerprint);
     expect(stripped.pod('ns/holder')!.fingerprint).toBe(whole.pod('ns/holder')!.fingerprint);
+    expect(podRequirements(p, extenderConfig({}), new Map())).toEqual(podRequirements(rawPod, extenderConfig({}), new Map()));
     const cfg = extenderConfig({});
     const fits: boolean[] = [];
     const small = JSON.stringify({ server: { budgetUs: 500, periodUs: 10000 }, tasks: [{ wcetUs: 100, periodUs: 40000, deadlineUs: 40000, priority: 1 }] });
