@@ -65,7 +65,7 @@
  * verdicts the extender computed per round (filter + prioritize; the rest came from its cache).
  *
  *   npm run bench:extender -- [--iterations 400] [--sizes 100,1000] [--churn 1|all|0] [--kinds a,b] [--client loop|worker|go [--client-cpus 0]] [--json]
- *                             [--kwok [--pin-cpus [--sched-fifo [--client-sched-fifo]]] [--run-dir /tmp/ulysses-bench-extender] [--nodes-ready-timeout-ms N]]
+ *                             [--kwok [--informers thread|loop] [--pin-cpus [--sched-fifo [--client-sched-fifo]]] [--run-dir /tmp/ulysses-bench-extender] [--nodes-ready-timeout-ms N]]
  * (`--help`: the options.)
  */
 import { PerformanceObserver } from 'node:perf_hooks';
@@ -122,6 +122,12 @@ const ROUNDS_DIR = arg('rounds-dir', '');
  * as up to 2026-11-25 (its TLS, JSON and HTTP work between two rounds, in the extender's process).
  */
 const CHURN_BY = arg('churn-by', 'parent');
+/**
+ * KWOK mode: where the extender's informers run. `thread` (default, as the extender runs them): in
+ * worker threads (core/informer-thread.ts), which hand the extender's loop only the changes of what
+ * it reads; `loop`: on the extender's event loop, every watch event parsed there (up to 2026-11-26).
+ */
+const INFORMERS = arg('informers', 'thread');
 const KWOK = args.includes('--kwok');
 const PIN_CPUS = args.includes('--pin-cpus');
 /**
@@ -594,7 +600,7 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
     const configFile = join(RUN_DIR, 'bench-extender-config.json');
     writeFileSync(configFile, JSON.stringify({ listen: { host: '127.0.0.1', port: 0 }, ...EXTENDER_CONFIG }));
     let extender: ExtenderServer | undefined;
-    running = await startExtender({ configFile, kubeconfig, port: 0, beforeStart: (s) => ((extender = s), instrument(s.app)) });
+    running = await startExtender({ configFile, kubeconfig, port: 0, informerThread: INFORMERS === 'thread', beforeStart: (s) => ((extender = s), instrument(s.app)) });
     const server = extender!;
     const url = `http://127.0.0.1:${(server.app.server.address() as { port: number }).port}`;
     // informer events the extender's state receives (status updates from kwok included)
@@ -629,30 +635,29 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
     t = Date.now();
     const want = new Map(shape.nodes.map((x) => [x.name, nodeFingerprint({ metadata: { labels: x.labels, annotations: x.annotations } })]));
     const ready = (p: V1Pod) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
-    const missing = () => {
+    // Ready from the API: the extender's state keeps no pod status (state.ts extenderPodProjection)
+    const missing = async () => {
       let nodes = 0;
       let pods = 0;
-      let notReady = 0;
       for (const [name, fp] of want) if (st.node(name)?.fingerprint !== fp) nodes++;
-      for (const p of shape.pods) {
-        const rec = st.pod(`${NS}/${p.name}`);
-        if (rec?.node !== p.node) pods++;
-        else if (!ready(rec.pod)) notReady++;
-      }
+      for (const p of shape.pods) if (st.pod(`${NS}/${p.name}`)?.node !== p.node) pods++;
+      const listed = await client.get<{ items: V1Pod[] }>(`/api/v1/namespaces/${NS}/pods`, { labelSelector: 'app=bench-extender' });
+      const notReady = shape.pods.length - listed.items.filter(ready).length;
       return { nodes, pods, notReady };
     };
     let reported = Date.now();
+    let lastMissing: Awaited<ReturnType<typeof missing>> | undefined;
     await pollUntil(
-      "the extender's state (every node role, every pod on its node and Ready)",
-      () => {
-        const m = missing();
+      "the extender's state (every node role, every pod on its node) and every pod Ready",
+      async () => {
+        const m = (lastMissing = await missing());
         if (Date.now() - reported > 15_000) {
           reported = Date.now();
-          log(`  waiting for the extender's state (every node role, every pod on its node and Ready): ${JSON.stringify(m)}`);
+          log(`  waiting for the extender's state (every node role, every pod on its node) and every pod Ready: ${JSON.stringify(m)}`);
         }
         return m.nodes + m.pods + m.notReady === 0;
       },
-      { timeoutMs: 600_000, intervalMs: 500, explain: () => JSON.stringify(missing()) },
+      { timeoutMs: 600_000, intervalMs: 500, explain: () => JSON.stringify(lastMissing) },
     );
     lines.push(`extender state complete (${st.nodeNames().length} nodes, ${st.podCount} pods, all Ready) ${since(t)} after the last create`);
 
@@ -704,7 +709,7 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
     t = Date.now();
     const rows = await rowsFor(n, url, server, names, churner(names, perRoundChurn(n), touch), noopUrl);
     lines.push(
-      `rows measured in ${since(t)}; informer events into the extender's state meanwhile: ${informerEvents.pods - e0.pods} pod adds/updates (churn pods and their kwok status updates), ${informerEvents.nodes - e0.nodes} node updates`,
+      `rows measured in ${since(t)}; informer events into the extender's state meanwhile (--informers ${INFORMERS}${INFORMERS === 'thread' ? ': only changes of what it reads' : ': every watch event, kwok status updates included'}): ${informerEvents.pods - e0.pods} pod adds/updates, ${informerEvents.nodes - e0.nodes} node updates`,
     );
     lines.push(`load average at the end of the rows: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} on ${os.cpus().length} CPUs`);
     return { rows, lines };
@@ -736,6 +741,7 @@ function usage(): string {
     '  --client-gc-between-rounds    with --client go: the Go client collects its garbage after each round, never during one',
     '  --kwok                        per size, a control-plane-only testbed with N KWOK nodes (run under flock /tmp/ulysses-testbed.lock)',
     '  --pin-cpus                    with --kwok: the testbed on CPU 0, the measuring process on CPU 1',
+    "  --informers thread|loop       with --kwok: the extender's informers in worker threads (default, as it runs them) or on its event loop",
     "  --sched-fifo                  with --pin-cpus: the measuring process's main thread SCHED_FIFO (chrt), a client on CPU 1 runs only while it waits",
     "  --client-sched-fifo           with --sched-fifo and --client go: the Go client's threads SCHED_FIFO at the same priority (neither preempts the other)",
     '  --run-dir DIR                 with --kwok: testbed directory (default /tmp/ulysses-bench-extender)',
@@ -755,6 +761,8 @@ async function main() {
   if (KWOK && CHURN === 'all') throw new Error('--churn all is for the in-memory mode (with --kwok every changed node is an API call per round): use a number');
   // the extender started as in main.ts logs through the root logger: warnings only, unless asked
   if (KWOK) process.env.ULYSSES_LOG_LEVEL ??= 'warn';
+  if (!['thread', 'loop'].includes(INFORMERS)) throw new Error(`--informers must be thread or loop, got ${JSON.stringify(INFORMERS)}`);
+  if (args.includes('--informers') && !KWOK) throw new Error('--informers is a --kwok option (in memory the state is filled directly)');
   if (SCHED_FIFO && !PIN_CPUS) throw new Error('--sched-fifo is a --pin-cpus option (the extender alone on CPU 1 with its client)');
   if (CLIENT_SCHED_FIFO && !(SCHED_FIFO && CLIENT === 'go')) throw new Error('--client-sched-fifo is a --sched-fifo option for --client go');
   if (PIN_CPUS) {

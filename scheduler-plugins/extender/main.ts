@@ -35,6 +35,8 @@ export interface StartExtenderOptions {
   host?: string;
   port?: number;
   runtimeConfig?: boolean;
+  /** The informers in worker threads (default true, ExtenderServerOptions.informerThread). */
+  informerThread?: boolean;
   /** Called with the server before it starts its informers and listens (e.g. the benchmark adds a fastify hook). */
   beforeStart?: (server: ExtenderServer) => void;
 }
@@ -46,7 +48,7 @@ export async function startExtender(opts: StartExtenderOptions): Promise<Running
   };
   const kc = await loadKubeConfig(opts.kubeconfig);
   const cfg = await load();
-  const server = new ExtenderServer({ config: cfg, kubeconfig: kc });
+  const server = new ExtenderServer({ config: cfg, kubeconfig: kc, informerThread: opts.informerThread });
   opts.beforeStart?.(server);
   await server.start();
   const log = componentLogger('scheduler-extender');
