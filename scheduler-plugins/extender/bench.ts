@@ -64,7 +64,7 @@
  * floor. Targets (issue 4): p99 < 2 ms at 100 nodes, < 10 ms at 1000 nodes. "recomputed" = node
  * verdicts the extender computed per round (filter + prioritize; the rest came from its cache).
  *
- *   npm run bench:extender -- [--iterations 400] [--sizes 100,1000] [--churn 1|all|0] [--kinds a,b] [--client loop|worker|go [--client-cpus 0]] [--json]
+ *   npm run bench:extender -- [--iterations 400] [--sizes 100,1000] [--churn 1|all|0] [--idle-ms 0] [--kinds a,b] [--client loop|worker|go [--client-cpus 0]] [--json]
  *                             [--kwok [--informers thread|loop] [--pin-cpus [--sched-fifo [--client-sched-fifo]]] [--run-dir /tmp/ulysses-bench-extender] [--nodes-ready-timeout-ms N]]
  * (`--help`: the options.)
  */
@@ -128,6 +128,12 @@ const CHURN_BY = arg('churn-by', 'parent');
  * it reads; `loop`: on the extender's event loop, every watch event parsed there (up to 2026-11-26).
  */
 const INFORMERS = arg('informers', 'thread');
+/**
+ * In-memory mode: this many ms of idle after each round (both rows), as the KWOK mode's churn
+ * through the API leaves the extender idle for ~35 ms between two rounds. It shows what an idle gap
+ * alone does to the next round on this machine, without the API, the watch or the testbed.
+ */
+const IDLE_MS = Number(arg('idle-ms', '0'));
 const KWOK = args.includes('--kwok');
 const PIN_CPUS = args.includes('--pin-cpus');
 /**
@@ -428,6 +434,7 @@ async function measure(
     }
     feasible = r.feasible;
     await churn(i);
+    if (IDLE_MS > 0) await new Promise((r) => setTimeout(r, IDLE_MS));
   }
   gcPauses.length = 0;
   if (ROUNDS_DIR && label) {
@@ -741,6 +748,7 @@ function usage(): string {
     '  --client-gc-between-rounds    with --client go: the Go client collects its garbage after each round, never during one',
     '  --kwok                        per size, a control-plane-only testbed with N KWOK nodes (run under flock /tmp/ulysses-testbed.lock)',
     '  --pin-cpus                    with --kwok: the testbed on CPU 0, the measuring process on CPU 1',
+    '  --idle-ms N                   in memory: N ms idle after every round (the gap the KWOK churn leaves), default 0',
     "  --informers thread|loop       with --kwok: the extender's informers in worker threads (default, as it runs them) or on its event loop",
     "  --sched-fifo                  with --pin-cpus: the measuring process's main thread SCHED_FIFO (chrt), a client on CPU 1 runs only while it waits",
     "  --client-sched-fifo           with --sched-fifo and --client go: the Go client's threads SCHED_FIFO at the same priority (neither preempts the other)",
@@ -761,6 +769,8 @@ async function main() {
   if (KWOK && CHURN === 'all') throw new Error('--churn all is for the in-memory mode (with --kwok every changed node is an API call per round): use a number');
   // the extender started as in main.ts logs through the root logger: warnings only, unless asked
   if (KWOK) process.env.ULYSSES_LOG_LEVEL ??= 'warn';
+  if (!(Number.isFinite(IDLE_MS) && IDLE_MS >= 0)) throw new Error(`--idle-ms must be a number >= 0, got ${JSON.stringify(arg('idle-ms', ''))}`);
+  if (IDLE_MS > 0 && KWOK) throw new Error('--idle-ms is for the in-memory mode (with --kwok the churn through the API is the gap)');
   if (!['thread', 'loop'].includes(INFORMERS)) throw new Error(`--informers must be thread or loop, got ${JSON.stringify(INFORMERS)}`);
   if (args.includes('--informers') && !KWOK) throw new Error('--informers is a --kwok option (in memory the state is filled directly)');
   if (SCHED_FIFO && !PIN_CPUS) throw new Error('--sched-fifo is a --pin-cpus option (the extender alone on CPU 1 with its client)');
@@ -818,7 +828,7 @@ async function main() {
     if (PIN_CPUS) console.log('CPUs pinned: etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok and the bench parent on CPU 0; the measuring process (extender, client, no-op extender) on CPU 1');
     for (const note of notes) for (const l of note.lines) console.log(`  ${note.nodes} nodes: ${l}`);
   }
-  console.log(`churn: ${CHURN === 'all' ? 'every node' : `${CHURN} node(s)`} changed between two rounds (extender rows): a new pod bound to the node${KWOK ? ` through the API (create with spec.nodeName; the previous churn pod on the node deleted) by the ${CHURN_BY === 'parent' ? 'parent process (--churn-by parent)' : 'measuring process (--churn-by measuring)'}, waited for in the extender's state` : ' (the previous one on the node deleted)'}`);
+  console.log(`churn: ${CHURN === 'all' ? 'every node' : `${CHURN} node(s)`} changed between two rounds (extender rows): a new pod bound to the node${KWOK ? ` through the API (create with spec.nodeName; the previous churn pod on the node deleted) by the ${CHURN_BY === 'parent' ? 'parent process (--churn-by parent)' : 'measuring process (--churn-by measuring)'}, waited for in the extender's state` : ' (the previous one on the node deleted)'}${IDLE_MS > 0 ? `; then ${IDLE_MS} ms idle (--idle-ms), in both rows` : ''}`);
   console.log(`round trip = filter+prioritize measured by the client (${CLIENT_DESCRIPTION[CLIENT]}); server = fastify handler time of the two requests (reply.elapsedTime); recomputed = node verdicts computed per round (the rest came from the cache)`);
   console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} on ${os.cpus().length} CPUs`);
   console.log('nodes  pod                       feasible | round trip p50  p99 | server p50  p99 | no-op round trip p50  p99 | recomputed | p99 target');
