@@ -13,10 +13,9 @@
  * thread's projections, so the handlers still see every delete. The worker's metrics (rest_client_*,
  * ulysses_informer_restarts_total) are served with the process's (core/metrics.ts addMetricsSource).
  */
-import { EventEmitter } from 'node:events';
 import { isMainThread, parentPort, workerData, type Worker } from 'node:worker_threads';
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { ResilientInformer, type Informer, type InformerEvent, type InformerOptions } from './informer.ts';
+import { InformerCache, ResilientInformer, type InformerEvent, type InformerOptions } from './informer.ts';
 import { kubeAccessFromText } from './kubeconfig.ts';
 import { componentLogger, type Logger } from './logging.ts';
 import { addMetricsSource, metricsRegistry, type MetricsSnapshot } from './metrics.ts';
@@ -50,12 +49,9 @@ type ToWorker = { t: 'metrics'; id: number };
 /** How long /metrics waits for the worker's series before it serves without them. */
 const METRICS_TIMEOUT_MS = 2000;
 
-export class ThreadedInformer<T extends KubernetesObject> extends EventEmitter implements Informer<T> {
-  private readonly cache = new Map<string, T>();
+export class ThreadedInformer<T extends KubernetesObject> extends InformerCache<T> {
   private worker: Worker | undefined;
   private stopped = true;
-  private hasSynced = false;
-  private syncWaiters: Array<() => void> = [];
   /** Keys a restarted worker listed so far (undefined: not resyncing). */
   private resyncSeen: Set<string> | undefined;
   private restartTimer: NodeJS.Timeout | undefined;
@@ -70,23 +66,6 @@ export class ThreadedInformer<T extends KubernetesObject> extends EventEmitter i
     this.log = (o.log ?? componentLogger('informer')).child({ resource: o.path, thread: 'informer' });
   }
 
-  override on(event: InformerEvent, fn: (obj: T, old?: T) => void): this;
-  override on(event: string, fn: (...args: never[]) => void): this {
-    return super.on(event, fn as (...args: unknown[]) => void);
-  }
-
-  get synced(): boolean {
-    return this.hasSynced;
-  }
-
-  list(): T[] {
-    return [...this.cache.values()];
-  }
-
-  get(key: string): T | undefined {
-    return this.cache.get(key);
-  }
-
   /** Starts the worker; resolves once its first list is in. */
   async start(): Promise<void> {
     if (this.stopped) {
@@ -95,11 +74,6 @@ export class ThreadedInformer<T extends KubernetesObject> extends EventEmitter i
       this.spawn();
     }
     return this.waitForSync();
-  }
-
-  waitForSync(): Promise<void> {
-    if (this.hasSynced) return Promise.resolve();
-    return new Promise((resolve) => this.syncWaiters.push(resolve));
   }
 
   stop(): void {
@@ -124,7 +98,7 @@ export class ThreadedInformer<T extends KubernetesObject> extends EventEmitter i
     const init: WorkerInit = { ...rest, mark: WORKER_MARK };
     const w = tsWorker(import.meta.url, { workerData: init });
     this.worker = w;
-    if (this.hasSynced) this.resyncSeen = new Set();
+    if (this.synced) this.resyncSeen = new Set();
     w.on('message', (m: ToMain) => {
       if (w === this.worker) this.receive(m);
     });
@@ -159,10 +133,7 @@ export class ThreadedInformer<T extends KubernetesObject> extends EventEmitter i
         this.resyncSeen = undefined;
       }
       this.restarts = 0;
-      if (!this.hasSynced) {
-        this.hasSynced = true;
-        for (const w of this.syncWaiters.splice(0)) w();
-      }
+      this.markSynced();
       return;
     }
     const obj = m.obj as T;

@@ -76,11 +76,53 @@ function restartCounter() {
 
 export { objectKey };
 
-export class ResilientInformer<T extends KubernetesObject> extends EventEmitter implements Informer<T> {
-  private readonly cache = new Map<string, T>();
+/**
+ * What both informers share: the cache of objects by key, the add/update/delete events and the
+ * synced state (client-go's HasSynced) with its waiters.
+ */
+export abstract class InformerCache<T extends KubernetesObject> extends EventEmitter implements Informer<T> {
+  protected readonly cache = new Map<string, T>();
+  private hasSynced = false;
+  private syncWaiters: Array<() => void> = [];
+
+  abstract start(): Promise<void>;
+  abstract stop(): void;
+
+  override on(event: InformerEvent, fn: (obj: T, old?: T) => void): this;
+  override on(event: 'error', fn: (err: Error) => void): this;
+  override on(event: string, fn: (...args: never[]) => void): this {
+    return super.on(event, fn as (...args: unknown[]) => void);
+  }
+
+  get synced(): boolean {
+    return this.hasSynced;
+  }
+
+  /** The cached objects (a snapshot). */
+  list(): T[] {
+    return [...this.cache.values()];
+  }
+
+  get(key: string): T | undefined {
+    return this.cache.get(key);
+  }
+
+  waitForSync(): Promise<void> {
+    if (this.hasSynced) return Promise.resolve();
+    return new Promise((resolve) => this.syncWaiters.push(resolve));
+  }
+
+  /** The first list is in the cache: `synced`, and every waiter released. */
+  protected markSynced(): void {
+    if (this.hasSynced) return;
+    this.hasSynced = true;
+    for (const w of this.syncWaiters.splice(0)) w();
+  }
+}
+
+export class ResilientInformer<T extends KubernetesObject> extends InformerCache<T> {
   private resourceVersion = '';
   private stopped = true;
-  private hasSynced = false;
   private watchCtrl: AbortController | undefined;
   private watchdog: NodeJS.Timeout | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -90,7 +132,6 @@ export class ResilientInformer<T extends KubernetesObject> extends EventEmitter 
   private readonly o: Required<Omit<InformerOptions, 'labelSelector' | 'fieldSelector' | 'log' | 'watchTimeoutSeconds' | 'transform'>> &
     Pick<InformerOptions, 'labelSelector' | 'fieldSelector' | 'watchTimeoutSeconds'>;
   private readonly transform: ((obj: T) => T) | undefined;
-  private syncWaiters: Array<() => void> = [];
   /** Increments on every (re)start of the loop so stale callbacks of an old watch are ignored. */
   private generation = 0;
 
@@ -113,36 +154,12 @@ export class ResilientInformer<T extends KubernetesObject> extends EventEmitter 
     this.transform = opts.transform as ((obj: T) => T) | undefined;
   }
 
-  override on(event: InformerEvent, fn: (obj: T, old?: T) => void): this;
-  override on(event: 'error', fn: (err: Error) => void): this;
-  override on(event: string, fn: (...args: never[]) => void): this {
-    return super.on(event, fn as (...args: unknown[]) => void);
-  }
-
-  get synced(): boolean {
-    return this.hasSynced;
-  }
-
-  /** The cached objects (a snapshot). */
-  list(): T[] {
-    return [...this.cache.values()];
-  }
-
-  get(key: string): T | undefined {
-    return this.cache.get(key);
-  }
-
   /** Starts the loop; resolves once the first list is cached. */
   async start(): Promise<void> {
     if (!this.stopped) return this.waitForSync();
     this.stopped = false;
     void this.relist('start');
     return this.waitForSync();
-  }
-
-  waitForSync(): Promise<void> {
-    if (this.hasSynced) return Promise.resolve();
-    return new Promise((resolve) => this.syncWaiters.push(resolve));
   }
 
   stop(): void {
@@ -197,10 +214,7 @@ export class ResilientInformer<T extends KubernetesObject> extends EventEmitter 
     }
     this.resourceVersion = list.metadata?.resourceVersion ?? '';
     this.failures = 0;
-    if (!this.hasSynced) {
-      this.hasSynced = true;
-      for (const w of this.syncWaiters.splice(0)) w();
-    }
+    this.markSynced();
     this.log.debug({ items: list.items.length, resourceVersion: this.resourceVersion, reason }, 'listed');
     void this.watch(gen);
   }
