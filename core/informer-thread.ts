@@ -144,8 +144,12 @@ export class ThreadedInformer<T extends KubernetesObject> extends InformerCache<
       this.emit('delete', old ?? obj);
       return;
     }
-    this.resyncSeen?.add(key);
     this.cache.set(key, obj);
+    if (this.resyncSeen) {
+      this.resyncSeen.add(key);
+      // a restarted worker lists everything again: what did not change is no update
+      if (old && projectionText(old) === projectionText(obj)) return;
+    }
     if (old) this.emit('update', obj, old);
     else this.emit('add', obj);
   }
@@ -167,6 +171,11 @@ export class ThreadedInformer<T extends KubernetesObject> extends InformerCache<
   }
 }
 
+/** A projection without its resourceVersion: equal texts, nothing the consumer reads changed. */
+function projectionText(o: KubernetesObject): string {
+  return JSON.stringify(o, (k, v: unknown) => (k === 'resourceVersion' ? undefined : v));
+}
+
 /** The worker's side: the informer, the projection, and only the events that change a projection. */
 async function runWorker(init: WorkerInit): Promise<void> {
   const port = parentPort!;
@@ -178,11 +187,9 @@ async function runWorker(init: WorkerInit): Promise<void> {
   const { mark: _mark, kubeconfig: _kc, projection: _projection, ...options } = init;
   const informer = new ResilientInformer<KubernetesObject>(kc, { ...options, transform: project as (obj: never) => unknown, log });
   const post = (m: ToMain) => port.postMessage(m);
-  // the projection without its resourceVersion: equal texts, nothing the consumer reads changed
-  const text = (o: KubernetesObject) => JSON.stringify(o, (k, v: unknown) => (k === 'resourceVersion' ? undefined : v));
   informer.on('add', (obj) => post({ t: 'event', type: 'add', obj }));
   informer.on('update', (obj, old) => {
-    if (!old || text(obj) !== text(old)) post({ t: 'event', type: 'update', obj });
+    if (!old || projectionText(obj) !== projectionText(old)) post({ t: 'event', type: 'update', obj });
   });
   informer.on('delete', (obj) => post({ t: 'event', type: 'delete', obj }));
   port.on('message', (m: ToWorker) => {

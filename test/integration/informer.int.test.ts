@@ -165,6 +165,7 @@ describe('informers on the real apiserver', () => {
 
     // the worker is replaced; a delete and a create meanwhile still reach the handlers
     const deletes0 = counts.delete;
+    const [adds1, updates1] = [counts.add, counts.update];
     inf.restartThread();
     await core.deleteNamespacedConfigMap({ name: 'cm-t2', namespace: ns });
     await core.createNamespacedConfigMap({ namespace: ns, body: cm('cm-30', 'while-restarting') });
@@ -175,6 +176,9 @@ describe('informers on the real apiserver', () => {
     expect(view.has(`${ns}/cm-t2`)).toBe(false);
     expect(view.get(`${ns}/cm-30`)).toBe('while-restarting');
     expect(counts.delete).toBe(deletes0 + 1);
+    // the new worker's list of the unchanged objects is no update; the new one is an add
+    expect(counts.update).toBe(updates1);
+    expect(counts.add).toBe(adds1 + 1);
     inf.stop();
   });
 });
