@@ -124,7 +124,7 @@ const ROUNDS_DIR = arg('rounds-dir', '');
 const CHURN_BY = arg('churn-by', 'parent');
 /**
  * KWOK mode: where the extender's informers run. `thread` (default, as the extender runs them): in
- * worker threads (core/informer-thread.ts), which hand the extender's loop only the changes of what
+ * a worker thread (core/informer-thread.ts), which hands the extender's loop only the changes of what
  * it reads; `loop`: on the extender's event loop, every watch event parsed there (up to 2026-11-26).
  */
 const INFORMERS = arg('informers', 'thread');
@@ -749,7 +749,7 @@ function usage(): string {
     '  --kwok                        per size, a control-plane-only testbed with N KWOK nodes (run under flock /tmp/ulysses-testbed.lock)',
     '  --pin-cpus                    with --kwok: the testbed on CPU 0, the measuring process on CPU 1',
     '  --idle-ms N                   in memory: N ms idle after every round (the gap the KWOK churn leaves), default 0',
-    "  --informers thread|loop       with --kwok: the extender's informers in worker threads (default, as it runs them) or on its event loop",
+    "  --informers thread|loop       with --kwok: the extender's informers in a worker thread (default, as it runs them) or on its event loop",
     "  --sched-fifo                  with --pin-cpus: the measuring process's main thread SCHED_FIFO (chrt), a client on CPU 1 runs only while it waits",
     "  --client-sched-fifo           with --sched-fifo and --client go: the Go client's threads SCHED_FIFO at the same priority (neither preempts the other)",
     '  --run-dir DIR                 with --kwok: testbed directory (default /tmp/ulysses-bench-extender)',

@@ -35,7 +35,7 @@ export interface StartExtenderOptions {
   host?: string;
   port?: number;
   runtimeConfig?: boolean;
-  /** The informers in worker threads (default true, ExtenderServerOptions.informerThread). */
+  /** The informers in a worker thread (default true, ExtenderServerOptions.informerThread). */
   informerThread?: boolean;
   /** Called with the server before it starts its informers and listens (e.g. the benchmark adds a fastify hook). */
   beforeStart?: (server: ExtenderServer) => void;

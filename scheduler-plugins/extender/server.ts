@@ -19,7 +19,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { KubeConfig, V1Node, V1Pod } from '@kubernetes/client-node';
 import { Counter, Histogram } from 'prom-client';
 import { ResilientInformer, type Informer, type InformerOptions } from '../../core/informer.ts';
-import { ThreadedInformer } from '../../core/informer-thread.ts';
+import { InformerThread } from '../../core/informer-thread.ts';
 import { isNotFound, KubeClient } from '../../core/kube.ts';
 import { componentLogger, objectLogger, type Logger } from '../../core/logging.ts';
 import { metricsRegistry, metricsText } from '../../core/metrics.ts';
@@ -102,7 +102,7 @@ export interface ExtenderServerOptions {
   /** Start the nodes/pods informers (default: when a kubeconfig is given). */
   informers?: boolean;
   /**
-   * The informers in worker threads of their own (default true; see extenderInformers), or on the
+   * The informers in a worker thread of their own (default true; see extenderInformers), or on the
    * event loop that answers kube-scheduler (false).
    */
   informerThread?: boolean;
@@ -133,17 +133,17 @@ export function extenderInformerOptions(log: Logger): { readonly nodes: Informer
 }
 
 /**
- * The informers on this event loop (`thread: false`) or in worker threads (core/informer-thread.ts):
+ * The informers on this event loop (`thread: false`) or in a worker thread (core/informer-thread.ts):
  * there the watch traffic (TLS, JSON of every pod and node version) never delays a filter or
  * prioritize, and a status update, which changes no projection, never reaches this thread at all.
  */
 function extenderInformers(kc: KubeConfig, log: Logger, thread: boolean): { nodes: Informer<V1Node>; pods: Informer<V1Pod> } {
   const o = extenderInformerOptions(log);
   if (!thread) return { nodes: new ResilientInformer<V1Node>(kc, o.nodes), pods: new ResilientInformer<V1Pod>(kc, o.pods) };
-  const kubeconfig = kc.exportConfig();
+  const worker = new InformerThread({ kubeconfig: kc.exportConfig(), log });
   const module = new URL('./state.ts', import.meta.url).href;
-  const threaded = <T extends V1Node | V1Pod>({ transform: _t, projection, ...rest }: InformerOptions & { projection: string }) =>
-    new ThreadedInformer<T>({ ...rest, kubeconfig, projection: { module, export: projection } });
+  const threaded = <T extends V1Node | V1Pod>({ transform: _t, log: _l, projection, ...rest }: InformerOptions & { projection: string }) =>
+    worker.informer<T>({ ...rest, projection: { module, export: projection } });
   return { nodes: threaded<V1Node>(o.nodes), pods: threaded<V1Pod>(o.pods) };
 }
 

@@ -12,7 +12,7 @@ import { PORTS } from '../../experiments/testbed/controlplane.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { ResilientInformer, objectKey } from '../../core/informer.ts';
 import { metricsRegistry, metricsText } from '../../core/metrics.ts';
-import { ThreadedInformer } from '../../core/informer-thread.ts';
+import { InformerThread, type ThreadedInformer } from '../../core/informer-thread.ts';
 
 const runDir = '/tmp/ulysses-it-informer';
 const ns = 'informer-it';
@@ -126,19 +126,19 @@ describe('informers on the real apiserver', () => {
     inf.stop();
   });
 
-  it('ThreadedInformer hands over only projection changes, resyncs a replaced worker with its deletes, and serves its metrics', async () => {
+  it('ThreadedInformer hands over only projection changes, resyncs a replaced worker with its deletes, and serves its metrics; two informers share the worker', async () => {
     for (const n of ['cm-t1', 'cm-t2']) await core.createNamespacedConfigMap({ namespace: ns, body: cm(n, 'v0') });
-    const inf = new ThreadedInformer<V1ConfigMap>({
-      path: `/api/v1/namespaces/${ns}/configmaps`,
-      labelSelector: 'it=informer',
-      kubeconfig: kc.exportConfig(),
-      projection: { module: new URL('./informer-projection.ts', import.meta.url).href, export: 'configMapV' },
-      restartDelayMs: 300,
-    });
+    const thread = new InformerThread({ kubeconfig: kc.exportConfig(), restartDelayMs: 300 });
+    const projection = { module: new URL('./informer-projection.ts', import.meta.url).href, export: 'configMapV' };
+    const inf = thread.informer<V1ConfigMap>({ path: `/api/v1/namespaces/${ns}/configmaps`, labelSelector: 'it=informer', projection });
+    // a second informer in the same worker: its own events, its own resync
+    const other = thread.informer<V1ConfigMap>({ path: `/api/v1/namespaces/${ns}/configmaps`, labelSelector: 'it=informer,extra=x', projection });
+    const second = follow(other);
     const { view, counts } = follow(inf);
-    await inf.start();
+    await Promise.all([inf.start(), other.start()]);
     expect(inf.synced).toBe(true);
     expect(view).toEqual(await serverView());
+    expect(second.view.size).toBe(0);
     // the projection is what arrives: data.v only
     const anyCm = inf.list()[0]!;
     expect(Object.keys(anyCm.data ?? {})).toEqual(['v']);
@@ -153,6 +153,8 @@ describe('informers on the real apiserver', () => {
     await core.replaceNamespacedConfigMap({ name: 'cm-t1', namespace: ns, body: cm('cm-t1', 'threaded') });
     await pollUntil('projected update', () => view.get(`${ns}/cm-t1`) === 'threaded', { timeoutMs: 10_000 });
     expect(counts.update).toBe(updates0 + 1);
+    // the label change outside inf's projection put cm-t2 into the second informer's selection
+    await pollUntil('the second informer sees cm-t2', () => second.view.has(`${ns}/cm-t2`), { timeoutMs: 10_000 });
 
     // the worker's list and watch requests are in /metrics (rest_client_requests_total of its registry)
     const sumOf = (text: string) =>
@@ -166,7 +168,7 @@ describe('informers on the real apiserver', () => {
     // the worker is replaced; a delete and a create meanwhile still reach the handlers
     const deletes0 = counts.delete;
     const [adds1, updates1] = [counts.add, counts.update];
-    inf.restartThread();
+    thread.restart();
     await core.deleteNamespacedConfigMap({ name: 'cm-t2', namespace: ns });
     await core.createNamespacedConfigMap({ namespace: ns, body: cm('cm-30', 'while-restarting') });
     await pollUntil('resync after the worker was replaced', async () => JSON.stringify([...view].sort()) === JSON.stringify([...(await serverView())].sort()), {
@@ -179,6 +181,10 @@ describe('informers on the real apiserver', () => {
     // the new worker's list of the unchanged objects is no update; the new one is an add
     expect(counts.update).toBe(updates1);
     expect(counts.add).toBe(adds1 + 1);
+    // the second informer resynced too: cm-t2 (deleted while the worker was replaced) is gone there
+    await pollUntil('the second informer resynced', () => !second.view.has(`${ns}/cm-t2`), { timeoutMs: 10_000 });
+    expect(second.counts.delete).toBe(1);
+    other.stop();
     inf.stop();
   });
 });
