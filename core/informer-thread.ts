@@ -55,13 +55,16 @@ type ToMain =
   | { t: 'metrics'; id: number; snapshot: MetricsSnapshot };
 type ToWorker = { t: 'start'; id: number; options: ThreadedInformerOptions } | { t: 'stop'; id: number } | { t: 'metrics'; id: number };
 
+/** What the thread needs of one of its informers. */
+type ThreadMember = Pick<ThreadedInformer<KubernetesObject>, 'id' | 'options' | 'beginResync' | 'receive'>;
+
 /** How long /metrics waits for the worker's series before it serves without them. */
 const METRICS_TIMEOUT_MS = 2000;
 
 /** The worker thread of a set of {@link ThreadedInformer}s (one per process is enough). */
 export class InformerThread {
   private worker: Worker | undefined;
-  private readonly running = new Map<number, ThreadedInformer<KubernetesObject>>();
+  private readonly running = new Map<number, ThreadMember>();
   private nextId = 0;
   private restartTimer: NodeJS.Timeout | undefined;
   private restarts = 0;
@@ -88,7 +91,7 @@ export class InformerThread {
   }
 
   /** @internal ThreadedInformer.start */
-  add(inf: ThreadedInformer<KubernetesObject>): void {
+  add(inf: ThreadMember): void {
     this.running.set(inf.id, inf);
     if (!this.worker && !this.restartTimer) {
       this.removeMetricsSource ??= addMetricsSource(() => this.workerMetrics());
@@ -97,7 +100,7 @@ export class InformerThread {
   }
 
   /** @internal ThreadedInformer.stop; the worker ends with the last informer. */
-  remove(inf: ThreadedInformer<KubernetesObject>): void {
+  remove(inf: ThreadMember): void {
     if (!this.running.delete(inf.id)) return;
     if (this.running.size) {
       this.worker?.postMessage({ t: 'stop', id: inf.id } satisfies ToWorker);
@@ -178,14 +181,14 @@ export class ThreadedInformer<T extends KubernetesObject> extends InformerCache<
   async start(): Promise<void> {
     if (!this.started) {
       this.started = true;
-      this.thread.add(this as unknown as ThreadedInformer<KubernetesObject>);
+      this.thread.add(this);
     }
     return this.waitForSync();
   }
 
   stop(): void {
     this.started = false;
-    this.thread.remove(this as unknown as ThreadedInformer<KubernetesObject>);
+    this.thread.remove(this);
   }
 
   /** @internal a new worker is about to list again */

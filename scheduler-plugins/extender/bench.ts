@@ -24,8 +24,8 @@
  *   created with spec.nodeName, so kwok runs them and keeps updating their status), the extender is
  *   started exactly as its process starts it (main.ts startExtender: config file, kubeconfig, nodes
  *   and pods informers, runtime config) against the testbed's apiserver, and the rows run once its
- *   state holds every node role and every pod Ready. The testbed is taken down at the end of each
- *   size, also on errors and on SIGINT/SIGTERM. Ports are fixed: run it under the testbed lock
+ *   state holds every node role and every pod, and every pod is Ready (read from the API). The
+ *   testbed is taken down at the end of each size, also on errors and on SIGINT/SIGTERM. Ports are fixed: run it under the testbed lock
  *   (`flock /tmp/ulysses-testbed.lock npm run bench:extender -- --kwok ...`). 1000 KWOK nodes need
  *   a few minutes to become Ready (`--nodes-ready-timeout-ms`, default testbed.ts's).
  *   The measured part (extender, client, no-op extender, churn) runs in a child process of its own
@@ -589,7 +589,8 @@ async function kwokSize(n: number, cleanups: Set<() => Promise<void>>): Promise<
  * {@link clusterShape} made through the API (node labels/annotations patched, pods created with
  * spec.nodeName: kwok runs them and reports their status), the extender started as main.ts starts
  * it (startExtender: config file, kubeconfig, informers, runtime config) against the testbed's
- * apiserver, and the rows once its state holds every node role and every pod Ready. Between two
+ * apiserver, and the rows once its state holds every node role and every pod, and the API reports
+ * every pod Ready. Between two
  * rounds the churn is a real change through the API, waited for in the extender's state.
  */
 async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopUrl: string): Promise<{ rows: Row[]; lines: string[] }> {
@@ -610,7 +611,7 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
     running = await startExtender({ configFile, kubeconfig, port: 0, informerThread: INFORMERS === 'thread', beforeStart: (s) => ((extender = s), instrument(s.app)) });
     const server = extender!;
     const url = `http://127.0.0.1:${(server.app.server.address() as { port: number }).port}`;
-    // informer events the extender's state receives (status updates from kwok included)
+    // informer events the extender's state receives (with --informers loop, kwok's status updates included)
     const st = server.state;
     const upsertPod = st.upsertPod.bind(st);
     const deletePod = st.deletePod.bind(st);
@@ -648,8 +649,10 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
       let pods = 0;
       for (const [name, fp] of want) if (st.node(name)?.fingerprint !== fp) nodes++;
       for (const p of shape.pods) if (st.pod(`${NS}/${p.name}`)?.node !== p.node) pods++;
+      // the list only once the state is complete (not on every poll before)
+      if (nodes + pods > 0) return { nodes, pods, notReady: null };
       const listed = await client.get<{ items: V1Pod[] }>(`/api/v1/namespaces/${NS}/pods`, { labelSelector: 'app=bench-extender' });
-      const notReady = shape.pods.length - listed.items.filter(ready).length;
+      const notReady: number | null = shape.pods.length - listed.items.filter(ready).length;
       return { nodes, pods, notReady };
     };
     let reported = Date.now();
@@ -662,7 +665,7 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
           reported = Date.now();
           log(`  waiting for the extender's state (every node role, every pod on its node) and every pod Ready: ${JSON.stringify(m)}`);
         }
-        return m.nodes + m.pods + m.notReady === 0;
+        return m.nodes + m.pods === 0 && m.notReady === 0;
       },
       { timeoutMs: 600_000, intervalMs: 500, explain: () => JSON.stringify(lastMissing) },
     );

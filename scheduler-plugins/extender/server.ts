@@ -117,16 +117,16 @@ const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
  * arrives as a delete: its reservation is released). Each object is reduced on arrival to what the
  * extender reads (state.ts extenderNodeProjection, extenderPodProjection: no managedFields, no status,
  * no spec beyond the node name and the priority), which keeps the informers' and ClusterState's
- * memory small. `projection` names the function in state.ts for the informer thread.
+ * memory small. `projection` is the transform's name, for the informer thread to import from state.ts.
  */
 export function extenderInformerOptions(log: Logger): { readonly nodes: InformerOptions & { projection: string }; readonly pods: InformerOptions & { projection: string } } {
   return {
-    nodes: { path: '/api/v1/nodes', transform: extenderNodeProjection, projection: 'extenderNodeProjection', log },
+    nodes: { path: '/api/v1/nodes', transform: extenderNodeProjection, projection: extenderNodeProjection.name, log },
     pods: {
       path: '/api/v1/pods',
       fieldSelector: 'status.phase!=Succeeded,status.phase!=Failed',
       transform: extenderPodProjection,
-      projection: 'extenderPodProjection',
+      projection: extenderPodProjection.name,
       log,
     },
   };
