@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { createServer } from 'node:net';
 import { KubeConfig, CoreV1Api, type V1Node } from '@kubernetes/client-node';
 import { stringify as stringifyYaml } from 'yaml';
-import { ensureBinaries, K8S_VERSION, cacheDir } from './binaries.ts';
+import { ensureBinaries, K8S_VERSION, cacheDir, missingBinaries } from './binaries.ts';
+import { BUILD_PREREQUISITES, TESTBED_PREREQUISITES, ensurePrerequisites } from './prerequisites.ts';
 import { buildTestImages } from './images/index.ts';
 import { generatePki, pkiPaths, writeKubeconfig, type Pki } from './pki.ts';
 import {
@@ -161,6 +162,7 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
   const nodeCpus = pinCpus ? '1' : undefined;
   const kwokCpus = opts.kwokCpus ?? 'control-plane';
 
+  ensurePrerequisites([...TESTBED_PREREQUISITES, ...(missingBinaries().length ? BUILD_PREREQUISITES : [])], { log });
   await assertPortsFree([...Object.values(PORTS), ...(kwokCount ? [KWOK_PORT] : [])]);
   await ensureBinaries(log);
   const images = await buildTestImages(cacheDir(), log);

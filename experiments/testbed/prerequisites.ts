@@ -1,0 +1,138 @@
+/**
+ * What the testbed needs from the host, checked before anything starts. Missing Debian packages are
+ * installed with apt-get when we are root and apt-get exists (printing what is installed); anything
+ * else missing stops `up` at once, naming each piece and the command that provides it.
+ */
+import { execFileSync } from 'node:child_process';
+import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+import { FatalError } from './processes.ts';
+
+export interface Prerequisite {
+  /** What is needed, as the user reads it ("runc (/usr/sbin/runc)"). */
+  what: string;
+  present: (probe: HostProbe) => boolean;
+  /** The Debian package that provides it, when there is one. */
+  debianPackage?: string;
+  /** What to do when no package provides it. */
+  remedy?: string;
+}
+
+/** The host as the checks see it (a fake one in unit tests). */
+export interface HostProbe {
+  isRoot: boolean;
+  /** An executable file at this absolute path. */
+  executable(path: string): boolean;
+  /** A command on PATH. */
+  onPath(cmd: string): boolean;
+  fileContains(path: string, text: string): boolean;
+}
+
+export const hostProbe: HostProbe = {
+  isRoot: process.getuid?.() === 0,
+  executable(path) {
+    try {
+      accessSync(path, constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  },
+  onPath(cmd) {
+    return (process.env.PATH ?? '').split(delimiter).some((d) => d && hostProbe.executable(join(d, cmd)));
+  },
+  fileContains(path, text) {
+    return existsSync(path) && readFileSync(path, 'utf8').includes(text);
+  },
+};
+
+const CNI_DIR = '/usr/lib/cni';
+
+/** The plain testbed's needs: real nodes (containerd's runc, CNI bridge), test images, PKI. */
+export const TESTBED_PREREQUISITES: readonly Prerequisite[] = [
+  { what: 'root (the testbed creates bridges, cgroups and containers)', present: (h) => h.isRoot, remedy: 'run as root' },
+  { what: 'runc (/usr/sbin/runc)', present: (h) => h.executable('/usr/sbin/runc'), debianPackage: 'runc' },
+  ...['bridge', 'host-local', 'loopback'].map((p) => ({
+    what: `CNI plugin ${p} (${CNI_DIR}/${p})`,
+    present: (h: HostProbe) => h.executable(`${CNI_DIR}/${p}`),
+    debianPackage: 'containernetworking-plugins',
+  })),
+  { what: 'ip (iproute2)', present: (h) => h.onPath('ip'), debianPackage: 'iproute2' },
+  { what: 'openssl', present: (h) => h.onPath('openssl'), debianPackage: 'openssl' },
+  { what: 'gcc (builds the static test images)', present: (h) => h.onPath(process.env.CC ?? 'gcc'), debianPackage: 'gcc' },
+  { what: 'taskset (util-linux)', present: (h) => h.onPath('taskset'), debianPackage: 'util-linux' },
+  {
+    what: 'the overlay filesystem (containerd snapshotter)',
+    present: (h) => h.fileContains('/proc/filesystems', 'overlay'),
+    remedy: 'modprobe overlay (a kernel with CONFIG_OVERLAY_FS)',
+  },
+  {
+    what: 'cgroups mounted at /sys/fs/cgroup',
+    present: (h) => h.fileContains('/proc/mounts', ' /sys/fs/cgroup'),
+    remedy: 'mount cgroups at /sys/fs/cgroup (cgroup v1 controllers or cgroup2)',
+  },
+];
+
+/** Go is needed only while binaries still have to be built. */
+export const BUILD_PREREQUISITES: readonly Prerequisite[] = [
+  { what: 'go >= 1.26 (builds the Kubernetes binaries from Go modules on first use)', present: (h) => h.onPath('go'), remedy: 'install Go >= 1.26 (https://go.dev/doc/install) and put it on PATH' },
+];
+
+export interface PrerequisitePlan {
+  missing: Prerequisite[];
+  /** Debian packages that would provide what is missing, in order, once each. */
+  packages: string[];
+  /** Missing pieces no package provides. */
+  manual: Prerequisite[];
+}
+
+export function planPrerequisites(needs: readonly Prerequisite[], probe: HostProbe): PrerequisitePlan {
+  const missing = needs.filter((n) => !n.present(probe));
+  const packages = [...new Set(missing.flatMap((m) => (m.debianPackage ? [m.debianPackage] : [])))];
+  return { missing, packages, manual: missing.filter((m) => !m.debianPackage) };
+}
+
+/** The error text for what is still missing: one line per piece with the command that provides it. */
+export function describeMissing(missing: readonly Prerequisite[]): string {
+  const lines = missing.map((m) => `  - ${m.what}: ${m.debianPackage ? `apt-get install -y ${m.debianPackage}` : m.remedy ?? 'install it'}`);
+  return `the testbed's prerequisites are missing:\n${lines.join('\n')}`;
+}
+
+export interface EnsureOptions {
+  probe?: HostProbe;
+  log?: (line: string) => void;
+  /** Install missing Debian packages (root with apt-get only); default unless ULYSSES_NO_APT=1. */
+  install?: boolean;
+  /** Runs apt-get; replaced in unit tests. */
+  apt?: (args: string[]) => void;
+}
+
+const runApt = (args: string[]) => {
+  execFileSync('apt-get', args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+};
+
+/**
+ * Checks `needs`; installs the missing Debian packages when allowed, then checks again. Throws a
+ * FatalError naming every piece still missing (and what provides it) otherwise.
+ */
+export function ensurePrerequisites(needs: readonly Prerequisite[], o: EnsureOptions = {}): void {
+  const probe = o.probe ?? hostProbe;
+  const log = o.log ?? ((l) => process.stderr.write(`${l}\n`));
+  let plan = planPrerequisites(needs, probe);
+  if (plan.missing.length === 0) return;
+  const install = (o.install ?? process.env.ULYSSES_NO_APT !== '1') && probe.isRoot && plan.packages.length > 0 && probe.onPath('apt-get');
+  if (install) {
+    const apt = o.apt ?? runApt;
+    log(`installing missing Debian packages: ${plan.packages.join(' ')} (apt-get; set ULYSSES_NO_APT=1 to do it yourself)`);
+    try {
+      apt(['update', '-qq']);
+      apt(['install', '-y', '-qq', '--no-install-recommends', ...plan.packages]);
+    } catch (err) {
+      const stderr = (err as { stderr?: Buffer }).stderr?.toString().trim().split('\n').slice(-5).join('\n');
+      throw new FatalError(`apt-get install ${plan.packages.join(' ')} failed${stderr ? `:\n${stderr}` : ''}\n${describeMissing(plan.missing)}`);
+    }
+    plan = planPrerequisites(needs, probe);
+    if (plan.missing.length === 0) return;
+  }
+  throw new FatalError(describeMissing(plan.missing));
+}

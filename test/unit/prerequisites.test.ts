@@ -1,0 +1,106 @@
+import { describe, expect, it } from 'vitest';
+import { FatalError } from '../../experiments/testbed/processes.ts';
+import {
+  BUILD_PREREQUISITES,
+  TESTBED_PREREQUISITES,
+  ensurePrerequisites,
+  hostProbe,
+  planPrerequisites,
+  type HostProbe,
+} from '../../experiments/testbed/prerequisites.ts';
+
+/** A host with these executables (absolute paths or commands on PATH) and nothing else. */
+function fakeHost(o: { root?: boolean; files?: string[]; cmds?: string[]; overlay?: boolean; cgroups?: boolean }): HostProbe & { files: Set<string>; cmds: Set<string> } {
+  const files = new Set(o.files ?? []);
+  const cmds = new Set(o.cmds ?? []);
+  return {
+    files,
+    cmds,
+    isRoot: o.root ?? true,
+    executable: (p) => files.has(p),
+    onPath: (c) => cmds.has(c),
+    fileContains: (p, t) => (p === '/proc/filesystems' && t === 'overlay' ? o.overlay ?? true : p === '/proc/mounts' ? o.cgroups ?? true : false),
+  };
+}
+
+const complete = {
+  files: ['/usr/sbin/runc', '/usr/lib/cni/bridge', '/usr/lib/cni/host-local', '/usr/lib/cni/loopback'],
+  cmds: ['ip', 'openssl', 'gcc', 'taskset', 'go', 'apt-get'],
+};
+
+describe('testbed prerequisites', () => {
+  it('a complete host needs nothing', () => {
+    const plan = planPrerequisites([...TESTBED_PREREQUISITES, ...BUILD_PREREQUISITES], fakeHost(complete));
+    expect(plan.missing).toEqual([]);
+  });
+
+  it('the fresh machine of the newcomer report: runc and the CNI plugins missing -> two packages, once each', () => {
+    const host = fakeHost({ ...complete, files: [] });
+    const plan = planPrerequisites(TESTBED_PREREQUISITES, host);
+    expect(plan.missing.map((m) => m.what)).toEqual([
+      'runc (/usr/sbin/runc)',
+      'CNI plugin bridge (/usr/lib/cni/bridge)',
+      'CNI plugin host-local (/usr/lib/cni/host-local)',
+      'CNI plugin loopback (/usr/lib/cni/loopback)',
+    ]);
+    expect(plan.packages).toEqual(['runc', 'containernetworking-plugins']);
+    expect(plan.manual).toEqual([]);
+  });
+
+  it('as root with apt-get: installs the packages, prints what, and checks again', () => {
+    const host = fakeHost({ ...complete, files: [] });
+    const calls: string[][] = [];
+    const logs: string[] = [];
+    ensurePrerequisites(TESTBED_PREREQUISITES, {
+      probe: host,
+      install: true,
+      log: (l) => logs.push(l),
+      apt: (args) => {
+        calls.push(args);
+        if (args[0] === 'install') for (const f of complete.files) host.files.add(f);
+      },
+    });
+    expect(calls[0]).toEqual(['update', '-qq']);
+    expect(calls[1]?.slice(-2)).toEqual(['runc', 'containernetworking-plugins']);
+    expect(logs.join('\n')).toContain('installing missing Debian packages: runc containernetworking-plugins');
+  });
+
+  it('a package that installs but does not provide the piece still fails, naming it', () => {
+    const host = fakeHost({ ...complete, files: ['/usr/sbin/runc'] });
+    expect(() => ensurePrerequisites(TESTBED_PREREQUISITES, { probe: host, install: true, log: () => undefined, apt: () => undefined })).toThrow(
+      /CNI plugin bridge \(\/usr\/lib\/cni\/bridge\): apt-get install -y containernetworking-plugins/,
+    );
+  });
+
+  it('not root: no install attempted; every missing piece named with its remedy', () => {
+    const host = fakeHost({ ...complete, root: false, cmds: ['ip', 'gcc', 'taskset', 'apt-get'], overlay: false });
+    let aptCalled = false;
+    let err: unknown;
+    try {
+      ensurePrerequisites([...TESTBED_PREREQUISITES, ...BUILD_PREREQUISITES], { probe: host, install: true, log: () => undefined, apt: () => (aptCalled = true) });
+    } catch (e) {
+      err = e;
+    }
+    expect(aptCalled).toBe(false);
+    expect(err).toBeInstanceOf(FatalError);
+    const msg = (err as Error).message;
+    expect(msg).toContain('root (the testbed creates bridges, cgroups and containers): run as root');
+    expect(msg).toContain('openssl: apt-get install -y openssl');
+    expect(msg).toContain('the overlay filesystem (containerd snapshotter): modprobe overlay');
+    expect(msg).toContain('go >= 1.26');
+    expect(msg).not.toContain('runc');
+  });
+
+  it('a failing apt-get ends with its stderr tail and the missing list', () => {
+    const host = fakeHost({ ...complete, cmds: ['ip', 'gcc', 'taskset', 'apt-get'] });
+    const apt = () => {
+      throw Object.assign(new Error('exit 100'), { stderr: Buffer.from('E: Unable to locate package openssl\n') });
+    };
+    expect(() => ensurePrerequisites(TESTBED_PREREQUISITES, { probe: host, install: true, log: () => undefined, apt })).toThrow(/Unable to locate package openssl[\s\S]*openssl: apt-get install -y openssl/);
+  });
+
+  it('the real probe finds a command on PATH and not a missing one', () => {
+    expect(hostProbe.onPath('node')).toBe(true);
+    expect(hostProbe.onPath('no-such-command-ulysses')).toBe(false);
+  });
+});
