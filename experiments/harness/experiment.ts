@@ -18,6 +18,7 @@ import { captureBaseline, criticalPosition, loadDeployments, prepareScenario, re
 import type { NodeTrace } from './node-trace.ts';
 import type { ApiTrace } from './api-trace.ts';
 import { formatOutside, sharedMachine, type CpuWindowProbe, type MachineCpuAudit } from './cpu-window.ts';
+import { FatalError } from '../testbed/processes.ts';
 
 export interface ExperimentPlan {
   configs: ConfigId[];
@@ -217,6 +218,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
         const { outcome } = await execute(w);
         if (outcome.error) bar.log(`warm-up repetition (config ${configKey(w)}): ${outcome.error}`);
       } catch (err) {
+        if (err instanceof FatalError) throw err; // pods that cannot start: no repetition will do better
         bar.log(`warm-up repetition (config ${configKey(w)}) failed (not recorded): ${(err as Error).message}`);
       }
       await restoreInitialState(o.kubeconfig, scope, baseline);
@@ -263,6 +265,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
         ran++;
         failuresInRow = 0;
       } catch (err) {
+        if (err instanceof FatalError) throw err;
         failuresInRow++;
         bar.log(`config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep} failed (not recorded, rerun resumes it): ${(err as Error).message}`);
         await restoreInitialState(o.kubeconfig, scope, baseline);

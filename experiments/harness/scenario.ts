@@ -15,6 +15,7 @@ import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Deployment, type V1Endpoi
 import { ResilientInformer } from '../../core/informer.ts';
 import { isPodReady } from '../../core/objects.ts';
 import { pollUntil, TimeoutError } from '../testbed/processes.ts';
+import { PodStartWatch } from '../pod-start.ts';
 import { ECHO_PORT, HTTP_PORT, applyDeployment, deployment, ensureNamespace, taintNoExecuteTimed, udpFirstAnswer, untaint } from '../workloads.ts';
 import { EVENTS, emptyEvents, type EventName, type FailoverEvents, type ScenarioName } from './results.ts';
 
@@ -227,9 +228,14 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
   }
   if (position >= load.length) await critical();
   const setupTimeoutMs = o.setupTimeoutMs ?? 180_000;
+  const podStart = new PodStartWatch(core, [o.criticalNamespace, o.loadNamespace]);
   await pollUntil(
     `${total} experiment pods Ready on ${sources.join(',')}`,
-    async () => (await core.listPodForAllNamespaces({ labelSelector: SELECTOR })).items.filter((p) => isPodReady(p) && onNode(p, sources)).length === total,
+    async () => {
+      const pods = (await core.listPodForAllNamespaces({ labelSelector: SELECTOR })).items;
+      await podStart.check(pods);
+      return pods.filter((p) => isPodReady(p) && onNode(p, sources)).length === total;
+    },
     { timeoutMs: setupTimeoutMs, intervalMs: 250 },
   );
   // --- watches, started before the settle phase: their first LIST (every experiment pod) and its

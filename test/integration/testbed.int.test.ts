@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import * as testbed from '../../experiments/testbed/testbed.ts';
 import { applyDeployment, deployment, ensureNamespace, podReady, taintNoExecute, udpFirstAnswer } from '../../experiments/workloads.ts';
-import { pollUntil } from '../../experiments/testbed/processes.ts';
+import { FatalError, pollUntil } from '../../experiments/testbed/processes.ts';
+import { PodStartWatch } from '../../experiments/pod-start.ts';
 
 const runDir = '/tmp/ulysses-it-testbed';
 let state: testbed.TestbedState;
@@ -64,6 +65,33 @@ describe('testbed: 2 real nodes + 10 KWOK nodes', () => {
     }, { timeoutMs: 120_000 });
     await Promise.all(after.map((p) => udpFirstAnswer(p.status!.podIP!, undefined, { timeoutMs: 10_000 })));
     expect(after.every((p) => p.status!.podIP!.startsWith('10.244.2.'))).toBe(true);
+  });
+
+  it('a pod that cannot start ends the wait at once with the kubelet\'s reason, not a timeout', async () => {
+    const ns = 'it-testbed-stuck';
+    await ensureNamespace(core, ns);
+    await core.createNamespacedPod({
+      namespace: ns,
+      body: {
+        metadata: { name: 'no-image' },
+        spec: { nodeName: 'real-1', containers: [{ name: 'c', image: 'ulysses.local/not-built:1', imagePullPolicy: 'Never' }] },
+      },
+    });
+    const watch = new PodStartWatch(core, [ns]);
+    let err: unknown;
+    try {
+      // the wait's own timeout is far beyond the kubelet's first sync: only the reason can end it early
+      await pollUntil('the pod Ready', async () => {
+        const pods = (await core.listNamespacedPod({ namespace: ns })).items;
+        await watch.check(pods);
+        return pods.every(podReady);
+      }, { timeoutMs: 300_000 });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(FatalError);
+    expect((err as Error).message).toMatch(/pod it-testbed-stuck\/no-image on real-1: container c ErrImageNeverPull: .*ulysses\.local\/not-built:1/);
+    await core.deleteNamespacedPod({ name: 'no-image', namespace: ns, gracePeriodSeconds: 0 });
   });
 
   it('reports a crashed component with its log tail', async () => {
