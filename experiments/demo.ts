@@ -2,13 +2,16 @@
  * `npm run demo`: brings the testbed up (2 real nodes, kubelet-shims, kcm without the controllers
  * Ulysses replaces), runs a short Table 6.1 comparison (configuration 1 all vanilla vs 5 all of
  * Ulysses, with the controller manager's CriticalPathHold; DN 1; an idle cell and one loaded cell;
- * 2 repetitions) and prints the report.
+ * 2 repetitions) and prints a short verdict; the full report is written beside the results.
  */
-import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as testbed from './testbed/testbed.ts';
 import { ensureExperimentTestbed, runFailoverExperiment } from './harness/local.ts';
+import { RESULTS_FILE } from './harness/outputs.ts';
+import { renderVerdict } from './harness/report.ts';
+import { readResults } from './harness/results.ts';
+import { summarize } from './harness/stats.ts';
 
 export interface DemoOptions {
   runDir: string;
@@ -32,8 +35,9 @@ export async function runDemo(o: DemoOptions): Promise<void> {
       criticalPathHoldMs: DEMO_CRITICAL_PATH_HOLD_MS,
       command: `npx tsx cli/ulysses.ts experiment report --out ${out}`,
     });
-    console.log(readFileSync(r.report, 'utf8'));
-    console.log(`results, summary and figures in ${out}`);
+    const results = readResults(join(out, RESULTS_FILE));
+    console.log(`\n${renderVerdict(results, summarize(results))}`);
+    console.log(`\nfull report: ${r.report} (results, summary and figures in ${out})`);
   } finally {
     if (!o.keep) await testbed.down({ runDir: o.runDir });
   }

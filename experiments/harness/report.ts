@@ -4,7 +4,7 @@
  * targets (thesis §6.1: config 5 cuts the critical orchestration time and keeps it flat under load).
  */
 import { EVENTS, EVENT_LABELS, cellKey, compareConfigurations, configKey, configLabel, parseConfigKey, type Cell, type ConfigKey, type EventName, type RepResult } from './results.ts';
-import { SummaryIndex, bootstrapMedianRatio, cellValues, quantile, type SummaryRow } from './stats.ts';
+import { SummaryIndex, bootstrapMedianRatio, cellValues, quantile, ratio, type SummaryRow } from './stats.ts';
 import { formatOutside, sharedMachine, type RepCpu } from './cpu-window.ts';
 import { API_PATH_LABELS, API_PATH_PARTS, criticalApiPath } from './api-trace.ts';
 
@@ -362,4 +362,29 @@ export function nodeTraceTable(results: readonly RepResult[]): string | undefine
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows,
   ].join('\n');
+}
+
+/**
+ * The few lines a person reads first: at the run's heaviest cell, the critical pod's and the last
+ * pod's medians for configuration 1 and 5 with their ratio, then each target check. The full report
+ * stays in report.md.
+ */
+export function renderVerdict(results: readonly RepResult[], rows: readonly SummaryRow[]): string {
+  const index = new SummaryIndex(rows);
+  const { cell, checks } = checkTargets(index, ['prioReady', 'prioUp'], results);
+  if (!cell) return 'verdict: the run has no loaded cell with configuration 5 to judge';
+  const reps = results.filter((r) => r.dn === cell.dn && r.podsPerNode === cell.podsPerNode && String(r.config) === '5').length;
+  const sec = (v: number | null) => (v === null ? '–' : `${s(v)} s`);
+  const out = [`verdict at DN ${cell.dn}, ${cell.podsPerNode} pods per node (${reps} repetitions of configuration 5; medians):`];
+  for (const e of ['prioReady', 'prioUp', 'lastReady'] as const) {
+    const c5 = index.median({ config: 5, ...cell }, e);
+    const c1 = index.median({ config: 1, ...cell }, e);
+    out.push(`  ${EVENT_LABELS[e].padEnd(12)} vanilla (1) ${sec(c1).padStart(8)}   Ulysses (5) ${sec(c5).padStart(8)}   ${x(ratio(c5, c1))}`);
+  }
+  for (const c of checks) {
+    const v = c.measured === null ? '–' : c.limit.endsWith('%') ? `${(c.measured * 100).toFixed(0)}%` : `${c.measured.toFixed(2)}x`;
+    const verdict = c.met === null ? 'no data' : c.inconclusive ? 'inconclusive' : c.met ? 'met' : 'missed';
+    out.push(`  [${verdict}] ${c.what}: ${v} (target ${c.limit})`);
+  }
+  return out.join('\n');
 }

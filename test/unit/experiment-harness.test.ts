@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { EVENTS, emptyEvents, parseResults, repKey, type FailoverEvents, type RepResult } from '../../experiments/harness/results.ts';
 import { quantile, SummaryIndex, summarize, summaryCsv } from '../../experiments/harness/stats.ts';
-import { checkTargets, renderReport } from '../../experiments/harness/report.ts';
+import { checkTargets, renderVerdict, renderReport } from '../../experiments/harness/report.ts';
 import { ecdf, fig61Svg, fig65Svg, niceTicks } from '../../experiments/harness/svg.ts';
 import { planReps, warmupReps } from '../../experiments/harness/experiment.ts';
 import { formatDuration, progressLine } from '../../experiments/harness/progress.ts';
@@ -91,6 +91,23 @@ describe('report', () => {
     expect(md).toContain('- machine: test');
     expect(md).toContain('Regenerate: `regen`');
   });
+  it('the demo verdict: medians of 1 and 5 at the heaviest cell, then each target', () => {
+    const v = renderVerdict(results, index.rows);
+    expect(v.split('\n')).toEqual([
+      'verdict at DN 1, 20 pods per node (3 repetitions of configuration 5; medians):',
+      '  Prio ready   vanilla (1)  10.50 s   Ulysses (5)   1.10 s   0.10x',
+      expect.stringMatching(/^  Prio up /),
+      expect.stringMatching(/^  Last ready .* 1\.05x$/),
+      expect.stringMatching(/^  \[met\] Prio ready: reduction of config 5 vs config 1: 90% \(target >= 80%\)$/),
+      expect.stringMatching(/^  \[met\] Prio up: reduction/),
+      expect.stringMatching(/^  \[met\] Prio ready: config 5 at load \/ config 5 idle: 1\.10x \(target <= 1\.15x\)$/),
+      expect.stringMatching(/^  \[met\] Prio up: config 5 at load/),
+      // 3 repetitions: the interval of 1.05x reaches across 1.1x
+      '  [inconclusive] Last ready: config 5 / config 1: 1.05x (target <= 1.1x)',
+    ]);
+    expect(renderVerdict(results.filter((r) => r.podsPerNode === 0), summarize(results.filter((r) => r.podsPerNode === 0)))).toMatch(/no loaded cell/);
+  });
+
   it('reports a missed target and never-seen events', () => {
     const slow = [...results.filter((r) => r.config === 1), ...[0, 1, 2].map((r) => rep(5, 0, r, all(2))), ...[0, 1].map((r) => rep(5, 20, r, all(40))), rep(5, 20, 2, ev({}))];
     const rows = summarize(slow);
