@@ -1,4 +1,9 @@
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
+
+// Component logs (pino) go to a file, so the test output stays readable; CI prints its tail on failure.
+const logFile = process.env.ULYSSES_LOG_FILE ?? join(tmpdir(), 'ulysses-test-logs', 'components.log');
 
 // Two projects: fast unit tests of pure logic, and integration tests on the real testbed
 // (one file at a time: they share the machine's ports, bridges and cgroups).
@@ -9,6 +14,7 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
+          env: { ULYSSES_LOG_FILE: logFile },
           include: ['test/unit/**/*.test.ts', '{core,controller-manager,scheduler-plugins,kubelet-shim,apf-configs,experiments}/**/*.test.ts'],
           exclude: ['**/node_modules/**', '**/*.int.test.ts'],
         },
@@ -16,6 +22,7 @@ export default defineConfig({
       {
         test: {
           name: 'integration',
+          env: { ULYSSES_LOG_FILE: logFile },
           include: ['test/integration/**/*.test.ts', '**/*.int.test.ts'],
           exclude: ['**/node_modules/**'],
           testTimeout: 600_000,

@@ -2,17 +2,30 @@
  * One pino logger per process. Components derive child loggers with `component` and, for work on a
  * Kubernetes object, the object key (`namespace/name`) so every line can be joined to the object.
  */
-import { pino, type Logger, type LoggerOptions } from 'pino';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
 let root: Logger | undefined;
 
+/** Standard output, or the file named by ULYSSES_LOG_FILE (appended to; the test suite's logs go there). */
+function destination(): DestinationStream | undefined {
+  const file = process.env.ULYSSES_LOG_FILE;
+  if (!file) return undefined;
+  mkdirSync(dirname(file), { recursive: true });
+  return pino.destination({ dest: file, append: true, sync: false });
+}
+
 export function rootLogger(opts: LoggerOptions = {}): Logger {
-  root ??= pino({
+  if (root) return root;
+  const options: LoggerOptions = {
     level: process.env.ULYSSES_LOG_LEVEL ?? 'info',
     base: { pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
     ...opts,
-  });
+  };
+  const dest = destination();
+  root = dest ? pino(options, dest) : pino(options);
   return root;
 }
 
