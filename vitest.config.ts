@@ -17,6 +17,8 @@ export default defineConfig({
           env: { ULYSSES_LOG_FILE: logFile },
           include: ['test/unit/**/*.test.ts', '{core,controller-manager,scheduler-plugins,kubelet-shim,apf-configs,experiments}/**/*.test.ts'],
           exclude: ['**/node_modules/**', '**/*.int.test.ts'],
+          // a bound for a busy machine (tests that start a child node process), not a speed expectation
+          testTimeout: 60_000,
         },
       },
       {
