@@ -1,9 +1,12 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { defineConfig } from 'vitest/config';
 
 // Component logs (pino) go to a file, so the test output stays readable; CI prints its tail on failure.
 const logFile = process.env.ULYSSES_LOG_FILE ?? join(tmpdir(), 'ulysses-test-logs', 'components.log');
+mkdirSync(dirname(logFile), { recursive: true });
+writeFileSync(logFile, ''); // this run's logs only
 
 // Two projects: fast unit tests of pure logic, and integration tests on the real testbed
 // (one file at a time: they share the machine's ports, bridges and cgroups).
