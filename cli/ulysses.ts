@@ -117,7 +117,7 @@ experiment
   .option('--no-neutral-setup', "apply each repetition's configuration before its setup (default: set up in configuration 1, switch right before the taint)")
   .option('--no-warmup', 'skip the unrecorded warm-up repetitions (one per configuration, widest DN, heaviest load) that run before the first recorded one')
   .option('--scenario <name>', 'failover, or 5g: UPF stand-in (UDP echo) + multi-service low-priority app (thesis §6.1.2)', 'failover')
-  .option('--critical-path-hold-ms <ms>', "configuration 5: the controller manager's low-priority periodic work waits while a critical pod is on its way to Ready, at most this long per pod", int('--critical-path-hold-ms'))
+  .option('--critical-path-hold-ms <ms>', "configuration 5: the controller manager's low-priority periodic work waits while a critical pod is on its way to Ready, at most this long per pod (default 1500, the installed default; 0: off)", int('--critical-path-hold-ms'))
   .option('--min-critical-age-ms <ms>', "t = 0 no earlier than this long after the critical pod's creation: a failure in steady state, past the apiserver's 30 s LimitRanger live-lookup cache of the setup (35000 for every cell)", int('--min-critical-age-ms'))
   .option('--pin-cpus', 'local testbed: control plane and harness on CPU 0, nodes (kubelet, shim, containerd, runc; or kwok) on CPU 1 (stand-in for separate machines)', false)
   .option('--cpu-window-ms <ms>', 'local testbed: record the CPU time of every process group in the first MS after the taint (results cpuWindow, report table)', int('--cpu-window-ms'))

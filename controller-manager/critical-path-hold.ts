@@ -37,6 +37,13 @@ import { isPodReady } from '../core/objects.ts';
 import { metricsRegistry, registeredMetric } from '../core/metrics.ts';
 import type { Clock } from './queue/index.ts';
 
+/**
+ * The installed controller manager's hold per critical pod: the best measured setting (the critical
+ * pod's Ready time stayed within 0.97x of idle at DN 1 x 20 pods with it, 2.06x without;
+ * docs/results/2026-11-25-critical-path-hold.md). 0 turns it off (the thesis' behaviour).
+ */
+export const DEFAULT_CRITICAL_PATH_HOLD_MS = 1500;
+
 export interface CriticalPathHoldOptions {
   /** Longest hold per critical pod (ms); 0 = off. */
   maxHoldMs?: number;

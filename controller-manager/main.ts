@@ -9,7 +9,7 @@
  *   pools: { replicaset: { mode: multi-priority-periodic, workers: 5, periodMs: 100 } }
  *   auto: [deployment]        # vanilla until a high-criticality pod exists, then periodic
  *   autoHoldMs: 30000
- *   criticalPathHoldMs: 1000  # low-priority periodic work waits while a critical pod starts (max per pod)
+ *   criticalPathHoldMs: 1500  # default: low-priority periodic work waits while a critical pod starts (max per pod); 0 = off
  *   apiQps: 20
  *   apiBurst: 30
  * With leader election (the default, as kube-controller-manager) the controllers run only while
@@ -27,6 +27,7 @@ import { serveMetrics } from '../core/metrics.ts';
 import { onShutdownSignal } from '../core/shutdown.ts';
 import { WorkerPoolConfigSchema } from './queue/index.ts';
 import { CONTROLLERS, ControllerManager } from './manager.ts';
+import { DEFAULT_CRITICAL_PATH_HOLD_MS } from './critical-path-hold.ts';
 import { controllerManagerRuntimeWatcher } from './runtime.ts';
 import { apfRuntimeWatcher } from '../apf-configs/runtime.ts';
 
@@ -36,7 +37,7 @@ export const ControllerManagerConfigSchema = z
     pools: z.partialRecord(z.enum(CONTROLLERS), WorkerPoolConfigSchema).default({}),
     auto: z.array(z.enum(CONTROLLERS)).default([]),
     autoHoldMs: z.number().nonnegative().optional(),
-    criticalPathHoldMs: z.number().int().min(0).max(60_000).default(0),
+    criticalPathHoldMs: z.number().int().min(0).max(60_000).default(DEFAULT_CRITICAL_PATH_HOLD_MS),
     apiQps: z.number().positive().default(20),
     apiBurst: z.number().int().positive().default(30),
     priorityClassThreshold: z.number().int().optional(),

@@ -21,9 +21,6 @@ export interface DemoOptions {
   out?: string;
 }
 
-/** as in the README's "Critical-path hold" results */
-const DEMO_CRITICAL_PATH_HOLD_MS = 1500;
-
 export async function runDemo(o: DemoOptions): Promise<void> {
   const out = o.out ?? join(tmpdir(), `ulysses-demo-${new Date().toISOString().replace(/[:.]/g, '-')}`);
   await ensureExperimentTestbed(o.runDir, 1);
@@ -32,7 +29,6 @@ export async function runDemo(o: DemoOptions): Promise<void> {
       plan: { configs: [1, 5], dns: [1], podsPerNode: [0, o.podsPerNode], reps: o.reps },
       out,
       runDir: o.runDir,
-      criticalPathHoldMs: DEMO_CRITICAL_PATH_HOLD_MS,
       command: `npx tsx cli/ulysses.ts experiment report --out ${out}`,
     });
     const results = readResults(join(out, RESULTS_FILE));

@@ -16,6 +16,7 @@ import { promisify } from 'node:util';
 import { pino } from 'pino';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { CONTROLLERS, ControllerManager, type ControllerName } from '../../controller-manager/manager.ts';
+import { DEFAULT_CRITICAL_PATH_HOLD_MS } from '../../controller-manager/critical-path-hold.ts';
 import * as testbed from '../testbed/testbed.ts';
 import { pollUntil } from '../testbed/processes.ts';
 import { KWOK_TOLERATION } from '../testbed/kwok.ts';
@@ -243,7 +244,7 @@ export interface FailoverExperimentOptions {
    * on CPU 1 — a stand-in for a control-plane machine and worker machines (testbed pinCpus).
    */
   pinCpus?: boolean;
-  /** the controller manager's CriticalPathHold in configuration 5 (ms per critical pod; 0/absent: off) */
+  /** the controller manager's CriticalPathHold in configuration 5 (ms per critical pod; 0: off; default: the installed default) */
   criticalPathHoldMs?: number;
   /** t = 0 no earlier than this long after the critical pod's creation (ScenarioOptions.minCriticalAgeMs) */
   minCriticalAgeMs?: number;
@@ -340,7 +341,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     reporters: async () => ['controller-manager', 'apf', ...(await shimNodes()).map((n) => `kubelet-shim/${n}`)],
     shimPolicies: o.shimPolicyFiles ?? (o.plan.shimPolicies?.length ? resolveShimPolicies(o.plan.shimPolicies) : undefined),
     clientRateLimit: o.clientRateLimit,
-    criticalPathHoldMs: o.criticalPathHoldMs,
+    criticalPathHoldMs: o.criticalPathHoldMs ?? DEFAULT_CRITICAL_PATH_HOLD_MS,
   });
   if (o.plan.shimPolicies?.length && o.kwokNodes) throw new Error('--shim-policies compares kubelet pacing: KWOK nodes have no kubelet-shim');
   if (o.scenario === '5g' && o.kwokNodes) throw new Error('--scenario 5g needs real nodes (the UPF stand-in is probed over UDP)');
@@ -372,7 +373,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       repTimeoutMs: o.repTimeoutMs,
       progress: o.progress,
       scenario: o.scenario,
-      conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, pinnedCpus: o.pinCpus, criticalPathHoldMs: o.criticalPathHoldMs, minCriticalAgeMs: o.minCriticalAgeMs, sourceFreeze: o.kwokNodes || o.kubeconfig ? undefined : freeze },
+      conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, pinnedCpus: o.pinCpus, criticalPathHoldMs: o.criticalPathHoldMs ?? DEFAULT_CRITICAL_PATH_HOLD_MS, minCriticalAgeMs: o.minCriticalAgeMs, sourceFreeze: o.kwokNodes || o.kubeconfig ? undefined : freeze },
       neutralSetup: o.neutralSetup,
       warmup: o.warmup,
       nodeTrace,
