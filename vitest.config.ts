@@ -3,8 +3,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { defineConfig } from 'vitest/config';
 
-// Component logs (pino) go to a file, so the test output stays readable; CI prints its tail on failure.
-const logFile = process.env.ULYSSES_LOG_FILE ?? join(tmpdir(), 'ulysses-test-logs', 'components.log');
+// In-process component logs (pino) go to a file (test/log-to-file.ts), so the test output stays
+// readable; CI prints its tail on failure.
+const logFile = process.env.ULYSSES_TEST_LOG_FILE ?? join(tmpdir(), 'ulysses-test-logs', 'components.log');
 mkdirSync(dirname(logFile), { recursive: true });
 writeFileSync(logFile, ''); // this run's logs only
 
@@ -17,7 +18,8 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
-          env: { ULYSSES_LOG_FILE: logFile },
+          env: { ULYSSES_TEST_LOG_FILE: logFile },
+          setupFiles: ['test/log-to-file.ts'],
           include: ['test/unit/**/*.test.ts', '{core,controller-manager,scheduler-plugins,kubelet-shim,apf-configs,experiments}/**/*.test.ts'],
           exclude: ['**/node_modules/**', '**/*.int.test.ts'],
           // a bound for a busy machine (tests that start a child node process), not a speed expectation
@@ -27,7 +29,8 @@ export default defineConfig({
       {
         test: {
           name: 'integration',
-          env: { ULYSSES_LOG_FILE: logFile },
+          env: { ULYSSES_TEST_LOG_FILE: logFile },
+          setupFiles: ['test/log-to-file.ts'],
           include: ['test/integration/**/*.test.ts', '**/*.int.test.ts'],
           exclude: ['**/node_modules/**'],
           testTimeout: 600_000,

@@ -8,12 +8,15 @@ import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'p
 
 let root: Logger | undefined;
 
-/** Standard output, or the file named by ULYSSES_LOG_FILE (appended to; the test suite's logs go there). */
-function destination(): DestinationStream | undefined {
-  const file = process.env.ULYSSES_LOG_FILE;
-  if (!file) return undefined;
+let destination: DestinationStream | undefined;
+
+/**
+ * Sends this process's logs to `file` (appended) instead of standard output; for the test suite,
+ * whose output stays readable. Call before the first logger is made. Child processes are not affected.
+ */
+export function logToFile(file: string): void {
   mkdirSync(dirname(file), { recursive: true });
-  return pino.destination({ dest: file, append: true, sync: false });
+  destination = pino.destination({ dest: file, append: true, sync: false });
 }
 
 export function rootLogger(opts: LoggerOptions = {}): Logger {
@@ -24,8 +27,7 @@ export function rootLogger(opts: LoggerOptions = {}): Logger {
     timestamp: pino.stdTimeFunctions.isoTime,
     ...opts,
   };
-  const dest = destination();
-  root = dest ? pino(options, dest) : pino(options);
+  root = destination ? pino(options, destination) : pino(options);
   return root;
 }
 

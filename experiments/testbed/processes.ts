@@ -50,8 +50,7 @@ export function startProcess(spec: ProcessSpec): TrackedProcess {
   const child = spawn(cmd, args, {
     detached: true,
     stdio: ['ignore', fd, fd],
-    // its log is its own file (the test suite's ULYSSES_LOG_FILE is for in-process components)
-    env: { ...process.env, ULYSSES_LOG_FILE: undefined, ...spec.env },
+    env: { ...process.env, ...spec.env },
   });
   closeSync(fd);
   if (child.pid === undefined) throw new Error(`${spec.name}: could not start ${spec.cmd}`);
