@@ -13,7 +13,7 @@
  *
  * The other implementation, {@link CriProxy} (grpc-js server + channel, proxy.ts), terminates gRPC on
  * both sides; this one avoids grpc-js' per-call machinery (metadata objects, call stacks, timers),
- * which is most of the latency the proxy adds (see README, bench.ts).
+ * which is most of the latency the proxy adds (see README, experiments/bench/kubelet-shim.ts).
  *
  * A runtime that is down fails calls at once with UNAVAILABLE: the proxy holds no connection queue —
  * each call that finds no live session opens one, and a failed connect fails the calls waiting on it.

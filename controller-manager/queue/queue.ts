@@ -37,7 +37,7 @@
  *  - Time comes from an injectable Clock (clock.ts).
  */
 import type { Criticality } from '../../core/criticality.ts';
-import { realClock, type Clock } from './clock.ts';
+import { realClock, type Clock } from '../../core/clock.ts';
 import { noQueueMetrics, queueMetrics, type QueueMetrics, type QueueSnapshot } from './metrics.ts';
 import { PRIORITY_LEVELS, toPriority, type Priority, type PriorityLike } from './priority.ts';
 import { createStorage, drainInto, type Ordering, type QueueEntry, type QueueStorage } from './storage.ts';

@@ -19,7 +19,7 @@ import { componentLogger, objectLogger, type Logger } from '../../core/logging.t
 import { metricsRegistry } from '../../core/metrics.ts';
 import { objectKey } from '../../core/objects.ts';
 import { validateConfig } from '../../core/config.ts';
-import { TokenBucket } from '../../controller-manager/queue/token-bucket.ts';
+import { TokenBucket } from '../../core/token-bucket.ts';
 import { satisfies } from './assurance.ts';
 import { extenderConfig, ReschedulerConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from '../extender/config.ts';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { metricsRegistry } from '../../core/metrics.ts';
-import { FakeClock, settle } from '../../controller-manager/queue/clock.ts';
-import { MinHeap } from '../../controller-manager/queue/heap.ts';
+import { FakeClock, settle } from '../../core/clock.ts';
+import { MinHeap } from '../../core/heap.ts';
 import { toPriority, type Priority } from '../../controller-manager/queue/priority.ts';
 import type { QueueItem } from '../../controller-manager/queue/queue.ts';
 import {
@@ -11,7 +11,7 @@ import {
 } from '../../controller-manager/queue/rate-limiters.ts';
 import { PriorityWorkQueue } from '../../controller-manager/queue/rate-limiting.ts';
 import type { Ordering } from '../../controller-manager/queue/storage.ts';
-import { TokenBucket } from '../../controller-manager/queue/token-bucket.ts';
+import { TokenBucket } from '../../core/token-bucket.ts';
 
 function drain<K>(q: PriorityWorkQueue<K>, minPriority?: number): QueueItem<K>[] {
   const out: QueueItem<K>[] = [];

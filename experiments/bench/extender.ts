@@ -37,7 +37,7 @@
  *   other threads (V8's GC and compiler helpers, libuv) move to CPU 0 (pinMainThreadApart): on CPU
  *   1 with the main thread they preempted it 2-8 times in each of the slowest 1% of rounds.
  *
- * The scheduler's side of a round (bench-client.ts) runs on the measuring process's event loop, with
+ * The scheduler's side of a round (extender-client.ts) runs on the measuring process's event loop, with
  * the extender; `--client worker` runs it in a worker thread instead (its JSON and HTTP work and its
  * garbage off the extender's loop and heap, as kube-scheduler's are). On this 2-vCPU VM that was no
  * better (2026-11-25, 100 nodes, p99 round trip / server): on CPU 0 the client's timing measured the
@@ -45,7 +45,7 @@
  * thread ~2 times per round (4.6-6.0 / 2.6-4.2 ms) against 4.2-6.1 / 1.3-2.2 ms in the loop. It is
  * the setup for a machine with a third CPU for the client. `--client go` makes the rounds with
  * kube-scheduler's own extender client (k8s.io/kubernetes pkg/scheduler HTTPExtender, the release
- * the testbed runs) in a Go process of its own (bench-client-go/main.go, built on first use);
+ * the testbed runs) in a Go process of its own (extender-client-go/main.go, built on first use);
  * `--client-cpus` places it (taskset). Measured 2026-11-25 (100 nodes, p99 round trip / server):
  * on CPU 0 the testbed switched it out 9-11 times per round (6.3-14.0 / 1.9-3.0 ms; 1000 nodes
  * 15.7-20.6 / 8.0-9.6 ms), on CPU 1 it preempted the extender ~3 times per round (6.8-8.0 / 3.5-5.0
@@ -79,14 +79,14 @@ import os from 'node:os';
 import type { V1Node, V1Pod, V1Toleration } from '@kubernetes/client-node';
 import type { KubeClient } from '../../core/kube.ts';
 import { prng } from '../../core/prng.ts';
-import { ExtenderServer } from './server.ts';
-import { RESERVED_NODE_ANNOTATION } from './state.ts';
-import { MachineCpuAudit, describeMachine, type RepCpu } from '../../experiments/harness/cpu-window.ts';
-import { GoRoundClient, RoundClient, buildGoClient, preemptions, round, type RoundRunner } from './bench-client.ts';
+import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
+import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
+import { MachineCpuAudit, describeMachine, type RepCpu } from '../harness/cpu-window.ts';
+import { GoRoundClient, RoundClient, buildGoClient, preemptions, round, type RoundRunner } from './extender-client.ts';
 import { silentLogger } from '../../core/logging.ts';
 import { onShutdownSignal } from '../../core/shutdown.ts';
-import { pinMainThreadApart, pollUntil } from '../../experiments/testbed/processes.ts';
-import { K8S_VERSION } from '../../experiments/testbed/binaries.ts';
+import { pinMainThreadApart, pollUntil } from '../testbed/processes.ts';
+import { K8S_VERSION } from '../testbed/binaries.ts';
 import PQueue from 'p-queue';
 
 const args = process.argv.slice(2);
@@ -95,13 +95,13 @@ const arg = (name: string, dflt: string) => {
   return i >= 0 && args[i + 1] ? args[i + 1]! : dflt;
 };
 const ITERATIONS = Number(arg('iterations', '400'));
-/** Where the scheduler's side of a round runs: the extender's own event loop (default), a worker thread, or kube-scheduler's Go client in a process of its own (bench-client.ts). */
+/** Where the scheduler's side of a round runs: the extender's own event loop (default), a worker thread, or kube-scheduler's Go client in a process of its own (extender-client.ts). */
 const CLIENT = arg('client', 'loop');
 /** `--client go`: the CPUs the Go client runs on (taskset; default: this process's). */
 const CLIENT_CPUS = arg('client-cpus', '');
-/** `--client go`: its garbage collected after each round's reply, never during a round (bench-client-go/main.go -gc-between-rounds). */
+/** `--client go`: its garbage collected after each round's reply, never during a round (extender-client-go/main.go -gc-between-rounds). */
 const CLIENT_GC_BETWEEN_ROUNDS = args.includes('--client-gc-between-rounds');
-/** The worker-thread or Go client (bench-client.ts) of this process, unless CLIENT is 'loop'. */
+/** The worker-thread or Go client (extender-client.ts) of this process, unless CLIENT is 'loop'. */
 let roundClient: RoundRunner | undefined;
 const SIZES = arg('sizes', '100,1000').split(',').map(Number);
 const JSON_OUT = args.includes('--json');
@@ -527,8 +527,8 @@ function log(line: string) {
  * 0.1 ms on average. The extender's own process (main.ts) never loads them.
  */
 async function kwokSize(n: number, cleanups: Set<() => Promise<void>>): Promise<{ rows: Row[]; note: SizeNote }> {
-  const testbed = await import('../../experiments/testbed/testbed.ts');
-  const { ensureNamespace } = await import('../../experiments/workloads.ts');
+  const testbed = await import('../testbed/testbed.ts');
+  const { ensureNamespace } = await import('../workloads.ts');
   const { CoreV1Api } = await import('@kubernetes/client-node');
   const lines: string[] = [];
   const t0 = Date.now();
@@ -564,7 +564,7 @@ async function kwokSize(n: number, cleanups: Set<() => Promise<void>>): Promise<
     // --churn-by parent: the churn's API calls are made here, at the measuring process' request
     const { KubeClient } = await import('../../core/kube.ts');
     const { loadKubeConfig } = await import('../../core/kubeconfig.ts');
-    const { KWOK_TOLERATION } = await import('../../experiments/testbed/kwok.ts');
+    const { KWOK_TOLERATION } = await import('../testbed/kwok.ts');
     const churnClient = new KubeClient(await loadKubeConfig(state.kubeconfig));
     proc.on('message', (m: ChurnRequest & { id: number }) => {
       churnThroughApi(churnClient, m, KWOK_TOLERATION).then(
@@ -594,11 +594,11 @@ async function kwokSize(n: number, cleanups: Set<() => Promise<void>>): Promise<
  * rounds the churn is a real change through the API, waited for in the extender's state.
  */
 async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopUrl: string): Promise<{ rows: Row[]; lines: string[] }> {
-  const { KWOK_TOLERATION } = await import('../../experiments/testbed/kwok.ts');
+  const { KWOK_TOLERATION } = await import('../testbed/kwok.ts');
   const { KubeClient } = await import('../../core/kube.ts');
   const { loadKubeConfig } = await import('../../core/kubeconfig.ts');
-  const { startExtender } = await import('./main.ts');
-  const { nodeFingerprint } = await import('./state.ts');
+  const { startExtender } = await import('../../scheduler-plugins/extender/main.ts');
+  const { nodeFingerprint } = await import('../../scheduler-plugins/extender/state.ts');
   const lines: string[] = [];
   let running: Awaited<ReturnType<typeof startExtender>> | undefined;
   try {
@@ -698,7 +698,7 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
       last.set(node, req.create.name);
     };
     const e0 = { ...informerEvents };
-    // the main thread (and the client worker, see bench-client.ts) on CPU 1, the process's other
+    // the main thread (and the client worker, see extender-client.ts) on CPU 1, the process's other
     // threads (V8's GC and compiler helpers, libuv) on CPU 0: on CPU 1 they preempted the main
     // thread 2-8 times in each of the slowest 1% of rounds (2026-11-25)
     if (PIN_CPUS) {
@@ -736,7 +736,7 @@ const CLIENT_DESCRIPTION: Record<string, string> = {
 
 function usage(): string {
   return [
-    'usage: npm run bench:extender -- [options]   (or npx tsx scheduler-plugins/extender/bench.ts [options])',
+    'usage: npm run bench:extender -- [options]   (or npx tsx experiments/bench/extender.ts [options])',
     '  --iterations N                timed rounds per row, after 50 warm-up rounds (default 400)',
     '  --sizes 100,1000              cluster sizes in nodes (default 100,1000)',
     '  --churn 1|all|0               nodes changed between two rounds (default 1; all: in-memory mode only)',
@@ -746,7 +746,7 @@ function usage(): string {
     '  --json                        the rows as JSON',
     '  --rounds-dir DIR              every timed round of every row as JSON in DIR (<nodes>-<pod kind>-<extender|noop>.json)',
     "  --client loop|worker|go       the scheduler's side on the extender's event loop (default), in a worker thread, or kube-scheduler's",
-    '                                HTTPExtender in a Go process of its own (built on first use; bench-client-go/main.go)',
+    '                                HTTPExtender in a Go process of its own (built on first use; extender-client-go/main.go)',
     '  --client-cpus CPUS            with --client go: the CPUs of the Go client (taskset; default: the measuring process\'s)',
     '  --client-gc-between-rounds    with --client go: the Go client collects its garbage after each round, never during one',
     '  --kwok                        per size, a control-plane-only testbed with N KWOK nodes (run under flock /tmp/ulysses-testbed.lock)',
