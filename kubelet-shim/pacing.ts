@@ -25,6 +25,7 @@
 import { z } from 'zod';
 import type { Logger } from 'pino';
 import type { Criticality } from '../core/criticality.ts';
+import { realClock, type Clock, type Timer } from '../core/clock.ts';
 import { validateConfig } from '../core/config.ts';
 import type { ShimMetrics } from './metrics.ts';
 
@@ -275,23 +276,6 @@ export function createPolicy(config: PacingPolicyInput, log?: Logger): PacingPol
 }
 
 // ---------------------------------------------------------------------------------------------
-// Clock
-// ---------------------------------------------------------------------------------------------
-
-/** Monotonic time in ms and one-shot timers; injectable so tests drive time by hand. */
-export interface Clock {
-  now(): number;
-  setTimer(fn: () => void, delayMs: number): unknown;
-  clearTimer(handle: unknown): void;
-}
-
-export const systemClock: Clock = {
-  now: () => performance.now(),
-  setTimer: (fn, delayMs) => setTimeout(fn, Math.max(0, delayMs)),
-  clearTimer: (handle) => clearTimeout(handle as NodeJS.Timeout),
-};
-
-// ---------------------------------------------------------------------------------------------
 // Gate
 // ---------------------------------------------------------------------------------------------
 
@@ -365,7 +349,7 @@ export class PacingGate {
   private lastLowAdmission: Admission | undefined;
   /** Earliest time of the next low release allowed by the policy. */
   private nextLowAt = -Infinity;
-  private timer: unknown;
+  private timer: Timer | undefined;
   private timerDue = Infinity;
   private closed = false;
   /** high-priority pods released and not yet started: key -> hold deadline for low releases */
@@ -373,7 +357,7 @@ export class PacingGate {
 
   constructor(opts: PacingGateOptions = {}) {
     this.cfg = validateConfig(PacingConfigSchema, opts.config ?? {}, 'pacing');
-    this.clock = opts.clock ?? systemClock;
+    this.clock = opts.clock ?? realClock;
     this.log = opts.log;
     this.metrics = opts.metrics;
     this.policy = createPolicy(this.cfg.policy, this.log);
@@ -584,7 +568,7 @@ export class PacingGate {
   }
 
   private cancelTimer(): void {
-    if (this.timer !== undefined) this.clock.clearTimer(this.timer);
+    this.timer?.cancel();
     this.timer = undefined;
     this.timerDue = Infinity;
   }
