@@ -261,8 +261,13 @@ export class AdaptivePolicy implements PacingPolicy {
   }
 }
 
+/** Validates a policy's configuration (ConfigError naming the field) and builds the policy. */
 export function createPolicy(config: PacingPolicyInput, log?: Logger): PacingPolicy {
-  const c = validateConfig(PacingPolicySchema, config, 'pacing policy');
+  return policyOf(validateConfig(PacingPolicySchema, config, 'pacing policy'), log);
+}
+
+/** The policy of an already validated configuration. */
+function policyOf(c: PacingPolicyConfig, log?: Logger): PacingPolicy {
   switch (c.type) {
     case 'vanilla':
       return new VanillaPolicy();
@@ -360,7 +365,7 @@ export class PacingGate {
     this.clock = opts.clock ?? realClock;
     this.log = opts.log;
     this.metrics = opts.metrics;
-    this.policy = createPolicy(this.cfg.policy, this.log);
+    this.policy = policyOf(this.cfg.policy, this.log);
   }
 
   get config(): PacingConfig {
@@ -465,16 +470,20 @@ export class PacingGate {
 
   /** Replaces the low-priority policy; waiting requests stay queued and are re-timed under it. */
   setPolicy(config: PacingPolicyInput): void {
-    this.reconfigure({ ...this.cfg, policy: config });
+    this.apply({ ...this.cfg, policy: validateConfig(PacingPolicySchema, config, 'pacing policy') });
   }
 
-  /** Replaces the whole pacing configuration (policy and parameters) without losing waiting requests. */
+  /** Validates and replaces the whole pacing configuration (policy and parameters) without losing waiting requests. */
   reconfigure(config: PacingConfigInput): void {
-    const cfg = validateConfig(PacingConfigSchema, config, 'pacing');
+    this.apply(validateConfig(PacingConfigSchema, config, 'pacing'));
+  }
+
+  /** {@link reconfigure} with a configuration its caller has validated already (each update is validated once). */
+  apply(cfg: PacingConfig): void {
     const policyChanged = JSON.stringify(cfg.policy) !== JSON.stringify(this.cfg.policy);
     this.cfg = cfg;
     if (policyChanged) {
-      this.policy = createPolicy(cfg.policy, this.log);
+      this.policy = policyOf(cfg.policy, this.log);
       // The new policy continues from the last low release, as if that release had happened under it.
       this.nextLowAt = this.lastLowRelease === undefined ? -Infinity : this.lastLowRelease + this.policy.afterRelease(this.lastLowRelease);
     }
