@@ -39,17 +39,15 @@
  *
  * The scheduler's side of a round (extender-client.ts) runs on the measuring process's event loop, with
  * the extender; `--client worker` runs it in a worker thread instead (its JSON and HTTP work and its
- * garbage off the extender's loop and heap, as kube-scheduler's are). On this 2-vCPU VM that was no
- * better (2026-11-25, 100 nodes, p99 round trip / server): on CPU 0 the client's timing measured the
- * testbed's load (8-20 / 1.5-5.3 ms), on CPU 1 the client thread preempted the extender's main
- * thread ~2 times per round (4.6-6.0 / 2.6-4.2 ms) against 4.2-6.1 / 1.3-2.2 ms in the loop. It is
- * the setup for a machine with a third CPU for the client. `--client go` makes the rounds with
+ * garbage off the extender's loop and heap, as kube-scheduler's are). On a 2-vCPU machine that is no
+ * better: on CPU 0 the client's timing measures the testbed's load, on CPU 1 the client thread
+ * preempts the extender's main thread; it is the setup for a machine with a third CPU for the
+ * client (figures: scheduler-plugins/README.md). `--client go` makes the rounds with
  * kube-scheduler's own extender client (k8s.io/kubernetes pkg/scheduler HTTPExtender, the release
  * the testbed runs) in a Go process of its own (extender-client-go/main.go, built on first use);
- * `--client-cpus` places it (taskset). Measured 2026-11-25 (100 nodes, p99 round trip / server):
- * on CPU 0 the testbed switched it out 9-11 times per round (6.3-14.0 / 1.9-3.0 ms; 1000 nodes
- * 15.7-20.6 / 8.0-9.6 ms), on CPU 1 it preempted the extender ~3 times per round (6.8-8.0 / 3.5-5.0
- * ms): on 2 vCPUs no separate client beats the loop; it needs a third CPU.
+ * `--client-cpus` places it (taskset). The same holds for it: on CPU 0 the testbed switches it out
+ * several times per round, on CPU 1 it preempts the extender; on 2 vCPUs no separate client beats
+ * the loop.
  *
  * Between two rounds (not timed) `--churn` nodes change the way the binding of the previous pod
  * changes its node: a new plain pod bound to the node (and the node's previous churn pod deleted).
@@ -118,14 +116,14 @@ const ROUNDS_DIR = arg('rounds-dir', '');
 /**
  * KWOK mode: who makes the churn's API calls. `parent` (default): the bench's parent process, like
  * any other client of the cluster (in a real cluster the extender's process only receives the watch
- * events of a binding, it does not make the API calls); `measuring`: the measuring process itself,
- * as up to 2026-11-25 (its TLS, JSON and HTTP work between two rounds, in the extender's process).
+ * events of a binding, it does not make the API calls); `measuring`: the measuring process itself
+ * (its TLS, JSON and HTTP work between two rounds then lands in the extender's process).
  */
 const CHURN_BY = arg('churn-by', 'parent');
 /**
  * KWOK mode: where the extender's informers run. `thread` (default, as the extender runs them): in
  * a worker thread (core/informer-thread.ts), which hands the extender's loop only the changes of what
- * it reads; `loop`: on the extender's event loop, every watch event parsed there (up to 2026-11-26).
+ * it reads; `loop`: on the extender's event loop, every watch event parsed there (for comparison).
  */
 const INFORMERS = arg('informers', 'thread');
 /**
@@ -522,9 +520,8 @@ function log(line: string) {
  *
  * Why a process of its own: the testbed code and client-node's generated API (which it loads) are
  * ~32 MiB of live heap (extender alone: ~15 MiB). In one process with the extender, every scavenge
- * and mark-compact walked them: 4-8 ms scavenges every ~1.3 s and 8-50 ms mark-compact pauses
- * (--trace-gc, 2026-11-25), the slowest 1% of rounds had 4-9 ms of GC pause inside them against
- * 0.1 ms on average. The extender's own process (main.ts) never loads them.
+ * and mark-compact walked them (--trace-gc: scavenges every ~1.3 s, mark-compact pauses of
+ * several ms), and the slowest 1% of rounds had several ms of GC pause inside them. The extender's own process (main.ts) never loads them.
  */
 async function kwokSize(n: number, cleanups: Set<() => Promise<void>>): Promise<{ rows: Row[]; note: SizeNote }> {
   const testbed = await import('../testbed/testbed.ts');
@@ -700,7 +697,7 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
     const e0 = { ...informerEvents };
     // the main thread (and the client worker, see extender-client.ts) on CPU 1, the process's other
     // threads (V8's GC and compiler helpers, libuv) on CPU 0: on CPU 1 they preempted the main
-    // thread 2-8 times in each of the slowest 1% of rounds (2026-11-25)
+    // thread several times in each of the slowest 1% of rounds
     if (PIN_CPUS) {
       const clientTid = roundClient instanceof RoundClient ? await roundClient.threadId() : undefined;
       const moved = pinMainThreadApart(process.pid, '1', '0', clientTid ? [clientTid] : []);
