@@ -42,6 +42,13 @@ module.exports = {
       to: { path: inRepo, pathNot: [`^${c}/`, '^core/', ...(ALLOWED_ACROSS[c] ?? [])] },
     })),
     {
+      name: 'generic-queue-knows-no-domain',
+      comment: 'controller-manager/queue/ is a generic work queue: it has priority levels, not criticalities (the controllers map one onto the other).',
+      severity: 'error',
+      from: { path: '^controller-manager/queue/' },
+      to: { path: '^core/criticality\\.ts$' },
+    },
+    {
       name: 'only-lab-tests-cli-import-experiments',
       comment: 'experiments/ is the lab: only experiments/, test/ and cli/ may import it.',
       severity: 'error',

@@ -211,8 +211,7 @@ export class ControllerManager {
     const client = new KubeClient(this.o.kubeconfig);
     const log = this.log.child({ controller: name });
     // the queue is created with the pool below; controllers only enqueue after register()
-    const enqueue = (key: string, priority: number, afterMs?: number) =>
-      afterMs ? pool.queue.addAfter(key, afterMs, priority as 0 | 1 | 2) : pool.queue.add(key, priority as 0 | 1 | 2);
+    const enqueue = (key: string, priority: number, afterMs?: number) => (afterMs ? pool.queue.addAfter(key, afterMs, priority) : pool.queue.add(key, priority));
     // Events through the controller's client, so they share its limiter as in kcm
     const events = this.events.forComponent(UPSTREAM_NAMES[name], client);
     const common = { client, pods: this.pods, nodes: this.nodes, criticality: this.criticality, enqueue, log, events };

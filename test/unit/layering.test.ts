@@ -50,6 +50,8 @@ describe('layering (dependency-cruiser)', () => {
       'controller-manager/d.ts':
         "import { toggle } from '../apf-configs/runtime.ts';\nimport { apply } from '../apf-configs/apply.ts';\nimport { t } from '../test/t.ts';\nexport const d = toggle + apply + t;\n",
       'apf-configs/runtime.ts': 'export const toggle = 1;\n',
+      'core/criticality.ts': "export type Criticality = 'high';\n",
+      'controller-manager/queue/q.ts': "import type { Criticality } from '../../core/criticality.ts';\nexport const q: Criticality = 'high';\n",
       'apf-configs/apply.ts': 'export const apply = 1;\n',
       'experiments/lab.ts': "import { b } from '../kubelet-shim/b.ts';\nexport type Lab = number;\nexport const lab = 1 + 0 * b;\n",
       'test/t.ts': "import { lab } from '../experiments/lab.ts';\nexport const t = lab;\n",
@@ -74,6 +76,7 @@ describe('layering (dependency-cruiser)', () => {
         'controller-manager-imports-only-core-and-itself: controller-manager/d.ts -> test/t.ts',
         'nothing-imports-tests: controller-manager/d.ts -> test/t.ts',
         'not-to-unresolvable: cli/c.ts -> ../core/gone.ts',
+        'generic-queue-knows-no-domain: controller-manager/queue/q.ts -> core/criticality.ts',
       ].sort(),
     );
   }, 60_000);
