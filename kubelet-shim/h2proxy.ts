@@ -118,7 +118,8 @@ export function grpcMessage(body: Buffer): Buffer | undefined {
   return body.length === 5 + len ? body.subarray(5) : undefined;
 }
 
-function concat(chunks: Buffer[]): Buffer {
+/** One buffer of received chunks (no copy for one chunk). */
+export function concatChunks(chunks: Buffer[]): Buffer {
   return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
 }
 
@@ -209,7 +210,7 @@ export class H2CriProxy extends CriProxyBase {
       chunks.push(c);
     });
     stream.once('end', () => {
-      if (!failed && !stream.destroyed) then(concat(chunks));
+      if (!failed && !stream.destroyed) then(concatChunks(chunks));
     });
   }
 
@@ -317,7 +318,7 @@ export class H2CriProxy extends CriProxyBase {
       if (!onAnswer) return;
       const cb = onAnswer;
       onAnswer = undefined;
-      cb(ok && answerChunks ? grpcMessage(concat(answerChunks)) : undefined, ok);
+      cb(ok && answerChunks ? grpcMessage(concatChunks(answerChunks)) : undefined, ok);
     };
     // the runtime failed the call or vanished: a status for the kubelet, in whatever form is still possible
     const fail = (code: grpc.status, message: string) => {

@@ -33,7 +33,7 @@ import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { objectLogger } from '../core/logging.ts';
 import { PacingGate } from './pacing.ts';
-import { GrpcFrameScanner, grpcMessage } from './h2proxy.ts';
+import { GrpcFrameScanner, concatChunks, grpcMessage } from './h2proxy.ts';
 import {
   CREATE_CONTAINER,
   CriProxyBase,
@@ -150,10 +150,6 @@ class Output {
     this.pieces.push(this.runStart === 0 && this.runEnd === b.length ? b : b.subarray(this.runStart, this.runEnd));
     this.runBuf = undefined;
   }
-}
-
-function concat(chunks: Buffer[]): Buffer {
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
 }
 
 export class SpliceCriProxy extends CriProxyBase {
@@ -386,7 +382,7 @@ class SpliceConnection {
     this.forwardUp(f.buf, f.start, f.end);
     if (st.request) {
       st.request.push(data);
-      if (end) this.trackRequest(st, concat(st.request));
+      if (end) this.trackRequest(st, concatChunks(st.request));
     }
   }
 
@@ -491,7 +487,7 @@ class SpliceConnection {
     const ac = (st.ac = new AbortController());
     let paced: SandboxPacing;
     try {
-      paced = await this.proxy.paceSandbox(grpcMessage(concat(st.heldData!)), ac.signal, (pod) => (st.pod = pod));
+      paced = await this.proxy.paceSandbox(grpcMessage(concatChunks(st.heldData!)), ac.signal, (pod) => (st.pod = pod));
     } finally {
       st.ac = undefined;
     }
@@ -547,7 +543,7 @@ class SpliceConnection {
     const cb = st.onAnswer;
     if (!cb) return;
     st.onAnswer = undefined;
-    const message = endedNormally && st.response?.length ? grpcMessage(concat(st.response)) : undefined;
+    const message = endedNormally && st.response?.length ? grpcMessage(concatChunks(st.response)) : undefined;
     cb(message, message !== undefined);
   }
 
