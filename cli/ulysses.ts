@@ -107,7 +107,7 @@ experiment
   .option('--sources <nodes>', 'with --kubeconfig: nodes that fail (comma-separated)', list)
   .option('--destinations <nodes>', 'with --kubeconfig: destination nodes, at least max(--dn)', list)
   .option('--shim-config <file>', 'kubelet-shim config of the paced configurations (2-5)')
-  .option('--freeze-source <what>', "local testbed: what of the failed node stops at t=0: node (kubelet, kubelet-shim, containerd, containerd-shims), kubelet (the kubelet only, as runs before 2026-11-25)", 'node')
+  .option('--freeze-source <what>', "local testbed: what of the failed node stops at t=0: node (kubelet, kubelet-shim, containerd, containerd-shims), kubelet (the kubelet only; the node's containerd keeps working)", 'node')
   .option('--no-freeze-source', "local testbed: keep the source node running after the taint (its kubelet then tears its pods down on the shared CPUs)")
   .option('--rep-timeout <s>', 'seconds to wait for all events after the taint', int('--rep-timeout'), 180)
   .option('--kwok-nodes <n>', 'scale run: a local testbed of this many KWOK nodes only (control plane only, no UDP client, no kubelet pacing)', int('--kwok-nodes'))

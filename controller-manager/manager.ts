@@ -8,6 +8,7 @@
  */
 import type { V1Deployment, V1EndpointSlice, V1Endpoints, V1Node, V1Pod, V1ReplicaSet, V1Service } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { CONTROLLERS, type ControllerName } from '../core/controllers.ts';
 import { CriticalityIndex } from '../core/criticality.ts';
 import { ResilientInformer, stripManagedFields } from '../core/informer.ts';
 import { KubeClient, type KubeAccess } from '../core/kube.ts';
@@ -24,10 +25,9 @@ import { DeploymentController } from './controllers/deployment.ts';
 import { EndpointsController } from './controllers/endpoints.ts';
 import { TaintEvictionController } from './controllers/taint-eviction.ts';
 import { EndpointSliceController } from './controllers/endpointslice.ts';
-import { KCM_API_BURST, KCM_API_QPS, realClock, TokenBucket, WorkerPool, type Reconciler, type WorkerMode, type WorkerPoolConfigInput } from './queue/index.ts';
+import { KCM_API_BURST, KCM_API_QPS, realClock, THESIS_PERIODS_MS, TokenBucket, WorkerPool, type Reconciler, type WorkerMode, type WorkerPoolConfigInput } from './queue/index.ts';
 
-export const CONTROLLERS = ['replicaset', 'deployment', 'taint-eviction', 'endpointslice', 'endpoints'] as const;
-export type ControllerName = (typeof CONTROLLERS)[number];
+export { CONTROLLERS, type ControllerName } from '../core/controllers.ts';
 
 export interface ControllerManagerOptions {
   kubeconfig: KubeAccess;
@@ -78,13 +78,18 @@ export const TAINT_EVICTION_VANILLA_WORKERS = 256;
  * periods, 100 ms ReplicaSet/Deployment and 50 ms node-related and endpoints; the vanilla taint
  * eviction's concurrency.
  */
-const DEFAULT_POOLS: Record<ControllerName, WorkerPoolConfigInput> = {
-  replicaset: { periodMs: 100 },
-  deployment: { periodMs: 100 },
-  'taint-eviction': { periodMs: 50, vanillaWorkers: TAINT_EVICTION_VANILLA_WORKERS },
-  endpointslice: { periodMs: 50 },
-  endpoints: { periodMs: 50 },
+const DEFAULT_POOLS: Record<ControllerName, WorkerPoolConfigInput & { periodMs: number }> = {
+  replicaset: { periodMs: THESIS_PERIODS_MS.replicaset },
+  deployment: { periodMs: THESIS_PERIODS_MS.deployment },
+  'taint-eviction': { periodMs: THESIS_PERIODS_MS.node, vanillaWorkers: TAINT_EVICTION_VANILLA_WORKERS },
+  endpointslice: { periodMs: THESIS_PERIODS_MS.endpointslice },
+  endpoints: { periodMs: THESIS_PERIODS_MS.endpoints },
 };
+
+/** The periodic workers' default period of a controller (thesis §6.1.1). */
+export function defaultPeriodMs(controller: ControllerName): number {
+  return DEFAULT_POOLS[controller].periodMs;
+}
 
 /** upstream controller names: Events' source.component */
 const UPSTREAM_NAMES: Record<ControllerName, string> = {
@@ -206,8 +211,7 @@ export class ControllerManager {
     const client = new KubeClient(this.o.kubeconfig);
     const log = this.log.child({ controller: name });
     // the queue is created with the pool below; controllers only enqueue after register()
-    const enqueue = (key: string, priority: number, afterMs?: number) =>
-      afterMs ? pool.queue.addAfter(key, afterMs, priority as 0 | 1 | 2) : pool.queue.add(key, priority as 0 | 1 | 2);
+    const enqueue = (key: string, priority: number, afterMs?: number) => (afterMs ? pool.queue.addAfter(key, afterMs, priority) : pool.queue.add(key, priority));
     // Events through the controller's client, so they share its limiter as in kcm
     const events = this.events.forComponent(UPSTREAM_NAMES[name], client);
     const common = { client, pods: this.pods, nodes: this.nodes, criticality: this.criticality, enqueue, log, events };

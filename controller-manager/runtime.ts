@@ -7,8 +7,9 @@ import type { KubeAccess } from '../core/kube.ts';
 import { z } from 'zod';
 import type { Logger } from '../core/logging.ts';
 import { RuntimeConfigWatcher } from '../core/runtime-config.ts';
-import { KCM_API_BURST, KCM_API_QPS, THESIS_PERIODS_MS, WORKER_MODES } from './queue/index.ts';
-import { CONTROLLERS, type ControllerManager, type ControllerName } from './manager.ts';
+import { CONTROLLERS, type ControllerName } from '../core/controllers.ts';
+import { KCM_API_BURST, KCM_API_QPS, WORKER_MODES } from './queue/index.ts';
+import { defaultPeriodMs, type ControllerManager } from './manager.ts';
 
 export const RUNTIME_MODES = [...WORKER_MODES, 'auto'] as const;
 export type RuntimeMode = (typeof RUNTIME_MODES)[number];
@@ -48,12 +49,6 @@ export const ControllerManagerRuntimeSchema = z
   .strict();
 export type ControllerManagerRuntime = z.output<typeof ControllerManagerRuntimeSchema>;
 
-/** thesis §6.1.1 periods: 50 ms node-related and endpoints, 100 ms ReplicaSet/Deployment */
-export function thesisPeriodMs(controller: string): number {
-  if (controller === 'taint-eviction') return THESIS_PERIODS_MS.node;
-  return (THESIS_PERIODS_MS as Record<string, number>)[controller] ?? 100;
-}
-
 /**
  * Applies a section to the running controllers; returns "name=mode[/periodms],...[,api-rate-limit=...]".
  * `startRate`: the client limiter's rate when no apiRateLimit is given (the process' own settings);
@@ -70,7 +65,7 @@ export function applyControllerManagerRuntime(
   for (const name of enabled) {
     const e = cfg.controllers[name] ?? { mode: 'vanilla' as const };
     const overrides = {
-      periodMs: e.periodMs ?? thesisPeriodMs(name),
+      periodMs: e.periodMs ?? defaultPeriodMs(name),
       ...(e.workers !== undefined ? { workers: e.workers } : {}),
       ...(e.highWorkers !== undefined ? { highPriorityWorkers: e.highWorkers } : {}),
     };

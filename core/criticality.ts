@@ -196,8 +196,8 @@ function ownCriticality(kind: string, meta: V1ObjectMeta | undefined): PodCritic
 // Relations between objects
 // ---------------------------------------------------------------------------------------------
 
-/** Cache key of a namespaced object: "namespace/name" (as client-go's MetaNamespaceKeyFunc). */
-export function objectKey(meta: V1ObjectMeta | undefined): string {
+/** Cache key of a namespaced object's metadata (objects.ts objectKey; no namespace = "default"). */
+function metaKey(meta: V1ObjectMeta | undefined): string {
   return keyOf({ metadata: { ...meta, namespace: meta?.namespace ?? DEFAULT_NAMESPACE } });
 }
 
@@ -225,7 +225,7 @@ export type ServiceLookup = (namespace: string, name: string) => V1Service | und
 function toServiceLookup(services: Iterable<V1Service> | ServiceLookup): ServiceLookup {
   if (typeof services === 'function') return services;
   const byKey = new Map<string, V1Service>();
-  for (const svc of services) byKey.set(objectKey(svc.metadata), svc);
+  for (const svc of services) byKey.set(metaKey(svc.metadata), svc);
   return (namespace, name) => byKey.get(`${namespace}/${name}`);
 }
 
@@ -436,7 +436,7 @@ export class CriticalityIndex {
 
   /** Remove a pod, given the pod (e.g. the informer's last known state) or its "namespace/name" key. */
   deletePod(podOrKey: V1Pod | string): IndexedPod | undefined {
-    const key = typeof podOrKey === 'string' ? podOrKey : objectKey(podOrKey.metadata);
+    const key = typeof podOrKey === 'string' ? podOrKey : metaKey(podOrKey.metadata);
     const entry = this.pods.get(key);
     if (!entry) return undefined;
     this.unlink(entry);

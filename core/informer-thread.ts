@@ -9,8 +9,7 @@
  * first list is in.
  *
  * One worker serves every informer of an InformerThread: a worker thread costs about 50 MiB of RSS
- * (its own V8 isolate, tsx loader and module graph; the scheduler extender on an empty cluster, 298
- * against 231 MiB with its informers on the loop, 2026-11-26). A projection's `metadata.resourceVersion` is that of the last
+ * (its own V8 isolate, tsx loader and module graph), so the informers of a process share one. A projection's `metadata.resourceVersion` is that of the last
  * event that changed it. The worker's informers keep ResilientInformer's behaviour (relist on 410,
  * re-watch with backoff, watchdog, bookmarks). If the worker itself dies, it is restarted; each
  * informer's first list is then diffed against the main thread's projections, so the handlers still

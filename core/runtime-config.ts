@@ -26,7 +26,7 @@ import { ResilientInformer } from './informer.ts';
 import { KubeClient, isNotFound } from './kube.ts';
 import { componentLogger, type Logger } from './logging.ts';
 import { Gauge } from 'prom-client';
-import { metricsRegistry } from './metrics.ts';
+import { metricsRegistry, registeredMetric } from './metrics.ts';
 
 export const RUNTIME_CONFIG_GROUP = 'ulysses.io';
 export const RUNTIME_CONFIG_VERSION = 'v1alpha1';
@@ -84,15 +84,17 @@ export interface RuntimeConfigOptions<S extends z.ZodType> {
   log?: Logger;
 }
 
-let appliedGeneration: Gauge<'component'> | undefined;
 function generationGauge() {
-  appliedGeneration ??= new Gauge({
-    name: 'ulysses_runtime_config_observed_generation',
-    help: 'metadata.generation of the UlyssesConfig last applied by this component.',
-    labelNames: ['component'],
-    registers: [metricsRegistry()],
-  });
-  return appliedGeneration;
+  return registeredMetric(
+    'ulysses_runtime_config_observed_generation',
+    () =>
+      new Gauge({
+        name: 'ulysses_runtime_config_observed_generation',
+        help: 'metadata.generation of the UlyssesConfig last applied by this component.',
+        labelNames: ['component'],
+        registers: [metricsRegistry()],
+      }),
+  );
 }
 
 /**

@@ -2,6 +2,7 @@
  * `ulysses status` / `ulysses set`: what the operator asked for (UlyssesConfig spec) against what
  * each component reports it runs (status.components), and the spec patches of `set`.
  */
+import { CONTROLLERS } from './controllers.ts';
 import type { UlyssesConfig, UlyssesConfigSpec } from './runtime-config.ts';
 
 export const COMPONENTS = ['controller-manager', 'kubelet-shim', 'scheduler-extender', 'apf'] as const;
@@ -105,8 +106,6 @@ export interface SetOptions {
   namespaces?: string[];
 }
 
-export const FAILOVER_CONTROLLERS = ['replicaset', 'deployment', 'taint-eviction', 'endpointslice', 'endpoints'];
-
 /**
  * The spec merge patch for `ulysses set <component> <mode>`. Throws naming the argument on bad
  * input; the components validate the values again (and report a rejection in status).
@@ -114,7 +113,7 @@ export const FAILOVER_CONTROLLERS = ['replicaset', 'deployment', 'taint-eviction
 export function setPatch(component: string, mode: string, o: SetOptions, current?: UlyssesConfigSpec): UlyssesConfigSpec {
   switch (component) {
     case 'controller-manager': {
-      const controllers = o.controllers?.length ? o.controllers : FAILOVER_CONTROLLERS;
+      const controllers = o.controllers?.length ? o.controllers : CONTROLLERS;
       const entry: Record<string, unknown> = { mode };
       if (o.periodMs !== undefined) entry.periodMs = o.periodMs;
       if (o.workers !== undefined) entry.workers = o.workers;

@@ -13,7 +13,7 @@
  *
  * The other implementation, {@link CriProxy} (grpc-js server + channel, proxy.ts), terminates gRPC on
  * both sides; this one avoids grpc-js' per-call machinery (metadata objects, call stacks, timers),
- * which is most of the latency the proxy adds (see README, bench.ts).
+ * which is most of the latency the proxy adds (see README, experiments/bench/kubelet-shim.ts).
  *
  * A runtime that is down fails calls at once with UNAVAILABLE: the proxy holds no connection queue —
  * each call that finds no live session opens one, and a failed connect fails the calls waiting on it.
@@ -21,9 +21,7 @@
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
-import { CRITICALITY_LABEL } from '../core/criticality.ts';
-import { objectLogger } from '../core/logging.ts';
-import { PacingGate, PacingRejection, type Admission } from './pacing.ts';
+import { PacingGate } from './pacing.ts';
 import {
   CREATE_CONTAINER,
   CriProxyBase,
@@ -32,9 +30,8 @@ import {
   closeServerWithGrace,
   listenOn,
   tryDecode,
-  sandboxInfo,
   type CriProxyOptions,
-  type SandboxInfo,
+  type SandboxPacing,
 } from './proxy.ts';
 
 const {
@@ -121,7 +118,8 @@ export function grpcMessage(body: Buffer): Buffer | undefined {
   return body.length === 5 + len ? body.subarray(5) : undefined;
 }
 
-function concat(chunks: Buffer[]): Buffer {
+/** One buffer of received chunks (no copy for one chunk). */
+export function concatChunks(chunks: Buffer[]): Buffer {
   return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
 }
 
@@ -212,26 +210,12 @@ export class H2CriProxy extends CriProxyBase {
       chunks.push(c);
     });
     stream.once('end', () => {
-      if (!failed && !stream.destroyed) then(concat(chunks));
+      if (!failed && !stream.destroyed) then(concatChunks(chunks));
     });
   }
 
-  /** Decode, pace, forward (thesis §5.3.4). */
+  /** Pace (the shared admission, thesis §5.3.4), then forward. */
   private async runPodSandbox(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, body: Buffer, t0: number): Promise<void> {
-    const msg = grpcMessage(body);
-    let info: SandboxInfo | undefined;
-    try {
-      if (msg) info = sandboxInfo(this.decode.runPodSandbox, msg);
-    } catch {
-      info = undefined;
-    }
-    if (!info) {
-      // not a valid (uncompressed) RunPodSandboxRequest: the runtime will reject it with its own error, at once
-      this.log?.warn('RunPodSandbox request not decodable; forwarded unpaced');
-      return this.forward(stream, headers, body, t0, 0, undefined);
-    }
-    const podLog = this.log && objectLogger(this.log, 'Pod', info.key);
-    if (info.invalidLabel !== undefined) podLog?.warn({ value: info.invalidLabel }, `invalid ${CRITICALITY_LABEL} label value; treated as "none"`);
     // the kubelet giving up (RST_STREAM) or its deadline passing takes the request out of the gate
     const timeoutMs = parseGrpcTimeout(headers['grpc-timeout']);
     const ac = new AbortController();
@@ -245,31 +229,22 @@ export class H2CriProxy extends CriProxyBase {
             ac.abort();
           }, timeoutMs)
         : undefined;
-    let admission: Admission;
+    let paced: SandboxPacing;
     try {
-      admission = await this.gate.acquire({ key: info.key, criticality: info.criticality }, ac.signal);
-    } catch (err) {
-      if (expired) return this.refuse(stream, grpc.status.DEADLINE_EXCEEDED, 'Deadline Exceeded (while waiting in the kubelet-shim pacing gate)');
-      const r = err instanceof PacingRejection ? err : new PacingRejection('UNAVAILABLE', String(err));
-      return this.refuse(stream, grpc.status[r.code], r.message);
+      paced = await this.paceSandbox(grpcMessage(body), ac.signal);
     } finally {
       clearTimeout(timer);
       stream.off('close', onClose);
     }
+    if (paced.outcome === 'unpaced') return this.forward(stream, headers, body, t0, 0, undefined);
+    if (paced.outcome === 'refused') {
+      if (expired) return this.refuse(stream, grpc.status.DEADLINE_EXCEEDED, 'Deadline Exceeded (while waiting in the kubelet-shim pacing gate)');
+      return this.refuse(stream, paced.code, paced.message);
+    }
     if (stream.closed || stream.destroyed) return;
-    const forwardedAt = this.sandboxForwarded(info, admission, podLog);
-    if (timeoutMs !== undefined) headers = { ...headers, 'grpc-timeout': formatGrpcTimeout(timeoutMs - (forwardedAt - t0)) };
-    const waitedMs = Math.round(admission.waitedMs);
-    const sandbox = info;
-    this.forward(stream, headers, body, t0, admission.waitedMs, (answer, ok) => {
-      const outcome = { criticality: sandbox.criticality, waitedMs, runtimeMs: Math.round(performance.now() - forwardedAt) };
-      if (ok) podLog?.info(outcome, 'RunPodSandbox done');
-      else podLog?.warn(outcome, 'RunPodSandbox failed');
-      if (admission.priority === 'high') {
-        const id = ok && answer ? tryDecode(this.decode.sandboxResponse, answer)?.pod_sandbox_id : undefined;
-        this.critical.sandboxDone(sandbox.key, t0, typeof id === 'string' && id ? id : undefined);
-      }
-    });
+    const forwarded = this.sandboxForwarded(paced, t0);
+    if (timeoutMs !== undefined) headers = { ...headers, 'grpc-timeout': formatGrpcTimeout(timeoutMs - (forwarded.at - t0)) };
+    this.forward(stream, headers, body, t0, paced.admission.waitedMs, (answer, ok) => forwarded.done(ok, answer));
   }
 
   /** Answers a call with a status and no message (trailers-only), unless the kubelet is gone. */
@@ -343,7 +318,7 @@ export class H2CriProxy extends CriProxyBase {
       if (!onAnswer) return;
       const cb = onAnswer;
       onAnswer = undefined;
-      cb(ok && answerChunks ? grpcMessage(concat(answerChunks)) : undefined, ok);
+      cb(ok && answerChunks ? grpcMessage(concatChunks(answerChunks)) : undefined, ok);
     };
     // the runtime failed the call or vanished: a status for the kubelet, in whatever form is still possible
     const fail = (code: grpc.status, message: string) => {

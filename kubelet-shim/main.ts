@@ -18,7 +18,7 @@ import { serveMetrics } from '../core/metrics.ts';
 import { onShutdownSignal } from '../core/shutdown.ts';
 import { ConfigError } from '../core/config.ts';
 import { loadShimConfig, parseShimConfig, type ShimConfig } from './config.ts';
-import { PacingGate } from './pacing.ts';
+import { PacingGate, type PacingConfig } from './pacing.ts';
 import { PROXY_IMPLEMENTATIONS, createCriProxy, type CriProxyServer, type ProxyImplementation } from './proxies.ts';
 import { shimMetrics } from './metrics.ts';
 import { shimRuntime } from './runtime.ts';
@@ -38,6 +38,8 @@ export interface RunningShim {
    * logged and ignored.
    */
   apply(config: unknown, source?: string): ShimConfig;
+  /** Applies a validated pacing section (the runtime toggle validated it already); returns the configuration in force. */
+  applyPacing(pacing: PacingConfig): ShimConfig;
   /** Re-reads `configFile` and {@link apply}s it (SIGHUP). */
   reload(): Promise<void>;
   stop(): Promise<void>;
@@ -97,7 +99,10 @@ export async function startShim(opts: ShimOptions): Promise<RunningShim> {
         (k) => next[k] !== undefined && next[k] !== current[k],
       );
       if (fixed.length > 0) log.warn({ fields: fixed }, 'configuration change needs a restart of the shim: ignored (pacing applied)');
-      gate.reconfigure(next.pacing);
+      return shim.applyPacing(next.pacing);
+    },
+    applyPacing(pacing) {
+      gate.apply(pacing);
       current = { ...current, pacing: gate.config };
       return current;
     },

@@ -25,6 +25,7 @@
 import { z } from 'zod';
 import type { Logger } from 'pino';
 import type { Criticality } from '../core/criticality.ts';
+import { realClock, type Clock, type Timer } from '../core/clock.ts';
 import { validateConfig } from '../core/config.ts';
 import type { ShimMetrics } from './metrics.ts';
 
@@ -260,8 +261,13 @@ export class AdaptivePolicy implements PacingPolicy {
   }
 }
 
+/** Validates a policy's configuration (ConfigError naming the field) and builds the policy. */
 export function createPolicy(config: PacingPolicyInput, log?: Logger): PacingPolicy {
-  const c = validateConfig(PacingPolicySchema, config, 'pacing policy');
+  return policyOf(validateConfig(PacingPolicySchema, config, 'pacing policy'), log);
+}
+
+/** The policy of an already validated configuration. */
+function policyOf(c: PacingPolicyConfig, log?: Logger): PacingPolicy {
   switch (c.type) {
     case 'vanilla':
       return new VanillaPolicy();
@@ -273,23 +279,6 @@ export function createPolicy(config: PacingPolicyInput, log?: Logger): PacingPol
       return new AdaptivePolicy(c, log);
   }
 }
-
-// ---------------------------------------------------------------------------------------------
-// Clock
-// ---------------------------------------------------------------------------------------------
-
-/** Monotonic time in ms and one-shot timers; injectable so tests drive time by hand. */
-export interface Clock {
-  now(): number;
-  setTimer(fn: () => void, delayMs: number): unknown;
-  clearTimer(handle: unknown): void;
-}
-
-export const systemClock: Clock = {
-  now: () => performance.now(),
-  setTimer: (fn, delayMs) => setTimeout(fn, Math.max(0, delayMs)),
-  clearTimer: (handle) => clearTimeout(handle as NodeJS.Timeout),
-};
 
 // ---------------------------------------------------------------------------------------------
 // Gate
@@ -365,7 +354,7 @@ export class PacingGate {
   private lastLowAdmission: Admission | undefined;
   /** Earliest time of the next low release allowed by the policy. */
   private nextLowAt = -Infinity;
-  private timer: unknown;
+  private timer: Timer | undefined;
   private timerDue = Infinity;
   private closed = false;
   /** high-priority pods released and not yet started: key -> hold deadline for low releases */
@@ -373,10 +362,10 @@ export class PacingGate {
 
   constructor(opts: PacingGateOptions = {}) {
     this.cfg = validateConfig(PacingConfigSchema, opts.config ?? {}, 'pacing');
-    this.clock = opts.clock ?? systemClock;
+    this.clock = opts.clock ?? realClock;
     this.log = opts.log;
     this.metrics = opts.metrics;
-    this.policy = createPolicy(this.cfg.policy, this.log);
+    this.policy = policyOf(this.cfg.policy, this.log);
   }
 
   get config(): PacingConfig {
@@ -481,16 +470,20 @@ export class PacingGate {
 
   /** Replaces the low-priority policy; waiting requests stay queued and are re-timed under it. */
   setPolicy(config: PacingPolicyInput): void {
-    this.reconfigure({ ...this.cfg, policy: config });
+    this.apply({ ...this.cfg, policy: validateConfig(PacingPolicySchema, config, 'pacing policy') });
   }
 
-  /** Replaces the whole pacing configuration (policy and parameters) without losing waiting requests. */
+  /** Validates and replaces the whole pacing configuration (policy and parameters) without losing waiting requests. */
   reconfigure(config: PacingConfigInput): void {
-    const cfg = validateConfig(PacingConfigSchema, config, 'pacing');
+    this.apply(validateConfig(PacingConfigSchema, config, 'pacing'));
+  }
+
+  /** {@link reconfigure} with a configuration its caller has validated already (each update is validated once). */
+  apply(cfg: PacingConfig): void {
     const policyChanged = JSON.stringify(cfg.policy) !== JSON.stringify(this.cfg.policy);
     this.cfg = cfg;
     if (policyChanged) {
-      this.policy = createPolicy(cfg.policy, this.log);
+      this.policy = policyOf(cfg.policy, this.log);
       // The new policy continues from the last low release, as if that release had happened under it.
       this.nextLowAt = this.lastLowRelease === undefined ? -Infinity : this.lastLowRelease + this.policy.afterRelease(this.lastLowRelease);
     }
@@ -584,7 +577,7 @@ export class PacingGate {
   }
 
   private cancelTimer(): void {
-    if (this.timer !== undefined) this.clock.clearTimer(this.timer);
+    this.timer?.cancel();
     this.timer = undefined;
     this.timerDue = Infinity;
   }

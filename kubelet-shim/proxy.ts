@@ -153,12 +153,6 @@ function statusError(code: grpc.status, details: string, metadata?: grpc.Metadat
   return Object.assign(new Error(details), { code, details, metadata: metadata ?? new grpc.Metadata() });
 }
 
-const REJECTION_STATUS: Record<PacingRejection['code'], grpc.status> = {
-  RESOURCE_EXHAUSTED: grpc.status.RESOURCE_EXHAUSTED,
-  CANCELLED: grpc.status.CANCELLED,
-  UNAVAILABLE: grpc.status.UNAVAILABLE,
-};
-
 // ---------------------------------------------------------------------------------------------
 // The proxy
 // ---------------------------------------------------------------------------------------------
@@ -169,6 +163,28 @@ export interface ForwardEvent {
   readonly admission: Admission;
   /** performance.now() when the request was sent to the runtime. */
   readonly at: number;
+}
+
+/** A RunPodSandbox at the pacing gate ({@link CriProxyBase.paceSandbox}). */
+export type SandboxPacing =
+  /** not a decodable RunPodSandboxRequest: forward it as it is */
+  | { readonly outcome: 'unpaced' }
+  /** refused by the gate, or the caller gave up: answer with this status unless the caller is gone */
+  | { readonly outcome: 'refused'; readonly pod: SandboxInfo; readonly code: grpc.status; readonly message: string }
+  | AdmittedSandbox;
+
+export interface AdmittedSandbox {
+  readonly outcome: 'admitted';
+  readonly pod: SandboxInfo;
+  readonly admission: Admission;
+  readonly podLog: Logger | undefined;
+}
+
+export interface ForwardedSandbox {
+  /** performance.now() of the forward */
+  readonly at: number;
+  /** The runtime answered: `ok` (status 0), its response message, fields describing a failure. */
+  done(ok: boolean, response?: Buffer, failure?: Record<string, unknown>): void;
 }
 
 export interface CriProxyOptions {
@@ -262,16 +278,60 @@ export abstract class CriProxyBase {
   }
 
   /**
-   * A paced RunPodSandbox goes to the runtime now: the gate counts the next low-priority gap from
-   * here ({@link PacingGate.forwarded}), the `onForward` hook is told and the pod's log gets
-   * "RunPodSandbox forwarded" (the same for every proxy implementation). Returns the time of the forward.
+   * The RunPodSandbox admission of every implementation: decodes the request (`message`, the
+   * serialized RunPodSandboxRequest; undefined when the implementation could not cut one out),
+   * warns about an invalid criticality label, tells `onPod` the pod, then waits in the gate until
+   * the request is admitted, refused (queue full, gate closed) or `signal` aborts (the kubelet gave
+   * up). A request that does not decode is not paced: the runtime rejects it with its own error.
    */
-  sandboxForwarded(info: SandboxInfo, admission: Admission, podLog: Logger | undefined): number {
+  async paceSandbox(message: Buffer | undefined, signal: AbortSignal, onPod?: (pod: SandboxInfo) => void): Promise<SandboxPacing> {
+    let pod: SandboxInfo | undefined;
+    let decodeError: string | undefined;
+    try {
+      if (message) pod = sandboxInfo(this.decode.runPodSandbox, message);
+    } catch (err) {
+      decodeError = (err as Error).message;
+    }
+    if (!pod) {
+      this.log?.warn(decodeError === undefined ? {} : { err: decodeError }, 'RunPodSandbox request not decodable; forwarded unpaced');
+      return { outcome: 'unpaced' };
+    }
+    const podLog = this.log && objectLogger(this.log, 'Pod', pod.key);
+    if (pod.invalidLabel !== undefined) podLog?.warn({ value: pod.invalidLabel }, `invalid ${CRITICALITY_LABEL} label value; treated as "none"`);
+    onPod?.(pod);
+    try {
+      const admission = await this.gate.acquire({ key: pod.key, criticality: pod.criticality }, signal);
+      return { outcome: 'admitted', pod, admission, podLog };
+    } catch (err) {
+      const r = err instanceof PacingRejection ? err : new PacingRejection('UNAVAILABLE', String(err));
+      return { outcome: 'refused', pod, code: grpc.status[r.code], message: r.message };
+    }
+  }
+
+  /**
+   * An admitted RunPodSandbox goes to the runtime now: the gate counts the next low-priority gap
+   * from here ({@link PacingGate.forwarded}), the `onForward` hook is told and the pod's log gets
+   * "RunPodSandbox forwarded". Returns the time of the forward and `done`, to call with the
+   * runtime's answer: logs the outcome and, for a high-priority pod, records the sandbox on its
+   * critical path (`t0`: when the request arrived).
+   */
+  sandboxForwarded(admitted: AdmittedSandbox, t0: number): ForwardedSandbox {
+    const { pod, admission, podLog } = admitted;
     this.gate.forwarded(admission);
     const at = performance.now();
-    this.opts.onForward?.({ info, admission, at });
-    podLog?.info({ criticality: info.criticality, waitedMs: Math.round(admission.waitedMs) }, 'RunPodSandbox forwarded');
-    return at;
+    this.opts.onForward?.({ info: pod, admission, at });
+    const waitedMs = Math.round(admission.waitedMs);
+    podLog?.info({ criticality: pod.criticality, waitedMs }, 'RunPodSandbox forwarded');
+    const done = (ok: boolean, response?: Buffer, failure?: Record<string, unknown>) => {
+      const outcome = { criticality: pod.criticality, waitedMs, runtimeMs: Math.round(performance.now() - at) };
+      if (ok) podLog?.info(outcome, 'RunPodSandbox done');
+      else podLog?.warn({ ...outcome, ...failure }, 'RunPodSandbox failed');
+      if (admission.priority === 'high') {
+        const id = ok && response ? tryDecode(this.decode.sandboxResponse, response)?.pod_sandbox_id : undefined;
+        this.critical.sandboxDone(pod.key, t0, typeof id === 'string' && id ? id : undefined);
+      }
+    };
+    return { at, done };
   }
 
   /** Logs that the runtime became unreachable (once, not every reconnect attempt or failed call). */
@@ -397,49 +457,30 @@ export class CriProxy extends CriProxyBase {
     }
   }
 
-  /** Decode, pace, forward. */
+  /** Pace (the shared admission), then forward. */
   private async runPodSandbox(m: CriMethod, call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>): Promise<void> {
     const t0 = performance.now();
-    let info: SandboxInfo;
-    try {
-      info = sandboxInfo(this.decode.runPodSandbox, call.request);
-    } catch (err) {
-      // not a valid RunPodSandboxRequest: the runtime will reject it with its own error, at once
-      this.log?.warn({ err: (err as Error).message }, 'RunPodSandbox request not decodable; forwarded unpaced');
-      return this.forwardUnary(m, call, callback, t0, 0);
-    }
-    const podLog = this.log && objectLogger(this.log, 'Pod', info.key);
-    if (info.invalidLabel !== undefined) {
-      podLog?.warn({ value: info.invalidLabel }, `invalid ${CRITICALITY_LABEL} label value; treated as "none"`);
-    }
     // the kubelet giving up (cancel, or its deadline: grpc-js then answers DEADLINE_EXCEEDED itself
     // and reports the call cancelled) takes the request out of the gate
     const ac = new AbortController();
     const onCancel = () => ac.abort();
     call.on('cancelled', onCancel);
-    let admission: Admission;
+    let paced: SandboxPacing;
     try {
-      admission = await this.gate.acquire({ key: info.key, criticality: info.criticality }, ac.signal);
-    } catch (err) {
-      const r = err instanceof PacingRejection ? err : new PacingRejection('UNAVAILABLE', String(err));
-      callback(statusError(REJECTION_STATUS[r.code], r.message));
-      return;
+      paced = await this.paceSandbox(call.request, ac.signal);
     } finally {
       call.off('cancelled', onCancel);
     }
+    if (paced.outcome === 'unpaced') return this.forwardUnary(m, call, callback, t0, 0);
+    if (paced.outcome === 'refused') return callback(statusError(paced.code, paced.message));
     if (call.cancelled) return;
-    const forwardedAt = this.sandboxForwarded(info, admission, podLog);
+    const forwarded = this.sandboxForwarded(paced, t0);
     const done: grpc.sendUnaryData<Buffer> = (err, value, trailer) => {
-      const outcome = { criticality: info.criticality, waitedMs: Math.round(admission.waitedMs), runtimeMs: Math.round(performance.now() - forwardedAt) };
-      if (err) podLog?.warn({ ...outcome, code: grpc.status[(err as { code?: number }).code ?? grpc.status.UNKNOWN], details: (err as { details?: string }).details }, 'RunPodSandbox failed');
-      else podLog?.info(outcome, 'RunPodSandbox done');
-      if (admission.priority === 'high') {
-        const id = !err && value ? tryDecode(this.decode.sandboxResponse, value)?.pod_sandbox_id : undefined;
-        this.critical.sandboxDone(info.key, t0, typeof id === 'string' ? id : undefined);
-      }
+      const failure = err ? { code: grpc.status[(err as { code?: number }).code ?? grpc.status.UNKNOWN], details: (err as { details?: string }).details } : undefined;
+      forwarded.done(!err, value ?? undefined, failure);
       callback(err, value, trailer);
     };
-    this.forwardUnary(m, call, done, t0, admission.waitedMs);
+    this.forwardUnary(m, call, done, t0, paced.admission.waitedMs);
   }
 
   /**

@@ -51,7 +51,7 @@ export function shimRuntime(kc: KubeConfig, shim: RunningShim, nodeName: string,
     field: 'kubeletShim',
     select: (section) => pacingFromEntry(shimSectionForNode(section, labels())),
     schema: PacingConfigSchema,
-    apply: (pacing) => describePacing(shim.apply({ ...shim.config, pacing }, `UlyssesConfig kubeletShim for ${nodeName}`).pacing),
+    apply: (pacing) => describePacing(shim.applyPacing(pacing).pacing),
     log,
   });
   let lastLabels = '';

@@ -31,10 +31,9 @@
  */
 import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
-import { CRITICALITY_LABEL } from '../core/criticality.ts';
 import { objectLogger } from '../core/logging.ts';
-import { PacingGate, PacingRejection, type Admission } from './pacing.ts';
-import { GrpcFrameScanner, grpcMessage } from './h2proxy.ts';
+import { PacingGate } from './pacing.ts';
+import { GrpcFrameScanner, concatChunks, grpcMessage } from './h2proxy.ts';
 import {
   CREATE_CONTAINER,
   CriProxyBase,
@@ -42,10 +41,11 @@ import {
   START_CONTAINER,
   closeServerWithGrace,
   listenOn,
-  sandboxInfo,
   tryDecode,
+  type AdmittedSandbox,
   type CriProxyOptions,
   type SandboxInfo,
+  type SandboxPacing,
 } from './proxy.ts';
 import {
   CLIENT_PREFACE,
@@ -150,10 +150,6 @@ class Output {
     this.pieces.push(this.runStart === 0 && this.runEnd === b.length ? b : b.subarray(this.runStart, this.runEnd));
     this.runBuf = undefined;
   }
-}
-
-function concat(chunks: Buffer[]): Buffer {
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
 }
 
 export class SpliceCriProxy extends CriProxyBase {
@@ -379,14 +375,14 @@ class SpliceConnection {
       if (end) void this.pace(st);
       else if (st.heldFlow > Math.min(MAX_HELD_STREAM_BYTES, this.streamWindow / 2)) {
         this.proxy.log?.warn({ heldBytes: st.heldFlow }, 'RunPodSandbox request too large to hold within its stream window; forwarded unpaced');
-        this.release(st, undefined, undefined);
+        this.release(st, undefined);
       }
       return;
     }
     this.forwardUp(f.buf, f.start, f.end);
     if (st.request) {
       st.request.push(data);
-      if (end) this.trackRequest(st, concat(st.request));
+      if (end) this.trackRequest(st, concatChunks(st.request));
     }
   }
 
@@ -486,63 +482,32 @@ class SpliceConnection {
 
   // ---------------------------------------------------------------- inspected calls
 
-  /** Decode, pace, release (thesis §5.3.4). */
+  /** Pace (the shared admission, thesis §5.3.4), then release. */
   private async pace(st: SpliceStream): Promise<void> {
-    const proxy = this.proxy;
-    const log = proxy.log;
-    const msg = grpcMessage(concat(st.heldData!));
-    let info: SandboxInfo | undefined;
-    try {
-      if (msg) info = sandboxInfo(proxy.decode.runPodSandbox, msg);
-    } catch {
-      info = undefined;
-    }
-    if (!info) {
-      // not a valid (uncompressed) RunPodSandboxRequest: the runtime will reject it with its own error, at once
-      log?.warn('RunPodSandbox request not decodable; forwarded unpaced');
-      return this.release(st, undefined, undefined);
-    }
-    const podLog = log && objectLogger(log, 'Pod', info.key);
-    if (info.invalidLabel !== undefined) podLog?.warn({ value: info.invalidLabel }, `invalid ${CRITICALITY_LABEL} label value; treated as "none"`);
-    st.pod = info;
     const ac = (st.ac = new AbortController());
-    let admission: Admission;
+    let paced: SandboxPacing;
     try {
-      admission = await proxy.gate.acquire({ key: info.key, criticality: info.criticality }, ac.signal);
-    } catch (err) {
-      if (st.gone) return; // the kubelet or the runtime ended the call, or the connection closed
-      const r = err instanceof PacingRejection ? err : new PacingRejection('UNAVAILABLE', String(err));
-      return this.refuse(st, grpc.status[r.code], r.message);
+      paced = await this.proxy.paceSandbox(grpcMessage(concatChunks(st.heldData!)), ac.signal, (pod) => (st.pod = pod));
     } finally {
       st.ac = undefined;
     }
-    if (st.gone) return;
-    this.release(st, info, admission);
+    if (st.gone) return; // the kubelet or the runtime ended the call, or the connection closed
+    if (paced.outcome === 'unpaced') return this.release(st, undefined);
+    if (paced.outcome === 'refused') return this.refuse(st, paced.code, paced.message);
+    this.release(st, paced);
   }
 
-  /** Sends the held DATA frames on, as they were received; follows the answer. */
-  private release(st: SpliceStream, info: SandboxInfo | undefined, admission: Admission | undefined): void {
+  /** Sends the held DATA frames on, as they were received; follows the answer of an admitted sandbox. */
+  private release(st: SpliceStream, admitted: AdmittedSandbox | undefined): void {
     const frames = st.held!;
     this.debt += st.heldFlow; // credited while held: kept back from the runtime's next WINDOW_UPDATEs
     st.held = undefined;
     st.heldData = undefined;
     st.heldFlow = 0;
-    if (info && admission) {
-      const proxy = this.proxy;
-      const podLog = proxy.log && objectLogger(proxy.log, 'Pod', info.key);
-      const forwardedAt = proxy.sandboxForwarded(info, admission, podLog);
-      const waitedMs = Math.round(admission.waitedMs);
-      const t0 = st.t0;
+    if (admitted) {
+      const forwarded = this.proxy.sandboxForwarded(admitted, st.t0);
       st.response = [];
-      st.onAnswer = (answer, ok) => {
-        const outcome = { criticality: info.criticality, waitedMs, runtimeMs: Math.round(performance.now() - forwardedAt) };
-        if (ok) podLog?.info(outcome, 'RunPodSandbox done');
-        else podLog?.warn(outcome, 'RunPodSandbox failed');
-        if (admission.priority === 'high') {
-          const id = ok && answer ? tryDecode(proxy.decode.sandboxResponse, answer)?.pod_sandbox_id : undefined;
-          proxy.critical.sandboxDone(info.key, t0, typeof id === 'string' && id ? id : undefined);
-        }
-      };
+      st.onAnswer = (answer, ok) => forwarded.done(ok, answer);
     }
     this.inject('up', frames);
   }
@@ -578,7 +543,7 @@ class SpliceConnection {
     const cb = st.onAnswer;
     if (!cb) return;
     st.onAnswer = undefined;
-    const message = endedNormally && st.response?.length ? grpcMessage(concat(st.response)) : undefined;
+    const message = endedNormally && st.response?.length ? grpcMessage(concatChunks(st.response)) : undefined;
     cb(message, message !== undefined);
   }
 

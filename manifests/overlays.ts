@@ -1,13 +1,12 @@
 /**
  * The kustomize overlays of manifests/ as data, and their rendering with the real `kubectl kustomize`
- * (the pinned kubectl of the testbed). Used by the tests and usable by tooling; no cluster access.
+ * (a kubectl the caller names). Used by the tests and usable by tooling; no cluster access.
  */
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
-import { binaryPath } from '../experiments/testbed/binaries.ts';
 
 const run = promisify(execFile);
 
@@ -93,8 +92,8 @@ export function parseObjects(text: string, source: string): K8sObject[] {
   return out;
 }
 
-/** `kubectl kustomize manifests/overlays/<overlay>` with the pinned kubectl. */
-export async function renderOverlay(overlay: string, kubectl = binaryPath('kubectl')): Promise<{ yaml: string; objects: K8sObject[] }> {
+/** `kubectl kustomize manifests/overlays/<overlay>` with the given kubectl (the tests pass the testbed's pinned one). */
+export async function renderOverlay(overlay: string, kubectl: string): Promise<{ yaml: string; objects: K8sObject[] }> {
   const dir = fileURLToPath(new URL(`./overlays/${overlay}`, import.meta.url));
   const { stdout } = await run(kubectl, ['kustomize', dir], { maxBuffer: 16 << 20 });
   return { yaml: stdout, objects: parseObjects(stdout, `kubectl kustomize ${dir}`) };

@@ -3,8 +3,8 @@
  * in a map (one entry per key: earliest due time, highest priority) indexed by a min-heap of due
  * times; one clock timer is armed for the earliest due key. A due key is add()ed.
  */
-import type { Timer } from './clock.ts';
-import { MinHeap } from './heap.ts';
+import type { Timer } from '../../core/clock.ts';
+import { MinHeap } from '../../core/heap.ts';
 import { WorkQueue, type WorkQueueOptions } from './queue.ts';
 import { toPriority, type Priority, type PriorityLike } from './priority.ts';
 

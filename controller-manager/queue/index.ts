@@ -1,5 +1,5 @@
 /** The controller manager's queueing layer: priority work queue, rate limiters, worker pool. */
-export { FakeClock, realClock, settle, sleepUntil, type Clock, type Timer } from './clock.ts';
+export { FakeClock, realClock, settle, sleepUntil, type Clock, type Timer } from '../../core/clock.ts';
 export { DelayingWorkQueue } from './delaying.ts';
 export { noQueueMetrics, queueMetrics, workerMetrics, type QueueMetrics, type QueueSnapshot } from './metrics.ts';
 export {
@@ -12,7 +12,7 @@ export {
   type WorkerPoolConfig,
   type WorkerPoolConfigInput,
 } from './pool-config.ts';
-export { PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NONE, priorityName, toPriority, type Priority, type PriorityLike } from './priority.ts';
+export { PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NAMES, PRIORITY_NONE, priorityName, toPriority, type Priority, type PriorityLike, type PriorityName } from './priority.ts';
 export { WorkQueue, type GetOptions, type PriorityAdmission, type QueueItem, type WorkQueueOptions } from './queue.ts';
 export {
   BucketRateLimiter,
@@ -23,8 +23,10 @@ export {
 } from './rate-limiters.ts';
 export { PriorityWorkQueue, type PriorityWorkQueueOptions } from './rate-limiting.ts';
 export { FifoStorage, PriorityStorage, type Ordering, type QueueEntry, type QueueStorage } from './storage.ts';
-export { KCM_API_BURST, KCM_API_QPS, TokenBucket, type TokenBucketOptions } from './token-bucket.ts';
+export { TokenBucket, type TokenBucketOptions } from '../../core/token-bucket.ts';
 export {
+  KCM_API_BURST,
+  KCM_API_QPS,
   TerminalError,
   WorkerPool,
   type ReconcileContext,

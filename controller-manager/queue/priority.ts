@@ -1,32 +1,38 @@
 /**
- * Queue priorities are the criticality ranks of core/criticality.ts (thesis §5.3.1: "3 priority
- * levels"; operations that specify no level get the lowest one, for compatibility with vanilla code).
+ * The queue's priority levels: three, ordered, 0 the lowest (thesis §5.3.1: "3 priority levels";
+ * operations that specify no level get the lowest one, for compatibility with vanilla code). The
+ * queue knows nothing of what a level means; the controllers map a pod's criticality onto a level
+ * with `criticalityRank` (core/criticality.ts: none 0, low 1, high 2), the one place that mapping is
+ * made (its agreement with these names is unit-tested).
  */
-import { CRITICALITY_LEVELS, criticalityRank, isCriticality, type Criticality } from '../../core/criticality.ts';
+
+/** The levels' names, lowest first: the `priority` label of the queue's metrics and logs. */
+export const PRIORITY_NAMES = ['none', 'low', 'high'] as const;
+export type PriorityName = (typeof PRIORITY_NAMES)[number];
 
 /** 0 = none (also: unknown), 1 = low, 2 = high. */
 export type Priority = 0 | 1 | 2;
 
-export const PRIORITY_NONE: Priority = criticalityRank('none');
-export const PRIORITY_LOW: Priority = criticalityRank('low');
-export const PRIORITY_HIGH: Priority = criticalityRank('high');
-export const PRIORITY_LEVELS = 3;
+export const PRIORITY_NONE: Priority = 0;
+export const PRIORITY_LOW: Priority = 1;
+export const PRIORITY_HIGH: Priority = 2;
+export const PRIORITY_LEVELS = PRIORITY_NAMES.length;
 
-/** What callers may pass: a rank or a criticality name. */
-export type PriorityLike = number | Criticality;
+/** What callers may pass: a level or its name. */
+export type PriorityLike = number | PriorityName;
 
 /**
  * Normalizes a requested priority. Missing, unknown or out-of-range values map to the nearest level
- * (undefined, NaN and anything below 1 to `none`, i.e. "unknown = lowest"; above 2 to `high`).
+ * (undefined, NaN, unknown names and anything below 1 to `none`, i.e. "unknown = lowest"; above 2 to `high`).
  */
 export function toPriority(p: PriorityLike | undefined): Priority {
   if (p === undefined) return PRIORITY_NONE;
-  if (isCriticality(p)) return criticalityRank(p);
+  if (typeof p === 'string') return Math.max(0, PRIORITY_NAMES.indexOf(p)) as Priority;
   if (!(p >= 1)) return PRIORITY_NONE; // also NaN
   return p >= 2 ? PRIORITY_HIGH : PRIORITY_LOW;
 }
 
-/** The criticality name of a priority, used as the `priority` metric label. */
-export function priorityName(p: Priority): Criticality {
-  return CRITICALITY_LEVELS[p] ?? 'none';
+/** The name of a level. */
+export function priorityName(p: Priority): PriorityName {
+  return PRIORITY_NAMES[p] ?? 'none';
 }

@@ -11,7 +11,7 @@
  *  - add(key) of a key already dirty is merged into it (duplicates collapse); the merged key keeps
  *    the HIGHEST priority requested. add(key) of a key being processed marks it dirty only: it is
  *    queued once, when done(key) is called, with the highest priority requested meanwhile.
- *  - Priorities: 0 none (also unknown/unspecified), 1 low, 2 high (core/criticality.ts ranks).
+ *  - Priorities: 0 none (also unknown/unspecified), 1 low, 2 high (priority.ts).
  *    Ordering `priority`: highest priority first, FIFO (push order) within a priority. Ordering
  *    `fifo`: push order, priority ignored but remembered. setOrdering() switches at runtime and
  *    keeps every queued key (and, back in `priority`, the FIFO order within each priority).
@@ -36,10 +36,9 @@
  *    create or raise a dirty entry; the worker pool uses it to bound high-priority work.
  *  - Time comes from an injectable Clock (clock.ts).
  */
-import type { Criticality } from '../../core/criticality.ts';
-import { realClock, type Clock } from './clock.ts';
+import { realClock, type Clock } from '../../core/clock.ts';
 import { noQueueMetrics, queueMetrics, type QueueMetrics, type QueueSnapshot } from './metrics.ts';
-import { PRIORITY_LEVELS, toPriority, type Priority, type PriorityLike } from './priority.ts';
+import { PRIORITY_LEVELS, toPriority, type Priority, type PriorityLike, type PriorityName } from './priority.ts';
 import { createStorage, drainInto, type Ordering, type QueueEntry, type QueueStorage } from './storage.ts';
 
 export interface WorkQueueOptions {
@@ -238,7 +237,7 @@ export class WorkQueue<K = string> {
     return this.storage.len();
   }
 
-  lenByPriority(): Record<Criticality, number> {
+  lenByPriority(): Record<PriorityName, number> {
     const counts = this.storage.lenByPriority();
     return { none: counts[0] ?? 0, low: counts[1] ?? 0, high: counts[2] ?? 0 };
   }

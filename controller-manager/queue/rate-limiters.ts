@@ -3,8 +3,8 @@
  * answers "how long should this key wait before its next retry", remembers failures per key until
  * `forget(key)`, and is pluggable (PriorityWorkQueueOptions.rateLimiter).
  */
-import type { Clock } from './clock.ts';
-import { TokenBucket } from './token-bucket.ts';
+import type { Clock } from '../../core/clock.ts';
+import { TokenBucket } from '../../core/token-bucket.ts';
 
 export interface RateLimiter<K> {
   /** Delay (ms) before `key` may be retried; records one more failure. */

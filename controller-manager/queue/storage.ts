@@ -7,7 +7,7 @@
  * Entries keep their priority in both, so switching ordering at runtime ({@link drainInto}) keeps
  * every entry and, in `priority`, the relative order of equal priorities.
  */
-import { MinHeap } from './heap.ts';
+import { MinHeap } from '../../core/heap.ts';
 import { PRIORITY_LEVELS, type Priority } from './priority.ts';
 
 export type Ordering = 'fifo' | 'priority';

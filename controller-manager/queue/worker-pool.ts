@@ -29,14 +29,18 @@
 import { setMaxListeners } from 'node:events';
 import type { Logger } from 'pino';
 import { componentLogger } from '../../core/logging.ts';
-import { realClock, sleepUntil, type Clock } from './clock.ts';
+import { realClock, sleepUntil, type Clock } from '../../core/clock.ts';
 import { workerMetrics } from './metrics.ts';
 import { parseWorkerPoolConfig, WORKER_MODES, type WorkerMode, type WorkerPoolConfig, type WorkerPoolConfigInput } from './pool-config.ts';
 import { PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NONE, priorityName, type Priority } from './priority.ts';
 import type { QueueItem } from './queue.ts';
 import type { RateLimiter } from './rate-limiters.ts';
 import { PriorityWorkQueue } from './rate-limiting.ts';
-import { KCM_API_BURST, KCM_API_QPS, TokenBucket } from './token-bucket.ts';
+import { TokenBucket } from '../../core/token-bucket.ts';
+
+/** kube-controller-manager's client-side rate limit defaults (--kube-api-qps, --kube-api-burst): the vanilla mode's gate. */
+export const KCM_API_QPS = 20;
+export const KCM_API_BURST = 30;
 
 export interface ReconcileResult {
   /** Reconcile the key again after this long (controller-runtime Result.RequeueAfter). */

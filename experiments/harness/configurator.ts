@@ -40,16 +40,5 @@ export interface ClusterConfigurator {
   describe(): string[];
 }
 
-/** The kcm controller names of the Ulysses controllers (kube-controller-manager --controllers). */
-export const KCM_NAMES: Record<string, string[]> = {
-  replicaset: ['replicaset-controller'],
-  deployment: ['deployment-controller'],
-  'taint-eviction': ['taint-eviction-controller'],
-  endpointslice: ['endpointslice-controller'],
-  endpoints: ['endpoints-controller'],
-};
-
-/** kube-controller-manager --controllers that leaves the given controllers to Ulysses. */
-export function kcmControllersFlag(ulysses: readonly string[]): string {
-  return ['*', ...new Set(ulysses.flatMap((c) => KCM_NAMES[c] ?? [`${c}-controller`]))].map((c, i) => (i ? `-${c}` : c)).join(',');
-}
+/** kube-controller-manager --controllers that leaves the given controllers to Ulysses (core/controllers.ts). */
+export { kcmControllersFlag } from '../../core/controllers.ts';

@@ -39,9 +39,8 @@ export type PlannedRep = Cell & { rep: number };
  * kubelet policy) of the plan, in plan order, on the widest DN with the heaviest load. The first
  * pod creations on fresh nodes are slower, and so are the first repetitions of a configuration
  * whose code paths have not run yet in this process (the in-process controller manager's periodic
- * workers and hold, JIT-compiled only once they run): on 2026-11-25 the first two configuration-5
- * repetitions after a configuration-1-only warm-up took 0.41 and 0.53 s to Ready against 0.31-0.32 s
- * for the next ones (harness CPU in the first 300 ms 170 ms vs 60-80 ms).
+ * workers and hold, JIT-compiled only once they run): a warm-up of one configuration only left the
+ * first repetitions of the others visibly slower to Ready, with more harness CPU in their window.
  */
 export function warmupReps(p: ExperimentPlan): PlannedRep[] {
   return planReps({ ...p, dns: [Math.max(...p.dns)], podsPerNode: [Math.max(...p.podsPerNode)], reps: 1 });
@@ -67,7 +66,7 @@ export interface RunConditions {
   pinnedCpus?: boolean;
   /** the controller manager's CriticalPathHold in configuration 5 (--critical-path-hold-ms) */
   criticalPathHoldMs?: number;
-  /** local testbed: what of the failed node is stopped at t = 0 (--freeze-source; absent = kubelet, as before 2026-11-25) */
+  /** local testbed: what of the failed node is stopped at t = 0 (--freeze-source; absent in results.jsonl = kubelet, the older runs' setting) */
   sourceFreeze?: 'node' | 'kubelet' | 'none';
   /** t = 0 no earlier than this long after the critical pod's creation (--min-critical-age-ms) */
   minCriticalAgeMs?: number;
@@ -176,7 +175,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
   const maxDn = Math.max(...o.plan.dns);
   const warmups = warmupReps(o.plan);
   const warmupNote = warmup
-    ? `each session of the run starts with ${warmups.length} unrecorded warm-up repetition(s), one per configuration (${warmups.map(configKey).join(', ')}) on DN ${maxDn} with ${warmups[0]?.podsPerNode} pods per node: the first pod creations on fresh nodes, and the first repetitions of a configuration, are slower`
+    ? `each invocation of the run starts with ${warmups.length} unrecorded warm-up repetition(s), one per configuration (${warmups.map(configKey).join(', ')}) on DN ${maxDn} with ${warmups[0]?.podsPerNode} pods per node: the first pod creations on fresh nodes, and the first repetitions of a configuration, are slower`
     : 'no warm-up repetition (--no-warmup)';
   const meta: ReportMeta = { title: o.title, notes: [machineNote(), ...(o.notes ?? []), setupNote, warmupNote, ...o.configurator.describe()], command: o.command, inflationTargets: o.inflationTargets };
   writeFileSync(join(o.out, META_FILE), JSON.stringify(meta, null, 2));

@@ -113,9 +113,8 @@ export function containerdShimPids(socket: string): number[] {
 /**
  * Testbed node failure: SIGSTOP the source node's processes right before the taint, SIGCONT for the
  * cleanup, so that nothing the failed node does runs on the CPUs the destinations share (a failed
- * machine would not). `kubelet`: the kubelet only (runs before 2026-11-25; the node's containerd then
- * kept working off the setup's pod creations inside the critical pod's window, ~0.1 s of CPU at 20
- * pods per node); `node` (default): the kubelet, the kubelet-shim, containerd and every
+ * machine would not). `kubelet`: the kubelet only (the node's containerd then keeps working off the
+ * setup's pod creations inside the critical pod's window, ~0.1 s of CPU at 20 pods per node); `node` (default): the kubelet, the kubelet-shim, containerd and every
  * containerd-shim of the node. The containers themselves keep running (idle servers).
  */
 export function testbedFrozenNode(runDir: string, what: Exclude<SourceFreeze, 'none'> = 'node'): NodeFailure {
@@ -404,7 +403,6 @@ function experimentTitle(o: Pick<FailoverExperimentOptions, 'plan' | 'clientRate
 }
 
 function runNotes(o: Pick<FailoverExperimentOptions, 'plan' | 'clientRateLimit' | 'scenario' | 'minCriticalAgeMs'>): string[] {
-  // since 2026-11-26 (third session); earlier runs' reports do not carry this line
   const notes: string[] = [
     `the critical pod's events (Prio scheduled, Prio ready) also from a watch of the namespace ${CRITICAL_NAMESPACE} of its own: in the watch of every experiment pod its binding queues behind the low pods' events, an observer's delay that grows with the load`,
   ];

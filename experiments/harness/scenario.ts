@@ -85,8 +85,8 @@ export interface ScenarioOptions {
    * setup has settled). A failure in steady state strikes a critical pod created long before; right
    * after the setup the apiserver still holds state of its creation: LimitRanger's live lookup of a
    * namespace without LimitRanges is cached for 30 s, so a replacement created within 30 s of the
-   * first pod skips the LIST that every later one pays (measured 2026-11-26: the load cells' longer
-   * setup expired it, the idle cells' did not). 35000 puts every cell past it.
+   * first pod skips the LIST that every later one pays (the load cells' longer setup expires that
+   * cache, the idle cells' does not). 35000 puts every cell past it.
    */
   minCriticalAgeMs?: number;
 }

@@ -34,7 +34,7 @@ export interface TrackedProcess {
  * `mainCpus` and every other thread it has now (V8's GC and compiler helpers, libuv's pool, worker
  * threads) to `otherCpus` (taskset, Linux). Threads started later inherit the affinity of the thread
  * that starts them. Used by the benchmarks: on the main thread's CPU the helpers preempted it in the
- * slowest rounds (scheduler-plugins/extender/bench.ts). `withMain`: thread ids that stay with the
+ * slowest rounds (experiments/bench/extender.ts). `withMain`: thread ids that stay with the
  * main thread. Returns how many other threads moved.
  */
 export function pinMainThreadApart(pid: number, mainCpus: string, otherCpus: string, withMain: readonly string[] = []): number {
@@ -174,7 +174,7 @@ export async function pollUntil<T>(
 
 /**
  * A helper process spoken to in JSON lines, one reply line per request line, in order (the Go bench
- * clients: scheduler-plugins/extender/bench-client-go, kubelet-shim/bench-client-go). Started on
+ * clients: experiments/bench/extender-client-go, experiments/bench/kubelet-shim-client-go). Started on
  * `cpus` (taskset) when given; a reply with `error` set, or the process exiting, rejects the call.
  */
 export class JsonLinesProcess {

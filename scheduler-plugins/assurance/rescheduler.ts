@@ -16,10 +16,10 @@ import { criticalityRank } from '../../core/criticality.ts';
 import { ResilientInformer, stripManagedFields } from '../../core/informer.ts';
 import { ApiError, KubeClient, isNotFound } from '../../core/kube.ts';
 import { componentLogger, objectLogger, type Logger } from '../../core/logging.ts';
-import { metricsRegistry } from '../../core/metrics.ts';
+import { metricsRegistry, registeredMetric } from '../../core/metrics.ts';
 import { objectKey } from '../../core/objects.ts';
 import { validateConfig } from '../../core/config.ts';
-import { TokenBucket } from '../../controller-manager/queue/token-bucket.ts';
+import { TokenBucket } from '../../core/token-bucket.ts';
 import { satisfies } from './assurance.ts';
 import { extenderConfig, ReschedulerConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from '../extender/config.ts';
 
@@ -64,15 +64,17 @@ export function assuranceViolations(nodes: readonly V1Node[], pods: readonly V1P
   return out.sort((a, b) => criticalityRank(b.criticality) - criticalityRank(a.criticality) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
 }
 
-let evictions: Counter<'result'> | undefined;
 function evictionCounter() {
-  evictions ??= new Counter({
-    name: 'ulysses_rescheduler_evictions_total',
-    help: 'Pods the assurance rescheduler acted on (result: evicted, dry_run, uncontrolled, blocked, rate_limited, error).',
-    labelNames: ['result'],
-    registers: [metricsRegistry()],
-  });
-  return evictions;
+  return registeredMetric(
+    'ulysses_rescheduler_evictions_total',
+    () =>
+      new Counter({
+        name: 'ulysses_rescheduler_evictions_total',
+        help: 'Pods the assurance rescheduler acted on (result: evicted, dry_run, uncontrolled, blocked, rate_limited, error).',
+        labelNames: ['result'],
+        registers: [metricsRegistry()],
+      }),
+  );
 }
 
 export class AssuranceRescheduler {

@@ -17,7 +17,7 @@ import { Counter } from 'prom-client';
 import { ResilientInformer, stripManagedFields } from '../../core/informer.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { componentLogger, objectLogger, type Logger } from '../../core/logging.ts';
-import { metricsRegistry } from '../../core/metrics.ts';
+import { metricsRegistry, registeredMetric } from '../../core/metrics.ts';
 import { validateConfig } from '../../core/config.ts';
 import { ASSURANCE_ANNOTATION, parseAssuranceAnnotation, type AssuranceVector } from './assurance.ts';
 
@@ -89,15 +89,17 @@ export function vectorText(v: Readonly<Record<string, number>>): string {
   return JSON.stringify(Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))));
 }
 
-let updates: Counter<'result'> | undefined;
 function updateCounter() {
-  updates ??= new Counter({
-    name: 'ulysses_assurance_updates_total',
-    help: 'Node assurance annotations written by the updater (result: updated, adopted, error, malformed).',
-    labelNames: ['result'],
-    registers: [metricsRegistry()],
-  });
-  return updates;
+  return registeredMetric(
+    'ulysses_assurance_updates_total',
+    () =>
+      new Counter({
+        name: 'ulysses_assurance_updates_total',
+        help: 'Node assurance annotations written by the updater (result: updated, adopted, error, malformed).',
+        labelNames: ['result'],
+        registers: [metricsRegistry()],
+      }),
+  );
 }
 
 export class NodeAssuranceUpdater {

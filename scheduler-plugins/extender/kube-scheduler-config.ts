@@ -6,9 +6,7 @@
  * scheduler ignores the deprecated --kubeconfig flag: `clientConnection.kubeconfig` must be set here.
  * scheduler-plugins/kube-scheduler-extender.yaml is the same snippet for users.
  */
-import { writeFile } from 'node:fs/promises';
 import { stringify } from 'yaml';
-import { schedulerKubeconfigPath } from '../../experiments/testbed/testbed.ts';
 
 export interface SchedulerConfigOptions {
   /** kubeconfig of the scheduler (clientConnection.kubeconfig). */
@@ -49,18 +47,4 @@ export function kubeSchedulerConfiguration(o: SchedulerConfigOptions): Record<st
 
 export function renderKubeSchedulerConfiguration(o: SchedulerConfigOptions): string {
   return stringify(kubeSchedulerConfiguration(o));
-}
-
-export async function writeKubeSchedulerConfiguration(file: string, o: SchedulerConfigOptions): Promise<string> {
-  await writeFile(file, renderKubeSchedulerConfiguration(o));
-  return file;
-}
-
-/**
- * The testbed's variant: clientConnection.kubeconfig is the scheduler kubeconfig the testbed writes
- * in `runDir`. Write it before `testbed.up({ runDir, schedulerConfig: file })` (outside runDir: `up`
- * and `down` own that directory).
- */
-export function writeTestbedSchedulerConfig(file: string, runDir: string, extenderUrl: string, o: Partial<SchedulerConfigOptions> = {}): Promise<string> {
-  return writeKubeSchedulerConfiguration(file, { ...o, kubeconfig: schedulerKubeconfigPath(runDir), extenderUrl });
 }

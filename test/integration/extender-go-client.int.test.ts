@@ -1,5 +1,5 @@
 /**
- * The Go client of `bench:extender --client go` (bench-client-go/main.go): kube-scheduler's own
+ * The Go client of `bench:extender --client go` (extender-client-go/main.go): kube-scheduler's own
  * HTTPExtender, built from the same k8s.io/kubernetes release as the testbed's binaries, making
  * rounds against the real extender over loopback HTTP. It is the evidence that the bench's figures
  * with `--client go` are rounds kube-scheduler's code makes and that our wire format decodes into
@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
-import { GoRoundClient, buildGoClient, round } from '../../scheduler-plugins/extender/bench-client.ts';
+import { GoRoundClient, buildGoClient, round } from '../../experiments/bench/extender-client.ts';
 import { ensureBinaries } from '../../experiments/testbed/binaries.ts';
 import { silentLogger } from '../../core/logging.ts';
 

@@ -77,7 +77,7 @@ async function rejection(p: Promise<unknown>): Promise<ApiError> {
 }
 
 beforeAll(async () => {
-  for (const overlay of Object.keys(OVERLAYS)) rendered.set(overlay, await renderOverlay(overlay));
+  for (const overlay of Object.keys(OVERLAYS)) rendered.set(overlay, await renderOverlay(overlay, binaryPath('kubectl')));
 });
 
 describe('kubectl kustomize + apply to the testbed apiserver', () => {

@@ -24,7 +24,7 @@ import {
   udpEchoContainerConfig,
   type CriTestNode,
   type TestPod,
-} from '../../kubelet-shim/testnode.ts';
+} from '../../experiments/testbed/cri-testnode.ts';
 import { udpFirstAnswer } from '../../experiments/workloads.ts';
 import { buildGoTool } from '../../experiments/testbed/binaries.ts';
 import { JsonLinesProcess } from '../../experiments/testbed/processes.ts';
@@ -74,7 +74,7 @@ describe.each(PROXY_IMPLEMENTATIONS)('kubelet-shim proxy (%s) in front of a real
   });
 
   it("serves the kubelet's own CRI client (k8s.io/cri-client: the benchmark's --client go) as containerd does", async () => {
-    const bin = buildGoTool('kubelet-shim-bench-client', join(import.meta.dirname, '../../kubelet-shim/bench-client-go/main.go'), () => undefined);
+    const bin = buildGoTool('kubelet-shim-bench-client', join(import.meta.dirname, '../../experiments/bench/kubelet-shim-client-go/main.go'), () => undefined);
     const kubeletClient = new JsonLinesProcess(bin, [`direct=unix://${node!.spec.socket}`, `shim=unix://${proxySocket}`]);
     try {
       const { samples } = await kubeletClient.call<{ samples: Record<string, number[]> }>({ method: 'ListPodSandbox', count: 4, timed: true });

@@ -180,6 +180,7 @@ describe('plan, progress, topology helpers', () => {
   it('builds the kcm --controllers flag from the Ulysses controllers', () => {
     expect(kcmControllersFlag(['replicaset', 'taint-eviction', 'endpointslice', 'endpoints'])).toBe('*,-replicaset-controller,-taint-eviction-controller,-endpointslice-controller,-endpoints-controller');
     expect(kcmControllersFlag(['deployment'])).toBe('*,-deployment-controller');
+    expect(() => kcmControllersFlag(['replicaset', 'nope'])).toThrow('unknown controller "nope"');
     expect(kcmControllersFlag(['replicaset', 'deployment', 'taint-eviction', 'endpointslice', 'endpoints'])).toBe(
       '*,-replicaset-controller,-deployment-controller,-taint-eviction-controller,-endpointslice-controller,-endpoints-controller',
     );

@@ -7,11 +7,11 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { pino } from 'pino';
 import { ConfigError } from '../../core/config.ts';
-import { loadShimConfig, parseShimConfig } from '../../kubelet-shim/config.ts';
-import { THESIS_POLICIES } from '../../kubelet-shim/pacing.ts';
+import { loadShimConfig, parseShimConfig, ShimConfigSchema } from '../../kubelet-shim/config.ts';
+import { PacingConfigSchema, PacingPolicySchema, THESIS_POLICIES } from '../../kubelet-shim/pacing.ts';
 import { startShim } from '../../kubelet-shim/main.ts';
 
 const shimDir = fileURLToPath(new URL('../../kubelet-shim/', import.meta.url));
@@ -82,6 +82,18 @@ describe('kubelet-shim config', () => {
       expect(shim.gate.config.policy).toEqual(applied.pacing.policy);
       expect(shim.config.pacing).toEqual(shim.gate.config);
       expect(shim.config.implementation).toBe('splice');
+      // each update is validated once: apply() parses the shim config, applyPacing() (the runtime
+      // toggle's path, its watcher validated) parses nothing
+      const parses = [ShimConfigSchema, PacingConfigSchema, PacingPolicySchema].map((schema) => vi.spyOn(schema, 'safeParse'));
+      try {
+        shim.apply({ pacing: { policy: { type: 'fixed', waitMs: 300 } } });
+        expect(parses.map((p) => p.mock.calls.length)).toEqual([1, 0, 0]);
+        shim.applyPacing(PacingConfigSchema.parse({ policy: { type: 'fixed', waitMs: 400 } }));
+        expect(parses.map((p) => p.mock.calls.length)).toEqual([1, 0, 0]);
+        expect(shim.gate.config.policy).toEqual({ type: 'fixed', waitMs: 400 });
+      } finally {
+        for (const p of parses) p.mockRestore();
+      }
     } finally {
       await shim.stop();
     }

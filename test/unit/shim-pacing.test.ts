@@ -15,51 +15,11 @@ import {
   VanillaPolicy,
   createPolicy,
   type Admission,
-  type Clock,
   type PacingConfigInput,
 } from '../../kubelet-shim/pacing.ts';
 import { shimMetrics } from '../../kubelet-shim/metrics.ts';
 import type { Criticality } from '../../core/criticality.ts';
-
-/** Manual clock: timers fire only inside advance(), in time order. */
-class FakeClock implements Clock {
-  t = 0;
-  private seq = 0;
-  private timers = new Map<number, { at: number; fn: () => void }>();
-  now(): number {
-    return this.t;
-  }
-  setTimer(fn: () => void, delayMs: number): unknown {
-    const id = ++this.seq;
-    this.timers.set(id, { at: this.t + Math.max(0, delayMs), fn });
-    return id;
-  }
-  clearTimer(handle: unknown): void {
-    this.timers.delete(handle as number);
-  }
-  get pendingTimers(): number {
-    return this.timers.size;
-  }
-  /** Moves time forward to now+ms, firing due timers at their own time, then lets promises settle. */
-  async advance(ms: number): Promise<void> {
-    const target = this.t + ms;
-    for (;;) {
-      let next: [number, { at: number; fn: () => void }] | undefined;
-      for (const e of this.timers) if (e[1].at <= target && (!next || e[1].at < next[1].at)) next = e;
-      if (!next) break;
-      this.timers.delete(next[0]);
-      this.t = next[1].at;
-      next[1].fn();
-      await settle();
-    }
-    this.t = target;
-    await settle();
-  }
-}
-
-async function settle(): Promise<void> {
-  for (let i = 0; i < 5; i++) await Promise.resolve();
-}
+import { FakeClock, settle } from '../../core/clock.ts';
 
 interface Tracked {
   key: string;

@@ -2,10 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { ConfigError } from '../../core/config.ts';
 import { metricsRegistry } from '../../core/metrics.ts';
-import { FakeClock, settle, sleepUntil } from '../../controller-manager/queue/clock.ts';
+import { FakeClock, settle, sleepUntil } from '../../core/clock.ts';
 import type { WorkerMode, WorkerPoolConfigInput } from '../../controller-manager/queue/pool-config.ts';
 import type { Priority } from '../../controller-manager/queue/priority.ts';
-import { TokenBucket } from '../../controller-manager/queue/token-bucket.ts';
+import { TokenBucket } from '../../core/token-bucket.ts';
 import { TerminalError, WorkerPool, type ReconcileContext, type ReconcileResult } from '../../controller-manager/queue/worker-pool.ts';
 
 const silent = pino({ level: 'silent' });

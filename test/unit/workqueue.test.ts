@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { metricsRegistry } from '../../core/metrics.ts';
-import { FakeClock, settle } from '../../controller-manager/queue/clock.ts';
-import { MinHeap } from '../../controller-manager/queue/heap.ts';
-import { toPriority, type Priority } from '../../controller-manager/queue/priority.ts';
+import { FakeClock, settle } from '../../core/clock.ts';
+import { MinHeap } from '../../core/heap.ts';
+import { PRIORITY_NAMES, priorityName, toPriority, type Priority } from '../../controller-manager/queue/priority.ts';
+import { CRITICALITY_LEVELS, criticalityRank } from '../../core/criticality.ts';
 import type { QueueItem } from '../../controller-manager/queue/queue.ts';
 import {
   ItemExponentialFailureRateLimiter,
@@ -11,7 +12,7 @@ import {
 } from '../../controller-manager/queue/rate-limiters.ts';
 import { PriorityWorkQueue } from '../../controller-manager/queue/rate-limiting.ts';
 import type { Ordering } from '../../controller-manager/queue/storage.ts';
-import { TokenBucket } from '../../controller-manager/queue/token-bucket.ts';
+import { TokenBucket } from '../../core/token-bucket.ts';
 
 function drain<K>(q: PriorityWorkQueue<K>, minPriority?: number): QueueItem<K>[] {
   const out: QueueItem<K>[] = [];
@@ -33,6 +34,18 @@ async function isSettled(p: Promise<unknown>): Promise<boolean> {
   await settle();
   return settled;
 }
+
+describe('priority levels', () => {
+  it('a criticality rank (the controllers\' mapping) is the queue level of the same name', () => {
+    expect([...PRIORITY_NAMES]).toEqual([...CRITICALITY_LEVELS]);
+    for (const c of CRITICALITY_LEVELS) {
+      expect(toPriority(criticalityRank(c))).toBe(criticalityRank(c));
+      expect(priorityName(toPriority(criticalityRank(c)))).toBe(c);
+      expect(toPriority(c)).toBe(criticalityRank(c));
+    }
+    expect(toPriority('urgent' as never)).toBe(0);
+  });
+});
 
 describe('PriorityWorkQueue: dirty and processing sets', () => {
   it('collapses duplicates', () => {

@@ -3,12 +3,12 @@
  * with a nodeCacheCapable extender — POST /filter with the node names, then POST /prioritize with
  * the nodes that passed — over a kept-alive HTTP connection, timed by the caller.
  *
- * bench.ts calls {@link round} on the extender's event loop, or, with `--client worker`, in a
+ * extender.ts calls {@link round} on the extender's event loop, or, with `--client worker`, in a
  * worker thread ({@link RoundClient}): kube-scheduler is another process, whose JSON and HTTP work
  * and garbage are not the extender's. `--client go` ({@link GoRoundClient}) is that process, made
  * of kube-scheduler's own extender client. With `--pin-cpus` the worker thread stays on CPU 1 with the
  * extender's main thread (CPU 0 is the testbed's: there the client's timing measured the testbed's
- * load, p99 8-20 ms at 100 nodes). Measurements: bench.ts's header.
+ * load, p99 8-20 ms at 100 nodes). Measurements: extender.ts's header.
  */
 import http from 'node:http';
 import { readFileSync, readlinkSync } from 'node:fs';
@@ -16,9 +16,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort } from 'node:worker_threads';
 import { tsWorker } from '../../core/ts-worker.ts';
-import { buildGoTool } from '../../experiments/testbed/binaries.ts';
-import { JsonLinesProcess } from '../../experiments/testbed/processes.ts';
-import type { ExtenderFilterResult, HostPriority } from './wire.ts';
+import { buildGoTool } from '../testbed/binaries.ts';
+import { JsonLinesProcess } from '../testbed/processes.ts';
+import type { ExtenderFilterResult, HostPriority } from '../../scheduler-plugins/extender/wire.ts';
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
 
@@ -120,9 +120,9 @@ export interface RoundRunner {
   close(): Promise<void>;
 }
 
-const GO_SOURCE = join(dirname(fileURLToPath(import.meta.url)), 'bench-client-go', 'main.go');
+const GO_SOURCE = join(dirname(fileURLToPath(import.meta.url)), 'extender-client-go', 'main.go');
 
-/** The Go client (bench-client-go/main.go: kube-scheduler's own HTTPExtender), built on first use (binaries.ts buildGoTool). */
+/** The Go client (extender-client-go/main.go: kube-scheduler's own HTTPExtender), built on first use (binaries.ts buildGoTool). */
 export function buildGoClient(log: (line: string) => void): string {
   return buildGoTool('extender-bench-client', GO_SOURCE, log);
 }
@@ -130,7 +130,7 @@ export function buildGoClient(log: (line: string) => void): string {
 /**
  * The scheduler's side in a process of its own made of kube-scheduler's code (`--client go`):
  * the Go client of {@link buildGoClient}, started on `cpus` (taskset) when given; one JSON line per
- * request and per reply (its protocol: bench-client-go/main.go).
+ * request and per reply (its protocol: extender-client-go/main.go).
  */
 export class GoRoundClient implements RoundRunner {
   private readonly proc: JsonLinesProcess;

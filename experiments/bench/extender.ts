@@ -37,19 +37,17 @@
  *   other threads (V8's GC and compiler helpers, libuv) move to CPU 0 (pinMainThreadApart): on CPU
  *   1 with the main thread they preempted it 2-8 times in each of the slowest 1% of rounds.
  *
- * The scheduler's side of a round (bench-client.ts) runs on the measuring process's event loop, with
+ * The scheduler's side of a round (extender-client.ts) runs on the measuring process's event loop, with
  * the extender; `--client worker` runs it in a worker thread instead (its JSON and HTTP work and its
- * garbage off the extender's loop and heap, as kube-scheduler's are). On this 2-vCPU VM that was no
- * better (2026-11-25, 100 nodes, p99 round trip / server): on CPU 0 the client's timing measured the
- * testbed's load (8-20 / 1.5-5.3 ms), on CPU 1 the client thread preempted the extender's main
- * thread ~2 times per round (4.6-6.0 / 2.6-4.2 ms) against 4.2-6.1 / 1.3-2.2 ms in the loop. It is
- * the setup for a machine with a third CPU for the client. `--client go` makes the rounds with
+ * garbage off the extender's loop and heap, as kube-scheduler's are). On a 2-vCPU machine that is no
+ * better: on CPU 0 the client's timing measures the testbed's load, on CPU 1 the client thread
+ * preempts the extender's main thread; it is the setup for a machine with a third CPU for the
+ * client (figures: scheduler-plugins/README.md). `--client go` makes the rounds with
  * kube-scheduler's own extender client (k8s.io/kubernetes pkg/scheduler HTTPExtender, the release
- * the testbed runs) in a Go process of its own (bench-client-go/main.go, built on first use);
- * `--client-cpus` places it (taskset). Measured 2026-11-25 (100 nodes, p99 round trip / server):
- * on CPU 0 the testbed switched it out 9-11 times per round (6.3-14.0 / 1.9-3.0 ms; 1000 nodes
- * 15.7-20.6 / 8.0-9.6 ms), on CPU 1 it preempted the extender ~3 times per round (6.8-8.0 / 3.5-5.0
- * ms): on 2 vCPUs no separate client beats the loop; it needs a third CPU.
+ * the testbed runs) in a Go process of its own (extender-client-go/main.go, built on first use);
+ * `--client-cpus` places it (taskset). The same holds for it: on CPU 0 the testbed switches it out
+ * several times per round, on CPU 1 it preempts the extender; on 2 vCPUs no separate client beats
+ * the loop.
  *
  * Between two rounds (not timed) `--churn` nodes change the way the binding of the previous pod
  * changes its node: a new plain pod bound to the node (and the node's previous churn pod deleted).
@@ -79,70 +77,101 @@ import os from 'node:os';
 import type { V1Node, V1Pod, V1Toleration } from '@kubernetes/client-node';
 import type { KubeClient } from '../../core/kube.ts';
 import { prng } from '../../core/prng.ts';
-import { ExtenderServer } from './server.ts';
-import { RESERVED_NODE_ANNOTATION } from './state.ts';
-import { MachineCpuAudit, describeMachine, type RepCpu } from '../../experiments/harness/cpu-window.ts';
-import { GoRoundClient, RoundClient, buildGoClient, preemptions, round, type RoundRunner } from './bench-client.ts';
+import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
+import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
+import { MachineCpuAudit, describeMachine, type RepCpu } from '../harness/cpu-window.ts';
+import { GoRoundClient, RoundClient, buildGoClient, preemptions, round, type RoundRunner } from './extender-client.ts';
 import { silentLogger } from '../../core/logging.ts';
 import { onShutdownSignal } from '../../core/shutdown.ts';
-import { pinMainThreadApart, pollUntil } from '../../experiments/testbed/processes.ts';
-import { K8S_VERSION } from '../../experiments/testbed/binaries.ts';
+import { pinMainThreadApart, pollUntil } from '../testbed/processes.ts';
+import { K8S_VERSION } from '../testbed/binaries.ts';
 import PQueue from 'p-queue';
+import { Command, Option } from 'commander';
 
 const args = process.argv.slice(2);
-const arg = (name: string, dflt: string) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 && args[i + 1] ? args[i + 1]! : dflt;
-};
-const ITERATIONS = Number(arg('iterations', '400'));
-/** Where the scheduler's side of a round runs: the extender's own event loop (default), a worker thread, or kube-scheduler's Go client in a process of its own (bench-client.ts). */
-const CLIENT = arg('client', 'loop');
+const program = new Command('bench:extender')
+  .description('filter+prioritize round trips of the extender against a no-op extender, in memory or on a KWOK testbed')
+  .option('--iterations <n>', 'timed rounds per row, after 50 warm-up rounds', '400')
+  .option('--sizes <list>', 'cluster sizes in nodes', '100,1000')
+  .option('--churn <n>', 'nodes changed between two rounds: a number, all (in-memory mode only) or 0', '1')
+  .option('--noop-churn', "the no-op extender's rows under the same churn as the extender's")
+  .addOption(new Option('--churn-by <who>', "with --kwok: the churn's API calls made by the bench's parent process or the measuring one").choices(['parent', 'measuring']).default('parent'))
+  .option('--kinds <list>', 'pod kinds to schedule, comma-separated (default: every kind; an unknown kind is an error naming the known ones)')
+  .option('--json', 'the rows as JSON')
+  .option('--rounds-dir <dir>', 'every timed round of every row as JSON in DIR (<nodes>-<pod kind>-<extender|noop>.json)')
+  .addOption(
+    new Option('--client <where>', "the scheduler's side on the extender's event loop, in a worker thread, or kube-scheduler's HTTPExtender in a Go process of its own (built on first use; extender-client-go/main.go)")
+      .choices(['loop', 'worker', 'go'])
+      .default('loop'),
+  )
+  .option('--client-cpus <cpus>', "with --client go: the CPUs of the Go client (taskset; default: the measuring process's)")
+  .option('--client-gc-between-rounds', 'with --client go: the Go client collects its garbage after each round, never during one')
+  .option('--kwok', 'per size, a control-plane-only testbed with N KWOK nodes (run under flock /tmp/ulysses-testbed.lock)')
+  .option('--pin-cpus', 'with --kwok: the testbed on CPU 0, the measuring process on CPU 1')
+  .option('--idle-ms <n>', 'in memory: N ms idle after every round (the gap the KWOK churn leaves)', '0')
+  .addOption(new Option('--informers <where>', "with --kwok: the extender's informers in a worker thread (as it runs them) or on its event loop").choices(['thread', 'loop']).default('thread'))
+  .option('--sched-fifo', "with --pin-cpus: the measuring process's main thread SCHED_FIFO (chrt), a client on CPU 1 runs only while it waits")
+  .option('--client-sched-fifo', "with --sched-fifo and --client go: the Go client's threads SCHED_FIFO at the same priority (neither preempts the other)")
+  .option('--run-dir <dir>', 'with --kwok: testbed directory', '/tmp/ulysses-bench-extender')
+  .option('--nodes-ready-timeout-ms <n>', "with --kwok: how long to wait for the KWOK nodes (default testbed.ts's)")
+  // the measuring process of one KWOK size, started by kwokSize
+  .addOption(new Option('--kwok-measure <n>').hideHelp())
+  .addOption(new Option('--kubeconfig <file>').hideHelp())
+  .addOption(new Option('--nodes-file <file>').hideHelp())
+  .addOption(new Option('--result-file <file>').hideHelp())
+  .parse();
+const opts = program.opts<Record<string, string | boolean | undefined>>();
+const arg = (name: string): string => String(opts[name.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())] ?? '');
+const flag = (name: string): boolean => opts[name.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())] === true;
+const ITERATIONS = Number(arg('iterations'));
+/** Where the scheduler's side of a round runs: the extender's own event loop (default), a worker thread, or kube-scheduler's Go client in a process of its own (extender-client.ts). */
+const CLIENT = arg('client');
 /** `--client go`: the CPUs the Go client runs on (taskset; default: this process's). */
-const CLIENT_CPUS = arg('client-cpus', '');
-/** `--client go`: its garbage collected after each round's reply, never during a round (bench-client-go/main.go -gc-between-rounds). */
-const CLIENT_GC_BETWEEN_ROUNDS = args.includes('--client-gc-between-rounds');
-/** The worker-thread or Go client (bench-client.ts) of this process, unless CLIENT is 'loop'. */
+const CLIENT_CPUS = arg('client-cpus');
+/** `--client go`: its garbage collected after each round's reply, never during a round (extender-client-go/main.go -gc-between-rounds). */
+const CLIENT_GC_BETWEEN_ROUNDS = flag('client-gc-between-rounds');
+/** The worker-thread or Go client (extender-client.ts) of this process, unless CLIENT is 'loop'. */
 let roundClient: RoundRunner | undefined;
-const SIZES = arg('sizes', '100,1000').split(',').map(Number);
-const JSON_OUT = args.includes('--json');
-const KINDS = arg('kinds', '');
-const CHURN = arg('churn', '1');
+const SIZES = arg('sizes').split(',').map(Number);
+const JSON_OUT = flag('json');
+const KINDS = arg('kinds');
+const CHURN = arg('churn');
 /**
  * The no-op extender's rows under the same churn as the extender's (an API change between two of its
  * rounds too, waited for in the extender's state): the HTTP+JSON floor of a process that also
  * receives the cluster's changes. Without it the no-op rounds run back to back, warm.
  */
-const NOOP_CHURN = args.includes('--noop-churn');
+const NOOP_CHURN = flag('noop-churn');
 /** Every timed round of every row written to DIR/<nodes>-<pod kind>-<extender|noop>.json (round trip, server time, GC, events, preemptions). */
-const ROUNDS_DIR = arg('rounds-dir', '');
+const ROUNDS_DIR = arg('rounds-dir');
 /**
  * KWOK mode: who makes the churn's API calls. `parent` (default): the bench's parent process, like
  * any other client of the cluster (in a real cluster the extender's process only receives the watch
- * events of a binding, it does not make the API calls); `measuring`: the measuring process itself,
- * as up to 2026-11-25 (its TLS, JSON and HTTP work between two rounds, in the extender's process).
+ * events of a binding, it does not make the API calls); `measuring`: the measuring process itself
+ * (its TLS, JSON and HTTP work between two rounds then lands in the extender's process).
  */
-const CHURN_BY = arg('churn-by', 'parent');
+const CHURN_BY = arg('churn-by');
 /**
  * KWOK mode: where the extender's informers run. `thread` (default, as the extender runs them): in
  * a worker thread (core/informer-thread.ts), which hands the extender's loop only the changes of what
- * it reads; `loop`: on the extender's event loop, every watch event parsed there (up to 2026-11-26).
+ * it reads; `loop`: on the extender's event loop, every watch event parsed there (for comparison).
  */
-const INFORMERS = arg('informers', 'thread');
+const INFORMERS = arg('informers');
 /**
  * In-memory mode: this many ms of idle after each round (both rows), as the KWOK mode's churn
  * through the API leaves the extender idle for ~35 ms between two rounds. It shows what an idle gap
  * alone does to the next round on this machine, without the API, the watch or the testbed.
  */
-const IDLE_MS = Number(arg('idle-ms', '0'));
-const KWOK = args.includes('--kwok');
-const PIN_CPUS = args.includes('--pin-cpus');
+const IDLE_MS = Number(arg('idle-ms'));
+const KWOK = flag('kwok');
+const PIN_CPUS = flag('pin-cpus');
 /**
  * With --pin-cpus: the measuring process's main thread (extender and no-op extender) under
  * SCHED_FIFO priority 1 (chrt). A client on its CPU (`--client go`, on CPU 1 by default) then runs
  * only while the extender waits for a request, never in the middle of its handling: on a 2-vCPU
  * machine, the nearest to a CPU of the client's own.
  */
-const SCHED_FIFO = args.includes('--sched-fifo');
+const SCHED_FIFO = flag('sched-fifo');
 /**
  * With --sched-fifo and --client go: every thread of the Go client under SCHED_FIFO priority 1 as
  * well, the extender's priority. On their shared CPU neither preempts the other: each runs until it
@@ -151,7 +180,7 @@ const SCHED_FIFO = args.includes('--sched-fifo');
  * from one in two ways: the client's work after it sent a request (parking its goroutine) delays
  * the extender's start instead of overlapping with it, and the two share one CPU's caches.
  */
-const CLIENT_SCHED_FIFO = args.includes('--client-sched-fifo');
+const CLIENT_SCHED_FIFO = flag('client-sched-fifo');
 /** SCHED_FIFO priority 1 (chrt) for the process's main thread or all its threads (later ones inherit it). */
 const schedFifo = (pid: number, which: 'main thread' | 'all threads') =>
   execFileSync('chrt', [...(which === 'all threads' ? ['-a'] : []), '-f', '-p', '1', String(pid)], { stdio: 'ignore' });
@@ -500,10 +529,10 @@ async function inMemorySize(n: number, noopUrl: string): Promise<Row[]> {
 
 // ---------------------------------------------------------------- KWOK mode
 
-const RUN_DIR = arg('run-dir', '/tmp/ulysses-bench-extender');
+const RUN_DIR = arg('run-dir');
 /** Set in the measuring process kwokSize starts (internal): the size it measures. */
-const MEASURE_SIZE = arg('kwok-measure', '');
-const NODES_READY_TIMEOUT_MS = arg('nodes-ready-timeout-ms', '');
+const MEASURE_SIZE = arg('kwok-measure');
+const NODES_READY_TIMEOUT_MS = arg('nodes-ready-timeout-ms');
 /** Concurrent API requests while the cluster is filled. */
 const FILL_CONCURRENCY = 16;
 
@@ -522,13 +551,12 @@ function log(line: string) {
  *
  * Why a process of its own: the testbed code and client-node's generated API (which it loads) are
  * ~32 MiB of live heap (extender alone: ~15 MiB). In one process with the extender, every scavenge
- * and mark-compact walked them: 4-8 ms scavenges every ~1.3 s and 8-50 ms mark-compact pauses
- * (--trace-gc, 2026-11-25), the slowest 1% of rounds had 4-9 ms of GC pause inside them against
- * 0.1 ms on average. The extender's own process (main.ts) never loads them.
+ * and mark-compact walked them (--trace-gc: scavenges every ~1.3 s, mark-compact pauses of
+ * several ms), and the slowest 1% of rounds had several ms of GC pause inside them. The extender's own process (main.ts) never loads them.
  */
 async function kwokSize(n: number, cleanups: Set<() => Promise<void>>): Promise<{ rows: Row[]; note: SizeNote }> {
-  const testbed = await import('../../experiments/testbed/testbed.ts');
-  const { ensureNamespace } = await import('../../experiments/workloads.ts');
+  const testbed = await import('../testbed/testbed.ts');
+  const { ensureNamespace } = await import('../workloads.ts');
   const { CoreV1Api } = await import('@kubernetes/client-node');
   const lines: string[] = [];
   const t0 = Date.now();
@@ -564,7 +592,7 @@ async function kwokSize(n: number, cleanups: Set<() => Promise<void>>): Promise<
     // --churn-by parent: the churn's API calls are made here, at the measuring process' request
     const { KubeClient } = await import('../../core/kube.ts');
     const { loadKubeConfig } = await import('../../core/kubeconfig.ts');
-    const { KWOK_TOLERATION } = await import('../../experiments/testbed/kwok.ts');
+    const { KWOK_TOLERATION } = await import('../testbed/kwok.ts');
     const churnClient = new KubeClient(await loadKubeConfig(state.kubeconfig));
     proc.on('message', (m: ChurnRequest & { id: number }) => {
       churnThroughApi(churnClient, m, KWOK_TOLERATION).then(
@@ -594,11 +622,11 @@ async function kwokSize(n: number, cleanups: Set<() => Promise<void>>): Promise<
  * rounds the churn is a real change through the API, waited for in the extender's state.
  */
 async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopUrl: string): Promise<{ rows: Row[]; lines: string[] }> {
-  const { KWOK_TOLERATION } = await import('../../experiments/testbed/kwok.ts');
+  const { KWOK_TOLERATION } = await import('../testbed/kwok.ts');
   const { KubeClient } = await import('../../core/kube.ts');
   const { loadKubeConfig } = await import('../../core/kubeconfig.ts');
-  const { startExtender } = await import('./main.ts');
-  const { nodeFingerprint } = await import('./state.ts');
+  const { startExtender } = await import('../../scheduler-plugins/extender/main.ts');
+  const { nodeFingerprint } = await import('../../scheduler-plugins/extender/state.ts');
   const lines: string[] = [];
   let running: Awaited<ReturnType<typeof startExtender>> | undefined;
   try {
@@ -698,9 +726,9 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
       last.set(node, req.create.name);
     };
     const e0 = { ...informerEvents };
-    // the main thread (and the client worker, see bench-client.ts) on CPU 1, the process's other
+    // the main thread (and the client worker, see extender-client.ts) on CPU 1, the process's other
     // threads (V8's GC and compiler helpers, libuv) on CPU 0: on CPU 1 they preempted the main
-    // thread 2-8 times in each of the slowest 1% of rounds (2026-11-25)
+    // thread several times in each of the slowest 1% of rounds
     if (PIN_CPUS) {
       const clientTid = roundClient instanceof RoundClient ? await roundClient.threadId() : undefined;
       const moved = pinMainThreadApart(process.pid, '1', '0', clientTid ? [clientTid] : []);
@@ -734,48 +762,17 @@ const CLIENT_DESCRIPTION: Record<string, string> = {
   go: `--client go: kube-scheduler's own HTTPExtender (k8s.io/kubernetes ${K8S_VERSION}) in a Go process of its own${CLIENT_CPUS ? ` on CPU ${CLIENT_CPUS}` : ''}${CLIENT_GC_BETWEEN_ROUNDS ? ', its garbage collected between rounds (--client-gc-between-rounds)' : ''}${CLIENT_SCHED_FIFO ? ', under SCHED_FIFO like the extender (--client-sched-fifo)' : ''}`,
 };
 
-function usage(): string {
-  return [
-    'usage: npm run bench:extender -- [options]   (or npx tsx scheduler-plugins/extender/bench.ts [options])',
-    '  --iterations N                timed rounds per row, after 50 warm-up rounds (default 400)',
-    '  --sizes 100,1000              cluster sizes in nodes (default 100,1000)',
-    '  --churn 1|all|0               nodes changed between two rounds (default 1; all: in-memory mode only)',
-    '  --noop-churn                  the no-op extender\'s rows under the same churn as the extender\'s',
-    "  --churn-by parent|measuring   with --kwok: the churn's API calls made by the bench's parent process (default) or the measuring one",
-    `  --kinds a,b                   pod kinds to schedule (default all: ${Object.keys(POD_KINDS).join(', ')})`,
-    '  --json                        the rows as JSON',
-    '  --rounds-dir DIR              every timed round of every row as JSON in DIR (<nodes>-<pod kind>-<extender|noop>.json)',
-    "  --client loop|worker|go       the scheduler's side on the extender's event loop (default), in a worker thread, or kube-scheduler's",
-    '                                HTTPExtender in a Go process of its own (built on first use; bench-client-go/main.go)',
-    '  --client-cpus CPUS            with --client go: the CPUs of the Go client (taskset; default: the measuring process\'s)',
-    '  --client-gc-between-rounds    with --client go: the Go client collects its garbage after each round, never during one',
-    '  --kwok                        per size, a control-plane-only testbed with N KWOK nodes (run under flock /tmp/ulysses-testbed.lock)',
-    '  --pin-cpus                    with --kwok: the testbed on CPU 0, the measuring process on CPU 1',
-    '  --idle-ms N                   in memory: N ms idle after every round (the gap the KWOK churn leaves), default 0',
-    "  --informers thread|loop       with --kwok: the extender's informers in a worker thread (default, as it runs them) or on its event loop",
-    "  --sched-fifo                  with --pin-cpus: the measuring process's main thread SCHED_FIFO (chrt), a client on CPU 1 runs only while it waits",
-    "  --client-sched-fifo           with --sched-fifo and --client go: the Go client's threads SCHED_FIFO at the same priority (neither preempts the other)",
-    '  --run-dir DIR                 with --kwok: testbed directory (default /tmp/ulysses-bench-extender)',
-    "  --nodes-ready-timeout-ms N    with --kwok: how long to wait for the KWOK nodes (default testbed.ts's)",
-  ].join('\n');
-}
-
 async function main() {
-  if (args.includes('--help') || args.includes('-h')) {
-    console.log(usage());
-    return;
-  }
-  if (!['loop', 'worker', 'go'].includes(CLIENT)) throw new Error(`--client ${CLIENT}: expected loop, worker or go`);
+  const unknownKinds = KINDS ? KINDS.split(',').filter((k) => !(k in POD_KINDS)) : [];
+  if (unknownKinds.length) throw new Error(`--kinds: unknown ${unknownKinds.join(', ')} (known: ${Object.keys(POD_KINDS).join(', ')})`);
   if (CLIENT_CPUS && CLIENT !== 'go') throw new Error('--client-cpus is a --client go option');
   if (CLIENT_GC_BETWEEN_ROUNDS && CLIENT !== 'go') throw new Error('--client-gc-between-rounds is a --client go option');
-  if (!['parent', 'measuring'].includes(CHURN_BY)) throw new Error(`--churn-by ${CHURN_BY}: expected parent or measuring`);
   if (KWOK && CHURN === 'all') throw new Error('--churn all is for the in-memory mode (with --kwok every changed node is an API call per round): use a number');
   // the extender started as in main.ts logs through the root logger: warnings only, unless asked
   if (KWOK) process.env.ULYSSES_LOG_LEVEL ??= 'warn';
-  if (!(Number.isFinite(IDLE_MS) && IDLE_MS >= 0)) throw new Error(`--idle-ms must be a number >= 0, got ${JSON.stringify(arg('idle-ms', ''))}`);
+  if (!(Number.isFinite(IDLE_MS) && IDLE_MS >= 0)) throw new Error(`--idle-ms must be a number >= 0, got ${JSON.stringify(arg('idle-ms'))}`);
   if (IDLE_MS > 0 && KWOK) throw new Error('--idle-ms is for the in-memory mode (with --kwok the churn through the API is the gap)');
-  if (!['thread', 'loop'].includes(INFORMERS)) throw new Error(`--informers must be thread or loop, got ${JSON.stringify(INFORMERS)}`);
-  if (args.includes('--informers') && !KWOK) throw new Error('--informers is a --kwok option (in memory the state is filled directly)');
+  if (program.getOptionValueSource('informers') === 'cli' && !KWOK) throw new Error('--informers is a --kwok option (in memory the state is filled directly)');
   if (SCHED_FIFO && !PIN_CPUS) throw new Error('--sched-fifo is a --pin-cpus option (the extender alone on CPU 1 with its client)');
   if (CLIENT_SCHED_FIFO && !(SCHED_FIFO && CLIENT === 'go')) throw new Error('--client-sched-fifo is a --sched-fifo option for --client go');
   if (PIN_CPUS) {
@@ -795,9 +792,9 @@ async function main() {
     // the measured part of one KWOK size, started by kwokSize (the testbed is the parent's)
     const noop = await noopExtender();
     try {
-      const names = JSON.parse(readFileSync(arg('nodes-file', ''), 'utf8')) as string[];
-      const r = await kwokMeasure(Number(MEASURE_SIZE), arg('kubeconfig', ''), names, noop.url);
-      writeFileSync(arg('result-file', ''), JSON.stringify(r));
+      const names = JSON.parse(readFileSync(arg('nodes-file'), 'utf8')) as string[];
+      const r = await kwokMeasure(Number(MEASURE_SIZE), arg('kubeconfig'), names, noop.url);
+      writeFileSync(arg('result-file'), JSON.stringify(r));
     } finally {
       await noop.app.close();
     }

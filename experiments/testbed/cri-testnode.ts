@@ -8,9 +8,9 @@
 import { existsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { cacheDir, ensureBinaries } from '../experiments/testbed/binaries.ts';
-import { buildTestImages, TEST_IMAGES } from '../experiments/testbed/images/index.ts';
-import { pidsMatching, pollUntil, stopProcess, tailFile, type TrackedProcess } from '../experiments/testbed/processes.ts';
+import { cacheDir, ensureBinaries } from './binaries.ts';
+import { buildTestImages, TEST_IMAGES } from './images/index.ts';
+import { pidsMatching, pollUntil, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
 import {
   deleteBridge,
   destroyCgroupRoot,
@@ -21,9 +21,9 @@ import {
   stopRealNode,
   unmountUnder,
   type RealNodeSpec,
-} from '../experiments/testbed/realnode.ts';
-import { CRITICALITY_LABEL, type Criticality } from '../core/criticality.ts';
-import { CriClient } from './cri-client.ts';
+} from './realnode.ts';
+import { CRITICALITY_LABEL, type Criticality } from '../../core/criticality.ts';
+import { CriClient } from '../../kubelet-shim/cri-client.ts';
 
 export interface CriTestNode {
   readonly runDir: string;

@@ -2,7 +2,6 @@
  * Client-side token bucket, like client-go's flowcontrol.NewTokenBucketRateLimiter (x/time/rate):
  * `burst` tokens, refilled at `qps` per second, starting full. `wait()` reserves a token and sleeps
  * until it is due, so waiters are served in call order at exactly `qps` once the burst is spent.
- * kube-controller-manager's defaults (--kube-api-qps 20, --kube-api-burst 30) gate the vanilla mode.
  */
 import { realClock, sleepUntil, type Clock } from './clock.ts';
 
@@ -13,9 +12,6 @@ export interface TokenBucketOptions {
   burst: number;
   clock?: Clock;
 }
-
-export const KCM_API_QPS = 20;
-export const KCM_API_BURST = 30;
 
 export class TokenBucket {
   private qps: number;

@@ -1,14 +1,14 @@
-// The client of `kubelet-shim/bench.ts --client go`: the kubelet's own CRI client
+// The client of `experiments/bench/kubelet-shim.ts --client go`: the kubelet's own CRI client
 // (k8s.io/cri-client remote runtime service, what kubelet.go connects to containerRuntimeEndpoint
 // with: RuntimeRequestTimeout 2 min, a no-op tracer provider as when tracing is off), one per path
 // (containerd directly, each shim), making the bench's calls in a Go process of its own, as the
 // kubelet is.
 //
-// Built by kubelet-shim/bench.ts (binaries.ts buildGoTool) inside the module that builds the
+// Built by experiments/bench/kubelet-shim.ts (binaries.ts buildGoTool) inside the module that builds the
 // Kubernetes binaries (experiments/testbed/build-binaries.sh): the same release as the testbed's
 // kubelet.
 //
-//	bench-client-go NAME=unix:///path.sock [NAME=...]
+//	kubelet-shim-client-go NAME=unix:///path.sock [NAME=...]
 //
 // Protocol, one JSON object per line: stdin {"method":"Version"|"ListPodSandbox"|"PodSandboxStatus",
 // "count":n,"sandbox":"id","timed":bool}: count calls per path, interleaved in rotating order (call

@@ -3,7 +3,7 @@
 // configured extender) making one scheduling round per request: Filter with every node, then
 // Prioritize with the nodes that passed, nodeCacheCapable (node names only on the wire), timed here.
 //
-// Built by bench-client.ts (buildGoClient) inside the module that builds the Kubernetes binaries
+// Built by experiments/bench/extender-client.ts (buildGoClient) inside the module that builds the Kubernetes binaries
 // (experiments/testbed/build-binaries.sh), so it is the same k8s.io/kubernetes release as the
 // testbed's kube-scheduler. A process of its own, as kube-scheduler is: its JSON and HTTP work,
 // goroutines and garbage are not the extender's.

@@ -50,7 +50,8 @@ interface FakeTimer {
   at: number;
   id: number;
   fn: () => void;
-  cancelled: boolean;
+  /** cancelled or fired */
+  done: boolean;
 }
 
 /** Lets every promise chain started so far settle (one macrotask turn). */
@@ -67,6 +68,7 @@ export class FakeClock implements Clock {
   private t: number;
   private seq = 0;
   private readonly timers = new MinHeap<FakeTimer>((a, b) => a.at < b.at || (a.at === b.at && a.id < b.id));
+  private live = 0;
 
   constructor(start = 0) {
     this.t = start;
@@ -77,13 +79,21 @@ export class FakeClock implements Clock {
   }
 
   setTimer(fn: () => void, ms: number): Timer {
-    const timer: FakeTimer = { at: this.t + Math.max(0, ms), id: ++this.seq, fn, cancelled: false };
+    const timer: FakeTimer = { at: this.t + Math.max(0, ms), id: ++this.seq, fn, done: false };
     this.timers.push(timer);
+    this.live++;
     return {
       cancel: () => {
-        timer.cancelled = true;
+        if (timer.done) return;
+        timer.done = true;
+        this.live--;
       },
     };
+  }
+
+  /** Timers armed and neither fired nor cancelled. */
+  get pendingTimers(): number {
+    return this.live;
   }
 
   /** Due time of the next live timer. */
@@ -103,6 +113,8 @@ export class FakeClock implements Clock {
       const next = this.timers.peek();
       if (!next || next.at > target) break;
       this.timers.pop();
+      next.done = true;
+      this.live--;
       this.t = Math.max(this.t, next.at);
       next.fn();
       await settle();
@@ -112,6 +124,6 @@ export class FakeClock implements Clock {
   }
 
   private dropCancelled(): void {
-    while (this.timers.peek()?.cancelled) this.timers.pop();
+    while (this.timers.peek()?.done) this.timers.pop();
   }
 }

@@ -28,14 +28,14 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod, type V1ReplicaSet } from '@kubernetes/client-node';
-import * as testbed from '../experiments/testbed/testbed.ts';
-import { pollUntil, startProcess, stopProcess, tailFile } from '../experiments/testbed/processes.ts';
-import { apiRequest } from '../core/kube.ts';
-import { deployment, ensureNamespace } from '../experiments/workloads.ts';
-import { KWOK_ANNOTATION } from '../experiments/testbed/kwok.ts';
-import { ResilientInformer } from '../core/informer.ts';
-import { ControllerManager, type SyncObservation } from './manager.ts';
-import { PRIORITY_HIGH, PRIORITY_LOW, WorkerPool, type WorkerMode } from './queue/index.ts';
+import * as testbed from '../testbed/testbed.ts';
+import { pollUntil, startProcess, stopProcess, tailFile } from '../testbed/processes.ts';
+import { apiRequest } from '../../core/kube.ts';
+import { deployment, ensureNamespace } from '../workloads.ts';
+import { KWOK_ANNOTATION } from '../testbed/kwok.ts';
+import { ResilientInformer } from '../../core/informer.ts';
+import { ControllerManager, type SyncObservation } from '../../controller-manager/manager.ts';
+import { PRIORITY_HIGH, PRIORITY_LOW, WorkerPool, type WorkerMode } from '../../controller-manager/queue/index.ts';
 
 const MODES: WorkerMode[] = ['vanilla', 'multi-priority-async', 'multi-priority-periodic'];
 
@@ -242,7 +242,7 @@ function memoryFromMetrics(text: string): MemorySample {
 /** Part 3: RSS of the controller-manager process with many nodes and pods. */
 async function rssBench(runDir: string, nodes: number, pods: number, variants: RssVariant[], heapSnapshot: boolean): Promise<void> {
   const services = 100;
-  const repo = fileURLToPath(new URL('..', import.meta.url));
+  const repo = fileURLToPath(new URL('../..', import.meta.url));
   if (variants.some((v) => v.startsWith('dist'))) {
     execFileSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: repo, stdio: 'inherit' });
   }

@@ -12,10 +12,10 @@
  * tiering up the fresh shim process' per-call code is the likely cause, not verified).
  *
  * `--client go` makes the calls with the kubelet's own CRI client (k8s.io/cri-client, the release
- * the testbed's kubelet is built from) in a Go process of its own (bench-client-go/main.go, built on
+ * the testbed's kubelet is built from) in a Go process of its own (kubelet-shim-client-go/main.go, built on
  * first use), on the --pin-client CPUs; default: a grpc-js client in this process.
  *
- *   npx tsx kubelet-shim/bench.ts [--n 5000] [--warmup 5000] [--implementations splice,http2,splice+--node-flag]
+ *   npx tsx experiments/bench/kubelet-shim.ts [--n 5000] [--warmup 5000] [--implementations splice,http2,splice+--node-flag]
  *       [--pin-shim 1 [--pin-shim-helpers 0] --pin-client 0] [--client node|go] [--shim-nice -10] [--backend /path/containerd.sock] [--in-process]
  *
  * Without --backend it starts its own containerd (node index 9 under /tmp/ulysses-bench-shim: do not
@@ -29,12 +29,12 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
-import { CriClient } from './cri-client.ts';
-import { PROXY_IMPLEMENTATIONS, createCriProxy, type CriProxyServer, type ProxyImplementation } from './proxies.ts';
-import { podSandboxConfig, startCriTestNode, stopCriTestNode, type CriTestNode } from './testnode.ts';
-import { JsonLinesProcess, pinMainThreadApart, pollUntil, stopProcess } from '../experiments/testbed/processes.ts';
-import { buildGoTool } from '../experiments/testbed/binaries.ts';
-import { MachineCpuAudit, describeMachine, type RepCpu } from '../experiments/harness/cpu-window.ts';
+import { CriClient } from '../../kubelet-shim/cri-client.ts';
+import { PROXY_IMPLEMENTATIONS, createCriProxy, type CriProxyServer, type ProxyImplementation } from '../../kubelet-shim/proxies.ts';
+import { podSandboxConfig, startCriTestNode, stopCriTestNode, type CriTestNode } from '../testbed/cri-testnode.ts';
+import { JsonLinesProcess, pinMainThreadApart, pollUntil, stopProcess } from '../testbed/processes.ts';
+import { buildGoTool } from '../testbed/binaries.ts';
+import { MachineCpuAudit, describeMachine, type RepCpu } from '../harness/cpu-window.ts';
 
 interface Stats {
   p50: number;
@@ -56,14 +56,14 @@ async function time(fn: () => Promise<unknown>): Promise<number> {
 }
 
 async function startShimProcess(listen: string, backend: string, implementation: ProxyImplementation, nodeFlags: string[], cpus?: string, nice?: number): Promise<ChildProcess> {
-  const main = fileURLToPath(new URL('./main.ts', import.meta.url));
+  const main = fileURLToPath(new URL('../../kubelet-shim/main.ts', import.meta.url));
   const args = [...nodeFlags, '--import', 'tsx', main, '--listen', listen, '--backend', backend, '--implementation', implementation];
   let [cmd, argv]: [string, string[]] = cpus ? ['taskset', ['-c', cpus, process.execPath, ...args]] : [process.execPath, args];
   if (nice !== undefined) [cmd, argv] = ['nice', ['-n', String(nice), cmd, ...argv]];
   const child = spawn(cmd, argv, {
     stdio: ['ignore', 'ignore', 'inherit'],
     env: { ...process.env, ULYSSES_LOG_LEVEL: 'warn' },
-    cwd: fileURLToPath(new URL('..', import.meta.url)),
+    cwd: fileURLToPath(new URL('../..', import.meta.url)),
   });
   await pollUntil('kubelet-shim socket', () => existsSync(listen) || child.exitCode !== null, { timeoutMs: 30_000, intervalMs: 50 });
   if (child.exitCode !== null) throw new Error(`kubelet-shim exited with ${child.exitCode}`);
@@ -87,7 +87,7 @@ function cpuMs(pid: number): number {
 }
 
 async function main(): Promise<void> {
-  const o = new Command('bench')
+  const o = new Command('bench:kubelet-shim')
     .option('--n <n>', 'calls per method and path', (v) => Number(v), 5000)
     .option('--warmup <n>', 'warm-up calls per method and path (a fresh shim process reaches its steady state over the first thousands of calls)', (v) => Number(v), 5000)
     .option('--backend <socket>', 'an existing containerd socket (else one is started)')
@@ -99,7 +99,7 @@ async function main(): Promise<void> {
     .option('--pin-shim-helpers <cpus>', "with --pin-shim: every thread of a shim process but its main thread (V8's GC and compiler helpers, libuv's pool) on these CPUs, set after each warm-up (e.g. 0)")
     .option('--pin-client <cpus>', 'taskset CPU list of this (client) process and the containerd started here (e.g. 0)')
     .option('--shim-node-flags <flags>', 'extra node flags of the shim processes, e.g. "--max-semi-space-size=32"', '')
-    .option('--client <kind>', "node: a grpc-js client in this process; go: the kubelet's own CRI client (k8s.io/cri-client) in a Go process of its own (built on first use, bench-client-go/main.go)", 'node')
+    .option('--client <kind>', "node: a grpc-js client in this process; go: the kubelet's own CRI client (k8s.io/cri-client) in a Go process of its own (built on first use, kubelet-shim-client-go/main.go)", 'node')
     .option('--shim-nice <n>', 'scheduling niceness of the shim processes (e.g. -10, as a node daemon unit would set; root for < 0)', (v) => Number(v))
     .parse(process.argv)
     .opts<{ n: number; warmup: number; backend?: string; runDir: string; nodeIndex: number; implementations: string; inProcess: boolean; pinShim?: string; pinShimHelpers?: string; pinClient?: string; shimNodeFlags: string; shimNice?: number; client: string }>();
@@ -161,7 +161,7 @@ async function main(): Promise<void> {
     const goClient =
       o.client === 'go'
         ? new JsonLinesProcess(
-            buildGoTool('kubelet-shim-bench-client', fileURLToPath(new URL('./bench-client-go/main.go', import.meta.url)), (l) => console.error(l)),
+            buildGoTool('kubelet-shim-bench-client', fileURLToPath(new URL('./kubelet-shim-client-go/main.go', import.meta.url)), (l) => console.error(l)),
             targets.map((t) => `${t.name}=unix://${t.socket}`),
             { cpus: o.pinClient },
           )
