@@ -15,6 +15,7 @@
  * prioritize: { weights: { assurance: 1, realtime: 1 } }
  * priorityClassThreshold: 1000000              # optional, as core/criticality.ts
  * bindTimeoutMs: 10000
+ * analysisBudget: 1000000                     # RT analysis work units per request (realtime/task.ts AnalysisBudget)
  * bodyLimitBytes: 16777216
  * assuranceUpdater: { enabled: false, rules: [{ condition: MemoryPressure, gamma: 0.5, resources: [memory] }] }
  * rescheduler: { enabled: false, evictionsPerMinute: 6, burst: 1, onlyControlled: true, intervalMs: 5000, dryRun: false }
@@ -85,6 +86,12 @@ export const ExtenderConfig = z.strictObject({
   priorityClassThreshold: z.number().int().optional(),
   bindTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
   bodyLimitBytes: z.number().int().min(1024).max(1 << 30).default(16 << 20),
+  /**
+   * Work bound of the RT analyses of one request (filter, prioritize, bind), in terms of the
+   * fixed-point sums (realtime/task.ts AnalysisBudget): ~1e6 units take 40-100 ms on one core.
+   * Past it the pod is refused on the remaining RT nodes with "analysis budget exceeded".
+   */
+  analysisBudget: z.number().int().min(1000).max(1_000_000_000).default(1_000_000),
   /** Node-assurance updater run by main.ts next to the server (assurance/updater.ts). */
   assuranceUpdater: z.strictObject({ enabled: z.boolean().default(false), ...AssuranceUpdaterConfig.shape }).prefault({}),
   /** Opt-in rescheduler run by main.ts (assurance/rescheduler.ts). */

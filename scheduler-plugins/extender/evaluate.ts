@@ -29,6 +29,7 @@ import { objectKey } from '../../core/objects.ts';
 import { assuranceScore, parseAssurancePolicyAnnotation, satisfies, ASSURANCE_POLICY_ANNOTATION, ASSURANCE_ANNOTATION, type AssurancePolicy } from '../assurance/assurance.ts';
 import { parseRtAnnotation, type RtPodSpec } from '../realtime/annotations.ts';
 import { analyzeRtNode } from '../realtime/what-if.ts';
+import type { AnalysisBudget } from '../realtime/task.ts';
 import { allocateSlots, parseTdmaAnnotation, type SlotAllocation, type TdmaNetwork, type TdmaRequest } from '../tdma/tdma.ts';
 import { RT_ANNOTATION, RT_CAPACITY_ANNOTATION, RT_SCHEDULER_LABEL, TDMA_ANNOTATION, TDMA_NETWORK_LABEL } from '../schedulability.ts';
 import type { ExtenderConfig } from './config.ts';
@@ -150,14 +151,21 @@ export type NodeVerdict =
       /** Existing pods whose ulysses.io/rt could not be parsed (ignored). */
       readonly skipped?: readonly string[];
     }
-  | { readonly fits: false; readonly reason: RejectionReason; readonly message: string; readonly skipped?: readonly string[] };
+  | {
+      readonly fits: false;
+      readonly reason: RejectionReason;
+      readonly message: string;
+      readonly skipped?: readonly string[];
+      /** The request's analysis budget ran out on this node (realtime/task.ts AnalysisBudget): never cached. */
+      readonly budgetExceeded?: true;
+    };
 
 /** Memo of the network-wide slot allocation within one request (same answer for every node of a network). */
 export type SlotMemo = Map<string, SlotAllocation>;
 
 /** The per-node test and score (header, 2 and 3), computed afresh for this pod. */
-export function evaluateNode(req: PodRequirements, info: NodeInfo, state: ClusterState, cfg: ExtenderConfig, slotMemo: SlotMemo = new Map()): NodeVerdict {
-  return evaluateNodeAs(req, req.uid, info, state, cfg, slotMemo);
+export function evaluateNode(req: PodRequirements, info: NodeInfo, state: ClusterState, cfg: ExtenderConfig, slotMemo: SlotMemo = new Map(), budget?: AnalysisBudget): NodeVerdict {
+  return evaluateNodeAs(req, req.uid, info, state, cfg, slotMemo, budget);
 }
 
 /**
@@ -187,10 +195,12 @@ export interface SharedVerdict {
  * verdict of any pod with the same demand and the same rank among the node's equal-period
  * deferrable servers, once {@link verdictFor} wrote that pod's UID in.
  */
-export function evaluateShared(req: PodRequirements, info: NodeInfo, state: ClusterState, cfg: ExtenderConfig, slotMemo: SlotMemo = new Map()): SharedVerdict {
+export function evaluateShared(req: PodRequirements, info: NodeInfo, state: ClusterState, cfg: ExtenderConfig, slotMemo: SlotMemo = new Map(), budget?: AnalysisBudget): SharedVerdict {
   const standIn = req.uid + POD_MARK;
-  const v = evaluateNodeAs(req, standIn, info, state, cfg, slotMemo);
+  const v = evaluateNodeAs(req, standIn, info, state, cfg, slotMemo, budget);
   if (v.fits) return { verdict: v, namesPod: false, shareable: true };
+  // a refusal for the request's budget says nothing about the node
+  if (v.budgetExceeded) return { verdict: { ...v, message: v.message.split(standIn).join(req.uid) }, namesPod: false, shareable: false };
   const parts = v.message.split(standIn);
   const own = (): SharedVerdict => ({ verdict: { ...v, message: parts.join(req.uid) }, namesPod: false, shareable: false });
   // a message naming the pod by its key is this pod's own
@@ -208,7 +218,15 @@ export function verdictFor(shared: SharedVerdict, uid: string): NodeVerdict {
 }
 
 /** evaluateNode, the RT analyses naming the pod `analysisUid` (its UID, or its stand-in: POD_MARK). */
-function evaluateNodeAs(req: PodRequirements, analysisUid: string, info: NodeInfo, state: ClusterState, cfg: ExtenderConfig, slotMemo: SlotMemo): NodeVerdict {
+function evaluateNodeAs(
+  req: PodRequirements,
+  analysisUid: string,
+  info: NodeInfo,
+  state: ClusterState,
+  cfg: ExtenderConfig,
+  slotMemo: SlotMemo,
+  budget: AnalysisBudget | undefined,
+): NodeVerdict {
   const w = cfg.prioritize.weights;
   let sum = 0;
   let weights = 0;
@@ -241,10 +259,16 @@ function evaluateNodeAs(req: PodRequirements, analysisUid: string, info: NodeInf
     const report = analyzeRtNode(
       { name: info.name, kind: info.rtKind, capacity: info.rtCapacity.value, pods: existing.pods },
       { name: req.key, uid: analysisUid, spec: req.rt },
-      { exactResponseTimes: false },
+      { exactResponseTimes: false, stopAtFirstFailure: true, ...(budget ? { budget } : {}) },
     );
     if (!report.schedulable || !report.cores) {
-      return { fits: false, reason: 'realtime', message: `ulysses: ${info.rtKind} node ${info.name} (${RT_CAPACITY_ANNOTATION} cores ${info.rtCapacity.value.cores}): ${report.reason}`, ...(skipped ? { skipped } : {}) };
+      return {
+        fits: false,
+        reason: 'realtime',
+        message: `ulysses: ${info.rtKind} node ${info.name} (${RT_CAPACITY_ANNOTATION} cores ${info.rtCapacity.value.cores}): ${report.reason}`,
+        ...(skipped ? { skipped } : {}),
+        ...(report.budgetExceeded ? { budgetExceeded: true as const } : {}),
+      };
     }
     cores = report.cores;
     rtScore = report.score;

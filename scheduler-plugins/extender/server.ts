@@ -24,6 +24,7 @@ import { isNotFound, KubeClient } from '../../core/kube.ts';
 import { componentLogger, objectLogger, type Logger } from '../../core/logging.ts';
 import { metricsRegistry, metricsText } from '../../core/metrics.ts';
 import { RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../schedulability.ts';
+import { AnalysisBudget } from '../realtime/task.ts';
 import { extenderConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from './config.ts';
 import { evaluateNode, evaluateShared, podRequirements, verdictFor, type NodeVerdict, type PodRequirements, type RejectionReason, type SharedVerdict, type SlotMemo } from './evaluate.ts';
 import { ClusterState, extenderNodeProjection, extenderPodProjection, nodeInfoOf, RESERVED_NODE_ANNOTATION, type NodeInfo } from './state.ts';
@@ -191,6 +192,8 @@ export class ExtenderServer {
   private readonly verdicts = new Map<string, Map<string, NodeVerdicts>>();
   /** Per-node verdicts answered from the cache (hits) and computed (misses), filter and prioritize together, since start. */
   readonly verdictStats = { hits: 0, misses: 0 };
+  /** RT analysis work (realtime/task.ts AnalysisBudget units) since start, and of the last request. */
+  readonly analysisWork = { requests: 0, units: 0, last: 0 };
   private listening: string | undefined;
 
   constructor(opts: ExtenderServerOptions = {}) {
@@ -345,8 +348,8 @@ export class ExtenderServer {
     return m;
   }
 
-  private evaluate(req: PodRequirements, info: NodeInfo, cache: Map<string, NodeVerdicts> | undefined, memo: SlotMemo): NodeVerdict {
-    if (!cache) return this.computed(evaluateNode(req, info, this.state, this.cfg, memo), info);
+  private evaluate(req: PodRequirements, info: NodeInfo, cache: Map<string, NodeVerdicts> | undefined, memo: SlotMemo, budget: AnalysisBudget): NodeVerdict {
+    if (!cache) return this.computed(evaluateNode(req, info, this.state, this.cfg, memo, budget), info);
     const nodeVersion = info.version;
     const networkVersion = req.network ? this.state.networkVersion(req.network.name) : 0;
     const tieRank = req.rt?.kind === 'deferrable-server' && info.rtKind === 'deferrable-server' ? this.state.dsTieRank(info.name, req.rt.server.periodUs, req.uid) : 0;
@@ -356,11 +359,26 @@ export class ExtenderServer {
       this.verdictStats.hits++;
       return verdictFor(hit.shared, req.uid);
     }
-    const shared = evaluateShared(req, info, this.state, this.cfg, memo);
+    const shared = evaluateShared(req, info, this.state, this.cfg, memo, budget);
     if (!byRank) cache.set(info.name, (byRank = []));
     // a verdict naming this pod in a way POD_MARK cannot stand for stays uncached (evaluate.ts evaluateShared)
     byRank[tieRank] = shared.shareable ? { nodeVersion, networkVersion, shared } : undefined;
     return this.computed(verdictFor(shared, req.uid), info);
+  }
+
+  /** The work bound of one request's RT analyses (config analysisBudget). */
+  private budget(): AnalysisBudget {
+    return new AnalysisBudget(this.cfg.analysisBudget);
+  }
+
+  /** Counts the request's analysis work; an exhausted budget is logged once per pod. */
+  private budgetSpent(budget: AnalysisBudget, req: PodRequirements): void {
+    this.analysisWork.requests++;
+    this.analysisWork.units += budget.used;
+    this.analysisWork.last = budget.used;
+    if (budget.exceeded && this.remember(`budget:${req.uid}`, String(budget.limit))) {
+      this.log.warn({ pod: req.key, uid: req.uid, budget: budget.limit }, 'RT analysis budget exceeded: pod refused on the RT nodes left (config analysisBudget)');
+    }
   }
 
   /** A verdict just computed (not from the cache): counted, its ignored existing pods logged once. */
@@ -389,6 +407,7 @@ export class ExtenderServer {
       } else {
         const cache = names ? this.verdictsFor(r.req) : undefined;
         const memo: SlotMemo = new Map();
+        const budget = this.budget();
         const counts = new Map<RejectionReason, number>();
         for (let i = 0; i < count; i++) {
           const node = sent?.[i];
@@ -399,7 +418,7 @@ export class ExtenderServer {
             counts.set('unknown-node', (counts.get('unknown-node') ?? 0) + 1);
             continue;
           }
-          const v = this.evaluate(r.req, info, cache, memo);
+          const v = this.evaluate(r.req, info, cache, memo, budget);
           if (v.fits) {
             if (names) passingNames.push(name);
             else passingNodes.push(node!);
@@ -409,6 +428,7 @@ export class ExtenderServer {
           }
         }
         for (const [reason, n] of counts) m.rejections.inc({ reason }, n);
+        this.budgetSpent(budget, r.req);
       }
     } catch (err) {
       // a bug in an analysis must not become a 500 loop in the scheduler: report it as the extender's error
@@ -430,12 +450,14 @@ export class ExtenderServer {
       const r = podRequirements(args.Pod, this.cfg, this.networks);
       const cache = r.ok && names ? this.verdictsFor(r.req) : undefined;
       const memo: SlotMemo = new Map();
+      const budget = this.budget();
       for (let i = 0; i < count; i++) {
         const Host = nameAt(i);
         const info = !r.ok ? undefined : names ? this.state.node(Host) : nodeInfoOf(sent![i]!);
-        const v = r.ok && info ? this.evaluate(r.req, info, cache, memo) : undefined;
+        const v = r.ok && info ? this.evaluate(r.req, info, cache, memo, budget) : undefined;
         out[i] = { Host, Score: v?.fits ? v.score : 0 };
       }
+      if (r.ok) this.budgetSpent(budget, r.req);
       return out;
     } catch (err) {
       this.log.error({ err: (err as Error).stack ?? String(err) }, 'prioritize failed');
@@ -472,7 +494,9 @@ export class ExtenderServer {
         const rejection = await this.locks.run(keys, async () => {
           const info = this.state.node(args.Node);
           if (!info) return `ulysses: bind ${key}: node ${args.Node} is not in the extender's node cache`;
-          const v = evaluateNode(r.req, info, this.state, this.cfg);
+          const budget = this.budget();
+          const v = evaluateNode(r.req, info, this.state, this.cfg, new Map(), budget);
+          this.budgetSpent(budget, r.req);
           if (!v.fits) return `ulysses: bind ${key} to ${args.Node}: ${v.message}`;
           const latest = this.state.pod(key)?.pod;
           const current = latest?.metadata?.uid === uid ? latest : pod;

@@ -16,7 +16,7 @@
  * worst-fit decreasing. All-or-nothing.
  * No I/O.
  */
-import { invalidTask, relativeDeadline, taskDensity, taskUtilization, type RtTask } from './task.ts';
+import { invalidTask, relativeDeadline, spend, taskDensity, taskUtilization, type AnalysisBudget, type RtTask } from './task.ts';
 
 const EPSILON = 1e-9;
 
@@ -54,7 +54,7 @@ export type EdfPlacement =
   | { readonly ok: false; readonly reason: string; readonly cores: readonly EdfResult[] };
 
 /** Worst-fit-decreasing placement of `tasks` onto cores already holding `cores[i]`. */
-export function placeEdfTasks(cores: readonly (readonly RtTask[])[], tasks: readonly RtTask[], bound = 1): EdfPlacement {
+export function placeEdfTasks(cores: readonly (readonly RtTask[])[], tasks: readonly RtTask[], bound = 1, budget?: AnalysisBudget): EdfPlacement {
   const state = cores.map((c) => [...c]);
   const current = () => state.map((c) => edfCoreSchedulable(c, bound));
   if (state.length === 0) return { ok: false, reason: 'node has no cores', cores: [] };
@@ -68,7 +68,10 @@ export function placeEdfTasks(cores: readonly (readonly RtTask[])[], tasks: read
   for (const i of order) {
     const t = tasks[i]!;
     const byLoad = state.map((_, c) => c).sort((a, b) => load(state[a]!) - load(state[b]!) || a - b);
-    const core = byLoad.find((c) => edfCoreSchedulable([...state[c]!, t], bound).schedulable);
+    const core = byLoad.find((c) => {
+      spend(budget, state[c]!.length + 1);
+      return edfCoreSchedulable([...state[c]!, t], bound).schedulable;
+    });
     if (core === undefined) {
       const best = edfCoreSchedulable([...state[byLoad[0]!]!, t], bound);
       return { ok: false, reason: `task ${i} fits no core (least loaded core ${byLoad[0]}: ${best.reason})`, cores: current() };

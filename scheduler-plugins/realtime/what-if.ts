@@ -30,7 +30,7 @@ import { parseRtAnnotation, parseRtCapacityAnnotation, RT_KINDS, type RtCapacity
 import { DEFAULT_MAX_UTILIZATION, coreUtilization, placeReservation, type CoreReservation } from './budget-period.ts';
 import { coreSchedulable, placeServer, type CoreAnalysis, type DeferrableServer } from './deferrable-server.ts';
 import { edfCoreSchedulable, placeEdfTasks } from './edf.ts';
-import { relativeDeadline, taskDensity, taskUtilization, type RtTask } from './task.ts';
+import { AnalysisBudgetExceeded, relativeDeadline, taskDensity, taskUtilization, type AnalysisBudget, type RtTask } from './task.ts';
 
 export interface WhatIfPod {
   readonly name: string;
@@ -98,6 +98,8 @@ export interface NodeReport {
   readonly score: number;
   readonly servers: readonly ServerReport[];
   readonly tasks: readonly TaskReport[];
+  /** Refused because the request's analysis budget ran out (not a property of the node: not to be cached). */
+  readonly budgetExceeded?: true;
 }
 
 export interface WhatIfResult {
@@ -195,6 +197,13 @@ export interface AnalyzeOptions {
    * extender's filter only needs the verdict and passes false).
    */
   readonly exactResponseTimes?: boolean;
+  /** Stop each core's analysis at its first failure (the extender: only the verdict matters). */
+  readonly stopAtFirstFailure?: boolean;
+  /**
+   * Work bound (task.ts AnalysisBudget, shared by every node of one request): past it the node is
+   * refused with "analysis budget exceeded: N tasks x M servers".
+   */
+  readonly budget?: AnalysisBudget;
 }
 
 type ParsedNode = ParsedRtNode;
@@ -294,13 +303,24 @@ export function analyzeRtNode(n: ParsedRtNode, pod: NewPod, options: AnalyzeOpti
     const m = kindMismatch(p.spec, n.kind);
     if (m) return failed(n.name, n.kind, maxU, zeros(), `existing pod ${p.name}: ${m}`);
   }
-  switch (n.kind) {
-    case 'deferrable-server':
-      return analyzeDsNode(n, pod, cores, maxU, options.exactResponseTimes ?? true);
-    case 'budget-period':
-      return analyzeBpNode(n, pod, cores, maxU);
-    case 'edf':
-      return analyzeEdfNode(n, pod, cores, maxU);
+  try {
+    options.budget?.spend(1);
+    switch (n.kind) {
+      case 'deferrable-server':
+        return analyzeDsNode(n, pod, cores, maxU, options);
+      case 'budget-period':
+        return analyzeBpNode(n, pod, cores, maxU, options.budget);
+      case 'edf':
+        return analyzeEdfNode(n, pod, cores, maxU, options.budget);
+    }
+  } catch (err) {
+    if (!(err instanceof AnalysisBudgetExceeded)) throw err;
+    const tasks = n.pods.reduce((sum, p) => sum + p.spec.tasks.length, pod.spec.tasks.length);
+    const what = n.kind === 'deferrable-server' ? 'servers' : n.kind === 'budget-period' ? 'reservations' : 'pods';
+    return {
+      ...failed(n.name, n.kind, maxU, zeros(), `analysis budget exceeded: ${tasks} tasks x ${n.pods.length + 1} ${what} on ${cores} core(s) (budget ${err.budget.limit} work units per request)`),
+      budgetExceeded: true,
+    };
   }
 }
 
@@ -353,7 +373,9 @@ function taskReport(
   };
 }
 
-function analyzeDsNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number, exactResponseTimes: boolean): NodeReport {
+function analyzeDsNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number, options: AnalyzeOptions): NodeReport {
+  const exactResponseTimes = options.exactResponseTimes ?? true;
+  const { budget, stopAtFirstFailure } = options;
   const coreServers: DeferrableServer[][] = Array.from({ length: nCores }, () => []);
   const names = new Map<string, string>();
   const util = () => coreServers.map((c) => c.reduce((u, s) => u + s.budgetUs / s.periodUs, 0));
@@ -369,7 +391,7 @@ function analyzeDsNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number,
       coreServers[p.cores[0]!]!.push(server);
       continue;
     }
-    const placed = placeServer(coreServers, server, { maxUtilization: maxU });
+    const placed = placeServer(coreServers, server, { maxUtilization: maxU, stopAtFirstFailure: true, ...(budget ? { budget } : {}) });
     if (!placed.ok) return failed(n.name, n.kind, maxU, util(), `node already overloaded: existing pod ${p.name} does not fit (${placed.reason})`);
     coreServers[placed.core]!.push(server);
   }
@@ -377,7 +399,7 @@ function analyzeDsNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number,
   names.set(pod.uid, pod.name);
   const server: DeferrableServer = { podUid: pod.uid, ...pod.spec.server, tasks: pod.spec.tasks };
   const before = util();
-  const placed = placeServer(coreServers, server, { maxUtilization: maxU, exactResponseTimes });
+  const placed = placeServer(coreServers, server, { maxUtilization: maxU, exactResponseTimes, ...(stopAtFirstFailure ? { stopAtFirstFailure } : {}), ...(budget ? { budget } : {}) });
   if (!placed.ok) {
     const least = before.map((_, i) => i).sort((a, b) => before[a]! - before[b]! || a - b)[0]!;
     const reports = placed.analysis ? dsReports(least, placed.analysis, [...coreServers[least]!, server], names) : {};
@@ -400,7 +422,7 @@ function analyzeDsNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number,
 
 // --- budget / period --------------------------------------------------------------------------
 
-function analyzeBpNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number): NodeReport {
+function analyzeBpNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number, budget: AnalysisBudget | undefined): NodeReport {
   const coreRes: CoreReservation[][] = Array.from({ length: nCores }, () => []);
   const util = () => coreRes.map(coreUtilization);
   for (const p of n.pods) {
@@ -416,13 +438,13 @@ function analyzeBpNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number)
       for (const c of p.cores) coreRes[c]!.push({ runtimeUs, periodUs, podUid: p.uid });
       continue;
     }
-    const placed = placeReservation(coreRes, { ...e.spec.reservation, podUid: p.uid }, { maxUtilization: maxU });
+    const placed = placeReservation(coreRes, { ...e.spec.reservation, podUid: p.uid }, { maxUtilization: maxU, budget });
     if (!placed.ok) return failed(n.name, n.kind, maxU, util(), `node already overloaded: existing pod ${p.name} does not fit (${placed.reason})`);
     for (const c of placed.cores) coreRes[c]!.push({ runtimeUs, periodUs, podUid: p.uid });
   }
   if (pod.spec.kind !== 'budget-period') return failed(n.name, n.kind, maxU, util(), 'kind mismatch');
   const spec = pod.spec;
-  const placed = placeReservation(coreRes, { ...spec.reservation, podUid: pod.uid, tasks: spec.tasks }, { maxUtilization: maxU });
+  const placed = placeReservation(coreRes, { ...spec.reservation, podUid: pod.uid, tasks: spec.tasks }, { maxUtilization: maxU, budget });
   const tasks = (placed.tasks ?? []).map((r, k) =>
     taskReport(pod.name, k, placed.ok ? placed.cores[0]! : null, spec.tasks[k]!, r.responseTimeUs, r.schedulable, r.method, r.reason),
   );
@@ -444,7 +466,7 @@ function analyzeBpNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number)
 
 // --- EDF --------------------------------------------------------------------------------------
 
-function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number): NodeReport {
+function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number, budget: AnalysisBudget | undefined): NodeReport {
   const coreTasks: RtTask[][] = Array.from({ length: nCores }, () => []);
   const owner: Array<Array<{ pod: string; task: number }>> = Array.from({ length: nCores }, () => []);
   const util = () => coreTasks.map((c) => c.reduce((u, t) => u + taskUtilization(t), 0));
@@ -460,7 +482,7 @@ function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number
       }
       assignment = tasks.map((_, k) => (p.cores!.length === 1 ? p.cores![0]! : p.cores![k]!));
     } else {
-      const placed = placeEdfTasks(coreTasks, tasks, maxU);
+      const placed = placeEdfTasks(coreTasks, tasks, maxU, budget);
       if (!placed.ok) return failed(n.name, n.kind, maxU, util(), `node already overloaded: existing pod ${p.name} does not fit (${placed.reason})`);
       assignment = placed.assignment;
     }
@@ -469,7 +491,7 @@ function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number
       owner[assignment[k]!]!.push({ pod: p.name, task: k });
     });
   }
-  const placed = placeEdfTasks(coreTasks, pod.spec.tasks, maxU);
+  const placed = placeEdfTasks(coreTasks, pod.spec.tasks, maxU, budget);
   if (!placed.ok) {
     const method = (t: RtTask) => (relativeDeadline(t) < t.periodUs ? 'edf-density' : 'edf-utilization');
     const tasks = pod.spec.tasks.map((t, k) => taskReport(pod.name, k, null, t, null, false, method(t), placed.reason));
