@@ -7,7 +7,8 @@
  * where `kind` is 'deferrable-server' | 'budget-period' | 'edf', `capacity` is the value of the node
  * annotation `ulysses.io/rt-capacity` and `rt` the value of the pod annotation `ulysses.io/rt` (both
  * as JSON text or as decoded objects). `cores` optionally pins an existing pod: [core] for a server,
- * one core per cpu for a reservation, [core] or one core per task for EDF; unpinned existing pods are
+ * one core per cpu for a reservation, [core] or the core of each task (task order) for EDF (the sorted
+ * set of cores older extenders wrote is read too, see edfPinnedAssignment); unpinned existing pods are
  * placed in the given order by the same rule as a new pod.
  *
  * Per node kind:
@@ -88,7 +89,10 @@ export interface NodeReport {
   readonly kind: RtKind;
   readonly schedulable: boolean;
   readonly reason: string;
-  /** Cores given to the pod (null when it does not fit). */
+  /**
+   * Cores given to the pod (null when it does not fit): [core] of a deferrable server, the cores of a
+   * reservation (ascending), the core of each EDF task in task order. Bind records it as `ulysses.io/rt-cores`.
+   */
   readonly cores: readonly number[] | null;
   /** Per-core utilization (Σ C_S/T_S, Σ Q/P or Σ C/T): after placement when schedulable, else before. */
   readonly coreUtilization: readonly number[];
@@ -477,10 +481,7 @@ function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number
     if (pin) return failed(n.name, n.kind, maxU, util(), pin);
     let assignment: readonly number[];
     if (p.cores?.length) {
-      if (p.cores.length !== 1 && p.cores.length !== tasks.length) {
-        return failed(n.name, n.kind, maxU, util(), `existing pod ${p.name}: cores must list 1 core or one per task (${tasks.length})`);
-      }
-      assignment = tasks.map((_, k) => (p.cores!.length === 1 ? p.cores![0]! : p.cores![k]!));
+      assignment = edfPinnedAssignment(coreTasks, tasks, p.cores, maxU, budget);
     } else {
       const placed = placeEdfTasks(coreTasks, tasks, maxU, budget);
       if (!placed.ok) return failed(n.name, n.kind, maxU, util(), `node already overloaded: existing pod ${p.name} does not fit (${placed.reason})`);
@@ -502,6 +503,7 @@ function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number
     owner[placed.assignment[k]!]!.push({ pod: pod.name, task: k });
   });
   const used = [...new Set(placed.assignment)].sort((a, b) => a - b);
+  // recorded (ulysses.io/rt-cores) as the core of each task, in task order
   const tasks: TaskReport[] = [];
   for (const c of used) {
     const result = edfCoreSchedulable(coreTasks[c]!, maxU);
@@ -512,5 +514,29 @@ function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number
     const r = edfCoreSchedulable(coreTasks[c]!, maxU);
     return `core ${c}: ${r.test} ${r.load.toFixed(4)} <= ${r.bound} (${r.exact ? 'exact' : 'sufficient'})`;
   });
-  return succeeded(n.name, n.kind, maxU, util(), used, `fits: ${tests.join('; ')}`, { tasks });
+  return succeeded(n.name, n.kind, maxU, util(), placed.assignment, `fits: ${tests.join('; ')}`, { tasks });
+}
+
+/**
+ * The core of each task of an EDF pod pinned by its `ulysses.io/rt-cores`: one core per task, in
+ * task order (what bind writes); one core for every task; or (the record older extenders wrote:
+ * the sorted set of the cores used, fewer entries than tasks) the tasks placed again by the same
+ * worst-fit-decreasing rule onto those cores only, over the bound if they must (the pod runs there:
+ * its load counts). A set with exactly one core per task cannot be told from the per-task record
+ * and is read as one.
+ */
+function edfPinnedAssignment(
+  coreTasks: readonly (readonly RtTask[])[],
+  tasks: readonly RtTask[],
+  pinned: readonly number[],
+  maxU: number,
+  budget: AnalysisBudget | undefined,
+): readonly number[] {
+  if (pinned.length === tasks.length) return pinned;
+  if (pinned.length === 1) return tasks.map(() => pinned[0]!);
+  const set = [...new Set(pinned)];
+  const sub = set.map((c) => coreTasks[c]!);
+  let placed = placeEdfTasks(sub, tasks, maxU, budget);
+  if (!placed.ok) placed = placeEdfTasks(sub, tasks, Number.POSITIVE_INFINITY, budget);
+  return placed.ok ? placed.assignment.map((i) => set[i]!) : tasks.map((_, k) => set[k % set.length]!);
 }

@@ -1,0 +1,83 @@
+/**
+ * Reservations the extender can trust: EDF `ulysses.io/rt-cores` holds the core of each task in
+ * task order (and the sorted set older extenders wrote is still read), a deleted pod is never
+ * brought back by a late bind result (tombstones), and reservations that do not fit the current
+ * configuration are ignored instead of blocking every other pod.
+ */
+import { describe, expect, it } from 'vitest';
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { evaluateNode, podRequirements } from '../../scheduler-plugins/extender/evaluate.ts';
+import { ClusterState } from '../../scheduler-plugins/extender/state.ts';
+import { extenderConfig } from '../../scheduler-plugins/extender/config.ts';
+
+let seq = 0;
+const edfNode = (name: string, cores: number): V1Node => ({
+  metadata: { name, resourceVersion: String(++seq), labels: { 'ulysses.io/rt-scheduler': 'edf' }, annotations: { 'ulysses.io/rt-capacity': JSON.stringify({ cores }) } },
+});
+const edfPod = (name: string, tasks: Array<[number, number]>, extra: { nodeName?: string; cores?: unknown } = {}): V1Pod => ({
+  metadata: {
+    name,
+    namespace: 'ns',
+    uid: `uid-${name}`,
+    resourceVersion: String(++seq),
+    annotations: {
+      'ulysses.io/rt': JSON.stringify({ tasks: tasks.map(([wcetUs, periodUs]) => ({ wcetUs, periodUs })) }),
+      ...(extra.cores !== undefined ? { 'ulysses.io/rt-cores': JSON.stringify(extra.cores) } : {}),
+    },
+  },
+  spec: { containers: [{ name: 'c' }], ...(extra.nodeName ? { nodeName: extra.nodeName } : {}) },
+});
+
+const cfg = extenderConfig({});
+function verdict(state: ClusterState, p: V1Pod, nodeName: string) {
+  const r = podRequirements(p, cfg, new Map());
+  if (!r.ok) throw new Error(r.message);
+  return evaluateNode(r.req, state.node(nodeName)!, state, cfg);
+}
+/** Places `p` as bind does: the verdict's cores recorded as rt-cores, the pod bound. */
+function bindAs(state: ClusterState, p: V1Pod, nodeName: string): readonly number[] {
+  const v = verdict(state, p, nodeName);
+  if (!v.fits) throw new Error(v.message);
+  state.upsertPod({ ...p, metadata: { ...p.metadata, resourceVersion: String(++seq), annotations: { ...p.metadata!.annotations, 'ulysses.io/rt-cores': JSON.stringify(v.cores) } }, spec: { ...p.spec!, nodeName } });
+  return v.cores!;
+}
+
+describe('EDF rt-cores: the core of each task, in task order', () => {
+  it('a 3-task pod over 2 cores is recorded one core per task and leaves the node usable', () => {
+    const s = new ClusterState();
+    s.upsertNode(edfNode('e', 2));
+    // equal densities, worst-fit decreasing: task 0 -> core 0, task 1 -> core 1, task 2 -> core 0
+    expect(bindAs(s, edfPod('three', [[400, 1000], [400, 1000], [400, 1000]]), 'e')).toEqual([0, 1, 0]);
+    // before: rt-cores [0,1] for 3 tasks made the node unusable ("cores must list 1 core or one per task")
+    const next = verdict(s, edfPod('next', [[500, 1000]]), 'e');
+    expect(next).toMatchObject({ fits: true, cores: [1] });
+    // core 0 holds 0.8: a task of 0.3 fits only core 1 (0.4 + 0.3), one of 0.7 nowhere
+    expect(verdict(s, edfPod('big', [[700, 1000]]), 'e')).toMatchObject({ fits: false });
+  });
+
+  it('a pod whose tasks were placed swapped (task 1 -> core 0, task 0 -> core 1) reads back as placed: no core overloaded by the next pod', () => {
+    const s = new ClusterState();
+    s.upsertNode(edfNode('e', 2));
+    // densities 0.3 and 0.6: task 1 goes first, to core 0; task 0 to core 1
+    expect(bindAs(s, edfPod('swapped', [[300, 1000], [600, 1000]]), 'e')).toEqual([1, 0]);
+    // truth: core 0 = 0.6, core 1 = 0.3. A task of 0.5 fits only core 1 (read swapped it went to core 0: 1.1)
+    expect(verdict(s, edfPod('next', [[500, 1000]]), 'e')).toMatchObject({ fits: true, cores: [1] });
+    expect(bindAs(s, edfPod('next', [[500, 1000]]), 'e')).toEqual([1]);
+    // both cores now at 0.6 and 0.8: a task of 0.45 fits nowhere
+    expect(verdict(s, edfPod('more', [[450, 1000]]), 'e')).toMatchObject({ fits: false });
+  });
+
+  it('migration: the sorted set of cores older extenders wrote is placed again onto those cores', () => {
+    const s = new ClusterState();
+    s.upsertNode(edfNode('e', 3));
+    // old record of a 3-task pod over cores {1, 2}: its tasks land on cores 1 and 2 only, never on core 0
+    s.upsertPod(edfPod('old', [[400, 1000], [400, 1000], [400, 1000]], { nodeName: 'e', cores: [1, 2] }));
+    const v = verdict(s, edfPod('next', [[900, 1000]]), 'e');
+    expect(v).toMatchObject({ fits: true, cores: [0] });
+    // 0.4 + 0.4 on core 1, 0.4 on core 2 (worst-fit decreasing onto {1, 2}): 0.55 fits core 2 only
+    expect(verdict(s, edfPod('mid', [[550, 1000]]), 'e')).toMatchObject({ fits: true, cores: [0] });
+    s.upsertPod(edfPod('fill0', [[1000, 1000]], { nodeName: 'e', cores: [0] }));
+    expect(verdict(s, edfPod('mid2', [[550, 1000]]), 'e')).toMatchObject({ fits: true, cores: [2] });
+    expect(verdict(s, edfPod('mid3', [[650, 1000]]), 'e')).toMatchObject({ fits: false });
+  });
+});
