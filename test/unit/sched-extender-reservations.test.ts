@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { evaluateNode, podRequirements } from '../../scheduler-plugins/extender/evaluate.ts';
-import { ClusterState } from '../../scheduler-plugins/extender/state.ts';
+import { ClusterState, TOMBSTONES } from '../../scheduler-plugins/extender/state.ts';
 import { extenderConfig } from '../../scheduler-plugins/extender/config.ts';
 
 let seq = 0;
@@ -79,5 +79,34 @@ describe('EDF rt-cores: the core of each task, in task order', () => {
     s.upsertPod(edfPod('fill0', [[1000, 1000]], { nodeName: 'e', cores: [0] }));
     expect(verdict(s, edfPod('mid2', [[550, 1000]]), 'e')).toMatchObject({ fits: true, cores: [2] });
     expect(verdict(s, edfPod('mid3', [[650, 1000]]), 'e')).toMatchObject({ fits: false });
+  });
+});
+
+describe('tombstones: a deleted pod never comes back', () => {
+  const tdmaPod = (rv: string, extra: Record<string, string> = {}, nodeName?: string): V1Pod => ({
+    metadata: { name: 'late', namespace: 'ns', uid: 'uid-late', resourceVersion: rv, annotations: { 'ulysses.io/tdma': '{"network":"rtnet0","slots":2}', ...extra } },
+    spec: { containers: [{ name: 'c' }], ...(nodeName ? { nodeName } : {}) },
+  });
+  it("a bind's PATCH result handled after the pod's delete event does not re-create it or its slots", () => {
+    const s = new ClusterState();
+    s.upsertPod(tdmaPod('10'));
+    // the delete event is handled while the bind's PATCH is in flight...
+    s.deletePod(tdmaPod('11'));
+    // ...then the PATCH result (newer resourceVersion, with the reservation) arrives
+    s.upsertPod(tdmaPod('12', { 'ulysses.io/reserved-node': 'n1', 'ulysses.io/tdma-slots': '[0,1]' }));
+    expect(s.pod('ns/late')).toBeUndefined();
+    expect(s.takenSlots('rtnet0', 'other')).toEqual([]);
+    expect(s.holdsCapacity('uid-late')).toBe(false);
+    expect(s.isDeleted('uid-late')).toBe(true);
+    // a new pod of the same name (another UID) is taken in
+    s.upsertPod({ ...tdmaPod('13', { 'ulysses.io/reserved-node': 'n1', 'ulysses.io/tdma-slots': '[2,3]' }), metadata: { ...tdmaPod('13').metadata, uid: 'uid-late-2', annotations: { 'ulysses.io/tdma': '{"network":"rtnet0","slots":2}', 'ulysses.io/reserved-node': 'n1', 'ulysses.io/tdma-slots': '[2,3]' } } });
+    expect(s.takenSlots('rtnet0', 'other')).toEqual([2, 3]);
+  });
+  it('the tombstone set is bounded (oldest dropped)', () => {
+    const s = new ClusterState();
+    for (let i = 0; i <= TOMBSTONES; i++) s.deletePod({ metadata: { name: `p${i}`, namespace: 'ns', uid: `u${i}` } });
+    expect(s.isDeleted('u0')).toBe(false);
+    expect(s.isDeleted('u1')).toBe(true);
+    expect(s.isDeleted(`u${TOMBSTONES}`)).toBe(true);
   });
 });
