@@ -259,22 +259,22 @@ export class ExtenderServer {
         end();
       }
     };
-    app.post('/filter', async (req, reply) =>
+    app.post('/filter', async (req) =>
       timed('filter', () => {
         const args = this.args(req.body);
-        return typeof args === 'string' ? this.badRequest(reply, args) : this.filter(args);
+        return typeof args === 'string' ? this.refused('filter', args, req.id) : this.filter(args);
       })(),
     );
-    app.post('/prioritize', async (req, reply) =>
+    app.post('/prioritize', async (req) =>
       timed('prioritize', () => {
         const args = this.args(req.body);
-        return typeof args === 'string' ? this.badRequest(reply, args) : this.prioritize(args);
+        return typeof args === 'string' ? this.refused('prioritize', args, req.id) : this.prioritize(args);
       })(),
     );
-    app.post('/bind', async (req, reply) =>
+    app.post('/bind', async (req) =>
       timed('bind', () => {
         const parsed = bindingArgsSchema.safeParse(req.body);
-        if (!parsed.success) return this.badRequest(reply, describeIssues(parsed.error, 'ExtenderBindingArgs'));
+        if (!parsed.success) return this.refused('bind', describeIssues(parsed.error, 'ExtenderBindingArgs'), req.id);
         return this.bind(parsed.data);
       })(),
     );
@@ -283,11 +283,20 @@ export class ExtenderServer {
       return reply.code(synced ? 200 : 503).type('text/plain').send(synced ? 'ok' : 'informers not synced');
     });
     app.get('/metrics', async (_req, reply) => reply.type(metricsRegistry().contentType).send(await metricsText()));
-    // framework errors (bad JSON, wrong content type, body too large) keep their 4xx; nothing else escapes the handlers
-    app.setErrorHandler((err: { statusCode?: number; message: string }, _req, reply) => {
-      const code = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 400;
-      metrics().rejections.inc({ reason: 'bad-request' });
-      void reply.code(code).send({ error: err.message });
+    // framework errors (bad JSON, wrong content type, body too large): on a verb, the verb's refusal
+    // (HTTP 200: kube-scheduler reads no other body); anything else is an internal error: 500, logged with the request id
+    app.setErrorHandler((err: { statusCode?: number; message: string; stack?: string }, req, reply) => {
+      const client = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500;
+      const verb = req.url.split('?')[0]!.slice(1);
+      if (client && (verb === 'filter' || verb === 'prioritize' || verb === 'bind') && !reply.sent) {
+        return reply.code(200).send(this.refused(verb, `${req.method} /${verb}: ${err.message}`, req.id));
+      }
+      if (client) {
+        metrics().rejections.inc({ reason: 'bad-request' });
+        return reply.code(err.statusCode!).send({ error: err.message });
+      }
+      this.log.error({ requestId: req.id, url: req.url, err: err.stack ?? err.message }, 'internal error');
+      return reply.code(500).send({ error: `ulysses: internal error (request ${req.id}): ${err.message}`, requestId: req.id });
     });
     return app;
   }
@@ -300,9 +309,19 @@ export class ExtenderServer {
     return parsed.success ? (parsed.data as unknown as ExtenderArgs) : describeIssues(parsed.error, 'ExtenderArgs');
   }
 
-  private badRequest(reply: { code: (n: number) => { send: (b: unknown) => unknown } }, message: string) {
+  /**
+   * The answer to a request that cannot be served (a malformed body): HTTP 200 with the verb's own
+   * failure, since kube-scheduler reads no non-200 body (pkg/scheduler/extender.go `send`) and shows
+   * a filter's or bind's `Error` in the pod's FailedScheduling event; prioritize has no error field
+   * (and its errors are ignored by the scheduler): no scores. Logged once per message with the request id.
+   */
+  private refused(verb: Verb, message: string, requestId: string): ExtenderFilterResult | HostPriority[] | ExtenderBindingResult {
     metrics().rejections.inc({ reason: 'bad-request' });
-    return reply.code(400).send({ error: message });
+    const text = `ulysses: bad ${verb} request: ${message}`;
+    if (this.remember(`bad:${verb}`, text)) this.log.warn({ requestId, verb }, text);
+    if (verb === 'prioritize') return [];
+    if (verb === 'bind') return { Error: text };
+    return { FailedNodes: {}, FailedAndUnresolvableNodes: {}, Error: text };
   }
 
   /** True the first time `key` is seen with `message` (bounded memory: the oldest entries are forgotten). */
@@ -399,41 +418,36 @@ export class ExtenderServer {
     const passingNames: string[] = [];
     const passingNodes: V1Node[] = [];
     const m = metrics();
-    try {
-      const r = this.requirements(args.Pod);
-      if (!r.ok) {
-        for (let i = 0; i < count; i++) out.FailedAndUnresolvableNodes[names ? names[i]! : sent![i]!.metadata!.name!] = r.message;
-        if (count) m.rejections.inc({ reason: r.reason }, count);
-      } else {
-        const cache = names ? this.verdictsFor(r.req) : undefined;
-        const memo: SlotMemo = new Map();
-        const budget = this.budget();
-        const counts = new Map<RejectionReason, number>();
-        for (let i = 0; i < count; i++) {
-          const node = sent?.[i];
-          const name = names ? names[i]! : node!.metadata!.name!;
-          const info = names ? this.state.node(name) : nodeInfoOf(node!);
-          if (!info) {
-            out.FailedNodes[name] = `ulysses: node ${name} is not in the extender's node cache (yet)`;
-            counts.set('unknown-node', (counts.get('unknown-node') ?? 0) + 1);
-            continue;
-          }
-          const v = this.evaluate(r.req, info, cache, memo, budget);
-          if (v.fits) {
-            if (names) passingNames.push(name);
-            else passingNodes.push(node!);
-          } else {
-            out.FailedAndUnresolvableNodes[name] = v.message;
-            counts.set(v.reason, (counts.get(v.reason) ?? 0) + 1);
-          }
+    // an internal error propagates: HTTP 500, logged with the request id (the error handler)
+    const r = this.requirements(args.Pod);
+    if (!r.ok) {
+      for (let i = 0; i < count; i++) out.FailedAndUnresolvableNodes[names ? names[i]! : sent![i]!.metadata!.name!] = r.message;
+      if (count) m.rejections.inc({ reason: r.reason }, count);
+    } else {
+      const cache = names ? this.verdictsFor(r.req) : undefined;
+      const memo: SlotMemo = new Map();
+      const budget = this.budget();
+      const counts = new Map<RejectionReason, number>();
+      for (let i = 0; i < count; i++) {
+        const node = sent?.[i];
+        const name = names ? names[i]! : node!.metadata!.name!;
+        const info = names ? this.state.node(name) : nodeInfoOf(node!);
+        if (!info) {
+          out.FailedNodes[name] = `ulysses: node ${name} is not in the extender's node cache (yet)`;
+          counts.set('unknown-node', (counts.get('unknown-node') ?? 0) + 1);
+          continue;
         }
-        for (const [reason, n] of counts) m.rejections.inc({ reason }, n);
-        this.budgetSpent(budget, r.req);
+        const v = this.evaluate(r.req, info, cache, memo, budget);
+        if (v.fits) {
+          if (names) passingNames.push(name);
+          else passingNodes.push(node!);
+        } else {
+          out.FailedAndUnresolvableNodes[name] = v.message;
+          counts.set(v.reason, (counts.get(v.reason) ?? 0) + 1);
+        }
       }
-    } catch (err) {
-      // a bug in an analysis must not become a 500 loop in the scheduler: report it as the extender's error
-      this.log.error({ err: (err as Error).stack ?? String(err) }, 'filter failed');
-      return { FailedNodes: {}, FailedAndUnresolvableNodes: {}, Error: `ulysses: internal error: ${(err as Error).message}` };
+      for (const [reason, n] of counts) m.rejections.inc({ reason }, n);
+      this.budgetSpent(budget, r.req);
     }
     if (names) out.NodeNames = passingNames;
     else out.Nodes = { items: passingNodes };
@@ -446,23 +460,18 @@ export class ExtenderServer {
     const count = names ? names.length : sent!.length;
     const nameAt = (i: number) => (names ? names[i]! : sent![i]!.metadata!.name!);
     const out: HostPriority[] = new Array<HostPriority>(count);
-    try {
-      const r = podRequirements(args.Pod, this.cfg, this.networks);
-      const cache = r.ok && names ? this.verdictsFor(r.req) : undefined;
-      const memo: SlotMemo = new Map();
-      const budget = this.budget();
-      for (let i = 0; i < count; i++) {
-        const Host = nameAt(i);
-        const info = !r.ok ? undefined : names ? this.state.node(Host) : nodeInfoOf(sent![i]!);
-        const v = r.ok && info ? this.evaluate(r.req, info, cache, memo, budget) : undefined;
-        out[i] = { Host, Score: v?.fits ? v.score : 0 };
-      }
-      if (r.ok) this.budgetSpent(budget, r.req);
-      return out;
-    } catch (err) {
-      this.log.error({ err: (err as Error).stack ?? String(err) }, 'prioritize failed');
-      return Array.from({ length: count }, (_, i) => ({ Host: nameAt(i), Score: 0 }));
+    const r = podRequirements(args.Pod, this.cfg, this.networks);
+    const cache = r.ok && names ? this.verdictsFor(r.req) : undefined;
+    const memo: SlotMemo = new Map();
+    const budget = this.budget();
+    for (let i = 0; i < count; i++) {
+      const Host = nameAt(i);
+      const info = !r.ok ? undefined : names ? this.state.node(Host) : nodeInfoOf(sent![i]!);
+      const v = r.ok && info ? this.evaluate(r.req, info, cache, memo, budget) : undefined;
+      out[i] = { Host, Score: v?.fits ? v.score : 0 };
     }
+    if (r.ok) this.budgetSpent(budget, r.req);
+    return out;
   }
 
   async bind(args: ExtenderBindingArgs): Promise<ExtenderBindingResult> {
