@@ -19,14 +19,15 @@
  * `deferrable-server.ts`). With m > 1 the check assumes all the tasks run on ONE of the reservation's
  * cores: a placement the guest can always use, so passing it is sufficient.
  *
- * Floating point: the comparison allows 1e-9 of slack so that e.g. 0.5 + 0.45 ≤ 0.95 holds.
+ * Exact arithmetic: Σ Q/P ≤ U_max is decided by integer cross-multiplication (task.ts
+ * utilizationExceeds, U_max as the decimal written: 0.95 = 95/100), so 0.5 + 0.45 ≤ 0.95 holds and
+ * no rounding slack admits 1 + 5e-10 at periods near 2e9 µs.
  * No I/O.
  */
 import { periodicResourceBound } from './deferrable-server.ts';
-import { MAX_TIME_US, type AnalysisBudget, type RtTask, type TaskResponse } from './task.ts';
+import { MAX_TIME_US, decimalRatio, utilizationExceeds, type AnalysisBudget, type RtTask, type TaskResponse } from './task.ts';
 
 export const DEFAULT_MAX_UTILIZATION = 0.95;
-const EPSILON = 1e-9;
 
 export interface CoreReservation {
   readonly runtimeUs: number;
@@ -124,7 +125,9 @@ export function placeReservation(
   const bw = reservationBandwidth(reservation);
   const chosen = order.slice(0, reservation.cpus);
   const worst = chosen[chosen.length - 1]!;
-  if (util[worst]! + bw > cap + EPSILON) {
+  const [capNum, capDen] = decimalRatio(cap);
+  const terms = [...cores[worst]!, reservation].map((r) => [r.runtimeUs, r.periodUs] as const);
+  if (utilizationExceeds(terms, capNum, capDen)) {
     return {
       ok: false,
       reason:

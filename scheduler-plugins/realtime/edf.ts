@@ -10,15 +10,16 @@
  * The result says which test was used (`test`) and whether its answer is exact (`exact`). A bound
  * below 1 (a node's maxUtilization) can be passed; the answer is then no longer "exact".
  * A task with D < C is never schedulable (its density is > 1).
+ * The comparison is exact: Σ C/T (or Σ C/min(D,T)) against the bound by integer cross-multiplication
+ * (task.ts utilizationExceeds; the bound as the decimal written, 0.95 = 95/100), so no rounding
+ * slack admits e.g. U = 1 + 5e-10 with periods near 2e9 µs. `load` is the float sum, for messages.
  *
  * Placement over cores: the tasks are placed one by one, highest density first (ties by index),
  * each on the least loaded core (by density, ties by core index) that still passes the test:
  * worst-fit decreasing. All-or-nothing.
  * No I/O.
  */
-import { invalidTask, relativeDeadline, spend, taskDensity, taskUtilization, type AnalysisBudget, type RtTask } from './task.ts';
-
-const EPSILON = 1e-9;
+import { decimalRatio, effectiveDeadline, invalidTask, relativeDeadline, spend, taskDensity, taskUtilization, utilizationExceeds, type AnalysisBudget, type RtTask } from './task.ts';
 
 export interface EdfResult {
   readonly schedulable: boolean;
@@ -43,7 +44,9 @@ export function edfCoreSchedulable(tasks: readonly RtTask[], bound = 1): EdfResu
   }
   let load = 0;
   for (const t of tasks) load += implicit ? taskUtilization(t) : taskDensity(t);
-  if (load <= bound + EPSILON) return { schedulable: true, test, exact, load, bound };
+  // an infinite bound (placing pods already there, what-if.ts edfPinnedAssignment) admits everything
+  const over = Number.isFinite(bound) && utilizationExceeds(tasks.map((t) => [t.wcetUs, implicit ? t.periodUs : effectiveDeadline(t)] as const), ...decimalRatio(bound));
+  if (!over) return { schedulable: true, test, exact, load, bound };
   const what = implicit ? 'utilization Σ C/T' : 'density Σ C/min(D,T)';
   const tail = implicit ? '' : ' (sufficient test only)';
   return { schedulable: false, test, exact, load, bound, reason: `${what} = ${load.toFixed(4)} > ${bound}${tail}` };
