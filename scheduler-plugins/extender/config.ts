@@ -14,7 +14,8 @@
  *   none: null
  * prioritize: { weights: { assurance: 1, realtime: 1 } }
  * priorityClassThreshold: 1000000              # optional, as core/criticality.ts
- * bindTimeoutMs: 10000
+ * httpTimeoutMs: 5000                          # kube-scheduler's httpTimeout for the extender: every call ends within it
+ * bindTimeoutMs: 10000                         # one API request of bind (capped by httpTimeoutMs)
  * analysisBudget: 1000000                     # RT analysis work units per request (realtime/task.ts AnalysisBudget)
  * bodyLimitBytes: 16777216
  * assuranceUpdater: { enabled: false, rules: [{ condition: MemoryPressure, gamma: 0.5, resources: [memory] }] }
@@ -84,6 +85,13 @@ export const ExtenderConfig = z.strictObject({
     .default({ weights: { assurance: 1, realtime: 1 } }),
   /** A pod without the criticality label whose spec.priority reaches this is `high` (core/criticality.ts). */
   priorityClassThreshold: z.number().int().optional(),
+  /**
+   * kube-scheduler's `httpTimeout` for this extender (KubeSchedulerConfiguration, 5 s by default):
+   * every call (notably bind: GET + locks + PATCH + POST) finishes or gives up within it, less a
+   * margin for the round trip (a tenth, at most 500 ms), and releases its locks.
+   */
+  httpTimeoutMs: z.number().int().min(200).max(600_000).default(5_000),
+  /** Timeout of one API request of bind (capped by what is left of httpTimeoutMs). */
   bindTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
   bodyLimitBytes: z.number().int().min(1024).max(1 << 30).default(16 << 20),
   /**

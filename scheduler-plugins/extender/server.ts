@@ -20,7 +20,7 @@ import type { KubeConfig, V1Node, V1Pod } from '@kubernetes/client-node';
 import { Counter, Histogram } from 'prom-client';
 import { ResilientInformer, type Informer, type InformerOptions } from '../../core/informer.ts';
 import { InformerThread } from '../../core/informer-thread.ts';
-import { isNotFound, KubeClient } from '../../core/kube.ts';
+import { ApiError, isNotFound, KubeClient } from '../../core/kube.ts';
 import { componentLogger, objectLogger, type Logger } from '../../core/logging.ts';
 import { metricsRegistry, metricsText } from '../../core/metrics.ts';
 import { RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../schedulability.ts';
@@ -69,13 +69,37 @@ function metrics() {
   return { requestDuration, rejections, binds };
 }
 
-/** One promise chain per key: `run(keys, fn)` runs fn once it holds every key (taken in sorted order: no deadlock). */
+/** Waiting for a lock or an API call took longer than the call's deadline (the scheduler's httpTimeout). */
+export class DeadlineExceeded extends Error {
+  constructor(what: string, ms: number) {
+    super(`${what} did not finish within ${ms} ms`);
+    this.name = 'DeadlineExceeded';
+  }
+}
+
+/** `p`, or a DeadlineExceeded once `ms` passed (the work behind `p` is not cancelled: its outcome is unknown). */
+export function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  if (ms <= 0) return Promise.reject(new DeadlineExceeded(what, 0));
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new DeadlineExceeded(what, ms)), ms)));
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * One promise chain per key: `run(keys, fn)` runs fn once it holds every key (taken in sorted order:
+ * no deadlock). With `timeoutMs`, waiting for the keys gives up with DeadlineExceeded; the keys
+ * already taken are released at once (the queue behind them keeps its order).
+ */
 export class KeyedMutex {
   private readonly tails = new Map<string, Promise<void>>();
 
-  async run<T>(keys: readonly string[], fn: () => Promise<T>): Promise<T> {
+  async run<T>(keys: readonly string[], fn: () => Promise<T>, timeoutMs?: number): Promise<T> {
     const sorted = [...new Set(keys)].sort();
     const releases: Array<() => void> = [];
+    const releaseAll = () => {
+      for (const r of releases.reverse()) r();
+    };
+    const started = Date.now();
     for (const k of sorted) {
       const prev = this.tails.get(k) ?? Promise.resolve();
       let release!: () => void;
@@ -86,15 +110,23 @@ export class KeyedMutex {
         release();
         if (this.tails.get(k) === tail) this.tails.delete(k);
       });
-      await prev;
+      try {
+        await (timeoutMs === undefined ? prev : withDeadline(prev, timeoutMs - (Date.now() - started), `waiting for lock ${k}`));
+      } catch (err) {
+        releaseAll();
+        throw err;
+      }
     }
     try {
       return await fn();
     } finally {
-      for (const r of releases.reverse()) r();
+      releaseAll();
     }
   }
 }
+
+/** The API calls bind makes (core/kube.ts KubeClient; a fake in unit tests). */
+export type BindClient = Pick<KubeClient, 'request'>;
 
 export interface ExtenderServerOptions {
   config?: ExtenderConfigInput;
@@ -109,6 +141,8 @@ export interface ExtenderServerOptions {
   informerThread?: boolean;
   state?: ClusterState;
   log?: Logger;
+  /** The API client of bind (default: one for `kubeconfig`). */
+  client?: BindClient;
 }
 
 const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
@@ -179,7 +213,7 @@ export class ExtenderServer {
   private networks: ReturnType<typeof tdmaNetworks>;
   private configGen = 0;
   private readonly log: Logger;
-  private readonly client: KubeClient | undefined;
+  private readonly client: BindClient | undefined;
   private readonly informers: { nodes: Informer<V1Node>; pods: Informer<V1Pod> } | undefined;
   private readonly locks = new KeyedMutex();
   /** pod UID -> last malformed-annotation message logged (log once per pod and message). */
@@ -201,7 +235,7 @@ export class ExtenderServer {
     this.networks = tdmaNetworks(this.cfg);
     this.log = opts.log ?? componentLogger('scheduler-extender');
     this.state = opts.state ?? new ClusterState();
-    if (opts.kubeconfig) this.client = new KubeClient(opts.kubeconfig);
+    this.client = opts.client ?? (opts.kubeconfig ? new KubeClient(opts.kubeconfig) : undefined);
     if (opts.kubeconfig && (opts.informers ?? true)) {
       const { nodes, pods } = extenderInformers(opts.kubeconfig, this.log, opts.informerThread ?? true);
       nodes.on('add', (n) => this.state.upsertNode(n));
@@ -474,10 +508,31 @@ export class ExtenderServer {
     return out;
   }
 
+  /**
+   * How long one call may take: the scheduler's httpTimeout less a margin for the HTTP round trip
+   * (a tenth of it, at most 500 ms). Past it kube-scheduler has given up on the answer.
+   */
+  private callDeadlineMs(): number {
+    const t = this.cfg.httpTimeoutMs;
+    return t - Math.min(500, Math.floor(t / 10));
+  }
+
+  /**
+   * Every step (GET of the pod if the cache does not have it, the locks, the re-check, the PATCH
+   * of the reservation, the binding POST) finishes or gives up inside {@link callDeadlineMs}; the
+   * locks are released when it gives up. A PATCH whose outcome is unknown (it gave up waiting)
+   * leaves the intended reservation assumed in the state (ClusterState.assumePod) until the
+   * informer brings the pod's real state: over-reservation meanwhile, never a slot or core booked
+   * twice. A PATCH the apiserver refused restores the previous record.
+   */
   async bind(args: ExtenderBindingArgs): Promise<ExtenderBindingResult> {
     const key = `${args.PodNamespace}/${args.PodName}`;
     const log = objectLogger(this.log, 'Pod', key);
     const m = metrics();
+    const started = Date.now();
+    const total = this.callDeadlineMs();
+    const left = () => total - (Date.now() - started);
+    const perRequest = () => Math.max(1, Math.min(this.cfg.bindTimeoutMs, left()));
     const fail = (result: 'rejected' | 'error', message: string): ExtenderBindingResult => {
       m.binds.inc({ result });
       if (result === 'rejected') m.rejections.inc({ reason: 'bind' });
@@ -486,78 +541,103 @@ export class ExtenderServer {
     };
     if (!this.client) return fail('error', `ulysses: bind ${key}: the extender has no API client`);
     const client = this.client;
+    const call = <T>(method: string, path: string, what: string, opts: { body?: unknown; contentType?: string } = {}): Promise<T> =>
+      withDeadline(client.request<T>(method, path, { ...opts, timeoutMs: perRequest() }), left(), what);
     const podPath = `/api/v1/namespaces/${encodeURIComponent(args.PodNamespace)}/pods/${encodeURIComponent(args.PodName)}`;
+    let reserved = false;
+    let uid: string | undefined;
     try {
       let pod = this.state.pod(key)?.pod;
-      if (!pod || (args.PodUID && pod.metadata?.uid !== args.PodUID)) pod = await client.get<V1Pod>(podPath);
+      if (!pod || (args.PodUID && pod.metadata?.uid !== args.PodUID)) pod = await call<V1Pod>('GET', podPath, `GET ${podPath}`);
       if (args.PodUID && pod.metadata?.uid !== args.PodUID) {
         return fail('rejected', `ulysses: bind ${key}: pod UID is ${pod.metadata?.uid}, the scheduler asked for ${args.PodUID}`);
       }
-      const uid = pod.metadata!.uid!;
+      uid = pod.metadata!.uid!;
+      const podUid = uid;
       const r = this.requirements(pod);
       if (!r.ok) return fail('rejected', r.message);
       const needsReservation = !!(r.req.rt || r.req.tdma);
-      let reserved = false;
       if (needsReservation) {
         const keys = [`node:${args.Node}`, ...(r.req.network ? [`net:${r.req.network.name}`] : [])];
-        const rejection = await this.locks.run(keys, async () => {
-          const info = this.state.node(args.Node);
-          if (!info) return `ulysses: bind ${key}: node ${args.Node} is not in the extender's node cache`;
-          const budget = this.budget();
-          const v = evaluateNode(r.req, info, this.state, this.cfg, new Map(), budget);
-          this.budgetSpent(budget, r.req);
-          if (!v.fits) return `ulysses: bind ${key} to ${args.Node}: ${v.message}`;
-          const latest = this.state.pod(key)?.pod;
-          const current = latest?.metadata?.uid === uid ? latest : pod;
-          const ann = current.metadata?.annotations ?? {};
-          const values: Record<string, string> = { [RESERVED_NODE_ANNOTATION]: args.Node };
-          if (v.cores) values[RT_CORES_ANNOTATION] = JSON.stringify(v.cores);
-          if (v.slots) values[TDMA_SLOTS_ANNOTATION] = JSON.stringify(v.slots);
-          const ops: unknown[] = [{ op: 'test', path: '/metadata/uid', value: uid }];
-          if (!current.metadata?.annotations) ops.push({ op: 'add', path: '/metadata/annotations', value: values });
-          else for (const [k, val] of Object.entries(values)) ops.push({ op: 'add', path: `/metadata/annotations/${escapePointer(k)}`, value: val });
-          // a stale reservation of a plugin that no longer applies must not stay
-          for (const k of [RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION]) if (!(k in values) && k in ann) ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointer(k)}` });
-          const patched = await client.request<V1Pod>('PATCH', podPath, { body: ops, contentType: 'application/json-patch+json', timeoutMs: this.cfg.bindTimeoutMs });
-          this.state.upsertPod(patched);
-          reserved = true;
-          log.info({ node: args.Node, cores: v.cores, slots: v.slots }, 'reservation recorded');
-          return undefined;
-        });
+        const rejection = await this.locks.run(
+          keys,
+          async () => {
+            const info = this.state.node(args.Node);
+            if (!info) return `ulysses: bind ${key}: node ${args.Node} is not in the extender's node cache`;
+            const budget = this.budget();
+            const v = evaluateNode(r.req, info, this.state, this.cfg, new Map(), budget);
+            this.budgetSpent(budget, r.req);
+            if (!v.fits) return `ulysses: bind ${key} to ${args.Node}: ${v.message}`;
+            const latest = this.state.pod(key)?.pod;
+            const current = latest?.metadata?.uid === podUid ? latest : pod;
+            const ann = current.metadata?.annotations ?? {};
+            const values: Record<string, string> = { [RESERVED_NODE_ANNOTATION]: args.Node };
+            if (v.cores) values[RT_CORES_ANNOTATION] = JSON.stringify(v.cores);
+            if (v.slots) values[TDMA_SLOTS_ANNOTATION] = JSON.stringify(v.slots);
+            const ops: unknown[] = [{ op: 'test', path: '/metadata/uid', value: podUid }];
+            if (!current.metadata?.annotations) ops.push({ op: 'add', path: '/metadata/annotations', value: values });
+            else for (const [k, val] of Object.entries(values)) ops.push({ op: 'add', path: `/metadata/annotations/${escapePointer(k)}`, value: val });
+            // a stale reservation of a plugin that no longer applies must not stay
+            const stale = [RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION].filter((k) => !(k in values) && k in ann);
+            for (const k of stale) ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointer(k)}` });
+            // assumed before the PATCH is sent: whatever becomes of it, no other bind takes these cores/slots meanwhile
+            const intended = Object.fromEntries(Object.entries({ ...ann, ...values }).filter(([k]) => !stale.includes(k)));
+            this.state.assumePod({ ...current, metadata: { ...current.metadata, annotations: intended } });
+            let patched: V1Pod;
+            try {
+              patched = await call<V1Pod>('PATCH', podPath, `PATCH ${podPath}`, { body: ops, contentType: 'application/json-patch+json' });
+            } catch (err) {
+              // refused by the apiserver: nothing was written, the previous record is the truth; unknown: stay assumed
+              if (err instanceof ApiError) this.state.assumePod(current);
+              throw err;
+            }
+            this.state.upsertPod(patched);
+            reserved = true;
+            log.info({ node: args.Node, cores: v.cores, slots: v.slots }, 'reservation recorded');
+            return undefined;
+          },
+          left(),
+        );
         if (rejection) return fail('rejected', rejection);
       }
-      try {
-        await client.request('POST', `${podPath}/binding`, {
-          body: {
-            apiVersion: 'v1',
-            kind: 'Binding',
-            metadata: { name: args.PodName, namespace: args.PodNamespace, uid },
-            target: { apiVersion: 'v1', kind: 'Node', name: args.Node },
-          },
-          timeoutMs: this.cfg.bindTimeoutMs,
-        });
-      } catch (err) {
-        if (reserved) await this.releaseReservation(podPath, uid, log);
-        throw err;
-      }
+      await call('POST', `${podPath}/binding`, `POST ${podPath}/binding`, {
+        body: {
+          apiVersion: 'v1',
+          kind: 'Binding',
+          metadata: { name: args.PodName, namespace: args.PodNamespace, uid },
+          target: { apiVersion: 'v1', kind: 'Node', name: args.Node },
+        },
+      });
       m.binds.inc({ result: 'bound' });
       log.info({ node: args.Node }, 'bound');
       return { Error: '' };
     } catch (err) {
+      // the binding failed (or its outcome is unknown): release the reservation in the background, never past the deadline
+      if (reserved && uid) void this.releaseReservation(podPath, uid, log);
       if (isNotFound(err)) return fail('rejected', `ulysses: bind ${key}: pod not found`);
+      if (err instanceof DeadlineExceeded) {
+        return fail('error', `ulysses: bind ${key} to ${args.Node}: gave up after ${Date.now() - started} ms (httpTimeoutMs ${this.cfg.httpTimeoutMs}): ${err.message}`);
+      }
       return fail('error', `ulysses: bind ${key} to ${args.Node}: ${(err as Error).message}`);
     }
   }
 
-  /** Best effort: the binding failed, so the pod holds no node; drop its reservation annotations. */
+  /**
+   * Best effort: the binding failed, so the pod holds no node; drop its reservation annotations
+   * (only if the pod is still unbound: a binding whose answer was lost may have succeeded).
+   */
   private async releaseReservation(podPath: string, uid: string, log: Logger): Promise<void> {
+    const timeoutMs = this.cfg.bindTimeoutMs;
     try {
-      const current = await this.client!.get<V1Pod>(podPath);
+      const current = await withDeadline(this.client!.request<V1Pod>('GET', podPath, { timeoutMs }), timeoutMs, `GET ${podPath}`);
       const ann = current.metadata?.annotations ?? {};
       if (current.spec?.nodeName || current.metadata?.uid !== uid) return;
       const ops: unknown[] = [{ op: 'test', path: '/metadata/uid', value: uid }];
       for (const k of [RESERVED_NODE_ANNOTATION, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION]) if (k in ann) ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointer(k)}` });
-      if (ops.length > 1) this.state.upsertPod(await this.client!.jsonPatch<V1Pod>(podPath, ops));
+      if (ops.length > 1) {
+        const patch = this.client!.request<V1Pod>('PATCH', podPath, { body: ops, contentType: 'application/json-patch+json', timeoutMs });
+        this.state.upsertPod(await withDeadline(patch, timeoutMs, `PATCH ${podPath}`));
+      }
     } catch (err) {
       log.warn({ err: (err as Error).message }, 'could not release the reservation after a failed binding (it stays: over-reservation, never double-booking)');
     }

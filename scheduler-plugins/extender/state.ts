@@ -295,6 +295,22 @@ export class ClusterState {
     const old = this.pods.get(key);
     if (old && old.uid === pod.metadata?.uid && olderThan(pod.metadata?.resourceVersion, old.pod.metadata?.resourceVersion)) return;
     if (old && old.pod.metadata?.resourceVersion && old.pod.metadata.resourceVersion === pod.metadata?.resourceVersion && old.uid === pod.metadata?.uid) return;
+    this.put(key, old, pod);
+  }
+
+  /**
+   * Takes `pod` as the pod's state even at the resourceVersion already cached: bind's reservation
+   * assumed before its PATCH is answered (server.ts), or the record restored when the apiserver
+   * refused the PATCH. The next informer event of a newer version replaces it with the truth.
+   * A deleted pod (tombstone) is not brought back.
+   */
+  assumePod(pod: V1Pod): void {
+    const key = objectKey(pod);
+    if (pod.metadata?.uid && this.tombstones.has(pod.metadata.uid)) return;
+    this.put(key, this.pods.get(key), pod);
+  }
+
+  private put(key: string, old: PodRecord | undefined, pod: V1Pod): void {
     if (old && old.fingerprint === podFingerprint(pod)) {
       // nothing the analyses read changed (e.g. a status update): keep the parses, the indexes and the versions
       this.pods.set(key, { ...old, pod });
