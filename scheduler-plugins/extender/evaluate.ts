@@ -148,7 +148,7 @@ export type NodeVerdict =
       /** RT placement (cores of the server / reservation / EDF tasks). */
       readonly cores?: readonly number[];
       readonly slots?: readonly number[];
-      /** Existing pods whose ulysses.io/rt could not be parsed (ignored). */
+      /** Existing pods whose ulysses.io/rt could not be parsed, and reservations that do not fit the configuration (ignored). */
       readonly skipped?: readonly string[];
     }
   | {
@@ -161,7 +161,7 @@ export type NodeVerdict =
     };
 
 /** Memo of the network-wide slot allocation within one request (same answer for every node of a network). */
-export type SlotMemo = Map<string, SlotAllocation>;
+export type SlotMemo = Map<string, { readonly alloc: SlotAllocation; /** Out-of-range reservations left out. */ readonly ignored: readonly string[] }>;
 
 /** The per-node test and score (header, 2 and 3), computed afresh for this pod. */
 export function evaluateNode(req: PodRequirements, info: NodeInfo, state: ClusterState, cfg: ExtenderConfig, slotMemo: SlotMemo = new Map(), budget?: AnalysisBudget): NodeVerdict {
@@ -261,6 +261,7 @@ function evaluateNodeAs(
       { name: req.key, uid: analysisUid, spec: req.rt },
       { exactResponseTimes: false, stopAtFirstFailure: true, ...(budget ? { budget } : {}) },
     );
+    if (report.ignored) skipped = [...(skipped ?? []), ...report.ignored.map((m) => `node ${info.name}: ${m}`)];
     if (!report.schedulable || !report.cores) {
       return {
         fits: false,
@@ -280,12 +281,16 @@ function evaluateNodeAs(
     if (info.tdmaNetwork !== req.tdma.network) {
       return { fits: false, reason: 'tdma', message: `ulysses: node not on TDMA network ${req.tdma.network} (${TDMA_NETWORK_LABEL}=${info.tdmaNetwork ?? 'absent'})` };
     }
-    let alloc = slotMemo.get(req.network.name);
-    if (!alloc) {
-      alloc = allocateSlots(req.network, state.takenSlots(req.network.name, req.uid), { slots: req.tdma.slots, ...(req.tdma.maxGapUs !== undefined ? { maxGapUs: req.tdma.maxGapUs } : {}) });
-      slotMemo.set(req.network.name, alloc);
+    let memo = slotMemo.get(req.network.name);
+    if (!memo) {
+      const taken = state.takenSlotsIn(req.network.name, req.uid, Math.round(req.network.cycleUs / req.network.slotUs));
+      const alloc = allocateSlots(req.network, taken.slots, { slots: req.tdma.slots, ...(req.tdma.maxGapUs !== undefined ? { maxGapUs: req.tdma.maxGapUs } : {}) });
+      memo = { alloc, ignored: taken.ignored };
+      slotMemo.set(req.network.name, memo);
     }
-    if (!alloc.ok) return { fits: false, reason: 'tdma', message: `ulysses: ${TDMA_ANNOTATION}: ${alloc.reason}` };
+    if (memo.ignored.length) skipped = [...(skipped ?? []), ...memo.ignored];
+    const alloc = memo.alloc;
+    if (!alloc.ok) return { fits: false, reason: 'tdma', message: `ulysses: ${TDMA_ANNOTATION}: ${alloc.reason}`, ...(skipped ? { skipped } : {}) };
     slots = alloc.slots;
   }
   return {

@@ -438,7 +438,7 @@ export class ExtenderServer {
   private computed(verdict: NodeVerdict, info: NodeInfo): NodeVerdict {
     this.verdictStats.misses++;
     for (const s of verdict.skipped ?? []) if (this.remember(`skip:${s}`, s)) {
-      this.log.warn({ node: info.name }, `existing pod ignored by the RT analysis: ${s}`);
+      this.log.warn({ node: info.name }, `ignored by the analyses: ${s}`);
     }
     return verdict;
   }

@@ -456,6 +456,25 @@ export class ClusterState {
     return out;
   }
 
+  /**
+   * {@link takenSlots} of a network of `slotCount` slots, the reservations outside [0, slotCount)
+   * (a slot index no configured network has: written by hand, or the network shrank) left out and
+   * named in `ignored`: they never block a placement.
+   */
+  takenSlotsIn(network: string, excludeUid: string, slotCount: number): { slots: number[]; ignored: string[] } {
+    const slots: number[] = [];
+    const ignored: string[] = [];
+    for (const key of this.tdmaPods) {
+      const r = this.pods.get(key);
+      if (!r || r.uid === excludeUid || !r.tdma?.ok || r.tdma.value.network !== network) continue;
+      for (const s of r.tdmaSlots ?? []) {
+        if (s < slotCount) slots.push(s);
+        else ignored.push(`pod ${r.name}: ${TDMA_SLOTS_ANNOTATION} slot ${s} is not in [0, ${slotCount}) of network ${network}: ignored`);
+      }
+    }
+    return { slots, ignored };
+  }
+
   /** Every (pod, slot) reservation per network: for checks that no slot is held twice. */
   slotHolders(network: string): Map<number, string[]> {
     const m = new Map<number, string[]>();

@@ -8,7 +8,8 @@
  * annotation `ulysses.io/rt-capacity` and `rt` the value of the pod annotation `ulysses.io/rt` (both
  * as JSON text or as decoded objects). `cores` optionally pins an existing pod: [core] for a server,
  * one core per cpu for a reservation, [core] or the core of each task (task order) for EDF (the sorted
- * set of cores older extenders wrote is read too, see edfPinnedAssignment); unpinned existing pods are
+ * set of cores older extenders wrote is read too, see edfPinnedAssignment); a pin that does not fit
+ * the node (a core it does not have) is ignored and reported in `ignored`; unpinned existing pods are
  * placed in the given order by the same rule as a new pod.
  *
  * Per node kind:
@@ -102,6 +103,12 @@ export interface NodeReport {
   readonly score: number;
   readonly servers: readonly ServerReport[];
   readonly tasks: readonly TaskReport[];
+  /**
+   * Existing pods' reservations that do not fit the node as configured now (a core beyond its
+   * cores, a reservation over the wrong number of cores): ignored, the pod placed by the rule as if
+   * unpinned (left out if it does not fit that way either); they never make the node unusable.
+   */
+  readonly ignored?: readonly string[];
   /** Refused because the request's analysis budget ran out (not a property of the node: not to be cached). */
   readonly budgetExceeded?: true;
 }
@@ -307,15 +314,17 @@ export function analyzeRtNode(n: ParsedRtNode, pod: NewPod, options: AnalyzeOpti
     const m = kindMismatch(p.spec, n.kind);
     if (m) return failed(n.name, n.kind, maxU, zeros(), `existing pod ${p.name}: ${m}`);
   }
+  const ignored: string[] = [];
+  const withIgnored = (r: NodeReport): NodeReport => (ignored.length ? { ...r, ignored } : r);
   try {
     options.budget?.spend(1);
     switch (n.kind) {
       case 'deferrable-server':
-        return analyzeDsNode(n, pod, cores, maxU, options);
+        return withIgnored(analyzeDsNode(n, pod, cores, maxU, options, ignored));
       case 'budget-period':
-        return analyzeBpNode(n, pod, cores, maxU, options.budget);
+        return withIgnored(analyzeBpNode(n, pod, cores, maxU, options.budget, ignored));
       case 'edf':
-        return analyzeEdfNode(n, pod, cores, maxU, options.budget);
+        return withIgnored(analyzeEdfNode(n, pod, cores, maxU, options.budget, ignored));
     }
   } catch (err) {
     if (!(err instanceof AnalysisBudgetExceeded)) throw err;
@@ -377,7 +386,7 @@ function taskReport(
   };
 }
 
-function analyzeDsNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number, options: AnalyzeOptions): NodeReport {
+function analyzeDsNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number, options: AnalyzeOptions, ignored: string[]): NodeReport {
   const exactResponseTimes = options.exactResponseTimes ?? true;
   const { budget, stopAtFirstFailure } = options;
   const coreServers: DeferrableServer[][] = Array.from({ length: nCores }, () => []);
@@ -390,12 +399,16 @@ function analyzeDsNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number,
     names.set(uid, p.name);
     const server: DeferrableServer = { podUid: uid, ...e.spec.server, tasks: e.spec.tasks };
     const pin = badPin(p, nCores);
-    if (pin) return failed(n.name, n.kind, maxU, util(), pin);
-    if (p.cores?.length) {
+    if (pin) ignored.push(`${pin}: reservation ignored, the pod placed by the rule`);
+    else if (p.cores?.length) {
       coreServers[p.cores[0]!]!.push(server);
       continue;
     }
     const placed = placeServer(coreServers, server, { maxUtilization: maxU, stopAtFirstFailure: true, ...(budget ? { budget } : {}) });
+    if (!placed.ok && pin) {
+      ignored.push(`existing pod ${p.name}: does not fit by the rule either: left out (${placed.reason})`);
+      continue;
+    }
     if (!placed.ok) return failed(n.name, n.kind, maxU, util(), `node already overloaded: existing pod ${p.name} does not fit (${placed.reason})`);
     coreServers[placed.core]!.push(server);
   }
@@ -426,23 +439,24 @@ function analyzeDsNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number,
 
 // --- budget / period --------------------------------------------------------------------------
 
-function analyzeBpNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number, budget: AnalysisBudget | undefined): NodeReport {
+function analyzeBpNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number, budget: AnalysisBudget | undefined, ignored: string[]): NodeReport {
   const coreRes: CoreReservation[][] = Array.from({ length: nCores }, () => []);
   const util = () => coreRes.map(coreUtilization);
   for (const p of n.pods) {
     const e = p;
     if (e.spec.kind !== 'budget-period') continue;
     const { runtimeUs, periodUs, cpus } = e.spec.reservation;
-    const pin = badPin(p, nCores);
-    if (pin) return failed(n.name, n.kind, maxU, util(), pin);
-    if (p.cores?.length) {
-      if (new Set(p.cores).size !== cpus) {
-        return failed(n.name, n.kind, maxU, util(), `existing pod ${p.name}: cores must list ${cpus} distinct core(s)`);
-      }
+    const pin = badPin(p, nCores) ?? (p.cores?.length && new Set(p.cores).size !== cpus ? `existing pod ${p.name}: cores must list ${cpus} distinct core(s), got ${JSON.stringify(p.cores)}` : undefined);
+    if (pin) ignored.push(`${pin}: reservation ignored, the pod placed by the rule`);
+    else if (p.cores?.length) {
       for (const c of p.cores) coreRes[c]!.push({ runtimeUs, periodUs, podUid: p.uid });
       continue;
     }
     const placed = placeReservation(coreRes, { ...e.spec.reservation, podUid: p.uid }, { maxUtilization: maxU, budget });
+    if (!placed.ok && pin) {
+      ignored.push(`existing pod ${p.name}: does not fit by the rule either: left out (${placed.reason})`);
+      continue;
+    }
     if (!placed.ok) return failed(n.name, n.kind, maxU, util(), `node already overloaded: existing pod ${p.name} does not fit (${placed.reason})`);
     for (const c of placed.cores) coreRes[c]!.push({ runtimeUs, periodUs, podUid: p.uid });
   }
@@ -470,7 +484,7 @@ function analyzeBpNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number,
 
 // --- EDF --------------------------------------------------------------------------------------
 
-function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number, budget: AnalysisBudget | undefined): NodeReport {
+function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number, budget: AnalysisBudget | undefined, ignored: string[]): NodeReport {
   const coreTasks: RtTask[][] = Array.from({ length: nCores }, () => []);
   const owner: Array<Array<{ pod: string; task: number }>> = Array.from({ length: nCores }, () => []);
   const util = () => coreTasks.map((c) => c.reduce((u, t) => u + taskUtilization(t), 0));
@@ -478,12 +492,16 @@ function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number
     const e = p;
     const tasks = e.spec.tasks;
     const pin = badPin(p, nCores);
-    if (pin) return failed(n.name, n.kind, maxU, util(), pin);
+    if (pin) ignored.push(`${pin}: reservation ignored, the pod placed by the rule`);
     let assignment: readonly number[];
-    if (p.cores?.length) {
+    if (p.cores?.length && !pin) {
       assignment = edfPinnedAssignment(coreTasks, tasks, p.cores, maxU, budget);
     } else {
       const placed = placeEdfTasks(coreTasks, tasks, maxU, budget);
+      if (!placed.ok && pin) {
+        ignored.push(`existing pod ${p.name}: does not fit by the rule either: left out (${placed.reason})`);
+        continue;
+      }
       if (!placed.ok) return failed(n.name, n.kind, maxU, util(), `node already overloaded: existing pod ${p.name} does not fit (${placed.reason})`);
       assignment = placed.assignment;
     }

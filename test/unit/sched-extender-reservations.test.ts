@@ -110,3 +110,39 @@ describe('tombstones: a deleted pod never comes back', () => {
     expect(s.isDeleted(`u${TOMBSTONES}`)).toBe(true);
   });
 });
+
+describe('reservations that do not fit the configuration are ignored, never blocking', () => {
+  const tdmaCfg = extenderConfig({ tdmaNetworks: { rtnet0: { cycleUs: 5000, slotUs: 1000, slots: 5 } } });
+  const networks = new Map([['rtnet0', { name: 'rtnet0', slotUs: 1000, cycleUs: 5000 }]]);
+  const tdma = (name: string, slots: number, extra: Record<string, string> = {}, nodeName?: string): V1Pod => ({
+    metadata: { name, namespace: 'ns', uid: `uid-${name}`, resourceVersion: String(++seq), annotations: { 'ulysses.io/tdma': JSON.stringify({ network: 'rtnet0', slots }), ...extra } },
+    spec: { containers: [{ name: 'c' }], ...(nodeName ? { nodeName } : {}) },
+  });
+  it('a slot index beyond the network (tdma-slots "[7]" on 5 slots) blocks no TDMA placement and is reported', () => {
+    const s = new ClusterState();
+    s.upsertNode({ metadata: { name: 't1', resourceVersion: '1', labels: { 'ulysses.io/tdma-network': 'rtnet0' } } });
+    s.upsertPod(tdma('squatter', 1, { 'ulysses.io/tdma-slots': '[7]', 'ulysses.io/reserved-node': 't1' }));
+    s.upsertPod(tdma('holder', 1, { 'ulysses.io/tdma-slots': '[0]' }, 't1'));
+    const r = podRequirements(tdma('new', 2), tdmaCfg, networks);
+    if (!r.ok) throw new Error(r.message);
+    const v = evaluateNode(r.req, s.node('t1')!, s, tdmaCfg);
+    // before: "taken slot 7 is not in [0, 5)" on every node of the network
+    expect(v).toMatchObject({ fits: true, slots: [1, 2] });
+    expect(v.skipped).toEqual(['pod ns/squatter: ulysses.io/tdma-slots slot 7 is not in [0, 5) of network rtnet0: ignored']);
+  });
+
+  it('an RT core beyond the node (rt-cores "[3]" on 2 cores, e.g. the node shrank) is ignored: the pod placed by the rule, the node stays usable', () => {
+    const s = new ClusterState();
+    s.upsertNode({ metadata: { name: 'd', resourceVersion: '1', labels: { 'ulysses.io/rt-scheduler': 'deferrable-server' }, annotations: { 'ulysses.io/rt-capacity': '{"cores":2}' } } });
+    const server = (name: string, budgetUs: number, extra: Record<string, string> = {}, nodeName?: string): V1Pod => ({
+      metadata: { name, namespace: 'ns', uid: `uid-${name}`, resourceVersion: String(++seq), annotations: { 'ulysses.io/rt': JSON.stringify({ server: { budgetUs, periodUs: 10000 } }), ...extra } },
+      spec: { containers: [{ name: 'c' }], ...(nodeName ? { nodeName } : {}) },
+    });
+    s.upsertPod(server('shrunk', 6000, { 'ulysses.io/rt-cores': '[3]' }, 'd'));
+    const v = verdict(s, server('new', 5000), 'd');
+    // before: "existing pod ns/shrunk: pinned core 3 does not exist (node has 2 cores)" for every pod
+    expect(v).toMatchObject({ fits: true, cores: [1] }); // shrunk placed by the rule on core 0 (0.6): the new pod on core 1
+    expect(v.skipped).toEqual(['node d: existing pod ns/shrunk: pinned core 3 does not exist (node has 2 cores): reservation ignored, the pod placed by the rule']);
+    expect(verdict(s, server('big', 7000), 'd')).toMatchObject({ fits: true, cores: [1] });
+  });
+});
