@@ -9,6 +9,10 @@ import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { evaluateNode, podRequirements } from '../../scheduler-plugins/extender/evaluate.ts';
 import { ClusterState, TOMBSTONES } from '../../scheduler-plugins/extender/state.ts';
 import { extenderConfig } from '../../scheduler-plugins/extender/config.ts';
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml, parseAllDocuments } from 'yaml';
+import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
+import { RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../../scheduler-plugins/schedulability.ts';
 
 let seq = 0;
 const edfNode = (name: string, cores: number): V1Node => ({
@@ -144,5 +148,22 @@ describe('reservations that do not fit the configuration are ignored, never bloc
     expect(v).toMatchObject({ fits: true, cores: [1] }); // shrunk placed by the rule on core 0 (0.6): the new pod on core 1
     expect(v.skipped).toEqual(['node d: existing pod ns/shrunk: pinned core 3 does not exist (node has 2 cores): reservation ignored, the pod placed by the rule']);
     expect(verdict(s, server('big', 7000), 'd')).toMatchObject({ fits: true, cores: [1] });
+  });
+});
+
+describe('the ValidatingAdmissionPolicy of the reservation annotations', () => {
+  const dir = 'manifests/base/scheduler-extender';
+  const docs = parseAllDocuments(readFileSync(`${dir}/reservation-policy.yaml`, 'utf8')).map((d) => d.toJS() as Record<string, any>);
+  it("names the annotations the code writes and the extender's ServiceAccount, and is bound with Deny", () => {
+    const policy = docs.find((d) => d.kind === 'ValidatingAdmissionPolicy')!;
+    const binding = docs.find((d) => d.kind === 'ValidatingAdmissionPolicyBinding')!;
+    const keys = policy.spec.variables.find((v: { name: string }) => v.name === 'keys').expression as string;
+    expect(JSON.parse(keys.replace(/'/g, '"'))).toEqual([RESERVED_NODE_ANNOTATION, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION]);
+    const sa = parseAllDocuments(readFileSync(`${dir}/rbac.yaml`, 'utf8')).map((d) => d.toJS()).find((d) => d.kind === 'ServiceAccount');
+    const extender = policy.spec.variables.find((v: { name: string }) => v.name === 'extender').expression as string;
+    expect(extender).toBe(`request.userInfo.username == 'system:serviceaccount:${sa.metadata.namespace}:${sa.metadata.name}'`);
+    expect(policy.spec.matchConstraints.resourceRules[0]).toMatchObject({ operations: ['CREATE', 'UPDATE'], resources: ['pods', 'pods/status'] });
+    expect(binding.spec).toEqual({ policyName: policy.metadata.name, validationActions: ['Deny'] });
+    expect(parseYaml(readFileSync(`${dir}/kustomization.yaml`, 'utf8')).resources).toContain('reservation-policy.yaml');
   });
 });
