@@ -17,6 +17,8 @@
  * httpTimeoutMs: 5000                          # kube-scheduler's httpTimeout for the extender: every call ends within it
  * bindTimeoutMs: 10000                         # one API request of bind (capped by httpTimeoutMs)
  * analysisBudget: 1000000                     # RT analysis work units per request (realtime/task.ts AnalysisBudget)
+ * inlineAnalysisBudget: 50000                  # of which a filter does inline; the rest in the analysis thread
+ * analysisThread: true
  * bodyLimitBytes: 16777216
  * assuranceUpdater: { enabled: false, rules: [{ condition: MemoryPressure, gamma: 0.5, resources: [memory] }] }
  * rescheduler: { enabled: false, evictionsPerMinute: 6, burst: 1, onlyControlled: true, intervalMs: 5000, dryRun: false }
@@ -100,6 +102,13 @@ export const ExtenderConfig = z.strictObject({
    * Past it the pod is refused on the remaining RT nodes with "analysis budget exceeded".
    */
   analysisBudget: z.number().int().min(1000).max(1_000_000_000).default(1_000_000),
+  /**
+   * Analysis work a filter does inline (on the event loop that answers kube-scheduler) before the
+   * nodes left over go to the analysis thread (extender/analysis-worker.ts): ~1-2 ms.
+   */
+  inlineAnalysisBudget: z.number().int().min(100).max(1_000_000_000).default(50_000),
+  /** Analyse what passes inlineAnalysisBudget in a worker thread (false: everything inline, up to analysisBudget). */
+  analysisThread: z.boolean().default(true),
   /** Node-assurance updater run by main.ts next to the server (assurance/updater.ts). */
   assuranceUpdater: z.strictObject({ enabled: z.boolean().default(false), ...AssuranceUpdaterConfig.shape }).prefault({}),
   /** Opt-in rescheduler run by main.ts (assurance/rescheduler.ts). */

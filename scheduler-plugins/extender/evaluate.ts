@@ -28,7 +28,7 @@ import { podCriticality } from '../../core/criticality.ts';
 import { objectKey } from '../../core/objects.ts';
 import { assuranceScore, parseAssurancePolicyAnnotation, satisfies, ASSURANCE_POLICY_ANNOTATION, ASSURANCE_ANNOTATION, type AssurancePolicy } from '../assurance/assurance.ts';
 import { parseRtAnnotation, type RtPodSpec } from '../realtime/annotations.ts';
-import { analyzeRtNode } from '../realtime/what-if.ts';
+import { analyzeRtNode, type NewPod, type NodeReport, type ParsedRtNode } from '../realtime/what-if.ts';
 import type { AnalysisBudget } from '../realtime/task.ts';
 import { allocateSlots, parseTdmaAnnotation, type SlotAllocation, type TdmaNetwork, type TdmaRequest } from '../tdma/tdma.ts';
 import { RT_ANNOTATION, RT_CAPACITY_ANNOTATION, RT_SCHEDULER_LABEL, TDMA_ANNOTATION, TDMA_NETWORK_LABEL } from '../schedulability.ts';
@@ -160,6 +160,12 @@ export type NodeVerdict =
       readonly budgetExceeded?: true;
     };
 
+/**
+ * Runs the RT analysis of a node (default: `analyzeRtNode` inline, on the request's budget); server.ts
+ * passes one that returns the report an analysis thread computed (extender/analysis-worker.ts).
+ */
+export type RtAnalyzer = (node: ParsedRtNode, pod: NewPod) => NodeReport;
+
 /** Memo of the network-wide slot allocation within one request (same answer for every node of a network). */
 export type SlotMemo = Map<string, { readonly alloc: SlotAllocation; /** Out-of-range reservations left out. */ readonly ignored: readonly string[] }>;
 
@@ -195,9 +201,17 @@ export interface SharedVerdict {
  * verdict of any pod with the same demand and the same rank among the node's equal-period
  * deferrable servers, once {@link verdictFor} wrote that pod's UID in.
  */
-export function evaluateShared(req: PodRequirements, info: NodeInfo, state: ClusterState, cfg: ExtenderConfig, slotMemo: SlotMemo = new Map(), budget?: AnalysisBudget): SharedVerdict {
+export function evaluateShared(
+  req: PodRequirements,
+  info: NodeInfo,
+  state: ClusterState,
+  cfg: ExtenderConfig,
+  slotMemo: SlotMemo = new Map(),
+  budget?: AnalysisBudget,
+  analyzer?: RtAnalyzer,
+): SharedVerdict {
   const standIn = req.uid + POD_MARK;
-  const v = evaluateNodeAs(req, standIn, info, state, cfg, slotMemo, budget);
+  const v = evaluateNodeAs(req, standIn, info, state, cfg, slotMemo, budget, analyzer);
   if (v.fits) return { verdict: v, namesPod: false, shareable: true };
   // a refusal for the request's budget says nothing about the node
   if (v.budgetExceeded) return { verdict: { ...v, message: v.message.split(standIn).join(req.uid) }, namesPod: false, shareable: false };
@@ -226,6 +240,7 @@ function evaluateNodeAs(
   cfg: ExtenderConfig,
   slotMemo: SlotMemo,
   budget: AnalysisBudget | undefined,
+  analyzer?: RtAnalyzer,
 ): NodeVerdict {
   const w = cfg.prioritize.weights;
   let sum = 0;
@@ -256,11 +271,9 @@ function evaluateNodeAs(
     }
     const existing = state.rtPodsOn(info.name, req.uid);
     if (existing.skipped.length) skipped = existing.skipped;
-    const report = analyzeRtNode(
-      { name: info.name, kind: info.rtKind, capacity: info.rtCapacity.value, pods: existing.pods },
-      { name: req.key, uid: analysisUid, spec: req.rt },
-      { exactResponseTimes: false, stopAtFirstFailure: true, ...(budget ? { budget } : {}) },
-    );
+    const rtNode: ParsedRtNode = { name: info.name, kind: info.rtKind, capacity: info.rtCapacity.value, pods: existing.pods };
+    const rtPod: NewPod = { name: req.key, uid: analysisUid, spec: req.rt };
+    const report = analyzer ? analyzer(rtNode, rtPod) : analyzeRtNode(rtNode, rtPod, { exactResponseTimes: false, stopAtFirstFailure: true, ...(budget ? { budget } : {}) });
     if (report.ignored) skipped = [...(skipped ?? []), ...report.ignored.map((m) => `node ${info.name}: ${m}`)];
     if (!report.schedulable || !report.cores) {
       return {

@@ -25,6 +25,8 @@ import { componentLogger, objectLogger, type Logger } from '../../core/logging.t
 import { metricsRegistry, metricsText } from '../../core/metrics.ts';
 import { RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../schedulability.ts';
 import { AnalysisBudget } from '../realtime/task.ts';
+import type { NewPod, ParsedRtNode } from '../realtime/what-if.ts';
+import { RtAnalysisWorker } from './analysis-worker.ts';
 import { extenderConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from './config.ts';
 import { evaluateNode, evaluateShared, podRequirements, verdictFor, type NodeVerdict, type PodRequirements, type RejectionReason, type SharedVerdict, type SlotMemo } from './evaluate.ts';
 import { ClusterState, extenderNodeProjection, extenderPodProjection, nodeInfoOf, RESERVED_NODE_ANNOTATION, type NodeInfo } from './state.ts';
@@ -228,6 +230,7 @@ export class ExtenderServer {
   readonly verdictStats = { hits: 0, misses: 0 };
   /** RT analysis work (realtime/task.ts AnalysisBudget units) since start, and of the last request. */
   readonly analysisWork = { requests: 0, units: 0, last: 0 };
+  private analysisWorker: RtAnalysisWorker | undefined;
   private listening: string | undefined;
 
   constructor(opts: ExtenderServerOptions = {}) {
@@ -285,6 +288,10 @@ export class ExtenderServer {
 
   private buildApp(): FastifyInstance {
     const app = Fastify({ logger: false, bodyLimit: this.cfg.bodyLimitBytes });
+    app.addHook('onClose', async () => {
+      await this.analysisWorker?.stop();
+      this.analysisWorker = undefined;
+    });
     const timed = <T>(verb: Verb, fn: () => T | Promise<T>) => async () => {
       const end = metrics().requestDuration.startTimer({ verb });
       try {
@@ -424,13 +431,15 @@ export class ExtenderServer {
     return new AnalysisBudget(this.cfg.analysisBudget);
   }
 
-  /** Counts the request's analysis work; an exhausted budget is logged once per pod. */
-  private budgetSpent(budget: AnalysisBudget, req: PodRequirements): void {
-    this.analysisWork.requests++;
-    this.analysisWork.units += budget.used;
-    this.analysisWork.last = budget.used;
-    if (budget.exceeded && this.remember(`budget:${req.uid}`, String(budget.limit))) {
-      this.log.warn({ pod: req.key, uid: req.uid, budget: budget.limit }, 'RT analysis budget exceeded: pod refused on the RT nodes left (config analysisBudget)');
+  /** Counts the request's analysis work; an exhausted budget (`exceededLimit`) is logged once per pod. */
+  private budgetSpent(work: number, exceededLimit: number | undefined, req: PodRequirements): void {
+    if (work > 0 || exceededLimit === undefined) {
+      this.analysisWork.requests++;
+      this.analysisWork.units += work;
+      this.analysisWork.last = work;
+    }
+    if (exceededLimit !== undefined && this.remember(`budget:${req.uid}`, String(exceededLimit))) {
+      this.log.warn({ pod: req.key, uid: req.uid, budget: exceededLimit }, 'RT analysis budget exceeded: pod refused on the RT nodes left (config analysisBudget)');
     }
   }
 
@@ -443,49 +452,133 @@ export class ExtenderServer {
     return verdict;
   }
 
-  filter(args: ExtenderArgs): ExtenderFilterResult {
+  /**
+   * The filter verb. The analyses run inline on a budget of `inlineAnalysisBudget`; with
+   * `analysisThread` (and node names, the nodeCacheCapable path) the nodes whose analysis ran past
+   * it are analysed again in the analysis thread (analysis-worker.ts) with what is left of
+   * `analysisBudget`, and the answer is a promise: the event loop serves /healthz and other pods
+   * meanwhile. Their verdicts are cached under the node and network versions of before the thread
+   * ran (a change meanwhile makes them stale, not wrong).
+   */
+  filter(args: ExtenderArgs): ExtenderFilterResult | Promise<ExtenderFilterResult> {
     const out: ExtenderFilterResult = { FailedNodes: {}, FailedAndUnresolvableNodes: {}, Error: '' };
     const names = args.NodeNames;
     // nodeCacheCapable (the scheduler sends names): no per-node objects on this path
     const sent = names ? undefined : (args.Nodes?.items ?? []);
     const count = names ? names.length : sent!.length;
-    const passingNames: string[] = [];
-    const passingNodes: V1Node[] = [];
     const m = metrics();
     // an internal error propagates: HTTP 500, logged with the request id (the error handler)
     const r = this.requirements(args.Pod);
     if (!r.ok) {
       for (let i = 0; i < count; i++) out.FailedAndUnresolvableNodes[names ? names[i]! : sent![i]!.metadata!.name!] = r.message;
       if (count) m.rejections.inc({ reason: r.reason }, count);
-    } else {
-      const cache = names ? this.verdictsFor(r.req) : undefined;
-      const memo: SlotMemo = new Map();
-      const budget = this.budget();
+      if (names) out.NodeNames = [];
+      else out.Nodes = { items: [] };
+      return out;
+    }
+    const cache = names ? this.verdictsFor(r.req) : undefined;
+    const memo: SlotMemo = new Map();
+    const worker = names ? this.rtWorker() : undefined;
+    const budget = worker ? new AnalysisBudget(Math.min(this.cfg.inlineAnalysisBudget, this.cfg.analysisBudget), this.cfg.analysisBudget) : this.budget();
+    const verdicts: Array<NodeVerdict | undefined> = new Array<NodeVerdict | undefined>(count);
+    const deferred: Array<{ index: number; info: NodeInfo }> = [];
+    for (let i = 0; i < count; i++) {
+      const name = names ? names[i]! : sent![i]!.metadata!.name!;
+      const info = names ? this.state.node(name) : nodeInfoOf(sent![i]!);
+      if (!info) continue;
+      const v = this.evaluate(r.req, info, cache, memo, budget);
+      if (worker && !v.fits && v.budgetExceeded) deferred.push({ index: i, info });
+      else verdicts[i] = v;
+    }
+    const finish = (work: number): ExtenderFilterResult => {
+      const passingNames: string[] = [];
+      const passingNodes: V1Node[] = [];
       const counts = new Map<RejectionReason, number>();
       for (let i = 0; i < count; i++) {
-        const node = sent?.[i];
-        const name = names ? names[i]! : node!.metadata!.name!;
-        const info = names ? this.state.node(name) : nodeInfoOf(node!);
-        if (!info) {
+        const name = names ? names[i]! : sent![i]!.metadata!.name!;
+        const v = verdicts[i];
+        if (!v) {
           out.FailedNodes[name] = `ulysses: node ${name} is not in the extender's node cache (yet)`;
           counts.set('unknown-node', (counts.get('unknown-node') ?? 0) + 1);
-          continue;
-        }
-        const v = this.evaluate(r.req, info, cache, memo, budget);
-        if (v.fits) {
+        } else if (v.fits) {
           if (names) passingNames.push(name);
-          else passingNodes.push(node!);
+          else passingNodes.push(sent![i]!);
         } else {
           out.FailedAndUnresolvableNodes[name] = v.message;
           counts.set(v.reason, (counts.get(v.reason) ?? 0) + 1);
         }
       }
       for (const [reason, n] of counts) m.rejections.inc({ reason }, n);
-      this.budgetSpent(budget, r.req);
-    }
-    if (names) out.NodeNames = passingNames;
-    else out.Nodes = { items: passingNodes };
-    return out;
+      this.budgetSpent(work, budget.exceeded && !deferred.length ? budget.limit : undefined, r.req);
+      if (names) out.NodeNames = passingNames;
+      else out.Nodes = { items: passingNodes };
+      return out;
+    };
+    if (!deferred.length || !worker) return finish(budget.used);
+    return this.analyzeDeferred(r.req, deferred, cache!, memo, worker, this.cfg.analysisBudget - budget.used).then(({ results, used, exceeded }) => {
+      for (const [k, d] of deferred.entries()) verdicts[d.index] = results[k];
+      if (exceeded) this.budgetSpent(0, this.cfg.analysisBudget, r.req);
+      return finish(budget.used + used);
+    });
+  }
+
+  /** The analysis thread's part of a filter (see {@link filter}). */
+  private async analyzeDeferred(
+    req: PodRequirements,
+    deferred: ReadonlyArray<{ index: number; info: NodeInfo }>,
+    cache: Map<string, NodeVerdicts>,
+    memo: SlotMemo,
+    worker: RtAnalysisWorker,
+    limit: number,
+  ): Promise<{ results: NodeVerdict[]; used: number; exceeded: boolean }> {
+    const collected = { nodes: [] as ParsedRtNode[], pods: [] as NewPod[] };
+    const COLLECTED = new Error('collected');
+    const before = deferred.map(({ info }) => {
+      const key = this.verdictKey(req, info);
+      try {
+        evaluateShared(req, info, this.state, this.cfg, memo, undefined, (n, p) => {
+          collected.nodes.push(n);
+          collected.pods.push(p);
+          throw COLLECTED;
+        });
+      } catch (err) {
+        if (err !== COLLECTED) throw err;
+      }
+      return key;
+    });
+    if (collected.nodes.length !== deferred.length) throw new Error('internal: a deferred node did not reach its RT analysis');
+    const res = await worker.analyze(collected.nodes, collected.pods, Math.max(limit, 1), this.cfg.analysisBudget);
+    let exceeded = false;
+    const results = deferred.map(({ info }, k) => {
+      const shared = evaluateShared(req, info, this.state, this.cfg, memo, undefined, () => res.reports[k]!);
+      if (!shared.verdict.fits && shared.verdict.budgetExceeded) exceeded = true;
+      const { nodeVersion, networkVersion, tieRank } = before[k]!;
+      let byRank = cache.get(info.name);
+      if (!byRank) cache.set(info.name, (byRank = []));
+      byRank[tieRank] = shared.shareable ? { nodeVersion, networkVersion, shared } : undefined;
+      return this.computed(verdictFor(shared, req.uid), info);
+    });
+    return { results, used: res.used, exceeded };
+  }
+
+  /** The node's cache coordinates for the pod (see {@link evaluate}). */
+  private verdictKey(req: PodRequirements, info: NodeInfo): { nodeVersion: number; networkVersion: number; tieRank: number } {
+    return {
+      nodeVersion: info.version,
+      networkVersion: req.network ? this.state.networkVersion(req.network.name) : 0,
+      tieRank: req.rt?.kind === 'deferrable-server' && info.rtKind === 'deferrable-server' ? this.state.dsTieRank(info.name, req.rt.server.periodUs, req.uid) : 0,
+    };
+  }
+
+  /** Jobs the analysis thread answered since start. */
+  get analysisThreadJobs(): number {
+    return this.analysisWorker?.jobs ?? 0;
+  }
+
+  /** The analysis thread (config analysisThread), started on first use. */
+  private rtWorker(): RtAnalysisWorker | undefined {
+    if (!this.cfg.analysisThread) return undefined;
+    return (this.analysisWorker ??= new RtAnalysisWorker());
   }
 
   prioritize(args: ExtenderArgs): HostPriority[] {
@@ -504,7 +597,7 @@ export class ExtenderServer {
       const v = r.ok && info ? this.evaluate(r.req, info, cache, memo, budget) : undefined;
       out[i] = { Host, Score: v?.fits ? v.score : 0 };
     }
-    if (r.ok) this.budgetSpent(budget, r.req);
+    if (r.ok) this.budgetSpent(budget.used, budget.exceeded ? budget.limit : undefined, r.req);
     return out;
   }
 
@@ -566,7 +659,7 @@ export class ExtenderServer {
             if (!info) return `ulysses: bind ${key}: node ${args.Node} is not in the extender's node cache`;
             const budget = this.budget();
             const v = evaluateNode(r.req, info, this.state, this.cfg, new Map(), budget);
-            this.budgetSpent(budget, r.req);
+            this.budgetSpent(budget.used, budget.exceeded ? budget.limit : undefined, r.req);
             if (!v.fits) return `ulysses: bind ${key} to ${args.Node}: ${v.message}`;
             const latest = this.state.pod(key)?.pod;
             const current = latest?.metadata?.uid === podUid ? latest : pod;

@@ -43,7 +43,11 @@ export const MAX_ITERATIONS = 100_000;
 export class AnalysisBudget {
   used = 0;
   exceeded = false;
-  constructor(readonly limit: number) {}
+  /** `requestLimit`: the whole request's budget when this is the part of it left (messages name it). */
+  constructor(
+    readonly limit: number,
+    readonly requestLimit = limit,
+  ) {}
 
   spend(units: number): void {
     if (this.exceeded || this.used + units > this.limit) {

@@ -331,7 +331,7 @@ export function analyzeRtNode(n: ParsedRtNode, pod: NewPod, options: AnalyzeOpti
     const tasks = n.pods.reduce((sum, p) => sum + p.spec.tasks.length, pod.spec.tasks.length);
     const what = n.kind === 'deferrable-server' ? 'servers' : n.kind === 'budget-period' ? 'reservations' : 'pods';
     return {
-      ...failed(n.name, n.kind, maxU, zeros(), `analysis budget exceeded: ${tasks} tasks x ${n.pods.length + 1} ${what} on ${cores} core(s) (budget ${err.budget.limit} work units per request)`),
+      ...failed(n.name, n.kind, maxU, zeros(), `analysis budget exceeded: ${tasks} tasks x ${n.pods.length + 1} ${what} on ${cores} core(s) (budget ${err.budget.requestLimit} work units per request)`),
       budgetExceeded: true,
     };
   }

@@ -132,4 +132,25 @@ describe('RT analysis budget', () => {
     expect(after.FailedAndUnresolvableNodes.rt1).toContain('analysis budget exceeded: 257 tasks x 2 servers');
     expect(s.analysisWork.last).toBeLessThanOrEqual(200_000);
   });
+
+  it('/healthz and an ordinary pod are answered while a heavy /filter runs in the analysis thread', async () => {
+    const s = new ExtenderServer({ config: { analysisBudget: 20_000_000 }, log: silentLogger() });
+    servers.push(s);
+    for (const n of ['rt1', 'rt2']) s.state.upsertNode(node(n));
+    const order: string[] = [];
+    const heavy = s.app.inject({ method: 'POST', url: '/filter', payload: { Pod: pod('hostile', hostile), NodeNames: ['rt1', 'rt2'] } }).then((r) => (order.push('heavy filter'), r));
+    const health = s.app.inject({ method: 'GET', url: '/healthz' }).then((r) => (order.push('healthz'), r));
+    const small = { server: { budgetUs: 100, periodUs: 1000 }, tasks: [{ wcetUs: 50, periodUs: 1000 }] };
+    const ordinary = s.app.inject({ method: 'POST', url: '/filter', payload: { Pod: pod('small', small), NodeNames: ['rt1', 'rt2'] } }).then((r) => (order.push('ordinary filter'), r));
+    const [h, res, o] = await Promise.all([health, heavy, ordinary]);
+    // inline, the heavy filter would have been answered first (it was sent first and would hold the event loop)
+    expect(order).toEqual(['healthz', 'ordinary filter', 'heavy filter']);
+    expect(h.statusCode).toBe(200);
+    expect((o.json() as { NodeNames: string[] }).NodeNames).toEqual(['rt1', 'rt2']);
+    const r = res.json() as { NodeNames: string[]; FailedAndUnresolvableNodes: Record<string, string> };
+    expect(r.NodeNames).toEqual([]);
+    expect(r.FailedAndUnresolvableNodes.rt1).toContain('analysis budget exceeded: 256 tasks x 1 servers on 1 core(s) (budget 20000000 work units per request)');
+    expect(s.analysisThreadJobs).toBe(1);
+    expect(s.analysisWork.last).toBeLessThanOrEqual(20_000_000);
+  }, 60_000);
 });
