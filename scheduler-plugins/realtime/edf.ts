@@ -65,12 +65,14 @@ export function placeEdfTasks(cores: readonly (readonly RtTask[])[], tasks: read
     const bad = invalidTask(t);
     if (bad) return { ok: false, reason: `invalid task ${i}: ${bad}`, cores: current() };
   }
-  const load = (c: readonly RtTask[]) => c.reduce((s, t) => s + taskDensity(t), 0);
+  // per-core density sums kept up to date (not recomputed in the sort's comparator)
+  const loads = state.map((c) => c.reduce((s, t) => s + taskDensity(t), 0));
   const order = tasks.map((_, i) => i).sort((a, b) => taskDensity(tasks[b]!) - taskDensity(tasks[a]!) || a - b);
   const assignment: number[] = new Array<number>(tasks.length).fill(-1);
   for (const i of order) {
     const t = tasks[i]!;
-    const byLoad = state.map((_, c) => c).sort((a, b) => load(state[a]!) - load(state[b]!) || a - b);
+    spend(budget, state.length); // ordering the cores
+    const byLoad = state.map((_, c) => c).sort((a, b) => loads[a]! - loads[b]! || a - b);
     const core = byLoad.find((c) => {
       spend(budget, state[c]!.length + 1);
       return edfCoreSchedulable([...state[c]!, t], bound).schedulable;
@@ -80,6 +82,7 @@ export function placeEdfTasks(cores: readonly (readonly RtTask[])[], tasks: read
       return { ok: false, reason: `task ${i} fits no core (least loaded core ${byLoad[0]}: ${best.reason})`, cores: current() };
     }
     state[core]!.push(t);
+    loads[core] = loads[core]! + taskDensity(t);
     assignment[i] = core;
   }
   return { ok: true, assignment, cores: current() };

@@ -101,6 +101,17 @@ describe('RT analysis budget', () => {
     expect((placed as { reason: string }).reason).toMatch(/^core 0: .*; alone on a core: .*\(no core can take it\)$/);
   });
 
+  it('EDF placement counts ordering the cores too: 256 tasks on a 1024-core node stay within the budget', () => {
+    const budget = new AnalysisBudget(100_000);
+    const tasks = Array.from({ length: 256 }, () => ({ wcetUs: 1, periodUs: 1000 }));
+    const r = analyzeRtNode({ name: 'e', kind: 'edf', capacity: { cores: 1024 }, pods: [] }, { name: 'ns/wide', uid: 'w', spec: { kind: 'edf', tasks } }, { budget });
+    expect(r.reason).toMatch(/^analysis budget exceeded: 256 tasks x 1 pods on 1024 core\(s\)/);
+    expect(budget.used).toBeLessThanOrEqual(100_000);
+    // with room for it, the same pod is placed
+    const big = new AnalysisBudget(1_000_000);
+    expect(analyzeRtNode({ name: 'e', kind: 'edf', capacity: { cores: 1024 }, pods: [] }, { name: 'ns/wide', uid: 'w', spec: { kind: 'edf', tasks } }, { budget: big }).schedulable).toBe(true);
+  });
+
   it('a budget-period reservation stops at its first failing task', () => {
     const budget = new AnalysisBudget(1e9);
     const r = placeReservation([[]], { runtimeUs: 100, periodUs: 1000, cpus: 1, tasks: [{ wcetUs: 200, periodUs: 1000 }, { wcetUs: 1, periodUs: 2000 }] }, { budget });
