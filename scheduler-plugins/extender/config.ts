@@ -14,7 +14,11 @@
  *   none: null
  * prioritize: { weights: { assurance: 1, realtime: 1 } }
  * priorityClassThreshold: 1000000              # optional, as core/criticality.ts
- * bindTimeoutMs: 10000
+ * httpTimeoutMs: 5000                          # kube-scheduler's httpTimeout for the extender: every call ends within it
+ * bindTimeoutMs: 10000                         # one API request of bind (capped by httpTimeoutMs)
+ * analysisBudget: 1000000                     # RT analysis work units per request (realtime/task.ts AnalysisBudget)
+ * inlineAnalysisBudget: 50000                  # of which a filter does inline; the rest in the analysis thread
+ * analysisThread: true
  * bodyLimitBytes: 16777216
  * assuranceUpdater: { enabled: false, rules: [{ condition: MemoryPressure, gamma: 0.5, resources: [memory] }] }
  * rescheduler: { enabled: false, evictionsPerMinute: 6, burst: 1, onlyControlled: true, intervalMs: 5000, dryRun: false }
@@ -83,8 +87,28 @@ export const ExtenderConfig = z.strictObject({
     .default({ weights: { assurance: 1, realtime: 1 } }),
   /** A pod without the criticality label whose spec.priority reaches this is `high` (core/criticality.ts). */
   priorityClassThreshold: z.number().int().optional(),
+  /**
+   * kube-scheduler's `httpTimeout` for this extender (KubeSchedulerConfiguration, 5 s by default):
+   * every call (notably bind: GET + locks + PATCH + POST) finishes or gives up within it, less a
+   * margin for the round trip (a tenth, at most 500 ms), and releases its locks.
+   */
+  httpTimeoutMs: z.number().int().min(200).max(600_000).default(5_000),
+  /** Timeout of one API request of bind (capped by what is left of httpTimeoutMs). */
   bindTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
   bodyLimitBytes: z.number().int().min(1024).max(1 << 30).default(16 << 20),
+  /**
+   * Work bound of the RT analyses of one request (filter, prioritize, bind), in terms of the
+   * fixed-point sums (realtime/task.ts AnalysisBudget): ~1e6 units take 40-100 ms on one core.
+   * Past it the pod is refused on the remaining RT nodes with "analysis budget exceeded".
+   */
+  analysisBudget: z.number().int().min(1000).max(1_000_000_000).default(1_000_000),
+  /**
+   * Analysis work a filter does inline (on the event loop that answers kube-scheduler) before the
+   * nodes left over go to the analysis thread (extender/analysis-worker.ts): ~1-2 ms.
+   */
+  inlineAnalysisBudget: z.number().int().min(100).max(1_000_000_000).default(50_000),
+  /** Analyse what passes inlineAnalysisBudget in a worker thread (false: everything inline, up to analysisBudget). */
+  analysisThread: z.boolean().default(true),
   /** Node-assurance updater run by main.ts next to the server (assurance/updater.ts). */
   assuranceUpdater: z.strictObject({ enabled: z.boolean().default(false), ...AssuranceUpdaterConfig.shape }).prefault({}),
   /** Opt-in rescheduler run by main.ts (assurance/rescheduler.ts). */

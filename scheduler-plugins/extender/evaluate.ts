@@ -28,7 +28,8 @@ import { podCriticality } from '../../core/criticality.ts';
 import { objectKey } from '../../core/objects.ts';
 import { assuranceScore, parseAssurancePolicyAnnotation, satisfies, ASSURANCE_POLICY_ANNOTATION, ASSURANCE_ANNOTATION, type AssurancePolicy } from '../assurance/assurance.ts';
 import { parseRtAnnotation, type RtPodSpec } from '../realtime/annotations.ts';
-import { analyzeRtNode } from '../realtime/what-if.ts';
+import { analyzeRtNode, type NewPod, type NodeReport, type ParsedRtNode } from '../realtime/what-if.ts';
+import type { AnalysisBudget } from '../realtime/task.ts';
 import { allocateSlots, parseTdmaAnnotation, type SlotAllocation, type TdmaNetwork, type TdmaRequest } from '../tdma/tdma.ts';
 import { RT_ANNOTATION, RT_CAPACITY_ANNOTATION, RT_SCHEDULER_LABEL, TDMA_ANNOTATION, TDMA_NETWORK_LABEL } from '../schedulability.ts';
 import type { ExtenderConfig } from './config.ts';
@@ -147,17 +148,30 @@ export type NodeVerdict =
       /** RT placement (cores of the server / reservation / EDF tasks). */
       readonly cores?: readonly number[];
       readonly slots?: readonly number[];
-      /** Existing pods whose ulysses.io/rt could not be parsed (ignored). */
+      /** Existing pods whose ulysses.io/rt could not be parsed, and reservations that do not fit the configuration (ignored). */
       readonly skipped?: readonly string[];
     }
-  | { readonly fits: false; readonly reason: RejectionReason; readonly message: string; readonly skipped?: readonly string[] };
+  | {
+      readonly fits: false;
+      readonly reason: RejectionReason;
+      readonly message: string;
+      readonly skipped?: readonly string[];
+      /** The request's analysis budget ran out on this node (realtime/task.ts AnalysisBudget): never cached. */
+      readonly budgetExceeded?: true;
+    };
+
+/**
+ * Runs the RT analysis of a node (default: `analyzeRtNode` inline, on the request's budget); server.ts
+ * passes one that returns the report an analysis thread computed (extender/analysis-worker.ts).
+ */
+export type RtAnalyzer = (node: ParsedRtNode, pod: NewPod) => NodeReport;
 
 /** Memo of the network-wide slot allocation within one request (same answer for every node of a network). */
-export type SlotMemo = Map<string, SlotAllocation>;
+export type SlotMemo = Map<string, { readonly alloc: SlotAllocation; /** Out-of-range reservations left out. */ readonly ignored: readonly string[] }>;
 
 /** The per-node test and score (header, 2 and 3), computed afresh for this pod. */
-export function evaluateNode(req: PodRequirements, info: NodeInfo, state: ClusterState, cfg: ExtenderConfig, slotMemo: SlotMemo = new Map()): NodeVerdict {
-  return evaluateNodeAs(req, req.uid, info, state, cfg, slotMemo);
+export function evaluateNode(req: PodRequirements, info: NodeInfo, state: ClusterState, cfg: ExtenderConfig, slotMemo: SlotMemo = new Map(), budget?: AnalysisBudget): NodeVerdict {
+  return evaluateNodeAs(req, req.uid, info, state, cfg, slotMemo, budget);
 }
 
 /**
@@ -187,10 +201,20 @@ export interface SharedVerdict {
  * verdict of any pod with the same demand and the same rank among the node's equal-period
  * deferrable servers, once {@link verdictFor} wrote that pod's UID in.
  */
-export function evaluateShared(req: PodRequirements, info: NodeInfo, state: ClusterState, cfg: ExtenderConfig, slotMemo: SlotMemo = new Map()): SharedVerdict {
+export function evaluateShared(
+  req: PodRequirements,
+  info: NodeInfo,
+  state: ClusterState,
+  cfg: ExtenderConfig,
+  slotMemo: SlotMemo = new Map(),
+  budget?: AnalysisBudget,
+  analyzer?: RtAnalyzer,
+): SharedVerdict {
   const standIn = req.uid + POD_MARK;
-  const v = evaluateNodeAs(req, standIn, info, state, cfg, slotMemo);
+  const v = evaluateNodeAs(req, standIn, info, state, cfg, slotMemo, budget, analyzer);
   if (v.fits) return { verdict: v, namesPod: false, shareable: true };
+  // a refusal for the request's budget says nothing about the node
+  if (v.budgetExceeded) return { verdict: { ...v, message: v.message.split(standIn).join(req.uid) }, namesPod: false, shareable: false };
   const parts = v.message.split(standIn);
   const own = (): SharedVerdict => ({ verdict: { ...v, message: parts.join(req.uid) }, namesPod: false, shareable: false });
   // a message naming the pod by its key is this pod's own
@@ -208,7 +232,16 @@ export function verdictFor(shared: SharedVerdict, uid: string): NodeVerdict {
 }
 
 /** evaluateNode, the RT analyses naming the pod `analysisUid` (its UID, or its stand-in: POD_MARK). */
-function evaluateNodeAs(req: PodRequirements, analysisUid: string, info: NodeInfo, state: ClusterState, cfg: ExtenderConfig, slotMemo: SlotMemo): NodeVerdict {
+function evaluateNodeAs(
+  req: PodRequirements,
+  analysisUid: string,
+  info: NodeInfo,
+  state: ClusterState,
+  cfg: ExtenderConfig,
+  slotMemo: SlotMemo,
+  budget: AnalysisBudget | undefined,
+  analyzer?: RtAnalyzer,
+): NodeVerdict {
   const w = cfg.prioritize.weights;
   let sum = 0;
   let weights = 0;
@@ -238,13 +271,18 @@ function evaluateNodeAs(req: PodRequirements, analysisUid: string, info: NodeInf
     }
     const existing = state.rtPodsOn(info.name, req.uid);
     if (existing.skipped.length) skipped = existing.skipped;
-    const report = analyzeRtNode(
-      { name: info.name, kind: info.rtKind, capacity: info.rtCapacity.value, pods: existing.pods },
-      { name: req.key, uid: analysisUid, spec: req.rt },
-      { exactResponseTimes: false },
-    );
+    const rtNode: ParsedRtNode = { name: info.name, kind: info.rtKind, capacity: info.rtCapacity.value, pods: existing.pods };
+    const rtPod: NewPod = { name: req.key, uid: analysisUid, spec: req.rt };
+    const report = analyzer ? analyzer(rtNode, rtPod) : analyzeRtNode(rtNode, rtPod, { exactResponseTimes: false, stopAtFirstFailure: true, ...(budget ? { budget } : {}) });
+    if (report.ignored) skipped = [...(skipped ?? []), ...report.ignored.map((m) => `node ${info.name}: ${m}`)];
     if (!report.schedulable || !report.cores) {
-      return { fits: false, reason: 'realtime', message: `ulysses: ${info.rtKind} node ${info.name} (${RT_CAPACITY_ANNOTATION} cores ${info.rtCapacity.value.cores}): ${report.reason}`, ...(skipped ? { skipped } : {}) };
+      return {
+        fits: false,
+        reason: 'realtime',
+        message: `ulysses: ${info.rtKind} node ${info.name} (${RT_CAPACITY_ANNOTATION} cores ${info.rtCapacity.value.cores}): ${report.reason}`,
+        ...(skipped ? { skipped } : {}),
+        ...(report.budgetExceeded ? { budgetExceeded: true as const } : {}),
+      };
     }
     cores = report.cores;
     rtScore = report.score;
@@ -256,12 +294,16 @@ function evaluateNodeAs(req: PodRequirements, analysisUid: string, info: NodeInf
     if (info.tdmaNetwork !== req.tdma.network) {
       return { fits: false, reason: 'tdma', message: `ulysses: node not on TDMA network ${req.tdma.network} (${TDMA_NETWORK_LABEL}=${info.tdmaNetwork ?? 'absent'})` };
     }
-    let alloc = slotMemo.get(req.network.name);
-    if (!alloc) {
-      alloc = allocateSlots(req.network, state.takenSlots(req.network.name, req.uid), { slots: req.tdma.slots, ...(req.tdma.maxGapUs !== undefined ? { maxGapUs: req.tdma.maxGapUs } : {}) });
-      slotMemo.set(req.network.name, alloc);
+    let memo = slotMemo.get(req.network.name);
+    if (!memo) {
+      const taken = state.takenSlotsIn(req.network.name, req.uid, Math.round(req.network.cycleUs / req.network.slotUs));
+      const alloc = allocateSlots(req.network, taken.slots, { slots: req.tdma.slots, ...(req.tdma.maxGapUs !== undefined ? { maxGapUs: req.tdma.maxGapUs } : {}) });
+      memo = { alloc, ignored: taken.ignored };
+      slotMemo.set(req.network.name, memo);
     }
-    if (!alloc.ok) return { fits: false, reason: 'tdma', message: `ulysses: ${TDMA_ANNOTATION}: ${alloc.reason}` };
+    if (memo.ignored.length) skipped = [...(skipped ?? []), ...memo.ignored];
+    const alloc = memo.alloc;
+    if (!alloc.ok) return { fits: false, reason: 'tdma', message: `ulysses: ${TDMA_ANNOTATION}: ${alloc.reason}`, ...(skipped ? { skipped } : {}) };
     slots = alloc.slots;
   }
   return {

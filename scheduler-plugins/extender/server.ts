@@ -20,10 +20,13 @@ import type { KubeConfig, V1Node, V1Pod } from '@kubernetes/client-node';
 import { Counter, Histogram } from 'prom-client';
 import { ResilientInformer, type Informer, type InformerOptions } from '../../core/informer.ts';
 import { InformerThread } from '../../core/informer-thread.ts';
-import { isNotFound, KubeClient } from '../../core/kube.ts';
+import { ApiError, isNotFound, KubeClient } from '../../core/kube.ts';
 import { componentLogger, objectLogger, type Logger } from '../../core/logging.ts';
 import { metricsRegistry, metricsText } from '../../core/metrics.ts';
 import { RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../schedulability.ts';
+import { AnalysisBudget } from '../realtime/task.ts';
+import type { NewPod, ParsedRtNode } from '../realtime/what-if.ts';
+import { RtAnalysisWorker } from './analysis-worker.ts';
 import { extenderConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from './config.ts';
 import { evaluateNode, evaluateShared, podRequirements, verdictFor, type NodeVerdict, type PodRequirements, type RejectionReason, type SharedVerdict, type SlotMemo } from './evaluate.ts';
 import { ClusterState, extenderNodeProjection, extenderPodProjection, nodeInfoOf, RESERVED_NODE_ANNOTATION, type NodeInfo } from './state.ts';
@@ -68,13 +71,37 @@ function metrics() {
   return { requestDuration, rejections, binds };
 }
 
-/** One promise chain per key: `run(keys, fn)` runs fn once it holds every key (taken in sorted order: no deadlock). */
+/** Waiting for a lock or an API call took longer than the call's deadline (the scheduler's httpTimeout). */
+export class DeadlineExceeded extends Error {
+  constructor(what: string, ms: number) {
+    super(`${what} did not finish within ${ms} ms`);
+    this.name = 'DeadlineExceeded';
+  }
+}
+
+/** `p`, or a DeadlineExceeded once `ms` passed (the work behind `p` is not cancelled: its outcome is unknown). */
+export function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  if (ms <= 0) return Promise.reject(new DeadlineExceeded(what, 0));
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new DeadlineExceeded(what, ms)), ms)));
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * One promise chain per key: `run(keys, fn)` runs fn once it holds every key (taken in sorted order:
+ * no deadlock). With `timeoutMs`, waiting for the keys gives up with DeadlineExceeded; the keys
+ * already taken are released at once (the queue behind them keeps its order).
+ */
 export class KeyedMutex {
   private readonly tails = new Map<string, Promise<void>>();
 
-  async run<T>(keys: readonly string[], fn: () => Promise<T>): Promise<T> {
+  async run<T>(keys: readonly string[], fn: () => Promise<T>, timeoutMs?: number): Promise<T> {
     const sorted = [...new Set(keys)].sort();
     const releases: Array<() => void> = [];
+    const releaseAll = () => {
+      for (const r of releases.reverse()) r();
+    };
+    const started = Date.now();
     for (const k of sorted) {
       const prev = this.tails.get(k) ?? Promise.resolve();
       let release!: () => void;
@@ -85,15 +112,23 @@ export class KeyedMutex {
         release();
         if (this.tails.get(k) === tail) this.tails.delete(k);
       });
-      await prev;
+      try {
+        await (timeoutMs === undefined ? prev : withDeadline(prev, timeoutMs - (Date.now() - started), `waiting for lock ${k}`));
+      } catch (err) {
+        releaseAll();
+        throw err;
+      }
     }
     try {
       return await fn();
     } finally {
-      for (const r of releases.reverse()) r();
+      releaseAll();
     }
   }
 }
+
+/** The API calls bind makes (core/kube.ts KubeClient; a fake in unit tests). */
+export type BindClient = Pick<KubeClient, 'request'>;
 
 export interface ExtenderServerOptions {
   config?: ExtenderConfigInput;
@@ -108,6 +143,8 @@ export interface ExtenderServerOptions {
   informerThread?: boolean;
   state?: ClusterState;
   log?: Logger;
+  /** The API client of bind (default: one for `kubeconfig`). */
+  client?: BindClient;
 }
 
 const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
@@ -178,7 +215,7 @@ export class ExtenderServer {
   private networks: ReturnType<typeof tdmaNetworks>;
   private configGen = 0;
   private readonly log: Logger;
-  private readonly client: KubeClient | undefined;
+  private readonly client: BindClient | undefined;
   private readonly informers: { nodes: Informer<V1Node>; pods: Informer<V1Pod> } | undefined;
   private readonly locks = new KeyedMutex();
   /** pod UID -> last malformed-annotation message logged (log once per pod and message). */
@@ -191,6 +228,9 @@ export class ExtenderServer {
   private readonly verdicts = new Map<string, Map<string, NodeVerdicts>>();
   /** Per-node verdicts answered from the cache (hits) and computed (misses), filter and prioritize together, since start. */
   readonly verdictStats = { hits: 0, misses: 0 };
+  /** RT analysis work (realtime/task.ts AnalysisBudget units) since start, and of the last request. */
+  readonly analysisWork = { requests: 0, units: 0, last: 0 };
+  private analysisWorker: RtAnalysisWorker | undefined;
   private listening: string | undefined;
 
   constructor(opts: ExtenderServerOptions = {}) {
@@ -198,7 +238,7 @@ export class ExtenderServer {
     this.networks = tdmaNetworks(this.cfg);
     this.log = opts.log ?? componentLogger('scheduler-extender');
     this.state = opts.state ?? new ClusterState();
-    if (opts.kubeconfig) this.client = new KubeClient(opts.kubeconfig);
+    this.client = opts.client ?? (opts.kubeconfig ? new KubeClient(opts.kubeconfig) : undefined);
     if (opts.kubeconfig && (opts.informers ?? true)) {
       const { nodes, pods } = extenderInformers(opts.kubeconfig, this.log, opts.informerThread ?? true);
       nodes.on('add', (n) => this.state.upsertNode(n));
@@ -248,6 +288,10 @@ export class ExtenderServer {
 
   private buildApp(): FastifyInstance {
     const app = Fastify({ logger: false, bodyLimit: this.cfg.bodyLimitBytes });
+    app.addHook('onClose', async () => {
+      await this.analysisWorker?.stop();
+      this.analysisWorker = undefined;
+    });
     const timed = <T>(verb: Verb, fn: () => T | Promise<T>) => async () => {
       const end = metrics().requestDuration.startTimer({ verb });
       try {
@@ -256,22 +300,22 @@ export class ExtenderServer {
         end();
       }
     };
-    app.post('/filter', async (req, reply) =>
+    app.post('/filter', async (req) =>
       timed('filter', () => {
         const args = this.args(req.body);
-        return typeof args === 'string' ? this.badRequest(reply, args) : this.filter(args);
+        return typeof args === 'string' ? this.refused('filter', args, req.id) : this.filter(args);
       })(),
     );
-    app.post('/prioritize', async (req, reply) =>
+    app.post('/prioritize', async (req) =>
       timed('prioritize', () => {
         const args = this.args(req.body);
-        return typeof args === 'string' ? this.badRequest(reply, args) : this.prioritize(args);
+        return typeof args === 'string' ? this.refused('prioritize', args, req.id) : this.prioritize(args);
       })(),
     );
-    app.post('/bind', async (req, reply) =>
+    app.post('/bind', async (req) =>
       timed('bind', () => {
         const parsed = bindingArgsSchema.safeParse(req.body);
-        if (!parsed.success) return this.badRequest(reply, describeIssues(parsed.error, 'ExtenderBindingArgs'));
+        if (!parsed.success) return this.refused('bind', describeIssues(parsed.error, 'ExtenderBindingArgs'), req.id);
         return this.bind(parsed.data);
       })(),
     );
@@ -280,11 +324,20 @@ export class ExtenderServer {
       return reply.code(synced ? 200 : 503).type('text/plain').send(synced ? 'ok' : 'informers not synced');
     });
     app.get('/metrics', async (_req, reply) => reply.type(metricsRegistry().contentType).send(await metricsText()));
-    // framework errors (bad JSON, wrong content type, body too large) keep their 4xx; nothing else escapes the handlers
-    app.setErrorHandler((err: { statusCode?: number; message: string }, _req, reply) => {
-      const code = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 400;
-      metrics().rejections.inc({ reason: 'bad-request' });
-      void reply.code(code).send({ error: err.message });
+    // framework errors (bad JSON, wrong content type, body too large): on a verb, the verb's refusal
+    // (HTTP 200: kube-scheduler reads no other body); anything else is an internal error: 500, logged with the request id
+    app.setErrorHandler((err: { statusCode?: number; message: string; stack?: string }, req, reply) => {
+      const client = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500;
+      const verb = req.url.split('?')[0]!.slice(1);
+      if (client && (verb === 'filter' || verb === 'prioritize' || verb === 'bind') && !reply.sent) {
+        return reply.code(200).send(this.refused(verb, `${req.method} /${verb}: ${err.message}`, req.id));
+      }
+      if (client) {
+        metrics().rejections.inc({ reason: 'bad-request' });
+        return reply.code(err.statusCode!).send({ error: err.message });
+      }
+      this.log.error({ requestId: req.id, url: req.url, err: err.stack ?? err.message }, 'internal error');
+      return reply.code(500).send({ error: `ulysses: internal error (request ${req.id}): ${err.message}`, requestId: req.id });
     });
     return app;
   }
@@ -297,9 +350,19 @@ export class ExtenderServer {
     return parsed.success ? (parsed.data as unknown as ExtenderArgs) : describeIssues(parsed.error, 'ExtenderArgs');
   }
 
-  private badRequest(reply: { code: (n: number) => { send: (b: unknown) => unknown } }, message: string) {
+  /**
+   * The answer to a request that cannot be served (a malformed body): HTTP 200 with the verb's own
+   * failure, since kube-scheduler reads no non-200 body (pkg/scheduler/extender.go `send`) and shows
+   * a filter's or bind's `Error` in the pod's FailedScheduling event; prioritize has no error field
+   * (and its errors are ignored by the scheduler): no scores. Logged once per message with the request id.
+   */
+  private refused(verb: Verb, message: string, requestId: string): ExtenderFilterResult | HostPriority[] | ExtenderBindingResult {
     metrics().rejections.inc({ reason: 'bad-request' });
-    return reply.code(400).send({ error: message });
+    const text = `ulysses: bad ${verb} request: ${message}`;
+    if (this.remember(`bad:${verb}`, text)) this.log.warn({ requestId, verb }, text);
+    if (verb === 'prioritize') return [];
+    if (verb === 'bind') return { Error: text };
+    return { FailedNodes: {}, FailedAndUnresolvableNodes: {}, Error: text };
   }
 
   /** True the first time `key` is seen with `message` (bounded memory: the oldest entries are forgotten). */
@@ -345,8 +408,8 @@ export class ExtenderServer {
     return m;
   }
 
-  private evaluate(req: PodRequirements, info: NodeInfo, cache: Map<string, NodeVerdicts> | undefined, memo: SlotMemo): NodeVerdict {
-    if (!cache) return this.computed(evaluateNode(req, info, this.state, this.cfg, memo), info);
+  private evaluate(req: PodRequirements, info: NodeInfo, cache: Map<string, NodeVerdicts> | undefined, memo: SlotMemo, budget: AnalysisBudget): NodeVerdict {
+    if (!cache) return this.computed(evaluateNode(req, info, this.state, this.cfg, memo, budget), info);
     const nodeVersion = info.version;
     const networkVersion = req.network ? this.state.networkVersion(req.network.name) : 0;
     const tieRank = req.rt?.kind === 'deferrable-server' && info.rtKind === 'deferrable-server' ? this.state.dsTieRank(info.name, req.rt.server.periodUs, req.uid) : 0;
@@ -356,68 +419,166 @@ export class ExtenderServer {
       this.verdictStats.hits++;
       return verdictFor(hit.shared, req.uid);
     }
-    const shared = evaluateShared(req, info, this.state, this.cfg, memo);
+    const shared = evaluateShared(req, info, this.state, this.cfg, memo, budget);
     if (!byRank) cache.set(info.name, (byRank = []));
     // a verdict naming this pod in a way POD_MARK cannot stand for stays uncached (evaluate.ts evaluateShared)
     byRank[tieRank] = shared.shareable ? { nodeVersion, networkVersion, shared } : undefined;
     return this.computed(verdictFor(shared, req.uid), info);
   }
 
+  /** The work bound of one request's RT analyses (config analysisBudget). */
+  private budget(): AnalysisBudget {
+    return new AnalysisBudget(this.cfg.analysisBudget);
+  }
+
+  /** Counts the request's analysis work; an exhausted budget (`exceededLimit`) is logged once per pod. */
+  private budgetSpent(work: number, exceededLimit: number | undefined, req: PodRequirements): void {
+    if (work > 0 || exceededLimit === undefined) {
+      this.analysisWork.requests++;
+      this.analysisWork.units += work;
+      this.analysisWork.last = work;
+    }
+    if (exceededLimit !== undefined && this.remember(`budget:${req.uid}`, String(exceededLimit))) {
+      this.log.warn({ pod: req.key, uid: req.uid, budget: exceededLimit }, 'RT analysis budget exceeded: pod refused on the RT nodes left (config analysisBudget)');
+    }
+  }
+
   /** A verdict just computed (not from the cache): counted, its ignored existing pods logged once. */
   private computed(verdict: NodeVerdict, info: NodeInfo): NodeVerdict {
     this.verdictStats.misses++;
     for (const s of verdict.skipped ?? []) if (this.remember(`skip:${s}`, s)) {
-      this.log.warn({ node: info.name }, `existing pod ignored by the RT analysis: ${s}`);
+      this.log.warn({ node: info.name }, `ignored by the analyses: ${s}`);
     }
     return verdict;
   }
 
-  filter(args: ExtenderArgs): ExtenderFilterResult {
+  /**
+   * The filter verb. The analyses run inline on a budget of `inlineAnalysisBudget`; with
+   * `analysisThread` (and node names, the nodeCacheCapable path) the nodes whose analysis ran past
+   * it are analysed again in the analysis thread (analysis-worker.ts) with what is left of
+   * `analysisBudget`, and the answer is a promise: the event loop serves /healthz and other pods
+   * meanwhile. Their verdicts are cached under the node and network versions of before the thread
+   * ran (a change meanwhile makes them stale, not wrong).
+   */
+  filter(args: ExtenderArgs): ExtenderFilterResult | Promise<ExtenderFilterResult> {
     const out: ExtenderFilterResult = { FailedNodes: {}, FailedAndUnresolvableNodes: {}, Error: '' };
     const names = args.NodeNames;
     // nodeCacheCapable (the scheduler sends names): no per-node objects on this path
     const sent = names ? undefined : (args.Nodes?.items ?? []);
     const count = names ? names.length : sent!.length;
-    const passingNames: string[] = [];
-    const passingNodes: V1Node[] = [];
     const m = metrics();
-    try {
-      const r = this.requirements(args.Pod);
-      if (!r.ok) {
-        for (let i = 0; i < count; i++) out.FailedAndUnresolvableNodes[names ? names[i]! : sent![i]!.metadata!.name!] = r.message;
-        if (count) m.rejections.inc({ reason: r.reason }, count);
-      } else {
-        const cache = names ? this.verdictsFor(r.req) : undefined;
-        const memo: SlotMemo = new Map();
-        const counts = new Map<RejectionReason, number>();
-        for (let i = 0; i < count; i++) {
-          const node = sent?.[i];
-          const name = names ? names[i]! : node!.metadata!.name!;
-          const info = names ? this.state.node(name) : nodeInfoOf(node!);
-          if (!info) {
-            out.FailedNodes[name] = `ulysses: node ${name} is not in the extender's node cache (yet)`;
-            counts.set('unknown-node', (counts.get('unknown-node') ?? 0) + 1);
-            continue;
-          }
-          const v = this.evaluate(r.req, info, cache, memo);
-          if (v.fits) {
-            if (names) passingNames.push(name);
-            else passingNodes.push(node!);
-          } else {
-            out.FailedAndUnresolvableNodes[name] = v.message;
-            counts.set(v.reason, (counts.get(v.reason) ?? 0) + 1);
-          }
-        }
-        for (const [reason, n] of counts) m.rejections.inc({ reason }, n);
-      }
-    } catch (err) {
-      // a bug in an analysis must not become a 500 loop in the scheduler: report it as the extender's error
-      this.log.error({ err: (err as Error).stack ?? String(err) }, 'filter failed');
-      return { FailedNodes: {}, FailedAndUnresolvableNodes: {}, Error: `ulysses: internal error: ${(err as Error).message}` };
+    // an internal error propagates: HTTP 500, logged with the request id (the error handler)
+    const r = this.requirements(args.Pod);
+    if (!r.ok) {
+      for (let i = 0; i < count; i++) out.FailedAndUnresolvableNodes[names ? names[i]! : sent![i]!.metadata!.name!] = r.message;
+      if (count) m.rejections.inc({ reason: r.reason }, count);
+      if (names) out.NodeNames = [];
+      else out.Nodes = { items: [] };
+      return out;
     }
-    if (names) out.NodeNames = passingNames;
-    else out.Nodes = { items: passingNodes };
-    return out;
+    const cache = names ? this.verdictsFor(r.req) : undefined;
+    const memo: SlotMemo = new Map();
+    const worker = names ? this.rtWorker() : undefined;
+    const budget = worker ? new AnalysisBudget(Math.min(this.cfg.inlineAnalysisBudget, this.cfg.analysisBudget), this.cfg.analysisBudget) : this.budget();
+    const verdicts: Array<NodeVerdict | undefined> = new Array<NodeVerdict | undefined>(count);
+    const deferred: Array<{ index: number; info: NodeInfo }> = [];
+    for (let i = 0; i < count; i++) {
+      const name = names ? names[i]! : sent![i]!.metadata!.name!;
+      const info = names ? this.state.node(name) : nodeInfoOf(sent![i]!);
+      if (!info) continue;
+      const v = this.evaluate(r.req, info, cache, memo, budget);
+      if (worker && !v.fits && v.budgetExceeded) deferred.push({ index: i, info });
+      else verdicts[i] = v;
+    }
+    const finish = (work: number): ExtenderFilterResult => {
+      const passingNames: string[] = [];
+      const passingNodes: V1Node[] = [];
+      const counts = new Map<RejectionReason, number>();
+      for (let i = 0; i < count; i++) {
+        const name = names ? names[i]! : sent![i]!.metadata!.name!;
+        const v = verdicts[i];
+        if (!v) {
+          out.FailedNodes[name] = `ulysses: node ${name} is not in the extender's node cache (yet)`;
+          counts.set('unknown-node', (counts.get('unknown-node') ?? 0) + 1);
+        } else if (v.fits) {
+          if (names) passingNames.push(name);
+          else passingNodes.push(sent![i]!);
+        } else {
+          out.FailedAndUnresolvableNodes[name] = v.message;
+          counts.set(v.reason, (counts.get(v.reason) ?? 0) + 1);
+        }
+      }
+      for (const [reason, n] of counts) m.rejections.inc({ reason }, n);
+      this.budgetSpent(work, budget.exceeded && !deferred.length ? budget.limit : undefined, r.req);
+      if (names) out.NodeNames = passingNames;
+      else out.Nodes = { items: passingNodes };
+      return out;
+    };
+    if (!deferred.length || !worker) return finish(budget.used);
+    return this.analyzeDeferred(r.req, deferred, cache!, memo, worker, this.cfg.analysisBudget - budget.used).then(({ results, used, exceeded }) => {
+      for (const [k, d] of deferred.entries()) verdicts[d.index] = results[k];
+      if (exceeded) this.budgetSpent(0, this.cfg.analysisBudget, r.req);
+      return finish(budget.used + used);
+    });
+  }
+
+  /** The analysis thread's part of a filter (see {@link filter}). */
+  private async analyzeDeferred(
+    req: PodRequirements,
+    deferred: ReadonlyArray<{ index: number; info: NodeInfo }>,
+    cache: Map<string, NodeVerdicts>,
+    memo: SlotMemo,
+    worker: RtAnalysisWorker,
+    limit: number,
+  ): Promise<{ results: NodeVerdict[]; used: number; exceeded: boolean }> {
+    const collected = { nodes: [] as ParsedRtNode[], pods: [] as NewPod[] };
+    const COLLECTED = new Error('collected');
+    const before = deferred.map(({ info }) => {
+      const key = this.verdictKey(req, info);
+      try {
+        evaluateShared(req, info, this.state, this.cfg, memo, undefined, (n, p) => {
+          collected.nodes.push(n);
+          collected.pods.push(p);
+          throw COLLECTED;
+        });
+      } catch (err) {
+        if (err !== COLLECTED) throw err;
+      }
+      return key;
+    });
+    if (collected.nodes.length !== deferred.length) throw new Error('internal: a deferred node did not reach its RT analysis');
+    const res = await worker.analyze(collected.nodes, collected.pods, Math.max(limit, 1), this.cfg.analysisBudget);
+    let exceeded = false;
+    const results = deferred.map(({ info }, k) => {
+      const shared = evaluateShared(req, info, this.state, this.cfg, memo, undefined, () => res.reports[k]!);
+      if (!shared.verdict.fits && shared.verdict.budgetExceeded) exceeded = true;
+      const { nodeVersion, networkVersion, tieRank } = before[k]!;
+      let byRank = cache.get(info.name);
+      if (!byRank) cache.set(info.name, (byRank = []));
+      byRank[tieRank] = shared.shareable ? { nodeVersion, networkVersion, shared } : undefined;
+      return this.computed(verdictFor(shared, req.uid), info);
+    });
+    return { results, used: res.used, exceeded };
+  }
+
+  /** The node's cache coordinates for the pod (see {@link evaluate}). */
+  private verdictKey(req: PodRequirements, info: NodeInfo): { nodeVersion: number; networkVersion: number; tieRank: number } {
+    return {
+      nodeVersion: info.version,
+      networkVersion: req.network ? this.state.networkVersion(req.network.name) : 0,
+      tieRank: req.rt?.kind === 'deferrable-server' && info.rtKind === 'deferrable-server' ? this.state.dsTieRank(info.name, req.rt.server.periodUs, req.uid) : 0,
+    };
+  }
+
+  /** Jobs the analysis thread answered since start. */
+  get analysisThreadJobs(): number {
+    return this.analysisWorker?.jobs ?? 0;
+  }
+
+  /** The analysis thread (config analysisThread), started on first use. */
+  private rtWorker(): RtAnalysisWorker | undefined {
+    if (!this.cfg.analysisThread) return undefined;
+    return (this.analysisWorker ??= new RtAnalysisWorker());
   }
 
   prioritize(args: ExtenderArgs): HostPriority[] {
@@ -426,27 +587,45 @@ export class ExtenderServer {
     const count = names ? names.length : sent!.length;
     const nameAt = (i: number) => (names ? names[i]! : sent![i]!.metadata!.name!);
     const out: HostPriority[] = new Array<HostPriority>(count);
-    try {
-      const r = podRequirements(args.Pod, this.cfg, this.networks);
-      const cache = r.ok && names ? this.verdictsFor(r.req) : undefined;
-      const memo: SlotMemo = new Map();
-      for (let i = 0; i < count; i++) {
-        const Host = nameAt(i);
-        const info = !r.ok ? undefined : names ? this.state.node(Host) : nodeInfoOf(sent![i]!);
-        const v = r.ok && info ? this.evaluate(r.req, info, cache, memo) : undefined;
-        out[i] = { Host, Score: v?.fits ? v.score : 0 };
-      }
-      return out;
-    } catch (err) {
-      this.log.error({ err: (err as Error).stack ?? String(err) }, 'prioritize failed');
-      return Array.from({ length: count }, (_, i) => ({ Host: nameAt(i), Score: 0 }));
+    const r = podRequirements(args.Pod, this.cfg, this.networks);
+    const cache = r.ok && names ? this.verdictsFor(r.req) : undefined;
+    const memo: SlotMemo = new Map();
+    const budget = this.budget();
+    for (let i = 0; i < count; i++) {
+      const Host = nameAt(i);
+      const info = !r.ok ? undefined : names ? this.state.node(Host) : nodeInfoOf(sent![i]!);
+      const v = r.ok && info ? this.evaluate(r.req, info, cache, memo, budget) : undefined;
+      out[i] = { Host, Score: v?.fits ? v.score : 0 };
     }
+    if (r.ok) this.budgetSpent(budget.used, budget.exceeded ? budget.limit : undefined, r.req);
+    return out;
   }
 
+  /**
+   * How long one call may take: the scheduler's httpTimeout less a margin for the HTTP round trip
+   * (a tenth of it, at most 500 ms). Past it kube-scheduler has given up on the answer.
+   */
+  private callDeadlineMs(): number {
+    const t = this.cfg.httpTimeoutMs;
+    return t - Math.min(500, Math.floor(t / 10));
+  }
+
+  /**
+   * Every step (GET of the pod if the cache does not have it, the locks, the re-check, the PATCH
+   * of the reservation, the binding POST) finishes or gives up inside {@link callDeadlineMs}; the
+   * locks are released when it gives up. A PATCH whose outcome is unknown (it gave up waiting)
+   * leaves the intended reservation assumed in the state (ClusterState.assumePod) until the
+   * informer brings the pod's real state: over-reservation meanwhile, never a slot or core booked
+   * twice. A PATCH the apiserver refused restores the previous record.
+   */
   async bind(args: ExtenderBindingArgs): Promise<ExtenderBindingResult> {
     const key = `${args.PodNamespace}/${args.PodName}`;
     const log = objectLogger(this.log, 'Pod', key);
     const m = metrics();
+    const started = Date.now();
+    const total = this.callDeadlineMs();
+    const left = () => total - (Date.now() - started);
+    const perRequest = () => Math.max(1, Math.min(this.cfg.bindTimeoutMs, left()));
     const fail = (result: 'rejected' | 'error', message: string): ExtenderBindingResult => {
       m.binds.inc({ result });
       if (result === 'rejected') m.rejections.inc({ reason: 'bind' });
@@ -455,76 +634,103 @@ export class ExtenderServer {
     };
     if (!this.client) return fail('error', `ulysses: bind ${key}: the extender has no API client`);
     const client = this.client;
+    const call = <T>(method: string, path: string, what: string, opts: { body?: unknown; contentType?: string } = {}): Promise<T> =>
+      withDeadline(client.request<T>(method, path, { ...opts, timeoutMs: perRequest() }), left(), what);
     const podPath = `/api/v1/namespaces/${encodeURIComponent(args.PodNamespace)}/pods/${encodeURIComponent(args.PodName)}`;
+    let reserved = false;
+    let uid: string | undefined;
     try {
       let pod = this.state.pod(key)?.pod;
-      if (!pod || (args.PodUID && pod.metadata?.uid !== args.PodUID)) pod = await client.get<V1Pod>(podPath);
+      if (!pod || (args.PodUID && pod.metadata?.uid !== args.PodUID)) pod = await call<V1Pod>('GET', podPath, `GET ${podPath}`);
       if (args.PodUID && pod.metadata?.uid !== args.PodUID) {
         return fail('rejected', `ulysses: bind ${key}: pod UID is ${pod.metadata?.uid}, the scheduler asked for ${args.PodUID}`);
       }
-      const uid = pod.metadata!.uid!;
+      uid = pod.metadata!.uid!;
+      const podUid = uid;
       const r = this.requirements(pod);
       if (!r.ok) return fail('rejected', r.message);
       const needsReservation = !!(r.req.rt || r.req.tdma);
-      let reserved = false;
       if (needsReservation) {
         const keys = [`node:${args.Node}`, ...(r.req.network ? [`net:${r.req.network.name}`] : [])];
-        const rejection = await this.locks.run(keys, async () => {
-          const info = this.state.node(args.Node);
-          if (!info) return `ulysses: bind ${key}: node ${args.Node} is not in the extender's node cache`;
-          const v = evaluateNode(r.req, info, this.state, this.cfg);
-          if (!v.fits) return `ulysses: bind ${key} to ${args.Node}: ${v.message}`;
-          const latest = this.state.pod(key)?.pod;
-          const current = latest?.metadata?.uid === uid ? latest : pod;
-          const ann = current.metadata?.annotations ?? {};
-          const values: Record<string, string> = { [RESERVED_NODE_ANNOTATION]: args.Node };
-          if (v.cores) values[RT_CORES_ANNOTATION] = JSON.stringify(v.cores);
-          if (v.slots) values[TDMA_SLOTS_ANNOTATION] = JSON.stringify(v.slots);
-          const ops: unknown[] = [{ op: 'test', path: '/metadata/uid', value: uid }];
-          if (!current.metadata?.annotations) ops.push({ op: 'add', path: '/metadata/annotations', value: values });
-          else for (const [k, val] of Object.entries(values)) ops.push({ op: 'add', path: `/metadata/annotations/${escapePointer(k)}`, value: val });
-          // a stale reservation of a plugin that no longer applies must not stay
-          for (const k of [RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION]) if (!(k in values) && k in ann) ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointer(k)}` });
-          const patched = await client.request<V1Pod>('PATCH', podPath, { body: ops, contentType: 'application/json-patch+json', timeoutMs: this.cfg.bindTimeoutMs });
-          this.state.upsertPod(patched);
-          reserved = true;
-          log.info({ node: args.Node, cores: v.cores, slots: v.slots }, 'reservation recorded');
-          return undefined;
-        });
+        const rejection = await this.locks.run(
+          keys,
+          async () => {
+            const info = this.state.node(args.Node);
+            if (!info) return `ulysses: bind ${key}: node ${args.Node} is not in the extender's node cache`;
+            const budget = this.budget();
+            const v = evaluateNode(r.req, info, this.state, this.cfg, new Map(), budget);
+            this.budgetSpent(budget.used, budget.exceeded ? budget.limit : undefined, r.req);
+            if (!v.fits) return `ulysses: bind ${key} to ${args.Node}: ${v.message}`;
+            const latest = this.state.pod(key)?.pod;
+            const current = latest?.metadata?.uid === podUid ? latest : pod;
+            const ann = current.metadata?.annotations ?? {};
+            const values: Record<string, string> = { [RESERVED_NODE_ANNOTATION]: args.Node };
+            if (v.cores) values[RT_CORES_ANNOTATION] = JSON.stringify(v.cores);
+            if (v.slots) values[TDMA_SLOTS_ANNOTATION] = JSON.stringify(v.slots);
+            const ops: unknown[] = [{ op: 'test', path: '/metadata/uid', value: podUid }];
+            if (!current.metadata?.annotations) ops.push({ op: 'add', path: '/metadata/annotations', value: values });
+            else for (const [k, val] of Object.entries(values)) ops.push({ op: 'add', path: `/metadata/annotations/${escapePointer(k)}`, value: val });
+            // a stale reservation of a plugin that no longer applies must not stay
+            const stale = [RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION].filter((k) => !(k in values) && k in ann);
+            for (const k of stale) ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointer(k)}` });
+            // assumed before the PATCH is sent: whatever becomes of it, no other bind takes these cores/slots meanwhile
+            const intended = Object.fromEntries(Object.entries({ ...ann, ...values }).filter(([k]) => !stale.includes(k)));
+            this.state.assumePod({ ...current, metadata: { ...current.metadata, annotations: intended } });
+            let patched: V1Pod;
+            try {
+              patched = await call<V1Pod>('PATCH', podPath, `PATCH ${podPath}`, { body: ops, contentType: 'application/json-patch+json' });
+            } catch (err) {
+              // refused by the apiserver: nothing was written, the previous record is the truth; unknown: stay assumed
+              if (err instanceof ApiError) this.state.assumePod(current);
+              throw err;
+            }
+            this.state.upsertPod(patched);
+            reserved = true;
+            log.info({ node: args.Node, cores: v.cores, slots: v.slots }, 'reservation recorded');
+            return undefined;
+          },
+          left(),
+        );
         if (rejection) return fail('rejected', rejection);
       }
-      try {
-        await client.request('POST', `${podPath}/binding`, {
-          body: {
-            apiVersion: 'v1',
-            kind: 'Binding',
-            metadata: { name: args.PodName, namespace: args.PodNamespace, uid },
-            target: { apiVersion: 'v1', kind: 'Node', name: args.Node },
-          },
-          timeoutMs: this.cfg.bindTimeoutMs,
-        });
-      } catch (err) {
-        if (reserved) await this.releaseReservation(podPath, uid, log);
-        throw err;
-      }
+      await call('POST', `${podPath}/binding`, `POST ${podPath}/binding`, {
+        body: {
+          apiVersion: 'v1',
+          kind: 'Binding',
+          metadata: { name: args.PodName, namespace: args.PodNamespace, uid },
+          target: { apiVersion: 'v1', kind: 'Node', name: args.Node },
+        },
+      });
       m.binds.inc({ result: 'bound' });
       log.info({ node: args.Node }, 'bound');
       return { Error: '' };
     } catch (err) {
+      // the binding failed (or its outcome is unknown): release the reservation in the background, never past the deadline
+      if (reserved && uid) void this.releaseReservation(podPath, uid, log);
       if (isNotFound(err)) return fail('rejected', `ulysses: bind ${key}: pod not found`);
+      if (err instanceof DeadlineExceeded) {
+        return fail('error', `ulysses: bind ${key} to ${args.Node}: gave up after ${Date.now() - started} ms (httpTimeoutMs ${this.cfg.httpTimeoutMs}): ${err.message}`);
+      }
       return fail('error', `ulysses: bind ${key} to ${args.Node}: ${(err as Error).message}`);
     }
   }
 
-  /** Best effort: the binding failed, so the pod holds no node; drop its reservation annotations. */
+  /**
+   * Best effort: the binding failed, so the pod holds no node; drop its reservation annotations
+   * (only if the pod is still unbound: a binding whose answer was lost may have succeeded).
+   */
   private async releaseReservation(podPath: string, uid: string, log: Logger): Promise<void> {
+    const timeoutMs = this.cfg.bindTimeoutMs;
     try {
-      const current = await this.client!.get<V1Pod>(podPath);
+      const current = await withDeadline(this.client!.request<V1Pod>('GET', podPath, { timeoutMs }), timeoutMs, `GET ${podPath}`);
       const ann = current.metadata?.annotations ?? {};
       if (current.spec?.nodeName || current.metadata?.uid !== uid) return;
       const ops: unknown[] = [{ op: 'test', path: '/metadata/uid', value: uid }];
       for (const k of [RESERVED_NODE_ANNOTATION, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION]) if (k in ann) ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointer(k)}` });
-      if (ops.length > 1) this.state.upsertPod(await this.client!.jsonPatch<V1Pod>(podPath, ops));
+      if (ops.length > 1) {
+        const patch = this.client!.request<V1Pod>('PATCH', podPath, { body: ops, contentType: 'application/json-patch+json', timeoutMs });
+        this.state.upsertPod(await withDeadline(patch, timeoutMs, `PATCH ${podPath}`));
+      }
     } catch (err) {
       log.warn({ err: (err as Error).message }, 'could not release the reservation after a failed binding (it stays: over-reservation, never double-booking)');
     }

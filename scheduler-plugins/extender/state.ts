@@ -8,7 +8,9 @@
  * our bind before the binding (see server.ts). Its reservation is in `ulysses.io/rt-cores` (cores
  * of its server / reservation / EDF tasks) and `ulysses.io/tdma-slots` (slot indices on the network
  * named by its `ulysses.io/tdma`). Everything is rebuilt from those annotations after a restart.
- * Deleted or terminal (Succeeded/Failed) pods release their reservation.
+ * Deleted or terminal (Succeeded/Failed) pods release their reservation; a deleted pod's UID is
+ * kept (bounded) so that no later object of it, such as a bind's PATCH result that arrives after
+ * the delete event, brings the pod and its reservation back.
  *
  * Annotations are parsed once per object version (the parse results are cached on the records), so
  * a filter over 1000 nodes only runs the analyses. What a node offers independently of the pod being
@@ -202,6 +204,9 @@ export interface RtSummary {
   readonly dsUidsByPeriod: ReadonlyMap<number, readonly string[]>;
 }
 
+/** Deleted pods' UIDs remembered (ClusterState tombstones). */
+export const TOMBSTONES = 10_000;
+
 /** Is resourceVersion `a` older than `b`? (etcd revisions are integers; opaque ones never compare as older) */
 function olderThan(a: string | undefined, b: string | undefined): boolean {
   if (!a || !b || !/^\d{1,30}$/.test(a) || !/^\d{1,30}$/.test(b)) return false;
@@ -218,6 +223,13 @@ export class ClusterState {
   private readonly rtSummaries = new Map<string, RtSummary>();
   /** UID -> number of records holding capacity somewhere (a pod being placed that already holds some is excluded from the analyses). */
   private readonly holders = new Map<string, number>();
+  /**
+   * UIDs of deleted pods (oldest dropped past {@link TOMBSTONES}): an object of such a UID is never
+   * taken in again. A bind's PATCH result can arrive after the pod's delete event was handled; taken
+   * in, it would hold its slots and cores until a restart (the informers' relist knows nothing of
+   * it). The apiserver never gives a deleted pod's UID to another pod, so the set needs no clearing.
+   */
+  private readonly tombstones = new Set<string>();
 
   node(name: string): NodeInfo | undefined {
     return this.nodes.get(name);
@@ -279,9 +291,26 @@ export class ClusterState {
   /** Adds/updates a pod; an object older than the cached one (e.g. a late watch event after our own patch) is ignored. */
   upsertPod(pod: V1Pod): void {
     const key = objectKey(pod);
+    if (pod.metadata?.uid && this.tombstones.has(pod.metadata.uid)) return;
     const old = this.pods.get(key);
     if (old && old.uid === pod.metadata?.uid && olderThan(pod.metadata?.resourceVersion, old.pod.metadata?.resourceVersion)) return;
     if (old && old.pod.metadata?.resourceVersion && old.pod.metadata.resourceVersion === pod.metadata?.resourceVersion && old.uid === pod.metadata?.uid) return;
+    this.put(key, old, pod);
+  }
+
+  /**
+   * Takes `pod` as the pod's state even at the resourceVersion already cached: bind's reservation
+   * assumed before its PATCH is answered (server.ts), or the record restored when the apiserver
+   * refused the PATCH. The next informer event of a newer version replaces it with the truth.
+   * A deleted pod (tombstone) is not brought back.
+   */
+  assumePod(pod: V1Pod): void {
+    const key = objectKey(pod);
+    if (pod.metadata?.uid && this.tombstones.has(pod.metadata.uid)) return;
+    this.put(key, this.pods.get(key), pod);
+  }
+
+  private put(key: string, old: PodRecord | undefined, pod: V1Pod): void {
     if (old && old.fingerprint === podFingerprint(pod)) {
       // nothing the analyses read changed (e.g. a status update): keep the parses, the indexes and the versions
       this.pods.set(key, { ...old, pod });
@@ -305,8 +334,13 @@ export class ClusterState {
 
   deletePod(pod: V1Pod): void {
     const key = objectKey(pod);
+    const uid = pod.metadata?.uid;
+    if (uid) {
+      this.tombstones.add(uid);
+      if (this.tombstones.size > TOMBSTONES) this.tombstones.delete(this.tombstones.values().next().value!);
+    }
     const old = this.pods.get(key);
-    if (!old || (pod.metadata?.uid && old.uid !== pod.metadata.uid)) return;
+    if (!old || (uid && old.uid !== uid)) return;
     this.unindex(old);
     this.pods.delete(key);
   }
@@ -341,6 +375,11 @@ export class ClusterState {
     const s = this.rtSummary(node);
     if (!s.uids.has(excludeUid)) return s;
     return this.computeRtPods(node, excludeUid);
+  }
+
+  /** Was a pod of this UID deleted (a tombstone is kept)? */
+  isDeleted(uid: string): boolean {
+    return this.tombstones.has(uid);
   }
 
   /** Does a pod with this UID hold capacity (bound or reserved) on some node? */
@@ -415,6 +454,25 @@ export class ClusterState {
       out.push(...(r.tdmaSlots ?? []));
     }
     return out;
+  }
+
+  /**
+   * {@link takenSlots} of a network of `slotCount` slots, the reservations outside [0, slotCount)
+   * (a slot index no configured network has: written by hand, or the network shrank) left out and
+   * named in `ignored`: they never block a placement.
+   */
+  takenSlotsIn(network: string, excludeUid: string, slotCount: number): { slots: number[]; ignored: string[] } {
+    const slots: number[] = [];
+    const ignored: string[] = [];
+    for (const key of this.tdmaPods) {
+      const r = this.pods.get(key);
+      if (!r || r.uid === excludeUid || !r.tdma?.ok || r.tdma.value.network !== network) continue;
+      for (const s of r.tdmaSlots ?? []) {
+        if (s < slotCount) slots.push(s);
+        else ignored.push(`pod ${r.name}: ${TDMA_SLOTS_ANNOTATION} slot ${s} is not in [0, ${slotCount}) of network ${network}: ignored`);
+      }
+    }
+    return { slots, ignored };
   }
 
   /** Every (pod, slot) reservation per network: for checks that no slot is held twice. */

@@ -19,14 +19,15 @@
  * `deferrable-server.ts`). With m > 1 the check assumes all the tasks run on ONE of the reservation's
  * cores: a placement the guest can always use, so passing it is sufficient.
  *
- * Floating point: the comparison allows 1e-9 of slack so that e.g. 0.5 + 0.45 ≤ 0.95 holds.
+ * Exact arithmetic: Σ Q/P ≤ U_max is decided by integer cross-multiplication (task.ts
+ * utilizationExceeds, U_max as the decimal written: 0.95 = 95/100), so 0.5 + 0.45 ≤ 0.95 holds and
+ * no rounding slack admits 1 + 5e-10 at periods near 2e9 µs.
  * No I/O.
  */
 import { periodicResourceBound } from './deferrable-server.ts';
-import { MAX_TIME_US, type RtTask, type TaskResponse } from './task.ts';
+import { MAX_TIME_US, decimalRatio, utilizationExceeds, type AnalysisBudget, type RtTask, type TaskResponse } from './task.ts';
 
 export const DEFAULT_MAX_UTILIZATION = 0.95;
-const EPSILON = 1e-9;
 
 export interface CoreReservation {
   readonly runtimeUs: number;
@@ -69,17 +70,24 @@ export interface ReservationTasksResult {
 }
 
 /** Fixed-priority check of the reservation's own tasks against the periodic resource (Q, P). */
-export function reservationTasksSchedulable(reservation: Reservation): ReservationTasksResult {
+export function reservationTasksSchedulable(reservation: Reservation, budget?: AnalysisBudget): ReservationTasksResult {
   const tasks = reservation.tasks ?? [];
   const supply = { budgetUs: reservation.runtimeUs, periodUs: reservation.periodUs };
-  const results = tasks.map((t) => periodicResourceBound(t, tasks, supply));
-  const bad = results.findIndex((r) => !r.schedulable);
-  return bad < 0 ? { schedulable: true, tasks: results } : { schedulable: false, tasks: results, reason: `task ${bad}: ${results[bad]!.reason}` };
+  const results: TaskResponse[] = [];
+  for (const t of tasks) {
+    const r = periodicResourceBound(t, tasks, supply, undefined, budget);
+    results.push(r);
+    // the first miss decides; the later tasks are not analysed (bounded work)
+    if (!r.schedulable) return { schedulable: false, tasks: results, reason: `task ${results.length - 1}: ${r.reason}` };
+  }
+  return { schedulable: true, tasks: results };
 }
 
 export interface PlacementOptions {
   /** U_max per core, in (0, 1]; default {@link DEFAULT_MAX_UTILIZATION}. */
   readonly maxUtilization?: number;
+  /** Work bound of the request (task.ts AnalysisBudget). */
+  readonly budget?: AnalysisBudget | undefined;
 }
 
 export type ReservationPlacement =
@@ -109,7 +117,7 @@ export function placeReservation(
   if (reservation.cpus > cores.length) {
     return { ok: false, reason: `reservation needs ${reservation.cpus} cpus, node has ${cores.length} cores` };
   }
-  const tasks = reservationTasksSchedulable(reservation);
+  const tasks = reservationTasksSchedulable(reservation, options.budget);
   if (!tasks.schedulable) return { ok: false, reason: `tasks do not fit the reservation: ${tasks.reason}`, tasks: tasks.tasks };
 
   const util = cores.map(coreUtilization);
@@ -117,7 +125,9 @@ export function placeReservation(
   const bw = reservationBandwidth(reservation);
   const chosen = order.slice(0, reservation.cpus);
   const worst = chosen[chosen.length - 1]!;
-  if (util[worst]! + bw > cap + EPSILON) {
+  const [capNum, capDen] = decimalRatio(cap);
+  const terms = [...cores[worst]!, reservation].map((r) => [r.runtimeUs, r.periodUs] as const);
+  if (utilizationExceeds(terms, capNum, capDen)) {
     return {
       ok: false,
       reason:

@@ -32,12 +32,16 @@ import {
   MAX_ITERATIONS,
   MAX_TIME_US,
   ceilDiv,
+  spend,
+  type AnalysisBudget,
   effectiveDeadline,
   higherPriorityTasks,
   invalidTask,
   levelLoad,
   type RtTask,
   type TaskResponse,
+  decimalRatio,
+  utilizationExceeds,
 } from './task.ts';
 
 export interface ServerParams {
@@ -90,9 +94,11 @@ export function serverLevelResponse(
   workUs: number,
   hpServers: readonly ServerParams[],
   limitUs: number,
+  budget?: AnalysisBudget,
 ): { value: number | null; exceeded?: number; reason?: string } {
   let x = workUs;
   for (let i = 0; i < MAX_ITERATIONS; i++) {
+    spend(budget, 1 + hpServers.length);
     const next = workUs + serverInterference(hpServers, x);
     if (next > limitUs) return { value: null, exceeded: next };
     if (next === x) return { value: x };
@@ -102,14 +108,14 @@ export function serverLevelResponse(
 }
 
 /** Step 1: R_S = C_S + Σ_{X ∈ hp(S)} ceil((R_S + J_X)/T_X) C_X; schedulable iff R_S ≤ T_S. */
-export function serverResponseTime(server: ServerParams, higherPriorityServers: readonly ServerParams[]): ServerResponse {
+export function serverResponseTime(server: ServerParams, higherPriorityServers: readonly ServerParams[], budget?: AnalysisBudget): ServerResponse {
   const bad = invalidServer(server);
   if (bad) return { schedulable: false, responseTimeUs: null, periodUs: server.periodUs, reason: `invalid server: ${bad}` };
   for (const [i, x] of higherPriorityServers.entries()) {
     const badHp = invalidServer(x);
     if (badHp) return { schedulable: false, responseTimeUs: null, periodUs: server.periodUs, reason: `invalid higher-priority server ${i}: ${badHp}` };
   }
-  const r = serverLevelResponse(server.budgetUs, higherPriorityServers, server.periodUs);
+  const r = serverLevelResponse(server.budgetUs, higherPriorityServers, server.periodUs, budget);
   if (r.value !== null) return { schedulable: true, responseTimeUs: r.value, periodUs: server.periodUs };
   return {
     schedulable: false,
@@ -138,6 +144,9 @@ export function deferrableServerResponseTime(
   tasksInServer: readonly RtTask[],
   server: ServerParams,
   hpServers: readonly ServerParams[],
+  budget?: AnalysisBudget,
+  /** The server's own test (step 1) was already passed (coreSchedulable): not repeated. */
+  serverChecked = false,
 ): TaskResponse {
   const method = 'exact';
   const index = taskIndexIn(task, tasksInServer);
@@ -147,18 +156,21 @@ export function deferrableServerResponseTime(
     if (bad) return invalidTaskResponse(task, method, `invalid task ${j}: ${bad}`);
   }
   const deadline = effectiveDeadline(task);
-  const srv = serverResponseTime(server, hpServers);
-  if (!srv.schedulable) return { schedulable: false, responseTimeUs: null, deadlineUs: deadline, method, reason: srv.reason! };
+  if (!serverChecked) {
+    const srv = serverResponseTime(server, hpServers, budget);
+    if (!srv.schedulable) return { schedulable: false, responseTimeUs: null, deadlineUs: deadline, method, reason: srv.reason! };
+  }
 
   const hp = higherPriorityTasks(tasksInServer, index);
   const { budgetUs: cs, periodUs: ts } = server;
   let r = task.wcetUs;
   for (let it = 0; it < MAX_ITERATIONS; it++) {
+    spend(budget, 1 + hp.length);
     const load = levelLoad(task, hp, r);
     const m = ceilDiv(load, cs);
     const q = load - (m - 1) * cs;
     // x(q) ≤ R_S ≤ T_S because the server is schedulable; the limit only guards the loop.
-    const x = serverLevelResponse(q, hpServers, ts);
+    const x = serverLevelResponse(q, hpServers, ts, budget);
     if (x.value === null) return { schedulable: false, responseTimeUs: null, deadlineUs: deadline, method, reason: x.reason ?? 'x(q) exceeded the server period' };
     const next = m * ts - cs + x.value;
     if (next > deadline) {
@@ -186,6 +198,7 @@ export function periodicResourceBound(
   tasksInServer: readonly RtTask[],
   supply: ServerParams,
   hpServers?: readonly ServerParams[],
+  budget?: AnalysisBudget,
 ): TaskResponse {
   const method = 'periodic-resource-bound';
   const index = taskIndexIn(task, tasksInServer);
@@ -198,12 +211,13 @@ export function periodicResourceBound(
   if (badSupply) return invalidTaskResponse(task, method, `invalid supply: ${badSupply}`);
   const deadline = effectiveDeadline(task);
   if (hpServers) {
-    const srv = serverResponseTime(supply, hpServers);
+    const srv = serverResponseTime(supply, hpServers, budget);
     if (!srv.schedulable) return { schedulable: false, responseTimeUs: null, deadlineUs: deadline, method, reason: srv.reason! };
   }
   const hp = higherPriorityTasks(tasksInServer, index);
   let r = task.wcetUs;
   for (let it = 0; it < MAX_ITERATIONS; it++) {
+    spend(budget, 1 + hp.length);
     const next = periodicResourceSupplyTime(levelLoad(task, hp, r), supply.budgetUs, supply.periodUs);
     if (next > deadline) {
       return { schedulable: false, responseTimeUs: next, deadlineUs: deadline, method, reason: `periodic-resource bound >= ${next} us > deadline ${deadline} us` };
@@ -251,31 +265,47 @@ export interface CoreAnalysis {
 export interface CoreOptions {
   /** Compute exact response times even when the periodic-resource pre-check already passes (what-if reports). */
   readonly exactResponseTimes?: boolean;
+  /**
+   * Stop at the first failure (priority order): the servers after it are left out of `servers`
+   * and the failing server's later tasks get no response (the extender only needs the verdict).
+   */
+  readonly stopAtFirstFailure?: boolean;
+  /** Work bound of the request (task.ts AnalysisBudget); throws AnalysisBudgetExceeded past it. */
+  readonly budget?: AnalysisBudget;
 }
 
-/** Whole-core test: every server and every task in it. */
+/** Σ C_S/T_S of servers. */
+export function serversUtilization(servers: readonly ServerParams[]): number {
+  let u = 0;
+  for (const s of servers) u += s.budgetUs / s.periodUs;
+  return u;
+}
+
+/** Whole-core test: every server and every task in it (up to the first failure with `stopAtFirstFailure`). */
 export function coreSchedulable(servers: readonly DeferrableServer[], options: CoreOptions = {}): CoreAnalysis {
   const order = serverPriorityOrder(servers);
   const analyses: ServerAnalysis[] = [];
   let reason: string | undefined;
-  let utilization = 0;
-  for (const s of servers) utilization += s.budgetUs / s.periodUs;
+  const utilization = serversUtilization(servers);
+  const { budget, stopAtFirstFailure } = options;
 
   for (const [rank, index] of order.entries()) {
     const s = servers[index]!;
     const hpServers = order.slice(0, rank).map((i) => servers[i]!);
-    const srv = serverResponseTime(s, hpServers);
-    const tasks: TaskResponse[] = s.tasks.map((task) => {
+    const srv = serverResponseTime(s, hpServers, budget);
+    const tasks: TaskResponse[] = [];
+    for (const task of s.tasks) {
+      let r: TaskResponse;
       if (!srv.schedulable) {
         const bad = invalidTask(task);
-        return invalidTaskResponse(task, 'exact', bad ? `invalid task: ${bad}` : `server not schedulable: ${srv.reason}`);
+        r = invalidTaskResponse(task, 'exact', bad ? `invalid task: ${bad}` : `server not schedulable: ${srv.reason}`);
+      } else {
+        const fast = options.exactResponseTimes ? undefined : periodicResourceBound(task, s.tasks, s, undefined, budget); // server already checked above
+        r = fast?.schedulable ? fast : deferrableServerResponseTime(task, s.tasks, s, hpServers, budget, true);
       }
-      if (!options.exactResponseTimes) {
-        const fast = periodicResourceBound(task, s.tasks, s); // server already checked above
-        if (fast.schedulable) return fast;
-      }
-      return deferrableServerResponseTime(task, s.tasks, s, hpServers);
-    });
+      tasks.push(r);
+      if (stopAtFirstFailure && !r.schedulable) break;
+    }
     analyses.push({ podUid: s.podUid, index, rank, server: srv, tasks });
     if (reason === undefined) {
       if (!srv.schedulable) reason = `server of pod ${s.podUid}: ${srv.reason}`;
@@ -283,6 +313,7 @@ export function coreSchedulable(servers: readonly DeferrableServer[], options: C
         const t = tasks.findIndex((r) => !r.schedulable);
         if (t >= 0) reason = `pod ${s.podUid} task ${t}: ${tasks[t]!.reason}`;
       }
+      if (reason !== undefined && stopAtFirstFailure) break;
     }
   }
   return reason === undefined ? { schedulable: true, utilization, servers: analyses } : { schedulable: false, utilization, servers: analyses, reason };
@@ -298,8 +329,25 @@ export interface ServerPlacementOptions extends CoreOptions {
 }
 
 /**
+ * Necessary condition for a server's tasks, checked before any response-time analysis: a
+ * deferrable server supplies at most C_S every T_S, so Σ C_i/T_i of its tasks must not exceed
+ * C_S/T_S (exact integer comparison, task.ts utilizationExceeds). Returns the reason it fails.
+ */
+export function serverOverloaded(server: DeferrableServer): string | undefined {
+  if (server.tasks.some((t) => invalidTask(t) !== undefined)) return undefined; // reported by the analysis, naming the task
+  const terms = server.tasks.map((t) => [t.wcetUs, t.periodUs] as const);
+  if (!utilizationExceeds(terms, server.budgetUs, server.periodUs)) return undefined;
+  const u = server.tasks.reduce((a, t) => a + t.wcetUs / t.periodUs, 0);
+  return `tasks' utilization Σ C/T = ${u.toFixed(6)} > server bandwidth ${server.budgetUs}/${server.periodUs} = ${(server.budgetUs / server.periodUs).toFixed(6)}`;
+}
+
+/**
  * Picks a core for `server` on a multi-core node: cores tried worst-fit (lowest Σ C_S/T_S first,
- * ties by core index), the first whose whole-core test still passes wins.
+ * ties by core index), the first whose whole-core test still passes wins. Cheap necessary
+ * conditions come first: the server's own tasks within its bandwidth ({@link serverOverloaded}),
+ * then per core the utilization cap (no analysis of a core the cap rules out); after the first
+ * core whose analysis fails, the server is analysed alone once: if it fails alone it fails on
+ * every core (more higher-priority servers only delay it), and the other cores are not analysed.
  */
 export function placeServer(
   cores: readonly (readonly DeferrableServer[])[],
@@ -309,20 +357,35 @@ export function placeServer(
   const bad = invalidServer(server);
   if (bad) return { ok: false, reason: `invalid server: ${bad}` };
   if (cores.length === 0) return { ok: false, reason: 'node has no cores' };
+  const overloaded = serverOverloaded(server);
+  if (overloaded) return { ok: false, reason: `server of pod ${server.podUid}: ${overloaded}` };
   const cap = options.maxUtilization ?? 1;
-  const util = cores.map((c) => c.reduce((u, s) => u + s.budgetUs / s.periodUs, 0));
+  const capRatio = decimalRatio(cap);
+  const util = cores.map(serversUtilization);
   const order = cores.map((_, i) => i).sort((a, b) => util[a]! - util[b]! || a - b);
   let first: CoreAnalysis | undefined;
+  let aloneChecked = false;
   const reasons: string[] = [];
   for (const core of order) {
-    const analysis = coreSchedulable([...cores[core]!, server], options);
-    first ??= analysis;
-    if (analysis.utilization > cap + 1e-9) {
-      reasons.push(`core ${core}: utilization ${analysis.utilization.toFixed(4)} > ${cap}`);
+    const candidate = [...cores[core]!, server];
+    if (utilizationExceeds(candidate.map((s) => [s.budgetUs, s.periodUs] as const), capRatio[0], capRatio[1])) {
+      reasons.push(`core ${core}: utilization ${serversUtilization(candidate).toFixed(4)} > ${cap}`);
       continue;
     }
+    const analysis = coreSchedulable(candidate, options);
+    first ??= analysis;
     if (analysis.schedulable) return { ok: true, core, analysis };
     reasons.push(`core ${core}: ${analysis.reason}`);
+    // alone on the core it failed: no core can take it
+    if (cores[core]!.length === 0) break;
+    if (!aloneChecked) {
+      aloneChecked = true;
+      const alone = coreSchedulable([server], { ...options, stopAtFirstFailure: true });
+      if (!alone.schedulable) {
+        reasons.push(`alone on a core: ${alone.reason} (no core can take it)`);
+        break;
+      }
+    }
   }
   return { ok: false, reason: reasons.join('; '), analysis: first };
 }

@@ -10,15 +10,16 @@
  * The result says which test was used (`test`) and whether its answer is exact (`exact`). A bound
  * below 1 (a node's maxUtilization) can be passed; the answer is then no longer "exact".
  * A task with D < C is never schedulable (its density is > 1).
+ * The comparison is exact: Σ C/T (or Σ C/min(D,T)) against the bound by integer cross-multiplication
+ * (task.ts utilizationExceeds; the bound as the decimal written, 0.95 = 95/100), so no rounding
+ * slack admits e.g. U = 1 + 5e-10 with periods near 2e9 µs. `load` is the float sum, for messages.
  *
  * Placement over cores: the tasks are placed one by one, highest density first (ties by index),
  * each on the least loaded core (by density, ties by core index) that still passes the test:
  * worst-fit decreasing. All-or-nothing.
  * No I/O.
  */
-import { invalidTask, relativeDeadline, taskDensity, taskUtilization, type RtTask } from './task.ts';
-
-const EPSILON = 1e-9;
+import { decimalRatio, effectiveDeadline, invalidTask, relativeDeadline, spend, taskDensity, taskUtilization, utilizationExceeds, type AnalysisBudget, type RtTask } from './task.ts';
 
 export interface EdfResult {
   readonly schedulable: boolean;
@@ -43,7 +44,9 @@ export function edfCoreSchedulable(tasks: readonly RtTask[], bound = 1): EdfResu
   }
   let load = 0;
   for (const t of tasks) load += implicit ? taskUtilization(t) : taskDensity(t);
-  if (load <= bound + EPSILON) return { schedulable: true, test, exact, load, bound };
+  // an infinite bound (placing pods already there, what-if.ts edfPinnedAssignment) admits everything
+  const over = Number.isFinite(bound) && utilizationExceeds(tasks.map((t) => [t.wcetUs, implicit ? t.periodUs : effectiveDeadline(t)] as const), ...decimalRatio(bound));
+  if (!over) return { schedulable: true, test, exact, load, bound };
   const what = implicit ? 'utilization Σ C/T' : 'density Σ C/min(D,T)';
   const tail = implicit ? '' : ' (sufficient test only)';
   return { schedulable: false, test, exact, load, bound, reason: `${what} = ${load.toFixed(4)} > ${bound}${tail}` };
@@ -54,7 +57,7 @@ export type EdfPlacement =
   | { readonly ok: false; readonly reason: string; readonly cores: readonly EdfResult[] };
 
 /** Worst-fit-decreasing placement of `tasks` onto cores already holding `cores[i]`. */
-export function placeEdfTasks(cores: readonly (readonly RtTask[])[], tasks: readonly RtTask[], bound = 1): EdfPlacement {
+export function placeEdfTasks(cores: readonly (readonly RtTask[])[], tasks: readonly RtTask[], bound = 1, budget?: AnalysisBudget): EdfPlacement {
   const state = cores.map((c) => [...c]);
   const current = () => state.map((c) => edfCoreSchedulable(c, bound));
   if (state.length === 0) return { ok: false, reason: 'node has no cores', cores: [] };
@@ -62,18 +65,24 @@ export function placeEdfTasks(cores: readonly (readonly RtTask[])[], tasks: read
     const bad = invalidTask(t);
     if (bad) return { ok: false, reason: `invalid task ${i}: ${bad}`, cores: current() };
   }
-  const load = (c: readonly RtTask[]) => c.reduce((s, t) => s + taskDensity(t), 0);
+  // per-core density sums kept up to date (not recomputed in the sort's comparator)
+  const loads = state.map((c) => c.reduce((s, t) => s + taskDensity(t), 0));
   const order = tasks.map((_, i) => i).sort((a, b) => taskDensity(tasks[b]!) - taskDensity(tasks[a]!) || a - b);
   const assignment: number[] = new Array<number>(tasks.length).fill(-1);
   for (const i of order) {
     const t = tasks[i]!;
-    const byLoad = state.map((_, c) => c).sort((a, b) => load(state[a]!) - load(state[b]!) || a - b);
-    const core = byLoad.find((c) => edfCoreSchedulable([...state[c]!, t], bound).schedulable);
+    spend(budget, state.length); // ordering the cores
+    const byLoad = state.map((_, c) => c).sort((a, b) => loads[a]! - loads[b]! || a - b);
+    const core = byLoad.find((c) => {
+      spend(budget, state[c]!.length + 1);
+      return edfCoreSchedulable([...state[c]!, t], bound).schedulable;
+    });
     if (core === undefined) {
       const best = edfCoreSchedulable([...state[byLoad[0]!]!, t], bound);
       return { ok: false, reason: `task ${i} fits no core (least loaded core ${byLoad[0]}: ${best.reason})`, cores: current() };
     }
     state[core]!.push(t);
+    loads[core] = loads[core]! + taskDensity(t);
     assignment[i] = core;
   }
   return { ok: true, assignment, cores: current() };

@@ -31,6 +31,78 @@ export const MAX_TIME_US = 3_600_000_000;
 /** Guard against pathological fixed-point iterations (a scheduler must answer in bounded time). */
 export const MAX_ITERATIONS = 100_000;
 
+/**
+ * A bound on the work of one request's analyses (a scheduler must answer in bounded time, whatever
+ * the annotations ask). Work is counted in terms of the fixed-point sums: one iteration of a loop
+ * R = C + Σ_{j ∈ hp} ... costs 1 + |hp| units; an EDF core test costs one unit per task on the core.
+ * `spend` never lets `used` pass `limit`: the call that would is refused with
+ * {@link AnalysisBudgetExceeded}, which the node-level analysis (what-if.ts analyzeRtNode) turns
+ * into a refusal "analysis budget exceeded: N tasks x M servers". Once exceeded, every later spend
+ * is refused too, so one pod never costs more than `limit` per request over all nodes.
+ */
+export class AnalysisBudget {
+  used = 0;
+  exceeded = false;
+  /** `requestLimit`: the whole request's budget when this is the part of it left (messages name it). */
+  constructor(
+    readonly limit: number,
+    readonly requestLimit = limit,
+  ) {}
+
+  spend(units: number): void {
+    if (this.exceeded || this.used + units > this.limit) {
+      this.exceeded = true;
+      throw new AnalysisBudgetExceeded(this);
+    }
+    this.used += units;
+  }
+}
+
+export class AnalysisBudgetExceeded extends Error {
+  constructor(readonly budget: AnalysisBudget) {
+    super(`analysis budget of ${budget.limit} work units exceeded (${budget.used} used)`);
+  }
+}
+
+/** Spends `units` on `budget` when there is one. */
+export function spend(budget: AnalysisBudget | undefined, units: number): void {
+  if (budget) budget.spend(units);
+}
+
+/**
+ * Exact test Σ n_i/d_i > capNum/capDen for positive integers (µs): the sum of ratios compared by
+ * integer cross-multiplication (BigInt), so no rounding admits e.g. U = 1 + 5e-10 with periods near
+ * 2e9 µs. Terms of equal denominator are added first (replicas share periods).
+ */
+export function utilizationExceeds(terms: Iterable<readonly [number, number]>, capNum: number | bigint, capDen: number | bigint): boolean {
+  const byDen = new Map<number, number>();
+  for (const [n, d] of terms) byDen.set(d, (byDen.get(d) ?? 0) + n);
+  let num = 0n;
+  let den = 1n;
+  for (const [d, n] of byDen) {
+    // n may pass 2^53 only beyond 2.5e6 terms of MAX_TIME_US: not reachable (≤ 256 tasks per pod)
+    const bd = BigInt(d);
+    num = num * bd + BigInt(n) * den;
+    den *= bd;
+  }
+  return num * BigInt(capDen) > BigInt(capNum) * den;
+}
+
+/**
+ * A utilization bound (e.g. a node's maxUtilization 0.95) as an exact ratio [num, den]: the decimal
+ * the user wrote (0.95 = 95/100), not its binary approximation.
+ */
+export function decimalRatio(x: number): [bigint, bigint] {
+  const text = String(x);
+  const m = /^(\d+)(?:\.(\d+))?$/.exec(text);
+  if (m) {
+    const frac = m[2] ?? '';
+    return [BigInt(m[1]! + frac), 10n ** BigInt(frac.length)];
+  }
+  // exponent notation (only for tiny or huge values): 12 decimals are exact enough for a bound
+  return [BigInt(Math.round(x * 1e12)), 10n ** 12n];
+}
+
 /** ceil(a / b) for integers a ≥ 0, b > 0, without floating-point rounding surprises. */
 export function ceilDiv(a: number, b: number): number {
   if (a <= 0) return 0;

@@ -7,7 +7,9 @@
  * where `kind` is 'deferrable-server' | 'budget-period' | 'edf', `capacity` is the value of the node
  * annotation `ulysses.io/rt-capacity` and `rt` the value of the pod annotation `ulysses.io/rt` (both
  * as JSON text or as decoded objects). `cores` optionally pins an existing pod: [core] for a server,
- * one core per cpu for a reservation, [core] or one core per task for EDF; unpinned existing pods are
+ * one core per cpu for a reservation, [core] or the core of each task (task order) for EDF (the sorted
+ * set of cores older extenders wrote is read too, see edfPinnedAssignment); a pin that does not fit
+ * the node (a core it does not have) is ignored and reported in `ignored`; unpinned existing pods are
  * placed in the given order by the same rule as a new pod.
  *
  * Per node kind:
@@ -30,7 +32,7 @@ import { parseRtAnnotation, parseRtCapacityAnnotation, RT_KINDS, type RtCapacity
 import { DEFAULT_MAX_UTILIZATION, coreUtilization, placeReservation, type CoreReservation } from './budget-period.ts';
 import { coreSchedulable, placeServer, type CoreAnalysis, type DeferrableServer } from './deferrable-server.ts';
 import { edfCoreSchedulable, placeEdfTasks } from './edf.ts';
-import { relativeDeadline, taskDensity, taskUtilization, type RtTask } from './task.ts';
+import { AnalysisBudgetExceeded, relativeDeadline, taskDensity, taskUtilization, type AnalysisBudget, type RtTask } from './task.ts';
 
 export interface WhatIfPod {
   readonly name: string;
@@ -88,7 +90,10 @@ export interface NodeReport {
   readonly kind: RtKind;
   readonly schedulable: boolean;
   readonly reason: string;
-  /** Cores given to the pod (null when it does not fit). */
+  /**
+   * Cores given to the pod (null when it does not fit): [core] of a deferrable server, the cores of a
+   * reservation (ascending), the core of each EDF task in task order. Bind records it as `ulysses.io/rt-cores`.
+   */
   readonly cores: readonly number[] | null;
   /** Per-core utilization (Σ C_S/T_S, Σ Q/P or Σ C/T): after placement when schedulable, else before. */
   readonly coreUtilization: readonly number[];
@@ -98,6 +103,14 @@ export interface NodeReport {
   readonly score: number;
   readonly servers: readonly ServerReport[];
   readonly tasks: readonly TaskReport[];
+  /**
+   * Existing pods' reservations that do not fit the node as configured now (a core beyond its
+   * cores, a reservation over the wrong number of cores): ignored, the pod placed by the rule as if
+   * unpinned (left out if it does not fit that way either); they never make the node unusable.
+   */
+  readonly ignored?: readonly string[];
+  /** Refused because the request's analysis budget ran out (not a property of the node: not to be cached). */
+  readonly budgetExceeded?: true;
 }
 
 export interface WhatIfResult {
@@ -195,6 +208,13 @@ export interface AnalyzeOptions {
    * extender's filter only needs the verdict and passes false).
    */
   readonly exactResponseTimes?: boolean;
+  /** Stop each core's analysis at its first failure (the extender: only the verdict matters). */
+  readonly stopAtFirstFailure?: boolean;
+  /**
+   * Work bound (task.ts AnalysisBudget, shared by every node of one request): past it the node is
+   * refused with "analysis budget exceeded: N tasks x M servers".
+   */
+  readonly budget?: AnalysisBudget;
 }
 
 type ParsedNode = ParsedRtNode;
@@ -294,13 +314,26 @@ export function analyzeRtNode(n: ParsedRtNode, pod: NewPod, options: AnalyzeOpti
     const m = kindMismatch(p.spec, n.kind);
     if (m) return failed(n.name, n.kind, maxU, zeros(), `existing pod ${p.name}: ${m}`);
   }
-  switch (n.kind) {
-    case 'deferrable-server':
-      return analyzeDsNode(n, pod, cores, maxU, options.exactResponseTimes ?? true);
-    case 'budget-period':
-      return analyzeBpNode(n, pod, cores, maxU);
-    case 'edf':
-      return analyzeEdfNode(n, pod, cores, maxU);
+  const ignored: string[] = [];
+  const withIgnored = (r: NodeReport): NodeReport => (ignored.length ? { ...r, ignored } : r);
+  try {
+    options.budget?.spend(1);
+    switch (n.kind) {
+      case 'deferrable-server':
+        return withIgnored(analyzeDsNode(n, pod, cores, maxU, options, ignored));
+      case 'budget-period':
+        return withIgnored(analyzeBpNode(n, pod, cores, maxU, options.budget, ignored));
+      case 'edf':
+        return withIgnored(analyzeEdfNode(n, pod, cores, maxU, options.budget, ignored));
+    }
+  } catch (err) {
+    if (!(err instanceof AnalysisBudgetExceeded)) throw err;
+    const tasks = n.pods.reduce((sum, p) => sum + p.spec.tasks.length, pod.spec.tasks.length);
+    const what = n.kind === 'deferrable-server' ? 'servers' : n.kind === 'budget-period' ? 'reservations' : 'pods';
+    return {
+      ...failed(n.name, n.kind, maxU, zeros(), `analysis budget exceeded: ${tasks} tasks x ${n.pods.length + 1} ${what} on ${cores} core(s) (budget ${err.budget.requestLimit} work units per request)`),
+      budgetExceeded: true,
+    };
   }
 }
 
@@ -353,7 +386,9 @@ function taskReport(
   };
 }
 
-function analyzeDsNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number, exactResponseTimes: boolean): NodeReport {
+function analyzeDsNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number, options: AnalyzeOptions, ignored: string[]): NodeReport {
+  const exactResponseTimes = options.exactResponseTimes ?? true;
+  const { budget, stopAtFirstFailure } = options;
   const coreServers: DeferrableServer[][] = Array.from({ length: nCores }, () => []);
   const names = new Map<string, string>();
   const util = () => coreServers.map((c) => c.reduce((u, s) => u + s.budgetUs / s.periodUs, 0));
@@ -364,12 +399,16 @@ function analyzeDsNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number,
     names.set(uid, p.name);
     const server: DeferrableServer = { podUid: uid, ...e.spec.server, tasks: e.spec.tasks };
     const pin = badPin(p, nCores);
-    if (pin) return failed(n.name, n.kind, maxU, util(), pin);
-    if (p.cores?.length) {
+    if (pin) ignored.push(`${pin}: reservation ignored, the pod placed by the rule`);
+    else if (p.cores?.length) {
       coreServers[p.cores[0]!]!.push(server);
       continue;
     }
-    const placed = placeServer(coreServers, server, { maxUtilization: maxU });
+    const placed = placeServer(coreServers, server, { maxUtilization: maxU, stopAtFirstFailure: true, ...(budget ? { budget } : {}) });
+    if (!placed.ok && pin) {
+      ignored.push(`existing pod ${p.name}: does not fit by the rule either: left out (${placed.reason})`);
+      continue;
+    }
     if (!placed.ok) return failed(n.name, n.kind, maxU, util(), `node already overloaded: existing pod ${p.name} does not fit (${placed.reason})`);
     coreServers[placed.core]!.push(server);
   }
@@ -377,7 +416,7 @@ function analyzeDsNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number,
   names.set(pod.uid, pod.name);
   const server: DeferrableServer = { podUid: pod.uid, ...pod.spec.server, tasks: pod.spec.tasks };
   const before = util();
-  const placed = placeServer(coreServers, server, { maxUtilization: maxU, exactResponseTimes });
+  const placed = placeServer(coreServers, server, { maxUtilization: maxU, exactResponseTimes, ...(stopAtFirstFailure ? { stopAtFirstFailure } : {}), ...(budget ? { budget } : {}) });
   if (!placed.ok) {
     const least = before.map((_, i) => i).sort((a, b) => before[a]! - before[b]! || a - b)[0]!;
     const reports = placed.analysis ? dsReports(least, placed.analysis, [...coreServers[least]!, server], names) : {};
@@ -400,29 +439,30 @@ function analyzeDsNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number,
 
 // --- budget / period --------------------------------------------------------------------------
 
-function analyzeBpNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number): NodeReport {
+function analyzeBpNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number, budget: AnalysisBudget | undefined, ignored: string[]): NodeReport {
   const coreRes: CoreReservation[][] = Array.from({ length: nCores }, () => []);
   const util = () => coreRes.map(coreUtilization);
   for (const p of n.pods) {
     const e = p;
     if (e.spec.kind !== 'budget-period') continue;
     const { runtimeUs, periodUs, cpus } = e.spec.reservation;
-    const pin = badPin(p, nCores);
-    if (pin) return failed(n.name, n.kind, maxU, util(), pin);
-    if (p.cores?.length) {
-      if (new Set(p.cores).size !== cpus) {
-        return failed(n.name, n.kind, maxU, util(), `existing pod ${p.name}: cores must list ${cpus} distinct core(s)`);
-      }
+    const pin = badPin(p, nCores) ?? (p.cores?.length && new Set(p.cores).size !== cpus ? `existing pod ${p.name}: cores must list ${cpus} distinct core(s), got ${JSON.stringify(p.cores)}` : undefined);
+    if (pin) ignored.push(`${pin}: reservation ignored, the pod placed by the rule`);
+    else if (p.cores?.length) {
       for (const c of p.cores) coreRes[c]!.push({ runtimeUs, periodUs, podUid: p.uid });
       continue;
     }
-    const placed = placeReservation(coreRes, { ...e.spec.reservation, podUid: p.uid }, { maxUtilization: maxU });
+    const placed = placeReservation(coreRes, { ...e.spec.reservation, podUid: p.uid }, { maxUtilization: maxU, budget });
+    if (!placed.ok && pin) {
+      ignored.push(`existing pod ${p.name}: does not fit by the rule either: left out (${placed.reason})`);
+      continue;
+    }
     if (!placed.ok) return failed(n.name, n.kind, maxU, util(), `node already overloaded: existing pod ${p.name} does not fit (${placed.reason})`);
     for (const c of placed.cores) coreRes[c]!.push({ runtimeUs, periodUs, podUid: p.uid });
   }
   if (pod.spec.kind !== 'budget-period') return failed(n.name, n.kind, maxU, util(), 'kind mismatch');
   const spec = pod.spec;
-  const placed = placeReservation(coreRes, { ...spec.reservation, podUid: pod.uid, tasks: spec.tasks }, { maxUtilization: maxU });
+  const placed = placeReservation(coreRes, { ...spec.reservation, podUid: pod.uid, tasks: spec.tasks }, { maxUtilization: maxU, budget });
   const tasks = (placed.tasks ?? []).map((r, k) =>
     taskReport(pod.name, k, placed.ok ? placed.cores[0]! : null, spec.tasks[k]!, r.responseTimeUs, r.schedulable, r.method, r.reason),
   );
@@ -444,7 +484,7 @@ function analyzeBpNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number)
 
 // --- EDF --------------------------------------------------------------------------------------
 
-function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number): NodeReport {
+function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number, budget: AnalysisBudget | undefined, ignored: string[]): NodeReport {
   const coreTasks: RtTask[][] = Array.from({ length: nCores }, () => []);
   const owner: Array<Array<{ pod: string; task: number }>> = Array.from({ length: nCores }, () => []);
   const util = () => coreTasks.map((c) => c.reduce((u, t) => u + taskUtilization(t), 0));
@@ -452,15 +492,16 @@ function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number
     const e = p;
     const tasks = e.spec.tasks;
     const pin = badPin(p, nCores);
-    if (pin) return failed(n.name, n.kind, maxU, util(), pin);
+    if (pin) ignored.push(`${pin}: reservation ignored, the pod placed by the rule`);
     let assignment: readonly number[];
-    if (p.cores?.length) {
-      if (p.cores.length !== 1 && p.cores.length !== tasks.length) {
-        return failed(n.name, n.kind, maxU, util(), `existing pod ${p.name}: cores must list 1 core or one per task (${tasks.length})`);
-      }
-      assignment = tasks.map((_, k) => (p.cores!.length === 1 ? p.cores![0]! : p.cores![k]!));
+    if (p.cores?.length && !pin) {
+      assignment = edfPinnedAssignment(coreTasks, tasks, p.cores, maxU, budget);
     } else {
-      const placed = placeEdfTasks(coreTasks, tasks, maxU);
+      const placed = placeEdfTasks(coreTasks, tasks, maxU, budget);
+      if (!placed.ok && pin) {
+        ignored.push(`existing pod ${p.name}: does not fit by the rule either: left out (${placed.reason})`);
+        continue;
+      }
       if (!placed.ok) return failed(n.name, n.kind, maxU, util(), `node already overloaded: existing pod ${p.name} does not fit (${placed.reason})`);
       assignment = placed.assignment;
     }
@@ -469,7 +510,7 @@ function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number
       owner[assignment[k]!]!.push({ pod: p.name, task: k });
     });
   }
-  const placed = placeEdfTasks(coreTasks, pod.spec.tasks, maxU);
+  const placed = placeEdfTasks(coreTasks, pod.spec.tasks, maxU, budget);
   if (!placed.ok) {
     const method = (t: RtTask) => (relativeDeadline(t) < t.periodUs ? 'edf-density' : 'edf-utilization');
     const tasks = pod.spec.tasks.map((t, k) => taskReport(pod.name, k, null, t, null, false, method(t), placed.reason));
@@ -480,6 +521,7 @@ function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number
     owner[placed.assignment[k]!]!.push({ pod: pod.name, task: k });
   });
   const used = [...new Set(placed.assignment)].sort((a, b) => a - b);
+  // recorded (ulysses.io/rt-cores) as the core of each task, in task order
   const tasks: TaskReport[] = [];
   for (const c of used) {
     const result = edfCoreSchedulable(coreTasks[c]!, maxU);
@@ -490,5 +532,29 @@ function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number
     const r = edfCoreSchedulable(coreTasks[c]!, maxU);
     return `core ${c}: ${r.test} ${r.load.toFixed(4)} <= ${r.bound} (${r.exact ? 'exact' : 'sufficient'})`;
   });
-  return succeeded(n.name, n.kind, maxU, util(), used, `fits: ${tests.join('; ')}`, { tasks });
+  return succeeded(n.name, n.kind, maxU, util(), placed.assignment, `fits: ${tests.join('; ')}`, { tasks });
+}
+
+/**
+ * The core of each task of an EDF pod pinned by its `ulysses.io/rt-cores`: one core per task, in
+ * task order (what bind writes); one core for every task; or (the record older extenders wrote:
+ * the sorted set of the cores used, fewer entries than tasks) the tasks placed again by the same
+ * worst-fit-decreasing rule onto those cores only, over the bound if they must (the pod runs there:
+ * its load counts). A set with exactly one core per task cannot be told from the per-task record
+ * and is read as one.
+ */
+function edfPinnedAssignment(
+  coreTasks: readonly (readonly RtTask[])[],
+  tasks: readonly RtTask[],
+  pinned: readonly number[],
+  maxU: number,
+  budget: AnalysisBudget | undefined,
+): readonly number[] {
+  if (pinned.length === tasks.length) return pinned;
+  if (pinned.length === 1) return tasks.map(() => pinned[0]!);
+  const set = [...new Set(pinned)];
+  const sub = set.map((c) => coreTasks[c]!);
+  let placed = placeEdfTasks(sub, tasks, maxU, budget);
+  if (!placed.ok) placed = placeEdfTasks(sub, tasks, Number.POSITIVE_INFINITY, budget);
+  return placed.ok ? placed.assignment.map((i) => set[i]!) : tasks.map((_, k) => set[k % set.length]!);
 }

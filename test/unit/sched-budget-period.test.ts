@@ -72,3 +72,13 @@ describe('budget/period reservations', () => {
     expect(placed).toMatchObject({ ok: false, reason: expect.stringMatching(/tasks do not fit the reservation: task 0/) });
   });
 });
+
+describe('exact reservation arithmetic', () => {
+  it('Σ Q/P = 1 + 5e-10 at periods near 2e9 µs is refused at maxUtilization 1; 0.5 + 0.45 fits 0.95', () => {
+    const near = placeReservation([[res(1_000_000_000, 2_000_000_000)]], { runtimeUs: 1_000_000_001, periodUs: 2_000_000_000, cpus: 1 }, { maxUtilization: 1 });
+    expect(near.ok).toBe(false);
+    expect(placeReservation([[res(1_000_000_000, 2_000_000_000)]], { runtimeUs: 1_000_000_000, periodUs: 2_000_000_000, cpus: 1 }, { maxUtilization: 1 }).ok).toBe(true);
+    expect(placeReservation([[res(5, 10)]], { runtimeUs: 45, periodUs: 100, cpus: 1 }, { maxUtilization: 0.95 }).ok).toBe(true);
+    expect(placeReservation([[res(5, 10)]], { runtimeUs: 451, periodUs: 1000, cpus: 1 }, { maxUtilization: 0.95 }).ok).toBe(false);
+  });
+});

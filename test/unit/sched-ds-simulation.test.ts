@@ -120,7 +120,7 @@ describe('deferrable-server analysis vs simulation', () => {
     expect(boundChecks).toBeGreaterThan(300);
     expect(boundSaysYes).toBeGreaterThan(50);
     expect(boundPessimistic).toBeGreaterThan(0); // it is only sufficient
-  });
+  }, 60_000); // seconds of seeded work: beyond vitest's 5-s default on a loaded 2-CPU machine (not a timing claim)
 
   it('has teeth: deliberately optimistic analyses are caught by the same simulations', () => {
     // (a) forgets the initial blackout T_S − C_S: R = (m−1)T_S + x(q);

@@ -60,3 +60,22 @@ describe('EDF placement (worst-fit decreasing)', () => {
     expect(placeEdfTasks([], [t(1, 10)])).toMatchObject({ ok: false, reason: 'node has no cores' });
   });
 });
+
+describe('exact utilization arithmetic', () => {
+  it('U = 1 + 5e-10 at periods near 2e9 µs is refused (a 1e-9 float slack admitted it); U = 1 exactly is admitted', () => {
+    // 1e9/2e9 + (1e9+1)/2e9 = 1 + 5e-10
+    const over = edfCoreSchedulable([t(1_000_000_000, 2_000_000_000), t(1_000_000_001, 2_000_000_000)]);
+    expect(over).toMatchObject({ schedulable: false, test: 'utilization' });
+    expect(over.load).toBeLessThanOrEqual(1 + 1e-9); // what the float comparison let through
+    expect(edfCoreSchedulable([t(1_000_000_000, 2_000_000_000), t(999_999_999, 1_999_999_998)])).toMatchObject({ schedulable: true });
+    // coprime periods: 1/3 + 1/3 + 1/3 = 1 exactly, though the float sum rounds
+    expect(edfCoreSchedulable([t(1, 3), t(1, 3), t(1, 3)])).toMatchObject({ schedulable: true });
+    expect(edfCoreSchedulable([t(666_666_667, 2_000_000_001), t(1_333_333_334, 2_000_000_001)])).toMatchObject({ schedulable: true }); // exactly 1
+    expect(edfCoreSchedulable([t(666_666_667, 2_000_000_001), t(1_333_333_335, 2_000_000_001)])).toMatchObject({ schedulable: false }); // 1 + 1/2000000001
+    // density test (D < T) too
+    expect(edfCoreSchedulable([t(1_000_000_000, 3_000_000_000, 2_000_000_000), t(1_000_000_001, 3_000_000_000, 2_000_000_000)])).toMatchObject({ schedulable: false, test: 'density' });
+    // a bound below 1 is the decimal written: 0.5 + 0.45 <= 0.95
+    expect(edfCoreSchedulable([t(5, 10), t(45, 100)], 0.95)).toMatchObject({ schedulable: true });
+    expect(placeEdfTasks([[t(1_000_000_000, 2_000_000_000)]], [t(1_000_000_001, 2_000_000_000)])).toMatchObject({ ok: false });
+  });
+});

@@ -454,7 +454,7 @@ describe('scheduler extender caches', () => {
     expect(statusOnly).toBeGreaterThan(80);
     expect(podNamed).toBeGreaterThanOrEqual(mix.podNamed);
     expect(replicaNamedFromCache).toBeGreaterThanOrEqual(mix.replicaNamedFromCache);
-  });
+  }, 60_000); // seconds of seeded work: beyond vitest's 5-s default on a loaded 2-CPU machine (not a timing claim)
 
   it('the fast request check accepts only what the schema accepts', () => {
     const rnd = prng(0xfa57);

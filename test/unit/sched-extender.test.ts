@@ -224,25 +224,40 @@ describe('scheduler extender: filter and prioritize', () => {
     expect(body.NodeNames ?? null).toBeNull();
   });
 
-  it('bad request bodies are 4xx naming the field, never 5xx', async () => {
+  it("bad request bodies get the verb's refusal as HTTP 200 naming the field (kube-scheduler reads no other body); internal errors are 500 with a request id", async () => {
     const s = extender();
-    const bad: Array<[string, unknown, string | undefined, number]> = [
-      ['/filter', '{"Pod":', 'application/json', 400],
-      ['/filter', { Pod: {} }, undefined, 400],
-      ['/filter', { Pod: { metadata: { name: 'p' } } }, undefined, 400],
-      ['/prioritize', { Pod: { metadata: { name: 'p' } }, NodeNames: [1] }, undefined, 400],
-      ['/bind', { PodName: 'p' }, undefined, 400],
-      ['/filter', 'hello', 'text/plain', 400],
-      ['/filter', '<a/>', 'application/xml', 415],
+    const bad: Array<[string, unknown, string | undefined, string]> = [
+      ['/filter', '{"Pod":', 'application/json', 'Error'],
+      ['/filter', { Pod: {} }, undefined, 'Error'],
+      ['/filter', { Pod: { metadata: { name: 'p' } } }, undefined, 'Error'],
+      ['/prioritize', { Pod: { metadata: { name: 'p' } }, NodeNames: [1] }, undefined, 'scores'],
+      ['/bind', { PodName: 'p' }, undefined, 'Error'],
+      ['/filter', 'hello', 'text/plain', 'Error'],
+      ['/filter', '<a/>', 'application/xml', 'Error'],
+      ['/bind', 'x'.repeat(10), 'application/json', 'Error'],
     ];
-    for (const [url, payload, contentType, code] of bad) {
+    for (const [url, payload, contentType, shape] of bad) {
       const res = await s.app.inject({ method: 'POST', url, payload: payload as string, headers: contentType ? { 'content-type': contentType } : {} });
-      expect(res.statusCode, `${url} ${JSON.stringify(payload)}`).toBe(code);
+      const where = `${url} ${JSON.stringify(payload)}`;
+      expect(res.statusCode, where).toBe(200);
+      if (shape === 'scores') expect(res.json(), where).toEqual([]);
+      else expect(res.json().Error, where).toMatch(new RegExp(`^ulysses: bad ${url.slice(1)} request: `));
     }
     const res = await s.app.inject({ method: 'POST', url: '/filter', payload: { Pod: { metadata: {} }, NodeNames: [] } });
-    expect(res.json().error).toContain('ExtenderArgs: Pod.metadata.name');
+    expect(res.json()).toEqual({ FailedNodes: {}, FailedAndUnresolvableNodes: {}, Error: expect.stringContaining('ExtenderArgs: Pod.metadata.name') });
     const noNodes = await s.app.inject({ method: 'POST', url: '/filter', payload: { Pod: { metadata: { name: 'p' } } } });
-    expect(noNodes.json().error).toContain('one of NodeNames or Nodes is required');
+    expect(noNodes.json().Error).toContain('one of NodeNames or Nodes is required');
+    const unsupported = await s.app.inject({ method: 'POST', url: '/filter', payload: '<a/>', headers: { 'content-type': 'application/xml' } });
+    expect(unsupported.json().Error).toContain('Unsupported Media Type');
+    // other routes keep their 4xx
+    expect((await s.app.inject({ method: 'GET', url: '/nothing' })).statusCode).toBe(404);
+    // an internal error (here: a Node nested too deep to serialise back in the non-cache mode) is a 500 naming the request
+    const depth = 20_000;
+    const nested = `{"metadata":{"name":"deep"},"spec":${'{"x":'.repeat(depth)}{}${'}'.repeat(depth)}}`;
+    const payload = `{"Pod":{"metadata":{"name":"p","namespace":"ns"}},"Nodes":{"items":[${nested}]}}`;
+    const boom = await s.app.inject({ method: 'POST', url: '/filter', payload, headers: { 'content-type': 'application/json' } });
+    expect(boom.statusCode).toBe(500);
+    expect(boom.json()).toEqual({ error: expect.stringMatching(/^ulysses: internal error \(request req-\w+\): /), requestId: expect.stringMatching(/^req-/) });
   });
 
   it('setConfig applies live: plugins off, networks, default policies; invalid config is refused', async () => {

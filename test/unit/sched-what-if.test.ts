@@ -61,7 +61,8 @@ describe('what-if: deferrable-server nodes', () => {
       nodes: [{ ...dsNode(), pods: [{ name: 'a', cores: [2], rt: { server: { budgetUs: 5000, periodUs: 10000 } } }] }],
       pod: { name: 'pod', rt: { server: { budgetUs: 1000, periodUs: 10000 } } },
     });
-    expect(bad.nodes[0]).toMatchObject({ schedulable: false, reason: 'existing pod a: pinned core 2 does not exist (node has 2 cores)' });
+    // a pin the node cannot have is ignored (reported), the pod placed by the rule: it never makes the node unusable
+    expect(bad.nodes[0]).toMatchObject({ schedulable: true, cores: [1], ignored: ['existing pod a: pinned core 2 does not exist (node has 2 cores): reservation ignored, the pod placed by the rule'] });
   });
 });
 

@@ -1,0 +1,147 @@
+/**
+ * The reservation ValidatingAdmissionPolicy (manifests/base/scheduler-extender/reservation-policy.yaml)
+ * on the testbed's REAL kube-apiserver: a user (here the testbed admin) can neither create a pod
+ * with a reservation annotation nor add, change or remove one; the extender's ServiceAccount
+ * (impersonated, with the RBAC of rbac.yaml) can, and the extender's bind through it records the
+ * reservation and binds the pod; a bogus reservation the extender itself once wrote (a slot beyond
+ * the network) does not block the next TDMA pod.
+ */
+import { readFileSync } from 'node:fs';
+import { parseAllDocuments } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { V1Pod } from '@kubernetes/client-node';
+import { useTestbed } from './harness.ts';
+import { ApiError, KubeClient, plainHeaders, type KubeAccess } from '../../core/kube.ts';
+import { pollUntil } from '../../experiments/testbed/processes.ts';
+import { ensureNamespace } from '../../experiments/workloads.ts';
+import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
+import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
+import type { ExtenderFilterResult } from '../../scheduler-plugins/extender/wire.ts';
+
+const runDir = '/tmp/ulysses-it-sched-vap';
+const ns = 'sched-vap';
+const SA = 'system:serviceaccount:ulysses-system:ulysses-scheduler-extender';
+const DIR = 'manifests/base/scheduler-extender';
+const t = useTestbed(runDir, { realNodes: 0, kwokNodes: 1, namespace: ns });
+
+/** Path of an object's collection (the kinds these manifests hold). */
+function collection(o: { apiVersion: string; kind: string; metadata: { namespace?: string } }): string {
+  const paths: Record<string, string> = {
+    ServiceAccount: `/api/v1/namespaces/${o.metadata.namespace}/serviceaccounts`,
+    ClusterRole: '/apis/rbac.authorization.k8s.io/v1/clusterroles',
+    ClusterRoleBinding: '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
+    ValidatingAdmissionPolicy: '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies',
+    ValidatingAdmissionPolicyBinding: '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings',
+  };
+  return paths[o.kind]!;
+}
+
+function pod(name: string, annotations: Record<string, string> = {}): V1Pod {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    // a scheduler that does not exist: only our bind places these pods
+    metadata: { name, namespace: ns, annotations },
+    spec: {
+      schedulerName: 'nobody',
+      containers: [{ name: 'c', image: 'pause', imagePullPolicy: 'Never' }],
+      tolerations: [{ key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' }],
+    },
+  };
+}
+
+/** The admission refusal of a request, or undefined if it went through. */
+async function refusal(req: Promise<unknown>): Promise<string | undefined> {
+  try {
+    await req;
+    return undefined;
+  } catch (err) {
+    if (err instanceof ApiError && (err.statusCode === 403 || err.statusCode === 422)) return err.message;
+    throw err;
+  }
+}
+
+let admin: KubeClient;
+let asExtender: KubeClient;
+let extender: ExtenderServer;
+const podPath = (name: string) => `/api/v1/namespaces/${ns}/pods/${name}`;
+
+beforeAll(async () => {
+  admin = new KubeClient(t.kc);
+  const impersonating: KubeAccess = {
+    getCurrentCluster: () => t.kc.getCurrentCluster(),
+    applyToFetchOptions: async (o: object) => {
+      const applied = (await t.kc.applyToFetchOptions(o as never)) as { headers?: unknown };
+      return { ...applied, headers: { ...plainHeaders(applied.headers), 'Impersonate-User': SA } };
+    },
+  };
+  asExtender = new KubeClient(impersonating);
+  await ensureNamespace(t.core, 'ulysses-system');
+  for (const file of ['rbac.yaml', 'reservation-policy.yaml']) {
+    for (const doc of parseAllDocuments(readFileSync(`${DIR}/${file}`, 'utf8'))) {
+      const o = doc.toJS() as { apiVersion: string; kind: string; metadata: { namespace?: string } };
+      await admin.request('POST', collection(o), { body: o });
+    }
+  }
+  await admin.mergePatch('/api/v1/nodes/kwok-1', { metadata: { labels: { 'ulysses.io/tdma-network': 'rtnet0' } } });
+  // the policy takes effect once the apiserver has compiled it: probe until a reservation is refused
+  let probe = 0;
+  await pollUntil(
+    'the reservation policy refuses a probe',
+    async () => {
+      const name = `probe-${probe++}`;
+      const r = await refusal(admin.request('POST', `/api/v1/namespaces/${ns}/pods`, { body: pod(name, { 'ulysses.io/tdma-slots': '[0]' }) }));
+      if (r === undefined) await admin.request('DELETE', podPath(name));
+      return r;
+    },
+    { timeoutMs: 30_000, intervalMs: 500 },
+  );
+  extender = new ExtenderServer({
+    config: { listen: { host: '127.0.0.1', port: 0 }, tdmaNetworks: { rtnet0: { cycleUs: 5000, slotUs: 1000, slots: 5 } } },
+    kubeconfig: t.kc,
+    client: asExtender,
+  });
+  await extender.start();
+}, 120_000);
+afterAll(async () => {
+  await extender?.stop();
+});
+
+describe('reservation annotations: only the extender writes them', () => {
+  it('a user can neither create a pod with one nor add, change or remove one; the extender can', async () => {
+    const created = await refusal(admin.request('POST', `/api/v1/namespaces/${ns}/pods`, { body: pod('squat', { 'ulysses.io/tdma-slots': '[0,1]', 'ulysses.io/reserved-node': 'kwok-1' }) }));
+    expect(created).toContain('are written only by the Ulysses scheduler extender');
+    expect(created).toContain('may not set, change or remove them');
+    // the demand is the user's to write; other annotations too
+    await admin.request('POST', `/api/v1/namespaces/${ns}/pods`, { body: pod('p1', { 'ulysses.io/tdma': '{"network":"rtnet0","slots":2}' }) });
+    await admin.mergePatch(podPath('p1'), { metadata: { annotations: { 'example.com/note': 'fine' } } });
+    expect(await refusal(admin.mergePatch(podPath('p1'), { metadata: { annotations: { 'ulysses.io/rt-cores': '[0]' } } }))).toContain('written only by the Ulysses scheduler extender');
+
+    // the extender's bind (as its ServiceAccount) records the reservation and binds
+    await pollUntil('the extender sees p1', () => extender.state.pod(`${ns}/p1`), { timeoutMs: 30_000 });
+    const p1 = await admin.get<V1Pod>(podPath('p1'));
+    const bound = await extender.bind({ PodName: 'p1', PodNamespace: ns, PodUID: p1.metadata!.uid!, Node: 'kwok-1' });
+    expect(bound.Error).toBe('');
+    const after = await admin.get<V1Pod>(podPath('p1'));
+    expect(after.spec?.nodeName).toBe('kwok-1');
+    expect(after.metadata?.annotations).toMatchObject({ 'ulysses.io/reserved-node': 'kwok-1', 'ulysses.io/tdma-slots': '[0,1]' });
+    // a user may not release or move it
+    expect(await refusal(admin.mergePatch(podPath('p1'), { metadata: { annotations: { 'ulysses.io/tdma-slots': '[3,4]' } } }))).toContain('written only by');
+    expect(await refusal(admin.mergePatch(podPath('p1'), { metadata: { annotations: { 'ulysses.io/tdma-slots': null } } }))).toContain('written only by');
+  });
+
+  it('a bogus reservation already stored (a slot beyond the network) does not block the next TDMA pod', async () => {
+    // only the extender's identity can write it (as an old extender, or before the network shrank, would have)
+    await admin.request('POST', `/api/v1/namespaces/${ns}/pods`, { body: pod('bogus', { 'ulysses.io/tdma': '{"network":"rtnet0","slots":1}' }) });
+    await asExtender.mergePatch(podPath('bogus'), { metadata: { annotations: { 'ulysses.io/tdma-slots': '[7]', 'ulysses.io/reserved-node': 'kwok-1' } } });
+    await pollUntil('the extender sees the bogus reservation', () => extender.state.pod(`${ns}/bogus`)?.tdmaSlots?.[0] === 7, { timeoutMs: 30_000 });
+    const res = await extender.app.inject({
+      method: 'POST',
+      url: '/filter',
+      payload: { Pod: pod('next', { 'ulysses.io/tdma': '{"network":"rtnet0","slots":2}' }), NodeNames: ['kwok-1'] },
+    });
+    const r = res.json() as ExtenderFilterResult;
+    expect(r.NodeNames).toEqual(['kwok-1']);
+    expect(r.Error).toBe('');
+  });
+});
