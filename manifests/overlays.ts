@@ -46,6 +46,8 @@ export const COMPONENT_OBJECTS = {
     'Deployment/ulysses-scheduler-extender',
     'ConfigMap/ulysses-scheduler-extender',
     'Service/ulysses-scheduler-extender',
+    'ValidatingAdmissionPolicy/ulysses-reservations',
+    'ValidatingAdmissionPolicyBinding/ulysses-reservations',
   ],
   'kubelet-shim': [
     'ServiceAccount/ulysses-kubelet-shim',

@@ -60,7 +60,7 @@ describe.skipIf(!existsSync(kubectl))('kubectl kustomize of every overlay', () =
       expect(objs.map(objectId).sort()).toEqual(expectedObjects(overlay));
       for (const o of objs) {
         expect(o.metadata.labels?.['app.kubernetes.io/part-of'], objectId(o)).toBe('ulysses');
-        const clusterScoped = ['Namespace', 'CustomResourceDefinition', 'UlyssesConfig', 'ClusterRole', 'ClusterRoleBinding', 'FlowSchema'].includes(o.kind);
+        const clusterScoped = ['Namespace', 'CustomResourceDefinition', 'UlyssesConfig', 'ClusterRole', 'ClusterRoleBinding', 'FlowSchema', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'].includes(o.kind);
         expect(o.metadata.namespace, objectId(o)).toBe(clusterScoped ? undefined : ULYSSES_NAMESPACE);
       }
     });
