@@ -324,6 +324,24 @@ program
     console.log(`UlyssesConfig/default generation ${obj.metadata.generation}: ${JSON.stringify(patch)}\n(run "ulysses status" to see the components apply it)`);
   });
 
+const image = program.command('image').description('the Ulysses container image');
+image
+  .command('build')
+  .description('build ulysses:<version> as an OCI image tar without pulling a base image (host node, app, production deps); print its size')
+  .option('--out <file>', 'where to write the tar (default: the image cache)')
+  .option('--import', 'import it into the containerd of every node of the running testbeds (kubeadm and plain)', false)
+  .action(async (o) => {
+    const { buildUlyssesImage, importUlyssesImage } = await import('../experiments/testbed/ulysses-image.ts');
+    const img = await buildUlyssesImage({ outFile: o.out, log: (l) => console.error(l) });
+    console.log(`${img.name}: ${img.tar} (${(img.bytes / 1e6).toFixed(1)} MB, ${img.files} files)`);
+    if (o.import) {
+      const sockets = [...(kubeadmTestbed.readKubeadmState()?.nodes.map((n) => n.spec.socket) ?? []), ...(testbed.readState()?.realNodes.map((n) => n.socket) ?? [])];
+      if (!sockets.length) throw new Error('--import: no testbed is up (ulysses testbed up [--kubeadm])');
+      await importUlyssesImage(img.tar, sockets);
+      console.log(`imported into ${sockets.length} node(s)`);
+    }
+  });
+
 program.parseAsync().catch((err: Error) => {
   console.error(`ulysses: ${err.message}`);
   process.exit(1);

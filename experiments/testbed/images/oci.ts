@@ -32,6 +32,8 @@ export interface OciFile {
   content: Buffer;
   /** Permission bits, e.g. 0o755. */
   mode: number;
+  /** A symbolic link to this target instead of a regular file (`content` is then ignored). */
+  symlink?: string;
 }
 
 export interface OciImageOptions {
@@ -39,6 +41,10 @@ export interface OciImageOptions {
   name: string;
   files: OciFile[];
   entrypoint: string[];
+  /** Default arguments of the entrypoint (the image config's Cmd). */
+  cmd?: string[];
+  /** The user the process runs as, e.g. "1000:1000" (the image config's User). */
+  user?: string;
   /** "KEY=value" entries; a PATH is added unless one is given. */
   env?: string[];
   outFile: string;
@@ -129,7 +135,10 @@ export async function buildLayer(files: OciFile[]): Promise<Buffer> {
   for (const [p, f] of byPath) {
     entries.push({
       path: p,
-      entry: { header: { name: p, type: 'file', mode: f.mode & 0o7777, size: f.content.length }, content: f.content },
+      entry:
+        f.symlink !== undefined
+          ? { header: { name: p, type: 'symlink', linkname: f.symlink, mode: 0o777 } }
+          : { header: { name: p, type: 'file', mode: f.mode & 0o7777, size: f.content.length }, content: f.content },
     });
   }
   // Byte-wise order, so a parent directory ("a") always precedes its children ("a/b").
@@ -155,7 +164,7 @@ export async function writeOciImageTar(opts: OciImageOptions): Promise<{ digest:
   const config = json({
     architecture,
     os: 'linux',
-    config: { Env: env, Entrypoint: opts.entrypoint },
+    config: { ...(opts.user ? { User: opts.user } : {}), Env: env, Entrypoint: opts.entrypoint, ...(opts.cmd ? { Cmd: opts.cmd } : {}) },
     rootfs: { type: 'layers', diff_ids: [layerDigest] },
   });
   const configDigest = sha256(config);
