@@ -639,6 +639,8 @@ export async function down(opts: { runDir?: string; log?: (line: string) => void
   const t0 = Date.now();
   const byName = (prefix: string) => state.processes.filter((p) => p.name.startsWith(prefix));
   for (const p of byName('kubelet/')) await stopProcess(p.pid, 5000);
+  // the pods' volume mounts of the host's mount namespace: kubeadm reset runs in a private one
+  for (const n of state.nodes) await unmountUnder(n.varLibKubelet);
   // workers first (their reset reads the cluster's kubeadm-config), then the control plane
   const resets = async (nodes: KubeadmNode[]) =>
     Promise.all(
