@@ -98,6 +98,10 @@ export async function buildUlyssesImage(opts: { outFile?: string; log?: (l: stri
   files.push({ path: '/usr/local/bin/node', content: readFileSync(node), mode: 0o755 });
   for (const lib of sharedLibraries(node)) files.push({ path: lib, content: readFileSync(realpathSync(lib)), mode: 0o755 });
   files.push({ path: BUSYBOX, content: readFileSync(BUSYBOX), mode: 0o755 });
+  // what node:20-slim has and the runtime needs: a writable /tmp (tsx's cache), users root and node (1000)
+  files.push({ path: '/tmp', content: Buffer.alloc(0), mode: 0o1777, directory: true });
+  files.push({ path: '/etc/passwd', content: Buffer.from('root:x:0:0:root:/root:/bin/sh\nnode:x:1000:1000::/home/node:/bin/sh\n'), mode: 0o644 });
+  files.push({ path: '/etc/group', content: Buffer.from('root:x:0:\nnode:x:1000:\n'), mode: 0o644 });
   for (const a of BUSYBOX_APPLETS) files.push({ path: a, content: Buffer.alloc(0), mode: 0o777, symlink: BUSYBOX });
   // the app: tracked files (with their working-tree contents), filtered like .dockerignore
   const tracked = execFileSync('git', ['ls-files', '-z'], { cwd: REPO_ROOT, encoding: 'utf8' }).split('\0').filter(Boolean);

@@ -34,6 +34,8 @@ export interface OciFile {
   mode: number;
   /** A symbolic link to this target instead of a regular file (`content` is then ignored). */
   symlink?: string;
+  /** A directory with this `mode` (e.g. /tmp with 0o1777) instead of a regular file. */
+  directory?: boolean;
 }
 
 export interface OciImageOptions {
@@ -122,16 +124,23 @@ export async function packTar(entries: TarEntry[]): Promise<Buffer> {
 /** Builds the uncompressed layer: the files plus every parent directory (0755), sorted by path. */
 export async function buildLayer(files: OciFile[]): Promise<Buffer> {
   const dirs = new Set<string>();
+  const dirModes = new Map<string, number>();
   const byPath = new Map<string, OciFile>();
   for (const f of files) {
     const p = normalizePath(f.path);
+    if (f.directory) {
+      dirs.add(p);
+      dirModes.set(p, f.mode & 0o7777);
+      for (let d = posix.dirname(p); d !== '.'; d = posix.dirname(d)) dirs.add(d);
+      continue;
+    }
     if (byPath.has(p)) throw new Error(`duplicate image file path: ${f.path}`);
     byPath.set(p, f);
     for (let d = posix.dirname(p); d !== '.'; d = posix.dirname(d)) dirs.add(d);
   }
   for (const d of dirs) if (byPath.has(d)) throw new Error(`image path is both a file and a directory: ${d}`);
   const entries: Array<{ path: string; entry: TarEntry }> = [];
-  for (const d of dirs) entries.push({ path: d, entry: { header: { name: `${d}/`, type: 'directory', mode: 0o755 } } });
+  for (const d of dirs) entries.push({ path: d, entry: { header: { name: `${d}/`, type: 'directory', mode: dirModes.get(d) ?? 0o755 } } });
   for (const [p, f] of byPath) {
     entries.push({
       path: p,
