@@ -30,7 +30,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { KubeConfig, CoreV1Api, AppsV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { stringify as stringifyYaml } from 'yaml';
-import { binaryPath, cacheDir, ensureBinaries, K8S_VERSION } from './binaries.ts';
+import { binaryPath, binDir, cacheDir, ensureBinaries, K8S_VERSION } from './binaries.ts';
 import { buildTestImages } from './images/index.ts';
 import { buildKubeadmImages } from './kubeadm-images.ts';
 import { FatalError, isAlive, pidsMatching, pollUntil, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
@@ -275,6 +275,8 @@ function spawnKubeadm(args: string[], binds: Array<[string, string]>, logFile: s
   const fd = openSync(logFile, 'a');
   const child = spawn('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', script, 'sh', ...binds.flat(), '--', binaryPath('kubeadm'), ...args], {
     stdio: ['ignore', fd, fd],
+    // kubeadm's preflight runs `kubelet --version` from PATH
+    env: { ...process.env, PATH: `${binDir()}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}` },
   });
   closeSync(fd);
   const exited = new Promise<number>((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? 128 : 1))));

@@ -2,7 +2,8 @@
  * The kubeadm testbed (issue 23, section 1): `kubeadm init` + 2 × `kubeadm join` on this machine with
  * locally built images. The control plane runs as static pods, kube-proxy (iptables) on every node,
  * CoreDNS answers for the cluster domain, a pod on a worker answers through its Service's ClusterIP
- * (kube-proxy's DNAT) from the host, and `down` (kubeadm reset per node) leaves nothing behind.
+ * (kube-proxy's DNAT) from the host, the Ulysses image (section 2) runs as a pod on a worker, and
+ * `down` (kubeadm reset per node) leaves nothing behind.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync } from 'node:fs';
@@ -11,6 +12,7 @@ import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/c
 import * as kubeadm from '../../experiments/testbed/kubeadm.ts';
 import { applyDeployment, deployment, ensureNamespace, HTTP_PORT, podReady } from '../../experiments/workloads.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
+import { buildUlyssesImage, importUlyssesImage } from '../../experiments/testbed/ulysses-image.ts';
 
 const runDir = '/tmp/ulysses-it-kubeadm';
 const CP = kubeadm.CONTROL_PLANE_NAME;
@@ -94,6 +96,37 @@ describe('kubeadm testbed: kubeadm init, 2 workers joined, kube-proxy, CoreDNS',
     // kube-proxy programs the Service once its EndpointSlice lists the Ready pod
     const body = await pollUntil(`http://${clusterIP}/ answered`, () => httpGet(`http://${clusterIP}/`), { timeoutMs: 60_000 });
     expect(body).toContain(`ok ${pod.metadata!.name}`);
+  });
+
+  it('runs the Ulysses image (built without a base image, imported into every node) as a pod', async () => {
+    const img = await buildUlyssesImage();
+    console.log(`${img.name}: ${(img.bytes / 1e6).toFixed(1)} MB`);
+    await importUlyssesImage(img.tar, state!.nodes.map((n) => n.spec.socket));
+    const ns = 'it-kubeadm-image';
+    await ensureNamespace(core, ns);
+    await core.createNamespacedPod({
+      namespace: ns,
+      body: {
+        metadata: { name: 'ulysses-help' },
+        spec: {
+          restartPolicy: 'Never',
+          nodeName: WORKERS[1],
+          automountServiceAccountToken: false,
+          containers: [{ name: 'ulysses', image: `ulysses:${img.name.split(':').pop()}`, imagePullPolicy: 'Never', args: ['ulysses', '--help'] }],
+        },
+      },
+    });
+    const done = await pollUntil(
+      'ulysses-help pod finished',
+      async () => {
+        const p = await core.readNamespacedPod({ name: 'ulysses-help', namespace: ns });
+        return ['Succeeded', 'Failed'].includes(p.status?.phase ?? '') && p;
+      },
+      { timeoutMs: 120_000 },
+    );
+    const logs = await core.readNamespacedPodLog({ name: 'ulysses-help', namespace: ns });
+    expect(done.status?.phase, logs).toBe('Succeeded');
+    expect(logs).toContain('Usage: ulysses');
   });
 
   it('down (kubeadm reset on every node) leaves no process, mount, interface, cgroup, iptables chain or kubeadm file', async () => {
