@@ -418,7 +418,8 @@ export async function up(opts: KubeadmUpOptions = {}): Promise<KubeadmState> {
     for (const f of ['/usr/sbin/runc', '/usr/lib/cni/bridge', '/usr/lib/cni/host-local']) if (!existsSync(f)) throw new Error(`${f} is missing (apt-get install runc containernetworking-plugins)`);
     const leftovers = [join(HOST_ETC_KUBERNETES, 'manifests'), join(HOST_ETC_KUBERNETES, 'admin.conf'), join(HOST_VAR_LIB_ETCD, 'member')].filter((p) => existsSync(p));
     if (leftovers.length) throw new Error(`a kubeadm cluster not started by this testbed seems to exist (${leftovers.join(', ')}): run \`kubeadm reset -f\` first`);
-    await ensureBinaries(log);
+    const needed = ['kubeadm', 'kubelet', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kube-proxy', 'etcd', 'containerd', 'containerd-shim-runc-v2', 'ctr'] as const;
+    if (needed.some((b) => !existsSync(binaryPath(b)))) await ensureBinaries(log);
   });
   const coredns = existsSync(binaryPath('coredns'));
   const images = await step('images', timings, log, () => buildKubeadmImages(log, coredns ? [] : ['coredns']));
