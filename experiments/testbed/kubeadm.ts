@@ -652,7 +652,9 @@ export async function down(opts: { runDir?: string; log?: (line: string) => void
         if (n.role === 'worker' && !existsSync(n.etcKubernetes)) return;
         const logFile = join(runDir, 'logs', `kubeadm-reset-${n.spec.name}.log`);
         const { exited } = spawnKubeadm(['reset', '-f', '--cri-socket', cri(n)], bindsFor(runDir, n), logFile);
-        const code = await Promise.race([exited, new Promise<number>((r) => setTimeout(() => r(-1), 120_000))]);
+        let timer: NodeJS.Timeout | undefined;
+        const code = await Promise.race([exited, new Promise<number>((r) => (timer = setTimeout(() => r(-1), 120_000)))]);
+        clearTimeout(timer);
         if (code !== 0) log(`kubeadm reset on ${n.spec.name} exited with ${code} (continuing the cleanup):\n${tailFile(logFile, 8)}`);
       }),
     );
