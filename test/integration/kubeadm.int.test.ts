@@ -3,10 +3,13 @@
  * locally built images. The control plane runs as static pods, kube-proxy (iptables) on every node,
  * CoreDNS answers for the cluster domain, a pod on a worker answers through its Service's ClusterIP
  * (kube-proxy's DNAT) from the host, the Ulysses image (section 2) runs as a pod on a worker, and
- * `down` (kubeadm reset per node) leaves nothing behind.
+ * `down` (kubeadm reset per node) leaves nothing behind. A failing step (kubeadm's preflight on a taken
+ * port) ends `up` with the step's name and log tail.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync } from 'node:fs';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
 import { Resolver } from 'node:dns/promises';
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import * as kubeadm from '../../experiments/testbed/kubeadm.ts';
@@ -28,6 +31,26 @@ async function httpGet(url: string): Promise<string> {
   const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
   return res.text();
 }
+
+describe('kubeadm testbed: a failing step', () => {
+  it('ends `up` with the step name and kubeadm\'s log tail, and leaves nothing behind', async () => {
+    await kubeadm.down({ runDir, log: () => undefined }); // a leftover of an aborted run
+    const busy = createServer().listen(6443, '0.0.0.0'); // kubeadm's preflight refuses a taken apiserver port
+    await once(busy, 'listening');
+    let err: unknown;
+    try {
+      await kubeadm.up({ runDir, workers: 0, log: () => undefined });
+    } catch (e) {
+      err = e;
+    } finally {
+      busy.close();
+    }
+    expect(err).toBeInstanceOf(kubeadm.StepError);
+    expect((err as kubeadm.StepError).step).toBe('kubeadm init');
+    expect((err as Error).message).toContain('Port-6443');
+    expect(kubeadm.leftovers(runDir)).toEqual([]);
+  });
+});
 
 describe('kubeadm testbed: kubeadm init, 2 workers joined, kube-proxy, CoreDNS', () => {
   beforeAll(async () => {
