@@ -471,6 +471,9 @@ export async function up(opts: KubeadmUpOptions = {}): Promise<KubeadmState> {
           await createBridge(n.spec);
           const pause = images.find((i) => i.component === 'pause')!.name;
           track(await startContainerd(n.spec, undefined, pause));
+          // the service CIDR routes to the control plane's bridge: a ClusterIP kube-proxy has not
+          // programmed (yet) goes nowhere instead of to the host's default gateway (gone with the bridge)
+          if (n.role === 'control-plane') await run('ip', ['route', 'replace', SERVICE_SUBNET, 'dev', n.spec.bridge, 'src', n.spec.gateway]);
           // the control plane runs every image; workers only what runs on every node or anywhere
           await importImages(n, n.role === 'control-plane' ? images : images.filter((i) => ['pause', 'kube-proxy', 'coredns'].includes(i.component)));
           await importImages(n, testImages);
