@@ -4,6 +4,7 @@
  */
 import { Command, InvalidArgumentError } from 'commander';
 import * as testbed from '../experiments/testbed/testbed.ts';
+import * as kubeadmTestbed from '../experiments/testbed/kubeadm.ts';
 
 const int = (name: string) => (v: string) => {
   const n = Number(v);
@@ -23,7 +24,15 @@ tb.command('up')
   .option('--kubelet-shim <config>', "run Ulysses' kubelet-shim between each real kubelet and containerd, with this config file")
   .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
   .option('--nodes-ready-timeout <s>', 'seconds to wait for all nodes Ready (default 120 + 0.3 per KWOK node)', int('--nodes-ready-timeout'))
-  .action(async (o) => {
+  .option('--kubeadm', `a kubeadm cluster instead (static-pod control plane, kube-proxy, CoreDNS, joined workers; run dir ${kubeadmTestbed.defaultKubeadmRunDir()})`, false)
+  .option('--workers <n>', 'with --kubeadm: worker nodes joined with kubeadm join', int('--workers'), 2)
+  .action(async (o, cmd: Command) => {
+    if (o.kubeadm) {
+      const runDir = cmd.getOptionValueSource('runDir') === 'default' ? undefined : o.runDir;
+      const k = await kubeadmTestbed.up({ workers: o.workers, runDir });
+      console.log(`export KUBECONFIG=${k.kubeconfig}`);
+      return;
+    }
     const s = await testbed.up({
       nodesReadyTimeoutMs: o.nodesReadyTimeout !== undefined ? o.nodesReadyTimeout * 1000 : undefined,
       realNodes: o.realNodes,
@@ -38,7 +47,10 @@ tb.command('up')
 tb.command('down')
   .description('stop everything the testbed started and clean up')
   .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
-  .action(async (o) => testbed.down({ runDir: o.runDir }));
+  .option('--kubeadm', 'the kubeadm cluster: kubeadm reset on every node, then remove what it left', false)
+  .action(async (o, cmd: Command) =>
+    o.kubeadm ? kubeadmTestbed.down({ runDir: cmd.getOptionValueSource('runDir') === 'default' ? undefined : o.runDir }) : testbed.down({ runDir: o.runDir }),
+  );
 tb.command('status')
   .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
   .option('--json', 'print JSON', false)
@@ -310,6 +322,24 @@ program
     const patch = setPatch(component, mode, { controllers: o.controllers, periodMs: o.periodMs, workers: o.workers, apiRateLimit: o.apiRateLimit, node: o.node, selector: o.selector, params: o.param, plugins: o.plugins, namespaces: o.namespaces }, current?.spec);
     const obj = await patchRuntimeConfig(client, patch);
     console.log(`UlyssesConfig/default generation ${obj.metadata.generation}: ${JSON.stringify(patch)}\n(run "ulysses status" to see the components apply it)`);
+  });
+
+const image = program.command('image').description('the Ulysses container image');
+image
+  .command('build')
+  .description('build ulysses:<version> as an OCI image tar without pulling a base image (host node, app, production deps); print its size')
+  .option('--out <file>', 'where to write the tar (default: the image cache)')
+  .option('--import', 'import it into the containerd of every node of the running testbeds (kubeadm and plain)', false)
+  .action(async (o) => {
+    const { buildUlyssesImage, importUlyssesImage } = await import('../experiments/testbed/ulysses-image.ts');
+    const img = await buildUlyssesImage({ outFile: o.out, log: (l) => console.error(l) });
+    console.log(`${img.name}: ${img.tar} (${(img.bytes / 1e6).toFixed(1)} MB, ${img.files} files)`);
+    if (o.import) {
+      const sockets = [...(kubeadmTestbed.readKubeadmState()?.nodes.map((n) => n.spec.socket) ?? []), ...(testbed.readState()?.realNodes.map((n) => n.socket) ?? [])];
+      if (!sockets.length) throw new Error('--import: no testbed is up (ulysses testbed up [--kubeadm])');
+      await importUlyssesImage(img.tar, sockets);
+      console.log(`imported into ${sockets.length} node(s)`);
+    }
   });
 
 program.parseAsync().catch((err: Error) => {

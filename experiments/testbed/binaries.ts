@@ -1,5 +1,5 @@
 /**
- * Locates (building on first use) the pinned Kubernetes, etcd, kwok and containerd binaries. The
+ * Locates (building on first use) the pinned Kubernetes, etcd, kwok, containerd and CoreDNS binaries. The
  * build itself is build-binaries.sh: a generated wrapper Go module, cached per version under
  * $ULYSSES_CACHE (default ~/.cache/ulysses), never rebuilt once present.
  */
@@ -17,11 +17,14 @@ export const BINARIES = [
   'kube-controller-manager',
   'kubelet',
   'kubectl',
+  'kubeadm',
+  'kube-proxy',
   'etcd',
   'kwok',
   'containerd',
   'containerd-shim-runc-v2',
   'ctr',
+  'coredns',
 ] as const;
 export type Binary = (typeof BINARIES)[number];
 

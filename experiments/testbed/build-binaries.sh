@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the pinned, real Kubernetes binaries (and etcd, kwok, containerd 2) from Go modules into a
+# Builds the pinned, real Kubernetes binaries (and etcd, kwok, containerd 2, CoreDNS) from Go modules into a
 # per-version cache outside the repo (ulysses-spec.md §6: wrapper module requiring k8s.io/kubernetes
 # with every staging module replaced by the matching v0.x release). A binary already in the cache is
 # never rebuilt. Prints one progress line per binary.
@@ -11,6 +11,7 @@ K8S_VERSION="${K8S_VERSION:-v1.36.3}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.8}"        # the etcd client version Kubernetes 1.36 pins
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
+COREDNS_VERSION="${COREDNS_VERSION:-v1.14.2}"  # the CoreDNS kubeadm 1.36 deploys
 
 CACHE="${1:-${ULYSSES_CACHE:-$HOME/.cache/ulysses}}"
 STAGING_VERSION="v0.${K8S_VERSION#v1.}"
@@ -30,7 +31,7 @@ have() { [ -x "$BIN/$1" ]; }
 elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
 
 # --- Kubernetes ----------------------------------------------------------------------------------
-K8S_CMDS="kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl"
+K8S_CMDS="kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl kubeadm kube-proxy"
 missing=""
 for c in $K8S_CMDS; do have "$c" || missing="$missing $c"; done
 if [ -n "$missing" ]; then
@@ -100,6 +101,28 @@ for c in containerd containerd-shim-runc-v2 ctr; do
     mv "$WORK/gobin-containerd/$c" "$BIN/$c"; step "built $c in $(elapsed "$t")"
   fi
 done
+
+# --- CoreDNS for the kubeadm testbed: only the plugins of kubeadm's default Corefile ----------------
+if ! have coredns; then
+  mod="$WORK/coredns-$COREDNS_VERSION"; mkdir -p "$mod"
+  printf 'module ulysses.local/corednsbin\n\ngo 1.26\n\nrequire github.com/coredns/coredns %s\n' "$COREDNS_VERSION" > "$mod/go.mod"
+  {
+    echo "package main"
+    echo
+    echo "import ("
+    for p in cache errors forward health kubernetes loadbalance log loop metrics ready reload; do
+      echo "	_ \"github.com/coredns/coredns/plugin/$p\""
+    done
+    echo "	\"github.com/coredns/coredns/coremain\""
+    echo ")"
+    echo
+    echo "func main() { coremain.Run() }"
+  } > "$mod/main.go"
+  t=$(date +%s); step "building coredns $COREDNS_VERSION (plugins of kubeadm's default Corefile)"
+  (cd "$mod" && { [ -f go.sum ] || go get "github.com/coredns/coredns/coremain@$COREDNS_VERSION" >/dev/null; } \
+     && go build -trimpath -ldflags "-s -w" -o "$BIN/coredns.tmp" .)
+  mv "$BIN/coredns.tmp" "$BIN/coredns"; step "built coredns in $(elapsed "$t")"
+fi
 
 step "binaries ready in $BIN"
 echo "$BIN"

@@ -66,7 +66,7 @@ function cgroupControllers(): string[] {
 }
 
 /** The node's cgroup root in every v1 hierarchy (kubelet refuses a cgroupRoot that does not exist). */
-function createCgroupRoot(spec: RealNodeSpec): void {
+export function createCgroupRoot(spec: RealNodeSpec): void {
   for (const c of cgroupControllers()) {
     const dir = join(CGROUP_V1_ROOT, c, spec.cgroupRoot);
     mkdirSync(dir, { recursive: true });
@@ -118,7 +118,7 @@ export async function destroyCgroupRoot(cgroupRoot: string): Promise<void> {
   }
 }
 
-async function createBridge(spec: RealNodeSpec): Promise<void> {
+export async function createBridge(spec: RealNodeSpec): Promise<void> {
   const links = await sh('ip', ['-o', 'link', 'show']);
   if (!links.includes(` ${spec.bridge}:`)) await sh('ip', ['link', 'add', 'name', spec.bridge, 'type', 'bridge']);
   const addrs = await sh('ip', ['-o', '-4', 'addr', 'show', 'dev', spec.bridge]);
@@ -135,7 +135,7 @@ export async function deleteBridge(bridge: string): Promise<void> {
   }
 }
 
-function containerdConfig(spec: RealNodeSpec, cdir: string): string {
+function containerdConfig(spec: RealNodeSpec, cdir: string, sandboxImage: string): string {
   return `version = 3
 root = "${cdir}/root"
 state = "${cdir}/state"
@@ -159,7 +159,7 @@ temp = "${cdir}/tmp"
   [plugins.'io.containerd.cri.v1.images']
     snapshotter = "overlayfs"
     [plugins.'io.containerd.cri.v1.images'.pinned_images]
-      sandbox = "ulysses.local/pause:1"
+      sandbox = "${sandboxImage}"
   [plugins.'io.containerd.cri.v1.runtime']
     # CAP_SYS_RESOURCE is missing on these machines: never try to lower oom_score_adj
     restrict_oom_score_adj = true
@@ -300,10 +300,11 @@ export async function startKubeletShim(spec: RealNodeSpec, configFile: string, c
   return p;
 }
 
-export async function startContainerd(spec: RealNodeSpec, cpus?: string): Promise<TrackedProcess> {
+/** Starts the node's containerd; `sandboxImage` is its pause image (the testbed's own by default). */
+export async function startContainerd(spec: RealNodeSpec, cpus?: string, sandboxImage = 'ulysses.local/pause:1'): Promise<TrackedProcess> {
   const cdir = join(spec.dir, 'containerd');
   for (const d of ['root', 'state', 'tmp', 'opt', 'cni']) await mkdir(join(cdir, d), { recursive: true });
-  await writeFile(join(cdir, 'config.toml'), containerdConfig(spec, cdir));
+  await writeFile(join(cdir, 'config.toml'), containerdConfig(spec, cdir, sandboxImage));
   await writeFile(join(cdir, 'cni', '10-ulysses.conflist'), cniConfig(spec));
   const p = startProcess({
     name: `containerd/${spec.name}`,

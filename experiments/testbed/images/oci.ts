@@ -32,6 +32,10 @@ export interface OciFile {
   content: Buffer;
   /** Permission bits, e.g. 0o755. */
   mode: number;
+  /** A symbolic link to this target instead of a regular file (`content` is then ignored). */
+  symlink?: string;
+  /** A directory with this `mode` (e.g. /tmp with 0o1777) instead of a regular file. */
+  directory?: boolean;
 }
 
 export interface OciImageOptions {
@@ -39,6 +43,10 @@ export interface OciImageOptions {
   name: string;
   files: OciFile[];
   entrypoint: string[];
+  /** Default arguments of the entrypoint (the image config's Cmd). */
+  cmd?: string[];
+  /** The user the process runs as, e.g. "1000:1000" (the image config's User). */
+  user?: string;
   /** "KEY=value" entries; a PATH is added unless one is given. */
   env?: string[];
   outFile: string;
@@ -116,20 +124,30 @@ export async function packTar(entries: TarEntry[]): Promise<Buffer> {
 /** Builds the uncompressed layer: the files plus every parent directory (0755), sorted by path. */
 export async function buildLayer(files: OciFile[]): Promise<Buffer> {
   const dirs = new Set<string>();
+  const dirModes = new Map<string, number>();
   const byPath = new Map<string, OciFile>();
   for (const f of files) {
     const p = normalizePath(f.path);
+    if (f.directory) {
+      dirs.add(p);
+      dirModes.set(p, f.mode & 0o7777);
+      for (let d = posix.dirname(p); d !== '.'; d = posix.dirname(d)) dirs.add(d);
+      continue;
+    }
     if (byPath.has(p)) throw new Error(`duplicate image file path: ${f.path}`);
     byPath.set(p, f);
     for (let d = posix.dirname(p); d !== '.'; d = posix.dirname(d)) dirs.add(d);
   }
   for (const d of dirs) if (byPath.has(d)) throw new Error(`image path is both a file and a directory: ${d}`);
   const entries: Array<{ path: string; entry: TarEntry }> = [];
-  for (const d of dirs) entries.push({ path: d, entry: { header: { name: `${d}/`, type: 'directory', mode: 0o755 } } });
+  for (const d of dirs) entries.push({ path: d, entry: { header: { name: `${d}/`, type: 'directory', mode: dirModes.get(d) ?? 0o755 } } });
   for (const [p, f] of byPath) {
     entries.push({
       path: p,
-      entry: { header: { name: p, type: 'file', mode: f.mode & 0o7777, size: f.content.length }, content: f.content },
+      entry:
+        f.symlink !== undefined
+          ? { header: { name: p, type: 'symlink', linkname: f.symlink, mode: 0o777 } }
+          : { header: { name: p, type: 'file', mode: f.mode & 0o7777, size: f.content.length }, content: f.content },
     });
   }
   // Byte-wise order, so a parent directory ("a") always precedes its children ("a/b").
@@ -155,7 +173,7 @@ export async function writeOciImageTar(opts: OciImageOptions): Promise<{ digest:
   const config = json({
     architecture,
     os: 'linux',
-    config: { Env: env, Entrypoint: opts.entrypoint },
+    config: { ...(opts.user ? { User: opts.user } : {}), Env: env, Entrypoint: opts.entrypoint, ...(opts.cmd ? { Cmd: opts.cmd } : {}) },
     rootfs: { type: 'layers', diff_ids: [layerDigest] },
   });
   const configDigest = sha256(config);

@@ -1,0 +1,146 @@
+/**
+ * `ulysses image build`: the Ulysses image (`ulysses:<version>`, what manifests/ deploy) as a
+ * one-layer OCI image tar, offline: no base image is pulled. The same layout as
+ * manifests/Containerfile (which stays for users with a registry):
+ *
+ *   /usr/local/bin/node          the host's Node.js runtime, plus the shared libraries it loads
+ *   /bin/busybox + links         /bin/sh and the few tools manifests/entrypoint.sh uses
+ *   /app/...                     the repository's tracked files, filtered like .dockerignore
+ *   /app/node_modules/...        the production dependencies (package-lock.json entries not marked dev),
+ *                                without type declarations, source maps and docs
+ *   Entrypoint /app/manifests/entrypoint.sh, Cmd ["ulysses", "--help"], User 1000:1000, NODE_ENV=production
+ */
+import { execFile, execFileSync } from 'node:child_process';
+import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { binaryPath, cacheDir } from './binaries.ts';
+import { writeOciImageTar, type OciFile } from './images/oci.ts';
+
+const run = promisify(execFile);
+export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const BUSYBOX = '/bin/busybox';
+/** What manifests/entrypoint.sh runs besides builtins, as busybox applets. */
+const BUSYBOX_APPLETS = ['/bin/sh', '/bin/dirname', '/bin/sleep', '/bin/cat', '/bin/ls', '/usr/bin/find', '/usr/bin/head', '/usr/bin/env'];
+
+export function ulyssesVersion(): string {
+  return (JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+/** The name the manifests' `image: ulysses:<version>` resolves to in containerd's CRI. */
+export function ulyssesImageName(version = ulyssesVersion()): string {
+  return `docker.io/library/ulysses:${version}`;
+}
+
+/** Same rules as .dockerignore: no tests, no manifests but the entrypoint, no logs or outputs. */
+export function inImage(path: string): boolean {
+  if (path.startsWith('test/') || path.endsWith('.test.ts') || path.startsWith('out/') || path.startsWith('.testbed/') || path.endsWith('.log')) return false;
+  if (path.startsWith('.git')) return false;
+  if (path.startsWith('manifests/') && path !== 'manifests/entrypoint.sh') return false;
+  return true;
+}
+
+function sharedLibraries(elf: string): string[] {
+  const out = execFileSync('ldd', [elf], { encoding: 'utf8' });
+  const libs: string[] = [];
+  for (const line of out.split('\n')) {
+    const m = /=>\s*(\/\S+)/.exec(line) ?? /^\s*(\/\S+)\s+\(/.exec(line);
+    if (m) libs.push(m[1]!);
+  }
+  return libs;
+}
+
+/** node_modules/<pkg> paths of the production dependency closure, as package-lock.json lists them. */
+export function productionPackages(lock: { packages?: Record<string, { dev?: boolean; link?: boolean }> }): string[] {
+  return Object.entries(lock.packages ?? {})
+    .filter(([path, p]) => path.startsWith('node_modules/') && !p.dev && !p.link && !path.includes('node_modules/@types/'))
+    .map(([path]) => path);
+}
+
+/** Files of a package nothing runs: type declarations, source maps, docs. */
+const SKIPPED_IN_PACKAGES = /\.(d\.ts|d\.mts|d\.cts|map|md|markdown)$/i;
+
+function walk(root: string, rel: string, out: OciFile[], base: string): void {
+  const abs = join(root, rel);
+  for (const e of readdirSync(abs, { withFileTypes: true })) {
+    const r = join(rel, e.name);
+    if (SKIPPED_IN_PACKAGES.test(e.name)) continue;
+    if (e.isDirectory()) {
+      if (e.name === 'node_modules') continue; // nested packages are entries of their own in the lock file
+      walk(root, r, out, base);
+    } else if (e.isFile()) {
+      const st = statSync(join(root, r));
+      out.push({ path: join(base, r), content: readFileSync(join(root, r)), mode: st.mode & 0o111 ? 0o755 : 0o644 });
+    } else if (e.isSymbolicLink()) {
+      const target = realpathSync(join(root, r));
+      if (statSync(target).isFile()) out.push({ path: join(base, r), content: readFileSync(target), mode: statSync(target).mode & 0o111 ? 0o755 : 0o644 });
+    }
+  }
+}
+
+export interface UlyssesImage {
+  name: string;
+  tar: string;
+  bytes: number;
+  files: number;
+}
+
+export async function buildUlyssesImage(opts: { outFile?: string; log?: (l: string) => void } = {}): Promise<UlyssesImage> {
+  const log = opts.log ?? (() => undefined);
+  const version = ulyssesVersion();
+  const name = ulyssesImageName(version);
+  const outFile = opts.outFile ?? join(cacheDir(), 'images', `ulysses-${version}.tar`);
+  if (!existsSync(BUSYBOX)) throw new Error(`${BUSYBOX} is missing (apt-get install busybox-static): the entrypoint needs /bin/sh`);
+  const files: OciFile[] = [];
+  // runtime: the host's node and the libraries it loads (path in the image = path on the host)
+  const node = realpathSync(process.execPath);
+  files.push({ path: '/usr/local/bin/node', content: readFileSync(node), mode: 0o755 });
+  for (const lib of sharedLibraries(node)) files.push({ path: lib, content: readFileSync(realpathSync(lib)), mode: 0o755 });
+  files.push({ path: BUSYBOX, content: readFileSync(BUSYBOX), mode: 0o755 });
+  // what node:20-slim has and the runtime needs: a writable /tmp (tsx's cache), users root and node (1000)
+  files.push({ path: '/tmp', content: Buffer.alloc(0), mode: 0o1777, directory: true });
+  files.push({ path: '/etc/passwd', content: Buffer.from('root:x:0:0:root:/root:/bin/sh\nnode:x:1000:1000::/home/node:/bin/sh\n'), mode: 0o644 });
+  files.push({ path: '/etc/group', content: Buffer.from('root:x:0:\nnode:x:1000:\n'), mode: 0o644 });
+  for (const a of BUSYBOX_APPLETS) files.push({ path: a, content: Buffer.alloc(0), mode: 0o777, symlink: BUSYBOX });
+  // the app: tracked files (with their working-tree contents), filtered like .dockerignore
+  const tracked = execFileSync('git', ['ls-files', '-z'], { cwd: REPO_ROOT, encoding: 'utf8' }).split('\0').filter(Boolean);
+  for (const f of tracked.filter(inImage)) {
+    const abs = join(REPO_ROOT, f);
+    if (!existsSync(abs) || !lstatSync(abs).isFile()) continue;
+    files.push({ path: join('/app', f), content: readFileSync(abs), mode: f === 'manifests/entrypoint.sh' || statSync(abs).mode & 0o111 ? 0o755 : 0o644 });
+  }
+  // production dependencies
+  const lock = JSON.parse(readFileSync(join(REPO_ROOT, 'package-lock.json'), 'utf8')) as Parameters<typeof productionPackages>[0];
+  const modules = realpathSync(join(REPO_ROOT, 'node_modules'));
+  let packages = 0;
+  for (const pkg of productionPackages(lock)) {
+    const dir = join(modules, relative('node_modules', pkg));
+    if (!existsSync(dir)) continue; // an optional dependency of another platform
+    walk(dir, '', files, join('/app', pkg));
+    packages++;
+  }
+  log(`image ${name}: ${files.length} files (${packages} production packages), packing`);
+  await writeOciImageTar({
+    name,
+    files,
+    entrypoint: ['/app/manifests/entrypoint.sh'],
+    cmd: ['ulysses', '--help'],
+    user: '1000:1000',
+    env: ['NODE_ENV=production'],
+    outFile,
+  });
+  return { name, tar: outFile, bytes: statSync(outFile).size, files: files.length };
+}
+
+/** Imports the image into the containerds at these sockets (namespace k8s.io, where the CRI looks). */
+export async function importUlyssesImage(tar: string, sockets: string[]): Promise<void> {
+  for (const socket of sockets) {
+    try {
+      await run(binaryPath('ctr'), ['-a', socket, '-n', 'k8s.io', 'images', 'import', '--platform', 'linux/amd64', tar], { maxBuffer: 16 << 20 });
+    } catch (err) {
+      const e = err as { stderr?: string; message: string };
+      throw new Error(`ctr images import ${tar} into ${socket}: ${e.stderr?.trim() || e.message}`);
+    }
+  }
+}
