@@ -35,6 +35,7 @@ import { buildTestImages } from './images/index.ts';
 import { buildKubeadmImages } from './kubeadm-images.ts';
 import { FatalError, isAlive, pidsMatching, pollUntil, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
 import { createBridge, createCgroupRoot, deleteBridge, destroyCgroupRoot, mountsUnder, startContainerd, unmountUnder, type RealNodeSpec } from './realnode.ts';
+import { KUBEADM_PREREQUISITES, ensurePrerequisites } from './prerequisites.ts';
 
 const run = promisify(execFile);
 
@@ -405,17 +406,7 @@ export async function up(opts: KubeadmUpOptions = {}): Promise<KubeadmState> {
   const cp = nodes[0]!;
 
   await step('prerequisites', timings, log, async () => {
-    const tools = ['unshare', 'mount', 'ip', 'iptables-save', 'iptables-restore'];
-    const missingTools = tools.filter((t) => {
-      try {
-        execFileSync('sh', ['-c', `command -v ${t}`], { stdio: 'ignore' });
-        return false;
-      } catch {
-        return true;
-      }
-    });
-    if (missingTools.length) throw new Error(`missing on PATH: ${missingTools.join(', ')}`);
-    for (const f of ['/usr/sbin/runc', '/usr/lib/cni/bridge', '/usr/lib/cni/host-local']) if (!existsSync(f)) throw new Error(`${f} is missing (apt-get install runc containernetworking-plugins)`);
+    ensurePrerequisites(KUBEADM_PREREQUISITES, { log });
     const leftovers = [join(HOST_ETC_KUBERNETES, 'manifests'), join(HOST_ETC_KUBERNETES, 'admin.conf'), join(HOST_VAR_LIB_ETCD, 'member')].filter((p) => existsSync(p));
     if (leftovers.length) throw new Error(`a kubeadm cluster not started by this testbed seems to exist (${leftovers.join(', ')}): run \`kubeadm reset -f\` first`);
     const needed = ['kubeadm', 'kubelet', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kube-proxy', 'etcd', 'containerd', 'containerd-shim-runc-v2', 'ctr'] as const;

@@ -73,6 +73,13 @@ export const TESTBED_PREREQUISITES: readonly Prerequisite[] = [
   },
 ];
 
+/** The kubeadm testbed's needs beyond the plain one: kube-proxy's iptables, joins in mount namespaces. */
+export const KUBEADM_PREREQUISITES: readonly Prerequisite[] = [
+  ...TESTBED_PREREQUISITES,
+  ...['iptables-save', 'iptables-restore'].map((c) => ({ what: `${c} (kube-proxy's image takes the host's iptables)`, present: (h: HostProbe) => h.onPath(c), debianPackage: 'iptables' })),
+  ...['unshare', 'mount'].map((c) => ({ what: `${c} (util-linux: kubeadm join in a mount namespace of its own)`, present: (h: HostProbe) => h.onPath(c), debianPackage: c === 'mount' ? 'mount' : 'util-linux' })),
+];
+
 /** Go is needed only while binaries still have to be built. */
 export const BUILD_PREREQUISITES: readonly Prerequisite[] = [
   { what: 'go >= 1.26 (builds the Kubernetes binaries from Go modules on first use)', present: (h) => h.onPath('go'), remedy: 'install Go >= 1.26 (https://go.dev/doc/install) and put it on PATH' },
