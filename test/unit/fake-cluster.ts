@@ -52,7 +52,9 @@ export function fakeClient(routes: Record<string, FakeInformer<KubernetesObject>
     if (err) throw err;
     const store = storeFor(path);
     const ns = /namespaces\/([^/]+)/.exec(path)?.[1];
-    const last = path.split('/').at(-1)!;
+    const parts = path.split('/');
+    const sub = parts.at(-1) === 'status' ? 'status' : undefined;
+    const last = sub ? parts.at(-2)! : parts.at(-1)!;
     if (method === 'POST') {
       const o = structuredClone(opts.body) as KubernetesObject;
       o.metadata = { ...o.metadata, namespace: ns, name: o.metadata?.name ?? `${o.metadata?.generateName ?? ''}${++n}`, uid: `uid-${++n}`, generation: 1, resourceVersion: String(++n) };
@@ -66,8 +68,10 @@ export function fakeClient(routes: Record<string, FakeInformer<KubernetesObject>
       return {} as T;
     }
     if (method === 'PUT') {
-      const o = structuredClone(opts.body) as KubernetesObject;
-      o.metadata = { ...o.metadata, generation: (cur.metadata?.generation ?? 1) + 1, resourceVersion: String(++n) };
+      const body = structuredClone(opts.body) as KubernetesObject & { status?: unknown };
+      // the status subresource changes only the status, the main resource everything else
+      const o = sub ? { ...structuredClone(cur), status: body.status } : { ...body, status: (cur as { status?: unknown }).status };
+      o.metadata = { ...(sub ? cur.metadata : body.metadata), generation: (cur.metadata?.generation ?? 1) + (sub ? 0 : 1), resourceVersion: String(++n) };
       store.upsert(o);
       return o as T;
     }
