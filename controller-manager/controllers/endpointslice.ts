@@ -483,7 +483,7 @@ export class EndpointSliceController {
         try {
           const res = await this.d.client.post<V1EndpointSlice>(slicesPath(ns), sl);
           written.set(`${ns}/${res.metadata!.name}`, res.metadata?.generation ?? 1);
-          this.d.log.debug({ service: key, slice: res.metadata?.name, endpoints: sl.endpoints.length }, 'created EndpointSlice');
+          this.d.log.debug({ service: key, slice: res.metadata?.name, endpoints: (sl.endpoints ?? []).length }, 'created EndpointSlice');
         } catch (err) {
           if (isNamespaceTerminating(err)) return false;
           throw err;
@@ -493,10 +493,10 @@ export class EndpointSliceController {
     for (const sl of plan.update) {
       const annotations = { ...(sl.metadata?.annotations ?? {}) };
       setTriggerTime(annotations, triggerTime);
-      const body: V1EndpointSlice = { ...sl, apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', metadata: { ...sl.metadata, annotations } };
+      const body: V1EndpointSlice = { ...sl, apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', metadata: { ...sl.metadata, annotations }, endpoints: sl.endpoints ?? [] };
       const res = await this.d.client.put<V1EndpointSlice>(`${slicesPath(ns)}/${sl.metadata!.name}`, body);
       written.set(`${ns}/${res.metadata!.name}`, res.metadata?.generation ?? 1);
-      this.d.log.debug({ service: key, slice: res.metadata?.name, endpoints: sl.endpoints.length }, 'updated EndpointSlice');
+      this.d.log.debug({ service: key, slice: res.metadata?.name, endpoints: body.endpoints.length }, 'updated EndpointSlice');
     }
     for (const sl of plan.delete) await this.deleteSlice(key, sl);
     return true;

@@ -247,3 +247,13 @@ describe('EndpointSliceController', () => {
     await expect(h.c.reconcile('ns/web')).resolves.toBeUndefined();
   });
 });
+
+describe('EndpointSliceController with slices as the API returns them', () => {
+  it('a slice stored with endpoints: null (empty) is handled like an empty one; a label change rewrites it', async () => {
+    const stored = { ...slice('web-a', []), ports: [], endpoints: null as never, metadata: { ...slice('web-a', []).metadata, labels: { ...sliceLabels({}, svc()).labels, stale: 'x' } } };
+    const h = controller({ pods: [], slices: [stored] });
+    await h.c.reconcile('ns/web');
+    expect(h.writes().map((c) => [c.method, (c.body as V1EndpointSlice | undefined)?.endpoints])).toEqual([['PUT', []]]);
+    expect(h.slices.list()[0]!.metadata!.labels!.stale).toBeUndefined();
+  });
+});
