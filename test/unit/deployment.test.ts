@@ -141,3 +141,19 @@ describe('deployment status (upstream calculateStatus)', () => {
     expect(c.calculateStatus(dep(1), [over], over).unavailableReplicas).toBe(0);
   });
 });
+
+describe('fenceposts (upstream TestResolveFenceposts)', () => {
+  it.each([
+    ['0%', '0%', 0, { surge: 0, unavailable: 1 }],
+    ['39%', '39%', 10, { surge: 4, unavailable: 3 }],
+  ])('maxSurge %s maxUnavailable %s of %i', (s, u, n, want) => {
+    expect(resolveFenceposts(dep(n, s, u), n)).toEqual(want);
+  });
+  it.each([
+    ['oops', '39%'],
+    ['55%', 'urg'],
+    ['5', '1'],
+  ])('maxSurge %s maxUnavailable %s: an error naming the field', (s, u) => {
+    expect(() => resolveFenceposts(dep(10, s, u), 10)).toThrow(/Deployment ns\/d: spec\.strategy\.rollingUpdate\.max(Surge|Unavailable): invalid value/);
+  });
+});
