@@ -107,7 +107,9 @@ async function scenario(t: TestbedContext): Promise<unknown> {
 const isReady = (p: V1Pod) => !p.metadata?.deletionTimestamp && !!p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
 
 /** A Service's EndpointSlices and Endpoints, without names, IPs or times. */
-function normalizeService(slices: V1EndpointSlice[], ep: V1Endpoints | undefined, pods: V1Pod[]) {
+function normalizeService(allSlices: V1EndpointSlice[], ep: V1Endpoints | undefined, pods: V1Pod[]) {
+  // slices of the EndpointSlice controller; others (the mirroring controller's) are only counted
+  const slices = allSlices.filter((s) => s.metadata?.labels?.['endpointslice.kubernetes.io/managed-by'] === 'endpointslice-controller.k8s.io');
   const readyIps = pods.filter(isReady).map((p) => p.status!.podIP!).sort();
   const allIps = pods.filter((p) => p.status?.podIP && !p.metadata?.deletionTimestamp).map((p) => p.status!.podIP!).sort();
   const sliceIps = slices.flatMap((s) => (s.endpoints ?? []).flatMap((e) => e.addresses)).sort();
@@ -138,6 +140,7 @@ function normalizeService(slices: V1EndpointSlice[], ep: V1Endpoints | undefined
           ),
         }
       : null,
+    otherSlices: allSlices.length - slices.length,
     slicesHoldAllPodIps: JSON.stringify(sliceIps) === JSON.stringify(allIps),
     endpointsHoldAllPodIps: JSON.stringify(epIps) === JSON.stringify(allIps),
     readyPods: readyIps.length,
