@@ -153,7 +153,7 @@ async function extraScenarios(t: TestbedContext): Promise<Record<string, unknown
   const pods = async (app: string, namespace = ns) => (await core.listNamespacedPod({ namespace, labelSelector: `app=${app}` })).items;
   const slicesOf = async (svc: string) => (await discovery.listNamespacedEndpointSlice({ namespace: ns, labelSelector: `kubernetes.io/service-name=${svc}` })).items;
   const endpointsOf = (svc: string) => core.readNamespacedEndpoints({ name: svc, namespace: ns }).catch(() => undefined);
-  const service = async (svc: string) => normalizeService(await slicesOf(svc), await endpointsOf(svc), await pods(svc));
+  const service = async (svc: string, app = svc) => normalizeService(await slicesOf(svc), await endpointsOf(svc), await pods(app));
   const kwokApp = (name: string, replicas: number, mutate: (d: V1Deployment) => void = () => {}) => {
     const d = onKwok(deployment({ namespace: ns, name, replicas, criticality: 'low', image: 'http-server' }));
     d.spec!.template.spec!.containers[0]!.ports = [{ name: 'http', containerPort: 8080, protocol: 'TCP' }];
@@ -161,9 +161,9 @@ async function extraScenarios(t: TestbedContext): Promise<Record<string, unknown
     return apps.createNamespacedDeployment({ namespace: ns, body: d });
   };
   /** the Service's slices and Endpoints hold every (non-terminating) pod of the app, which has n ready pods */
-  const settled = (svc: string, n: number) =>
+  const settled = (svc: string, n: number, app = svc) =>
     pollUntil(`${svc}: ${n} ready pods in its EndpointSlices and Endpoints`, async () => {
-      const s = await service(svc);
+      const s = await service(svc, app);
       return s.readyPods === n && s.slicesHoldAllPodIps && s.endpointsHoldAllPodIps && s;
     }, { timeoutMs: 90_000 });
 
@@ -191,7 +191,7 @@ async function extraScenarios(t: TestbedContext): Promise<Record<string, unknown
   await core.patchNamespacedService({ name: 'nosel', namespace: ns, body: [{ op: 'remove', path: '/spec/selector' }] }, undefined);
   // barrier: a later Service change handled by the same controllers
   await core.createNamespacedService({ namespace: ns, body: { metadata: { name: 'barrier' }, spec: { selector: { app: 'nosel' }, ports: [{ name: 'http', port: 80, targetPort: 'http' as never }] } } });
-  await settled('barrier', 2);
+  await settled('barrier', 2, 'nosel');
   out.selectorRemoved = await service('nosel');
 
   // scale-down: the pod with the lowest pod-deletion-cost goes first
