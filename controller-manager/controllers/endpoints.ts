@@ -24,7 +24,7 @@ import { isPodReady, objectKey } from '../../core/objects.ts';
 import { NO_EVENTS, type ComponentEventRecorder } from '../../core/events.ts';
 import type { ReconcileResult } from '../queue/index.ts';
 import { hasSelector, resolvePort, shouldPodBeInEndpoints, shouldSetHostname } from './endpointslice.ts';
-import { semanticEqual } from './semantic.ts';
+import { isNamespaceTerminating, semanticEqual } from './semantic.ts';
 import { setTriggerTime, TriggerTimeTracker } from './trigger-time.ts';
 
 export const MAX_ENDPOINT_ADDRESSES = 1000;
@@ -243,6 +243,8 @@ export class EndpointsController {
       } catch (err) {
         // created meanwhile (cache lag): the next sync updates it
         if ((err as { statusCode?: number }).statusCode === 409) return { requeueAfterMs: 100 };
+        // upstream: creates in a terminating namespace keep failing: the key is dropped
+        if (isNamespaceTerminating(err)) return;
         this.failed(svc, err);
         throw err;
       }

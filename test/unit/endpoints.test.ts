@@ -79,11 +79,11 @@ describe('address family (upstream podToEndpointAddressForService)', () => {
   });
 });
 
-function controller(objs: { pods?: V1Pod[]; services?: V1Service[]; endpoints?: V1Endpoints[] }) {
+function controller(objs: { pods?: V1Pod[]; services?: V1Service[]; endpoints?: V1Endpoints[] }, fail?: Parameters<typeof fakeClient>[1]) {
   const pods = new FakeInformer(objs.pods ?? []);
   const services = new FakeInformer(objs.services ?? [svc()]);
   const endpoints = new FakeInformer(objs.endpoints ?? []);
-  const f = fakeClient({ endpoints: endpoints as unknown as FakeInformer<KubernetesObject> });
+  const f = fakeClient({ endpoints: endpoints as unknown as FakeInformer<KubernetesObject> }, fail);
   const c = new EndpointsController({ client: f.client as never, pods: pods as never, services: services as never, endpoints: endpoints as never, criticality: new CriticalityIndex(), enqueue: () => {}, log: pino({ level: 'silent' }) });
   return { c, pods, services, endpoints, ...f };
 }
@@ -124,5 +124,10 @@ describe('EndpointsController', () => {
     h.pods.upsert(p1);
     await h.c.reconcile('ns/foo');
     expect(ann()).toBe('2026-01-01T10:01:00Z');
+  });
+
+  it('a create refused because the namespace is terminating is dropped, not retried', async () => {
+    const h = controller({ pods: [pod('p1', 'Running', true, false)] }, (c) => (c.method === 'POST' ? Object.assign(new Error('forbidden'), { statusCode: 403, body: { details: { causes: [{ type: 'NamespaceTerminating' }] } } }) : undefined));
+    await expect(h.c.reconcile('ns/foo')).resolves.toBeUndefined();
   });
 });
