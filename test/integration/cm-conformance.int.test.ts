@@ -141,6 +141,7 @@ function normalizeService(allSlices: V1EndpointSlice[], ep: V1Endpoints | undefi
         }
       : null,
     otherSlices: allSlices.length - slices.length,
+    servingEqualsReady: slices.reduce((n, s) => n + (s.endpoints ?? []).filter((e) => e.conditions?.serving).length, 0) === readyIps.length,
     slicesHoldAllPodIps: JSON.stringify(sliceIps) === JSON.stringify(allIps),
     endpointsHoldAllPodIps: JSON.stringify(epIps) === JSON.stringify(allIps),
     readyPods: readyIps.length,
@@ -164,7 +165,7 @@ async function extraScenarios(t: TestbedContext): Promise<Record<string, unknown
   const settled = (svc: string, n: number, app = svc) =>
     pollUntil(`${svc}: ${n} ready pods in its EndpointSlices and Endpoints`, async () => {
       const s = await service(svc, app);
-      return s.readyPods === n && s.slicesHoldAllPodIps && s.endpointsHoldAllPodIps && s;
+      return s.readyPods === n && s.servingEqualsReady && s.slicesHoldAllPodIps && s.endpointsHoldAllPodIps && s;
     }, { timeoutMs: 90_000 });
 
   // hostname: pods with spec.hostname and spec.subdomain = a headless Service's name
