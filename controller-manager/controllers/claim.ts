@@ -4,6 +4,9 @@
  * of the candidates in the owner's namespace, keep those it controls and that still match, adopt
  * matching orphans, release controlled ones that no longer match. Adoption and release are JSON
  * patches guarded by `test` ops, so a concurrent change makes them fail instead of clobbering.
+ * As upstream, an adoption or release that fails (other than for an object that is gone) is an
+ * error of the claim: the caller's sync fails and is retried, and does not act on a partial claim
+ * (the ReplicaSet controller would otherwise create a replacement for an orphan it failed to adopt).
  */
 import type { KubernetesObject, V1ObjectMeta, V1OwnerReference } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -31,12 +34,32 @@ export interface ClaimOptions<T extends Owned> {
   log: Logger;
 }
 
-/** Returns the claimed objects (adopted ones as returned by the adoption patch). */
+/** Error of a claim: every adoption/release that failed (upstream utilerrors.NewAggregate). */
+export class ClaimError extends Error {
+  constructor(readonly errors: unknown[]) {
+    super(errors.map((e) => (e as Error).message).join('; '));
+    this.name = 'ClaimError';
+  }
+}
+
+/**
+ * Returns the claimed objects (adopted ones as returned by the adoption patch); throws a
+ * {@link ClaimError} after trying them all if an adoption or release failed.
+ */
 export async function claimObjects<T extends Owned>(o: ClaimOptions<T>): Promise<T[]> {
   const ns = o.owner.metadata!.namespace!;
   const uid = o.owner.metadata!.uid!;
   const ownerGone = !!o.owner.metadata?.deletionTimestamp;
   const claimed: T[] = [];
+  const errors: unknown[] = [];
+  const attempt = async <R>(f: () => Promise<R>): Promise<R | undefined> => {
+    try {
+      return await f();
+    } catch (err) {
+      errors.push(err);
+      return undefined;
+    }
+  };
   for (const obj of o.candidates) {
     if (obj.metadata?.namespace !== ns) continue;
     const ref = controllerRef(obj.metadata);
@@ -44,13 +67,14 @@ export async function claimObjects<T extends Owned>(o: ClaimOptions<T>): Promise
     if (ref) {
       if (ref.uid !== uid) continue;
       if (o.matches(labels) || ownerGone) claimed.push(obj);
-      else if (!obj.metadata?.deletionTimestamp) await release(o, obj, uid);
+      else if (!obj.metadata?.deletionTimestamp) await attempt(() => release(o, obj, uid));
       continue;
     }
     if (!o.matches(labels) || obj.metadata?.deletionTimestamp || ownerGone || (o.canAdopt && !o.canAdopt(obj))) continue;
-    const adopted = await adopt(o, obj);
+    const adopted = await attempt(() => adopt(o, obj));
     if (adopted) claimed.push(adopted);
   }
+  if (errors.length) throw new ClaimError(errors);
   return claimed;
 }
 
@@ -66,8 +90,9 @@ async function adopt<T extends Owned>(o: ClaimOptions<T>, obj: T): Promise<T | u
     o.log.info({ [o.noun.toLowerCase()]: objectKey(obj) }, `adopted orphan ${o.noun}`);
     return res ?? obj;
   } catch (err) {
-    if (!isNotFound(err)) o.log.warn({ [o.noun.toLowerCase()]: objectKey(obj), err: (err as Error).message }, `adoption of ${o.noun} failed`);
-    return undefined;
+    if (isNotFound(err)) return undefined;
+    o.log.warn({ [o.noun.toLowerCase()]: objectKey(obj), err: (err as Error).message }, `adoption of ${o.noun} failed`);
+    throw err;
   }
 }
 
@@ -81,6 +106,8 @@ async function release<T extends Owned>(o: ClaimOptions<T>, obj: T, uid: string)
     ]);
     o.log.info({ [o.noun.toLowerCase()]: objectKey(obj) }, `released ${o.noun} that no longer matches the selector`);
   } catch (err) {
-    if (!isNotFound(err)) o.log.warn({ [o.noun.toLowerCase()]: objectKey(obj), err: (err as Error).message }, `release of ${o.noun} failed`);
+    if (isNotFound(err)) return;
+    o.log.warn({ [o.noun.toLowerCase()]: objectKey(obj), err: (err as Error).message }, `release of ${o.noun} failed`);
+    throw err;
   }
 }

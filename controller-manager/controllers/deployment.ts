@@ -715,14 +715,16 @@ export class DeploymentController {
   calculateStatus(dep: V1Deployment, allRSs: V1ReplicaSet[], newRS: V1ReplicaSet | undefined): V1DeploymentStatus {
     const sum = (f: (rs: V1ReplicaSet) => number | undefined) => allRSs.reduce((n, rs) => n + (f(rs) ?? 0), 0);
     const available = sum((rs) => rs.status?.availableReplicas);
-    const total = sum((rs) => rs.status?.replicas);
+    // upstream: unavailable = desired replicas of the ReplicaSets (spec, so pods that cannot be
+    // created count) minus available; replicas = the ReplicaSets' actual pods (status)
+    const desired = sum((rs) => rs.spec?.replicas);
     const status: V1DeploymentStatus = {
       observedGeneration: dep.metadata?.generation,
-      replicas: total,
+      replicas: sum((rs) => rs.status?.replicas),
       updatedReplicas: newRS?.status?.replicas ?? 0,
       readyReplicas: sum((rs) => rs.status?.readyReplicas),
       availableReplicas: available,
-      unavailableReplicas: Math.max(0, total - available),
+      unavailableReplicas: Math.max(0, desired - available),
       collisionCount: dep.status?.collisionCount,
       conditions: structuredClone(dep.status?.conditions ?? []),
     };

@@ -5,11 +5,13 @@
  * (or when the Service has publishNotReadyAddresses) and notReadyAddresses otherwise; ports are the
  * Service's ports resolved against each pod by number or by name (upstream FindPort); subsets are
  * repacked by port set (upstream RepackSubsets); at most 1000 addresses, with the over-capacity
- * annotation as upstream; the label endpoints.kubernetes.io/managed-by=endpoint-controller and the
- * Service's labels (plus service.kubernetes.io/headless for headless Services). Endpoints of a
- * Service that is gone or lost its selector are deleted (only the ones this controller manages).
- * The annotation endpoints.kubernetes.io/last-change-trigger-time is written as the latest change
- * of the Service or a selected pod (creation, Ready transition, deletion request) we saw.
+ * annotation and upstream's proportional truncation (ready addresses first, each subset keeps its
+ * share); the address of the Service's first IP family from status.podIPs; the label
+ * endpoints.kubernetes.io/managed-by=endpoint-controller and the Service's labels (plus
+ * service.kubernetes.io/headless for headless Services). The Endpoints of a deleted Service are
+ * deleted; those of a Service that lost its selector are left alone (as upstream). An unchanged
+ * Endpoints (compared semantically) is not written. The annotation
+ * endpoints.kubernetes.io/last-change-trigger-time comes from upstream's TriggerTimeTracker.
  * What is ours: keys carry the Service's criticality (thesis §5.3.1); period 50 ms (§6.1.1).
  */
 import type { CoreV1EndpointPort, V1EndpointAddress, V1EndpointSubset, V1Endpoints, V1Pod, V1Service } from '@kubernetes/client-node';
@@ -17,16 +19,19 @@ import type { Logger } from 'pino';
 import { criticalityRank, serviceSelector, type CriticalityIndex } from '../../core/criticality.ts';
 import type { ResilientInformer } from '../../core/informer.ts';
 import { isNotFound, type KubeClient } from '../../core/kube.ts';
-import { isPodReady, objectKey, podReadyCondition } from '../../core/objects.ts';
+import { isIPv6 } from 'node:net';
+import { isPodReady, objectKey } from '../../core/objects.ts';
 import { NO_EVENTS, type ComponentEventRecorder } from '../../core/events.ts';
 import type { ReconcileResult } from '../queue/index.ts';
-import { resolvePort } from './endpointslice.ts';
+import { hasSelector, resolvePort, shouldPodBeInEndpoints, shouldSetHostname } from './endpointslice.ts';
+import { isNamespaceTerminating, semanticEqual } from './semantic.ts';
+import { setTriggerTime, TriggerTimeTracker } from './trigger-time.ts';
 
 export const MAX_ENDPOINT_ADDRESSES = 1000;
 export const ENDPOINTS_MANAGED_BY_LABEL = 'endpoints.kubernetes.io/managed-by';
 export const ENDPOINTS_MANAGED_BY = 'endpoint-controller';
 export const OVER_CAPACITY_ANNOTATION = 'endpoints.kubernetes.io/over-capacity';
-export const LAST_CHANGE_TRIGGER_TIME_ANNOTATION = 'endpoints.kubernetes.io/last-change-trigger-time';
+export { LAST_CHANGE_TRIGGER_TIME_ANNOTATION } from './trigger-time.ts';
 const HEADLESS_LABEL = 'service.kubernetes.io/headless';
 
 export interface EndpointsDeps {
@@ -41,13 +46,23 @@ export interface EndpointsDeps {
   events?: ComponentEventRecorder;
 }
 
-/** upstream shouldPodBeInEndpoints (+ the terminating rule of the endpoints controller) */
-function podInEndpoints(pod: V1Pod, svc: V1Service): boolean {
-  if (!pod.status?.podIP) return false;
-  if (pod.status.phase === 'Succeeded' || pod.status.phase === 'Failed') return false;
-  if (pod.metadata?.deletionTimestamp && !svc.spec?.publishNotReadyAddresses) return false;
-  return true;
+/** upstream: ShouldPodBeInEndpoints(pod, includeTerminating = publishNotReadyAddresses) */
+const podInEndpoints = (pod: V1Pod, svc: V1Service) => shouldPodBeInEndpoints(pod, !!svc.spec?.publishNotReadyAddresses);
+
+/** upstream podToEndpointAddressForService: the pod IP of the Service's (first) family, if any. */
+export function endpointIP(svc: V1Service, pod: V1Pod): string | undefined {
+  let v6: boolean;
+  const families = svc.spec?.ipFamilies ?? [];
+  if (families.length > 0) v6 = families[0] === 'IPv6';
+  else if (svc.spec?.clusterIP && svc.spec.clusterIP !== 'None') v6 = isIPv6(svc.spec.clusterIP);
+  else v6 = isIPv6(pod.status?.podIP ?? '');
+  const ips = (pod.status?.podIPs ?? []).map((p) => p.ip);
+  if (ips.length === 0 && pod.status?.podIP) ips.push(pod.status.podIP);
+  return ips.find((ip) => !!ip && isIPv6(ip) === v6);
 }
+
+/** targetRef without resourceVersion (upstream endpointSubsetsEqualIgnoreResourceVersion) */
+const noRv = (a: V1EndpointAddress): V1EndpointAddress => (a.targetRef ? { ...a, targetRef: { ...a.targetRef, resourceVersion: undefined } } : a);
 
 const byIp = (a: V1EndpointAddress, b: V1EndpointAddress) => (a.ip < b.ip ? -1 : a.ip > b.ip ? 1 : 0);
 
@@ -57,20 +72,25 @@ export function desiredSubsets(svc: V1Service, pods: V1Pod[]): { subsets: V1Endp
   const tolerateUnready = !!svc.spec?.publishNotReadyAddresses;
   for (const pod of pods) {
     if (!podInEndpoints(pod, svc)) continue;
+    const ip = endpointIP(svc, pod);
+    if (!ip) continue; // upstream: "Failed to find endpoint for service" -> skipped
     const addr: V1EndpointAddress = {
-      ip: pod.status!.podIP!,
+      ip,
       nodeName: pod.spec?.nodeName,
       targetRef: { kind: 'Pod', namespace: pod.metadata!.namespace, name: pod.metadata!.name, uid: pod.metadata!.uid },
     };
-    if (pod.spec?.hostname && pod.spec.subdomain === svc.metadata?.name && pod.metadata?.namespace === svc.metadata?.namespace) addr.hostname = pod.spec.hostname;
+    if (shouldSetHostname(pod, svc)) addr.hostname = pod.spec!.hostname;
     const ports: CoreV1EndpointPort[] = [];
-    for (const sp of svc.spec?.ports ?? []) {
+    const svcPorts = svc.spec?.ports ?? [];
+    // a Service without ports has endpoints only when headless
+    if (svcPorts.length === 0 && svc.spec?.clusterIP !== 'None') continue;
+    for (const sp of svcPorts) {
       const port = resolvePort(pod, sp);
       if (port === undefined) continue; // upstream: "Failed to find port for service" -> skipped
       ports.push({ ...(sp.name ? { name: sp.name } : {}), port, protocol: sp.protocol ?? 'TCP', ...(sp.appProtocol ? { appProtocol: sp.appProtocol } : {}) });
     }
     // a Service with ports, none of which resolves for this pod: the pod is not an endpoint
-    if ((svc.spec?.ports ?? []).length > 0 && ports.length === 0) continue;
+    if (svcPorts.length > 0 && ports.length === 0) continue;
     ports.sort((a, b) => ((a.name ?? '') < (b.name ?? '') ? -1 : (a.name ?? '') > (b.name ?? '') ? 1 : a.port - b.port));
     const key = JSON.stringify(ports);
     let g = groups.get(key);
@@ -78,33 +98,58 @@ export function desiredSubsets(svc: V1Service, pods: V1Pod[]): { subsets: V1Endp
     if (tolerateUnready || isPodReady(pod)) g.ready.push(addr);
     else g.notReady.push(addr);
   }
-  let budget = MAX_ENDPOINT_ADDRESSES;
-  let truncated = false;
   const subsets: V1EndpointSubset[] = [];
   for (const g of [...groups.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => v)) {
     g.ready.sort(byIp);
     g.notReady.sort(byIp);
-    // upstream truncateEndpoints: ready addresses are kept first
-    const ready = g.ready.slice(0, budget);
-    budget -= ready.length;
-    const notReady = g.notReady.slice(0, budget);
-    budget -= notReady.length;
-    if (ready.length < g.ready.length || notReady.length < g.notReady.length) truncated = true;
-    if (ready.length + notReady.length === 0) continue;
     subsets.push({
-      ...(ready.length ? { addresses: ready } : {}),
-      ...(notReady.length ? { notReadyAddresses: notReady } : {}),
+      ...(g.ready.length ? { addresses: g.ready } : {}),
+      ...(g.notReady.length ? { notReadyAddresses: g.notReady } : {}),
       ...(g.ports.length ? { ports: g.ports } : {}),
     });
   }
-  return { subsets, truncated };
+  const truncated = truncateSubsets(subsets, MAX_ENDPOINT_ADDRESSES);
+  return { subsets: subsets.filter((s) => (s.addresses?.length ?? 0) + (s.notReadyAddresses?.length ?? 0) > 0), truncated };
+}
+
+/**
+ * upstream truncateEndpoints: above `max` addresses, not-ready addresses are cut first; if the ready
+ * ones alone exceed `max`, all not-ready ones go and the ready ones are cut. Each subset keeps its
+ * share of what is cut, rounded up, in subset order (so the last subsets may get less).
+ */
+export function truncateSubsets(subsets: V1EndpointSubset[], max: number): boolean {
+  let ready = 0;
+  let notReady = 0;
+  for (const s of subsets) {
+    ready += s.addresses?.length ?? 0;
+    notReady += s.notReadyAddresses?.length ?? 0;
+  }
+  if (ready + notReady <= max) return false;
+  const truncateReady = ready > max;
+  const budget = truncateReady ? max : max - ready;
+  const total = truncateReady ? ready : notReady;
+  let left = budget;
+  for (const s of subsets) {
+    const n = (truncateReady ? s.addresses?.length : s.notReadyAddresses?.length) ?? 0;
+    const take = Math.min(Math.ceil((n / total) * budget), left);
+    if (truncateReady) {
+      s.addresses = (s.addresses ?? []).slice(0, take);
+      delete s.notReadyAddresses;
+      left -= s.addresses.length;
+      if (s.addresses.length === 0) delete s.addresses;
+    } else {
+      s.notReadyAddresses = (s.notReadyAddresses ?? []).slice(0, take);
+      left -= s.notReadyAddresses.length;
+      if (s.notReadyAddresses.length === 0) delete s.notReadyAddresses;
+    }
+  }
+  return true;
 }
 
 const epPath = (ns: string) => `/api/v1/namespaces/${ns}/endpoints`;
 
 export class EndpointsController {
-  /** latest change time per Service key (upstream TriggerTimeTracker, simplified) */
-  private readonly triggerTime = new Map<string, number>();
+  private readonly triggerTimes = new TriggerTimeTracker();
 
   constructor(private readonly d: EndpointsDeps) {}
 
@@ -112,38 +157,20 @@ export class EndpointsController {
     this.d.enqueue(objectKey(svc), criticalityRank(this.d.criticality.serviceCriticality(svc)));
   }
 
-  private noteTrigger(key: string, ms: number | undefined): void {
-    if (ms === undefined || !Number.isFinite(ms)) return;
-    this.triggerTime.set(key, Math.max(this.triggerTime.get(key) ?? 0, ms));
-  }
-
   private servicesFor(pod: V1Pod): V1Service[] {
-    return this.d.services.list().filter((s) => s.metadata?.namespace === pod.metadata?.namespace && serviceSelector(s)(pod.metadata?.labels ?? {}));
+    return this.d.services.list().filter((s) => s.metadata?.namespace === pod.metadata?.namespace && hasSelector(s) && serviceSelector(s)(pod.metadata?.labels ?? {}));
   }
 
   register(): void {
     const { pods, services, endpoints } = this.d;
-    const onService = (s: V1Service) => {
-      this.noteTrigger(objectKey(s), new Date(s.metadata?.creationTimestamp ?? 0).getTime());
-      this.enqueueService(s);
-    };
-    services.on('add', onService);
-    services.on('update', onService);
-    services.on('delete', (s) => {
-      this.triggerTime.delete(objectKey(s));
-      this.d.enqueue(objectKey(s), 0);
-    });
+    services.on('add', (s) => this.enqueueService(s));
+    services.on('update', (s) => this.enqueueService(s));
+    services.on('delete', (s) => this.d.enqueue(objectKey(s), 0));
     const onPod = (p: V1Pod, old?: V1Pod) => {
       const svcs = new Map<string, V1Service>();
       for (const s of this.servicesFor(p)) svcs.set(objectKey(s), s);
       if (old) for (const s of this.servicesFor(old)) svcs.set(objectKey(s), s);
-      const changedAt = p.metadata?.deletionTimestamp
-        ? new Date(p.metadata.deletionTimestamp).getTime()
-        : new Date(podReadyCondition(p)?.lastTransitionTime ?? p.metadata?.creationTimestamp ?? 0).getTime();
-      for (const s of svcs.values()) {
-        this.noteTrigger(objectKey(s), changedAt);
-        this.enqueueService(s);
-      }
+      for (const s of svcs.values()) this.enqueueService(s);
     };
     pods.on('add', (p) => onPod(p));
     pods.on('update', onPod);
@@ -161,40 +188,43 @@ export class EndpointsController {
     const [ns, name] = key.split('/') as [string, string];
     const svc = this.d.services.get(key);
     const current = this.d.endpoints.get(key);
-    if (!svc || !svc.spec?.selector || svc.spec.type === 'ExternalName') {
-      // upstream deletes the Endpoints of a deleted Service; for a selector-less Service the
-      // Endpoints belong to the user, unless they carry our managed-by label
-      if (current && (!svc || current.metadata?.labels?.[ENDPOINTS_MANAGED_BY_LABEL] === ENDPOINTS_MANAGED_BY)) {
-        try {
-          await this.d.client.delete(`${epPath(ns)}/${name}`);
-        } catch (err) {
-          if (!isNotFound(err)) throw err;
-        }
+    if (!svc) {
+      // upstream deletes the Endpoints of a deleted Service
+      this.triggerTimes.deleteService(key);
+      if (!current) return;
+      try {
+        await this.d.client.delete(`${epPath(ns)}/${name}`);
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
       }
-      this.triggerTime.delete(key);
       return;
     }
+    // ExternalName and selector-less Services: their Endpoints belong to someone else, left alone
+    if (svc.spec?.type === 'ExternalName' || !hasSelector(svc)) return;
     const matches = serviceSelector(svc);
     const pods = this.d.pods.list().filter((p) => p.metadata?.namespace === ns && matches(p.metadata?.labels ?? {}));
+    // computed on every sync, so the tracker's state moves on even when nothing is written (as upstream)
+    const trigger = this.triggerTimes.compute(svc, pods);
     const { subsets, truncated } = desiredSubsets(svc, pods);
     const labels: Record<string, string> = { ...(svc.metadata?.labels ?? {}), [ENDPOINTS_MANAGED_BY_LABEL]: ENDPOINTS_MANAGED_BY };
     delete labels[HEADLESS_LABEL];
-    if (svc.spec.clusterIP === 'None') labels[HEADLESS_LABEL] = '';
+    if (svc.spec?.clusterIP === 'None') labels[HEADLESS_LABEL] = '';
     const annotations: Record<string, string> = { ...(current?.metadata?.annotations ?? {}) };
     delete annotations[OVER_CAPACITY_ANNOTATION];
     if (truncated) annotations[OVER_CAPACITY_ANNOTATION] = 'truncated';
+    const withoutRv = (ss: V1EndpointSubset[] | undefined) =>
+      (ss ?? []).map((s) => ({ ...s, addresses: s.addresses?.map(noRv), notReadyAddresses: s.notReadyAddresses?.map(noRv) }));
     const sameContent =
       current &&
-      JSON.stringify(current.subsets ?? []) === JSON.stringify(subsets) &&
-      JSON.stringify(current.metadata?.labels ?? {}) === JSON.stringify(labels) &&
+      semanticEqual(withoutRv(current.subsets), withoutRv(subsets)) &&
+      semanticEqual(current.metadata?.labels ?? {}, labels) &&
       (current.metadata?.annotations?.[OVER_CAPACITY_ANNOTATION] ?? '') === (annotations[OVER_CAPACITY_ANNOTATION] ?? '');
     if (sameContent) return;
-    const trigger = this.triggerTime.get(key);
-    if (trigger) annotations[LAST_CHANGE_TRIGGER_TIME_ANNOTATION] = new Date(trigger).toISOString();
+    setTriggerTime(annotations, trigger);
     const body: V1Endpoints = {
       apiVersion: 'v1',
       kind: 'Endpoints',
-      metadata: { name, namespace: ns, labels, annotations, ...(current ? { resourceVersion: current.metadata?.resourceVersion } : {}) },
+      metadata: { name, namespace: ns, labels, ...(Object.keys(annotations).length ? { annotations } : {}), ...(current ? { resourceVersion: current.metadata?.resourceVersion } : {}) },
       subsets,
     };
     if (current) {
@@ -213,6 +243,8 @@ export class EndpointsController {
       } catch (err) {
         // created meanwhile (cache lag): the next sync updates it
         if ((err as { statusCode?: number }).statusCode === 409) return { requeueAfterMs: 100 };
+        // upstream: creates in a terminating namespace keep failing: the key is dropped
+        if (isNamespaceTerminating(err)) return;
         this.failed(svc, err);
         throw err;
       }

@@ -1,14 +1,31 @@
 /**
- * EndpointSlice controller, behaviour as upstream pkg/controller/endpointslice (simplified slice
- * packing): for every Service with a selector, the pods it selects that have an IP become endpoints
- * with ready/serving/terminating conditions, node name, zone and targetRef, grouped by their
- * resolved port set into slices of at most 100 endpoints, owned by the Service and labelled
- * kubernetes.io/service-name and endpointslice.kubernetes.io/managed-by as upstream (so kube-proxy
- * and a later switch back to the vanilla controller see ordinary slices). A tracker of the
- * generations we wrote keeps a lagging cache from producing duplicate slices (upstream
- * endpointSliceTracker). What is ours: keys carry the Service's criticality (thesis §5.3.1).
+ * EndpointSlice controller, behaviour as upstream pkg/controller/endpointslice and
+ * k8s.io/endpointslice's Reconciler:
+ *  - a Service with a selector (not ExternalName) gets, per address type of spec.ipFamilies (IPv4,
+ *    IPv6; without ipFamilies: the family of the clusterIP, both for a headless Service), slices
+ *    of its selected pods that are not terminal and have an IP: addresses from status.podIPs of
+ *    that family, conditions ready/serving/terminating (terminating pods stay, serving as their
+ *    Ready condition says), nodeName, zone of the node, hostname when spec.hostname is set and
+ *    spec.subdomain is the Service's name, targetRef; grouped by their resolved port set (named
+ *    targetPorts found in containers, then in native sidecars), at most 100 per slice;
+ *  - a pod whose Node is not in the cache is left out (unless publishNotReadyAddresses) and the
+ *    Service is retried with backoff, the other endpoints are written;
+ *  - slices are changed in place as upstream reconcileByPortMapping: endpoints stay in their slice,
+ *    changed ones are replaced there, new ones fill the slices being updated (fullest first), then
+ *    the unchanged slice closest to full that can take them all, then new slices; an unneeded slice
+ *    is reused for a new one instead of delete+create; an unchanged slice is not written;
+ *    one empty placeholder slice when there are no endpoints; slices of another family are deleted;
+ *  - labels: the Service's labels plus kubernetes.io/service-name, endpointslice.kubernetes.io/managed-by
+ *    and service.kubernetes.io/headless; annotation endpoints.kubernetes.io/last-change-trigger-time
+ *    (TriggerTimeTracker); owner reference to the Service;
+ *  - a Service that loses its selector keeps its slices (upstream leaves them alone); a deleted
+ *    Service's slices go with the garbage collector;
+ *  - topology hints are not computed: hint fields of existing endpoints are left as they are.
+ * A tracker of the generations we wrote keeps a lagging cache from producing duplicate slices
+ * (upstream endpointSliceTracker). What is ours: keys carry the Service's criticality (thesis §5.3.1).
  */
 import type { V1EndpointSlice, V1Endpoint, V1Node, V1Pod, V1Service, V1ServicePort, DiscoveryV1EndpointPort } from '@kubernetes/client-node';
+import { isIPv6 } from 'node:net';
 import type { Logger } from 'pino';
 import { criticalityRank, serviceSelector, type CriticalityIndex } from '../../core/criticality.ts';
 import type { ResilientInformer } from '../../core/informer.ts';
@@ -16,12 +33,18 @@ import { isPodReady, objectKey } from '../../core/objects.ts';
 import { isConflict, isNotFound, type KubeClient } from '../../core/kube.ts';
 import { NO_EVENTS, type ComponentEventRecorder } from '../../core/events.ts';
 import type { ReconcileResult } from '../queue/index.ts';
+import { isNamespaceTerminating, semanticEqual } from './semantic.ts';
+import { setTriggerTime, TriggerTimeTracker } from './trigger-time.ts';
 
 export const MAX_ENDPOINTS_PER_SLICE = 100;
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
 export const MANAGED_BY_LABEL = 'endpointslice.kubernetes.io/managed-by';
 export const MANAGED_BY = 'endpointslice-controller.k8s.io';
+export const HEADLESS_LABEL = 'service.kubernetes.io/headless';
 const ZONE_LABEL = 'topology.kubernetes.io/zone';
+const RESERVED_LABELS = new Set([SERVICE_NAME_LABEL, MANAGED_BY_LABEL, HEADLESS_LABEL]);
+
+export type AddressType = 'IPv4' | 'IPv6';
 
 export interface EndpointSliceDeps {
   client: KubeClient;
@@ -34,54 +57,311 @@ export interface EndpointSliceDeps {
   log: Logger;
   /** upstream event FailedToUpdateEndpointSlices on the Service */
   events?: ComponentEventRecorder;
+  maxEndpointsPerSlice?: number;
 }
 
-/** Resolves a Service port's targetPort against the pod's container ports (upstream podutil.FindPort). */
+/**
+ * Resolves a Service port's targetPort against the pod (upstream podutil.FindPort): a number as
+ * is; a name in the containers' ports, then in native sidecars' (init containers with
+ * restartPolicy Always), with the Service port's protocol.
+ */
 export function resolvePort(pod: V1Pod, sp: V1ServicePort): number | undefined {
   const target = sp.targetPort ?? sp.port;
   if (typeof target === 'number') return target;
   if (/^\d+$/.test(String(target))) return Number(target);
-  for (const c of pod.spec?.containers ?? []) {
-    for (const cp of c.ports ?? []) if (cp.name === target && (cp.protocol ?? 'TCP') === (sp.protocol ?? 'TCP')) return cp.containerPort;
-  }
-  return undefined;
+  const protocol = sp.protocol ?? 'TCP';
+  const find = (containers: { ports?: { name?: string; containerPort: number; protocol?: string }[] }[]) => {
+    for (const c of containers) for (const cp of c.ports ?? []) if (cp.name === target && (cp.protocol ?? 'TCP') === protocol) return cp.containerPort;
+    return undefined;
+  };
+  return find(pod.spec?.containers ?? []) ?? find((pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always'));
 }
 
-/** The endpoint of a pod for a Service (upstream podToEndpoint). */
-export function podEndpoint(pod: V1Pod, svc: V1Service, node: V1Node | undefined): V1Endpoint {
+/** upstream getAddressTypesForService */
+export function addressTypesFor(svc: V1Service): AddressType[] {
+  const out = new Set<AddressType>();
+  for (const f of svc.spec?.ipFamilies ?? []) {
+    if (f === 'IPv4') out.add('IPv4');
+    if (f === 'IPv6') out.add('IPv6');
+  }
+  if (out.size > 0) return [...out];
+  const ip = svc.spec?.clusterIP;
+  if (ip && ip !== 'None') return [isIPv6(ip) ? 'IPv6' : 'IPv4'];
+  return ['IPv4', 'IPv6'];
+}
+
+/** upstream ShouldPodBeInEndpoints(pod, includeTerminating) */
+export function shouldPodBeInEndpoints(pod: V1Pod, includeTerminating: boolean): boolean {
+  if (pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed') return false;
+  if (!pod.status?.podIP && !pod.status?.podIPs?.length) return false;
+  if (!includeTerminating && pod.metadata?.deletionTimestamp) return false;
+  return true;
+}
+
+/** upstream ShouldSetHostname */
+export function shouldSetHostname(pod: V1Pod, svc: V1Service): boolean {
+  return !!pod.spec?.hostname && pod.spec.subdomain === svc.metadata?.name && pod.metadata?.namespace === svc.metadata?.namespace;
+}
+
+function podIPs(pod: V1Pod): string[] {
+  const ips = (pod.status?.podIPs ?? []).map((p) => p.ip).filter((ip): ip is string => !!ip);
+  return ips.length ? ips : pod.status?.podIP ? [pod.status.podIP] : [];
+}
+
+/** The endpoint of a pod for a Service and address type (upstream podToEndpoint). */
+export function podEndpoint(pod: V1Pod, svc: V1Service, node: V1Node | undefined, addressType: AddressType = 'IPv4'): V1Endpoint {
   const terminating = !!pod.metadata?.deletionTimestamp;
   const serving = isPodReady(pod);
   const ready = svc.spec?.publishNotReadyAddresses ? true : serving && !terminating;
   const zone = node?.metadata?.labels?.[ZONE_LABEL];
   return {
-    addresses: [pod.status!.podIP!],
+    addresses: podIPs(pod).filter((ip) => (addressType === 'IPv6') === isIPv6(ip)),
     conditions: { ready, serving, terminating },
-    nodeName: pod.spec?.nodeName,
+    ...(shouldSetHostname(pod, svc) ? { hostname: pod.spec!.hostname } : {}),
+    ...(pod.spec?.nodeName ? { nodeName: pod.spec.nodeName } : {}),
     ...(zone ? { zone } : {}),
     targetRef: { kind: 'Pod', namespace: pod.metadata!.namespace, name: pod.metadata!.name, uid: pod.metadata!.uid },
   };
 }
 
-/** Desired slices' contents for a Service: endpoints grouped by port set, sorted for stable packing. */
-export function desiredEndpoints(svc: V1Service, pods: V1Pod[], nodeOf: (name: string) => V1Node | undefined): Map<string, { ports: DiscoveryV1EndpointPort[]; endpoints: V1Endpoint[] }> {
-  const groups = new Map<string, { ports: DiscoveryV1EndpointPort[]; endpoints: V1Endpoint[] }>();
-  for (const pod of pods) {
-    if (!pod.status?.podIP || pod.status.phase === 'Succeeded' || pod.status.phase === 'Failed') continue;
-    // upstream: terminating pods are kept (terminating=true) only when they are still serving
-    if (pod.metadata?.deletionTimestamp && !isPodReady(pod)) continue;
-    const ports: DiscoveryV1EndpointPort[] = [];
-    for (const sp of svc.spec?.ports ?? []) {
-      const port = resolvePort(pod, sp);
-      if (port === undefined) continue;
-      ports.push({ name: sp.name ?? '', port, protocol: sp.protocol ?? 'TCP', ...(sp.appProtocol ? { appProtocol: sp.appProtocol } : {}) });
-    }
-    const key = JSON.stringify(ports);
-    let g = groups.get(key);
-    if (!g) groups.set(key, (g = { ports, endpoints: [] }));
-    g.endpoints.push(podEndpoint(pod, svc, nodeOf(pod.spec?.nodeName ?? '')));
+/** upstream getEndpointPorts */
+export function endpointPorts(svc: V1Service, pod: V1Pod): DiscoveryV1EndpointPort[] {
+  const ports: DiscoveryV1EndpointPort[] = [];
+  for (const sp of svc.spec?.ports ?? []) {
+    const port = resolvePort(pod, sp);
+    if (port === undefined) continue;
+    ports.push({ name: sp.name ?? '', port, protocol: sp.protocol ?? 'TCP', ...(sp.appProtocol ? { appProtocol: sp.appProtocol } : {}) });
   }
-  for (const g of groups.values()) g.endpoints.sort((a, b) => (a.targetRef!.name! < b.targetRef!.name! ? -1 : a.targetRef!.name! > b.targetRef!.name! ? 1 : 0));
+  return ports;
+}
+
+/** Identity of a port set, independent of order (upstream NewPortMapKey). */
+export function portMapKey(ports: readonly DiscoveryV1EndpointPort[] | undefined): string {
+  return JSON.stringify((ports ?? []).map((p) => JSON.stringify([p.name ?? '', p.port ?? 0, p.protocol ?? 'TCP', p.appProtocol ?? ''])).sort());
+}
+
+/** Identity of an endpoint: addresses, hostname and target (upstream hashEndpoint). */
+export function endpointKey(ep: V1Endpoint): string {
+  return JSON.stringify([[...ep.addresses].sort(), ep.hostname ?? '', ep.targetRef?.namespace ?? '', ep.targetRef?.name ?? '']);
+}
+
+/** upstream EndpointsEqualBeyondHash: nodeName, zone, conditions, targetRef (ignoring resourceVersion). */
+export function endpointsEqualBeyondHash(a: V1Endpoint, b: V1Endpoint): boolean {
+  const ref = (e: V1Endpoint) => (e.targetRef ? { ...e.targetRef, resourceVersion: undefined } : undefined);
+  return (
+    (a.nodeName ?? undefined) === (b.nodeName ?? undefined) &&
+    (a.zone ?? undefined) === (b.zone ?? undefined) &&
+    (a.conditions?.ready ?? undefined) === (b.conditions?.ready ?? undefined) &&
+    (a.conditions?.serving ?? undefined) === (b.conditions?.serving ?? undefined) &&
+    (a.conditions?.terminating ?? undefined) === (b.conditions?.terminating ?? undefined) &&
+    semanticEqual(ref(a), ref(b))
+  );
+}
+
+export interface DesiredGroup {
+  ports: DiscoveryV1EndpointPort[];
+  /** by endpointKey, in pod name order */
+  endpoints: Map<string, V1Endpoint>;
+}
+
+/**
+ * Desired endpoints of a Service for one address type, grouped by port set (upstream
+ * reconcileByAddressType, first half). Pods whose node is not in the cache are skipped unless the
+ * Service publishes not-ready addresses; their names go to `skipped`.
+ */
+export function desiredEndpoints(
+  svc: V1Service,
+  pods: readonly V1Pod[],
+  nodeOf: (name: string) => V1Node | undefined,
+  addressType: AddressType = 'IPv4',
+  skipped: string[] = [],
+): Map<string, DesiredGroup> {
+  const groups = new Map<string, DesiredGroup>();
+  const sorted = [...pods].sort((a, b) => (a.metadata!.name! < b.metadata!.name! ? -1 : a.metadata!.name! > b.metadata!.name! ? 1 : 0));
+  for (const pod of sorted) {
+    if (!shouldPodBeInEndpoints(pod, true)) continue;
+    const ports = endpointPorts(svc, pod);
+    const key = portMapKey(ports);
+    let g = groups.get(key);
+    if (!g) groups.set(key, (g = { ports, endpoints: new Map() }));
+    const node = nodeOf(pod.spec?.nodeName ?? '');
+    if (!node && !svc.spec?.publishNotReadyAddresses) {
+      skipped.push(pod.metadata!.name!);
+      continue;
+    }
+    const ep = podEndpoint(pod, svc, node, addressType);
+    if (ep.addresses.length > 0) g.endpoints.set(endpointKey(ep), ep);
+  }
   return groups;
+}
+
+/** upstream setEndpointSliceLabels: the labels a slice of `svc` should have, and whether its own differ. */
+export function sliceLabels(current: Record<string, string> | undefined, svc: V1Service): { labels: Record<string, string>; changed: boolean } {
+  const own: Record<string, string> = {};
+  for (const [k, v] of Object.entries(current ?? {})) if (!RESERVED_LABELS.has(k)) own[k] = v;
+  const labels: Record<string, string> = {};
+  for (const [k, v] of Object.entries(svc.metadata?.labels ?? {})) if (!RESERVED_LABELS.has(k)) labels[k] = v;
+  const changed = !semanticEqual(own, labels);
+  const clusterIP = svc.spec?.clusterIP;
+  if (!clusterIP || clusterIP === 'None') labels[HEADLESS_LABEL] = '';
+  labels[SERVICE_NAME_LABEL] = svc.metadata!.name!;
+  labels[MANAGED_BY_LABEL] = MANAGED_BY;
+  return { labels, changed };
+}
+
+function ownedBy(sl: V1EndpointSlice, svc: V1Service): boolean {
+  return (sl.metadata?.ownerReferences ?? []).some((o) => o.uid === svc.metadata?.uid && o.kind === 'Service' && o.apiVersion === 'v1');
+}
+
+function newSlice(svc: V1Service, ports: DiscoveryV1EndpointPort[], addressType: AddressType): V1EndpointSlice {
+  return {
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: {
+      generateName: `${svc.metadata!.name}-`,
+      namespace: svc.metadata!.namespace,
+      labels: sliceLabels({}, svc).labels,
+      ownerReferences: [{ apiVersion: 'v1', kind: 'Service', name: svc.metadata!.name!, uid: svc.metadata!.uid!, controller: true, blockOwnerDeletion: true }],
+    },
+    addressType,
+    endpoints: [],
+    ports,
+  };
+}
+
+export interface SlicePlan {
+  create: V1EndpointSlice[];
+  update: V1EndpointSlice[];
+  delete: V1EndpointSlice[];
+}
+
+/** Replacing an endpoint keeps the hints someone else wrote (we compute none). */
+const keepHints = (desired: V1Endpoint, existing: V1Endpoint): V1Endpoint => (existing.hints ? { ...desired, hints: existing.hints } : desired);
+
+/** upstream reconcileByPortMapping */
+function planPortMapping(svc: V1Service, existing: V1EndpointSlice[], desired: DesiredGroup, addressType: AddressType, max: number): SlicePlan {
+  const byName = new Map<string, V1EndpointSlice>();
+  const unchanged: string[] = [];
+  const toUpdate: string[] = [];
+  const toDelete: string[] = [];
+  const want = new Map(desired.endpoints);
+  for (const sl of existing) {
+    const name = sl.metadata!.name!;
+    byName.set(name, sl);
+    const kept: V1Endpoint[] = [];
+    let updated = false;
+    for (const ep of sl.endpoints ?? []) {
+      const k = endpointKey(ep);
+      const got = want.get(k);
+      if (!got) continue;
+      kept.push(keepHints(got, ep));
+      if (!endpointsEqualBeyondHash(got, ep)) updated = true;
+      want.delete(k);
+    }
+    const { labels, changed } = sliceLabels(sl.metadata?.labels, svc);
+    if (updated || kept.length !== (sl.endpoints ?? []).length) {
+      if (kept.length === 0) toDelete.push(name);
+      else {
+        byName.set(name, { ...structuredClone(sl), endpoints: kept, metadata: { ...structuredClone(sl.metadata), labels } });
+        toUpdate.push(name);
+      }
+    } else if (changed) {
+      byName.set(name, { ...structuredClone(sl), metadata: { ...structuredClone(sl.metadata), labels } });
+      toUpdate.push(name);
+    } else unchanged.push(name);
+  }
+  const pop = (): V1Endpoint => {
+    const [k, ep] = want.entries().next().value as [string, V1Endpoint];
+    want.delete(k);
+    return ep;
+  };
+  // fill the slices being updated, fullest first
+  if (want.size > 0 && toUpdate.length > 0) {
+    const slices = toUpdate.map((n) => byName.get(n)!).sort((a, b) => (b.endpoints?.length ?? 0) - (a.endpoints?.length ?? 0));
+    for (const sl of slices) while (want.size > 0 && (sl.endpoints ??= []).length < max) sl.endpoints.push(pop());
+  }
+  const create: V1EndpointSlice[] = [];
+  while (want.size > 0) {
+    let fill: V1EndpointSlice | undefined;
+    if (want.size < max && unchanged.length > 0) {
+      // upstream getSliceToFill: the unchanged slice closest to full that takes them all
+      let closest = max;
+      for (const n of unchanged) {
+        const diff = max - (want.size + (byName.get(n)!.endpoints?.length ?? 0));
+        if (diff >= 0 && diff < closest) {
+          closest = diff;
+          fill = byName.get(n);
+          if (diff === 0) break;
+        }
+      }
+    }
+    if (!fill) fill = newSlice(svc, desired.ports, addressType);
+    else {
+      fill = structuredClone(fill);
+      byName.set(fill.metadata!.name!, fill);
+    }
+    while (want.size > 0 && (fill.endpoints ??= []).length < max) fill.endpoints.push(pop());
+    if (fill.metadata?.name) {
+      toUpdate.push(fill.metadata.name);
+      unchanged.splice(unchanged.indexOf(fill.metadata.name), 1);
+    } else create.push(fill);
+  }
+  return { create, update: toUpdate.map((n) => byName.get(n)!), delete: toDelete.map((n) => byName.get(n)!) };
+}
+
+/** Is `sl` the placeholder slice a Service without endpoints would get (upstream placeholderSliceCompare)? */
+function isPlaceholder(sl: V1EndpointSlice, placeholder: V1EndpointSlice): boolean {
+  const ref = (r: V1EndpointSlice) => (r.metadata?.ownerReferences ?? []).map((o) => JSON.stringify([o.apiVersion, o.kind, o.name, o.uid, !!o.controller, !!o.blockOwnerDeletion]));
+  return (
+    sl.metadata?.namespace === placeholder.metadata?.namespace &&
+    semanticEqual(sl.metadata?.labels ?? {}, placeholder.metadata?.labels ?? {}) &&
+    semanticEqual(ref(sl), ref(placeholder)) &&
+    sl.addressType === placeholder.addressType &&
+    (sl.endpoints ?? []).length === 0 &&
+    (sl.ports ?? []).length === 0
+  );
+}
+
+/**
+ * What to create, update and delete for one address type of a Service (upstream
+ * reconcileByAddressType + the create-to-update recycling of finalize). `existing`: our slices of
+ * this address type.
+ */
+export function planSlices(svc: V1Service, groups: Map<string, DesiredGroup>, existing: readonly V1EndpointSlice[], addressType: AddressType, max = MAX_ENDPOINTS_PER_SLICE): SlicePlan {
+  const plan: SlicePlan = { create: [], update: [], delete: [] };
+  const byPorts = new Map<string, V1EndpointSlice[]>();
+  for (const sl of existing) {
+    if (!ownedBy(sl, svc)) {
+      plan.delete.push(sl);
+      continue;
+    }
+    const k = portMapKey(sl.ports);
+    byPorts.set(k, [...(byPorts.get(k) ?? []), sl]);
+  }
+  for (const [k, g] of groups) {
+    const p = planPortMapping(svc, byPorts.get(k) ?? [], g, addressType, max);
+    plan.create.push(...p.create);
+    plan.update.push(...p.update);
+    plan.delete.push(...p.delete);
+  }
+  for (const [k, slices] of byPorts) if (!groups.has(k)) plan.delete.push(...slices);
+  if (existing.length === plan.delete.length && plan.create.length === 0) {
+    const placeholder = newSlice(svc, [], addressType);
+    if (plan.delete.length === 1 && isPlaceholder(plan.delete[0]!, placeholder)) plan.delete = [];
+    else plan.create.push(placeholder);
+  }
+  // finalize: a slice about to be deleted is reused for a slice to create
+  for (let i = 0; i < plan.delete.length && plan.create.length > 0; ) {
+    const del = plan.delete[i]!;
+    if (del.addressType === addressType && ownedBy(del, svc)) {
+      const sl = plan.create.pop()!;
+      const { generateName: _g, ...meta } = sl.metadata!;
+      void _g;
+      plan.update.push({ ...sl, metadata: { ...meta, name: del.metadata!.name, resourceVersion: del.metadata?.resourceVersion, annotations: del.metadata?.annotations } });
+      plan.delete.splice(i, 1);
+    } else i++;
+  }
+  return plan;
 }
 
 const slicesPath = (ns: string) => `/apis/discovery.k8s.io/v1/namespaces/${ns}/endpointslices`;
@@ -89,6 +369,7 @@ const slicesPath = (ns: string) => `/apis/discovery.k8s.io/v1/namespaces/${ns}/e
 export class EndpointSliceController {
   /** generations we wrote per slice ("ns/name" -> generation, or 'deleted'), per service */
   private readonly written = new Map<string, Map<string, number | 'deleted'>>();
+  private readonly triggerTimes = new TriggerTimeTracker();
 
   constructor(private readonly d: EndpointSliceDeps) {}
 
@@ -100,17 +381,14 @@ export class EndpointSliceController {
   private servicesFor(pod: V1Pod): V1Service[] {
     return this.d.services
       .list()
-      .filter((s) => s.metadata?.namespace === pod.metadata?.namespace && serviceSelector(s)(pod.metadata?.labels ?? {}));
+      .filter((s) => s.metadata?.namespace === pod.metadata?.namespace && hasSelector(s) && serviceSelector(s)(pod.metadata?.labels ?? {}));
   }
 
   register(): void {
     const { pods, services, slices } = this.d;
     services.on('add', (s) => this.enqueueService(s));
     services.on('update', (s) => this.enqueueService(s));
-    services.on('delete', (s) => {
-      this.written.delete(objectKey(s));
-      this.d.enqueue(objectKey(s), 0);
-    });
+    services.on('delete', (s) => this.d.enqueue(objectKey(s), 0));
     const onPod = (p: V1Pod, old?: V1Pod) => {
       const svcs = new Map<string, V1Service>();
       for (const s of this.servicesFor(p)) svcs.set(objectKey(s), s);
@@ -150,79 +428,78 @@ export class EndpointSliceController {
   reconcile = async (key: string): Promise<ReconcileResult | void> => {
     const [ns, name] = key.split('/') as [string, string];
     const svc = this.d.services.get(key);
-    if (!svc || !svc.spec?.selector || svc.spec.type === 'ExternalName') {
-      // the garbage collector removes slices of a deleted Service through ownerReferences; a
-      // Service that lost its selector keeps no managed slices (upstream deletes them)
-      if (svc) for (const sl of this.ownedSlices(ns, name)) await this.deleteSlice(key, sl);
+    if (!svc) {
+      // the garbage collector removes the slices of a deleted Service through ownerReferences
       this.written.delete(key);
+      this.triggerTimes.deleteService(key);
       return;
     }
+    // ExternalName and selector-less Services: their slices (if any) are left alone, as upstream
+    if (svc.spec?.type === 'ExternalName' || !hasSelector(svc)) return;
     if (this.stale(key)) return { requeueAfterMs: 100 };
     const matches = serviceSelector(svc);
     const pods = this.d.pods.list().filter((p) => p.metadata?.namespace === ns && matches(p.metadata?.labels ?? {}));
-    const groups = desiredEndpoints(svc, pods, (n) => this.d.nodes.get(n));
+    const triggerTime = this.triggerTimes.compute(svc, pods);
+    const w = this.written.get(key) ?? new Map<string, number | 'deleted'>();
+    this.written.set(key, w);
+    const types = addressTypesFor(svc);
+    // slices being deleted are dropped, so the controller does not wait for them (as upstream)
+    const existing = this.ownedSlices(ns, name)
+      .filter((s) => !s.metadata?.deletionTimestamp)
+      .sort((a, b) => (a.metadata!.name! < b.metadata!.name! ? -1 : 1));
+    const skipped: string[] = [];
     try {
-      const existing = this.ownedSlices(ns, name).sort((a, b) => (a.metadata!.name! < b.metadata!.name! ? -1 : 1));
-      const unused = new Set(existing);
-      const w = this.written.get(key) ?? new Map<string, number | 'deleted'>();
-      this.written.set(key, w);
-      for (const g of groups.values()) {
-        for (let i = 0; i < Math.max(1, Math.ceil(g.endpoints.length / MAX_ENDPOINTS_PER_SLICE)); i++) {
-          const chunk = g.endpoints.slice(i * MAX_ENDPOINTS_PER_SLICE, (i + 1) * MAX_ENDPOINTS_PER_SLICE);
-          if (chunk.length === 0 && groups.size > 1) continue;
-          // reuse a slice with the same ports first, then any unused one
-          const reuse = [...unused].find((s) => JSON.stringify(s.ports ?? []) === JSON.stringify(g.ports)) ?? [...unused][0];
-          if (reuse) unused.delete(reuse);
-          await this.writeSlice(key, svc, reuse, g.ports, chunk, w);
-        }
+      for (const t of types) {
+        const groups = desiredEndpoints(svc, pods, (n) => this.d.nodes.get(n), t, skipped);
+        const plan = planSlices(svc, groups, existing.filter((s) => s.addressType === t), t, this.d.maxEndpointsPerSlice ?? MAX_ENDPOINTS_PER_SLICE);
+        if (!(await this.apply(svc, plan, triggerTime, w))) return;
       }
-      if (groups.size === 0 && existing.length === 0) {
-        // upstream keeps one empty slice per Service so consumers can tell "no endpoints" from "not synced"
-        await this.writeSlice(key, svc, undefined, [], [], w);
-      } else if (groups.size === 0) {
-        const keep = existing[0]!;
-        unused.delete(keep);
-        await this.writeSlice(key, svc, keep, [], [], w);
-      }
-      for (const sl of unused) await this.deleteSlice(key, sl);
+      for (const sl of existing) if (!types.includes(sl.addressType as AddressType)) await this.deleteSlice(key, sl);
     } catch (err) {
       // a conflict is our cache lagging, retried at once (upstream: stale-cache errors are silent)
-      if (!isConflict(err)) (this.d.events ?? NO_EVENTS).event({ apiVersion: 'v1', kind: 'Service', metadata: svc.metadata }, 'Warning', 'FailedToUpdateEndpointSlices', `Error updating Endpoint Slices for Service ${key}: ${(err as Error).message}`);
+      if (!isConflict(err)) this.failed(svc, err);
+      throw err;
+    }
+    if (skipped.length) {
+      // upstream: the other endpoints are written, the Service is retried with backoff
+      const err = new Error(`skipping Pod(s) ${[...new Set(skipped)].join(', ')} for Service ${key}: Node not found`);
+      this.failed(svc, err);
       throw err;
     }
   };
 
-  private async writeSlice(
-    key: string,
-    svc: V1Service,
-    current: V1EndpointSlice | undefined,
-    ports: DiscoveryV1EndpointPort[],
-    endpoints: V1Endpoint[],
-    written: Map<string, number | 'deleted'>,
-  ): Promise<void> {
+  private failed(svc: V1Service, err: unknown): void {
+    (this.d.events ?? NO_EVENTS).event({ apiVersion: 'v1', kind: 'Service', metadata: svc.metadata }, 'Warning', 'FailedToUpdateEndpointSlices', `Error updating Endpoint Slices for Service ${objectKey(svc)}: ${(err as Error).message}`);
+  }
+
+  /** upstream finalize; false when the namespace is terminating (nothing more to do). */
+  private async apply(svc: V1Service, plan: SlicePlan, triggerTime: number | undefined, written: Map<string, number | 'deleted'>): Promise<boolean> {
     const ns = svc.metadata!.namespace!;
-    const labels: Record<string, string> = { ...(svc.metadata?.labels ?? {}), [SERVICE_NAME_LABEL]: svc.metadata!.name!, [MANAGED_BY_LABEL]: MANAGED_BY };
-    delete labels['service.kubernetes.io/headless'];
-    if (svc.spec?.clusterIP === 'None') labels['service.kubernetes.io/headless'] = '';
-    const body: V1EndpointSlice = {
-      apiVersion: 'discovery.k8s.io/v1',
-      kind: 'EndpointSlice',
-      metadata: {
-        ...(current ? { name: current.metadata!.name, resourceVersion: current.metadata!.resourceVersion } : { generateName: `${svc.metadata!.name}-` }),
-        namespace: ns,
-        labels,
-        ownerReferences: [{ apiVersion: 'v1', kind: 'Service', name: svc.metadata!.name!, uid: svc.metadata!.uid!, controller: true, blockOwnerDeletion: true }],
-      },
-      addressType: 'IPv4',
-      endpoints,
-      ports,
-    };
-    if (current && JSON.stringify([current.endpoints ?? [], current.ports ?? [], current.metadata?.labels ?? {}]) === JSON.stringify([endpoints, ports, labels])) return;
-    const res = current
-      ? await this.d.client.put<V1EndpointSlice>(`${slicesPath(ns)}/${current.metadata!.name}`, body)
-      : await this.d.client.post<V1EndpointSlice>(slicesPath(ns), body);
-    written.set(`${ns}/${res.metadata!.name}`, res.metadata?.generation ?? 1);
-    this.d.log.debug({ service: key, slice: res.metadata?.name, endpoints: endpoints.length }, current ? 'updated EndpointSlice' : 'created EndpointSlice');
+    const key = objectKey(svc);
+    if (!svc.metadata?.deletionTimestamp) {
+      for (const sl of plan.create) {
+        setTriggerTime((sl.metadata!.annotations ??= {}), triggerTime);
+        if (Object.keys(sl.metadata!.annotations).length === 0) delete sl.metadata!.annotations;
+        try {
+          const res = await this.d.client.post<V1EndpointSlice>(slicesPath(ns), sl);
+          written.set(`${ns}/${res.metadata!.name}`, res.metadata?.generation ?? 1);
+          this.d.log.debug({ service: key, slice: res.metadata?.name, endpoints: (sl.endpoints ?? []).length }, 'created EndpointSlice');
+        } catch (err) {
+          if (isNamespaceTerminating(err)) return false;
+          throw err;
+        }
+      }
+    }
+    for (const sl of plan.update) {
+      const annotations = { ...(sl.metadata?.annotations ?? {}) };
+      setTriggerTime(annotations, triggerTime);
+      const body: V1EndpointSlice = { ...sl, apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', metadata: { ...sl.metadata, annotations }, endpoints: sl.endpoints ?? [] };
+      const res = await this.d.client.put<V1EndpointSlice>(`${slicesPath(ns)}/${sl.metadata!.name}`, body);
+      written.set(`${ns}/${res.metadata!.name}`, res.metadata?.generation ?? 1);
+      this.d.log.debug({ service: key, slice: res.metadata?.name, endpoints: body.endpoints.length }, 'updated EndpointSlice');
+    }
+    for (const sl of plan.delete) await this.deleteSlice(key, sl);
+    return true;
   }
 
   private async deleteSlice(key: string, sl: V1EndpointSlice): Promise<void> {
@@ -235,4 +512,9 @@ export class EndpointSliceController {
     w.set(objectKey(sl), 'deleted');
     this.written.set(key, w);
   }
+}
+
+/** upstream: a nil selector means "endpoints managed by someone else" (an empty one is stored as none) */
+export function hasSelector(svc: V1Service): boolean {
+  return !!svc.spec?.selector && Object.keys(svc.spec.selector).length > 0;
 }

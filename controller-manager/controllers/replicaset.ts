@@ -19,6 +19,7 @@ import { compileLabelSelector } from '../../core/labels.ts';
 import { NO_EVENTS, type ComponentEventRecorder } from '../../core/events.ts';
 import { ControllerExpectations } from '../expectations.ts';
 import { claimObjects, controllerRef } from './claim.ts';
+import { isNamespaceTerminating, semanticEqual } from './semantic.ts';
 import type { ReconcileResult } from '../queue/index.ts';
 
 /** upstream: burstReplicas = 500 creations/deletions per sync */
@@ -44,24 +45,97 @@ export interface ReplicaSetControllerDeps {
 const asReplicaSet = (rs: V1ReplicaSet) => ({ apiVersion: 'apps/v1', kind: 'ReplicaSet', metadata: rs.metadata });
 
 
+export const POD_DELETION_COST_ANNOTATION = 'controller.kubernetes.io/pod-deletion-cost';
+
+/** upstream GetDeletionCostFromPodAnnotations: an int32 in the annotation, 0 when absent or invalid. */
+export function podDeletionCost(p: V1Pod): number {
+  const v = p.metadata?.annotations?.[POD_DELETION_COST_ANNOTATION];
+  if (v === undefined || !/^[+-]?\d+$/.test(v.trim())) return 0;
+  const n = Number(v.trim());
+  return n >= -(2 ** 31) && n <= 2 ** 31 - 1 ? n : 0;
+}
+
+const ms = (t: Date | string | undefined): number => (t ? new Date(t).getTime() || 0 : 0);
+const PHASE_ORDINAL: Record<string, number> = { Pending: 0, Unknown: 1, Running: 2 };
+
+/** upstream afterOrZero: a zero time is "less"; otherwise the later one is. */
+const afterOrZero = (t1: number, t2: number) => (t1 === 0 || t2 === 0 ? t1 === 0 : t1 > t2);
+
+/** upstream logarithmicRankDiff: difference of floor(log2(age in ns)); -1 for an age <= 0. */
+function logRankDiff(t1: number, t2: number, now: number): number {
+  const r = (t: number) => (now - t > 0 ? Math.floor(Math.log2((now - t) * 1e6)) : -1);
+  return r(t1) - r(t2);
+}
+
+/** upstream maxContainerRestarts: max of the regular containers, max of the native sidecars. */
+function maxRestarts(p: V1Pod): [number, number] {
+  const regular = Math.max(0, ...(p.status?.containerStatuses ?? []).map((c) => c.restartCount ?? 0));
+  const sidecars = new Set((p.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always').map((c) => c.name));
+  const sidecar = Math.max(0, ...(p.status?.initContainerStatuses ?? []).filter((c) => sidecars.has(c.name)).map((c) => c.restartCount ?? 0));
+  return [regular, sidecar];
+}
+
+const readyTime = (p: V1Pod) => (isPodReady(p) ? ms(podReadyCondition(p)?.lastTransitionTime) : 0);
+
 /**
- * Order of deletion when scaling down (upstream ActivePods ranking, simplified): unassigned before
- * assigned, Pending before Unknown before Running, not ready before ready, ready for less time
- * first, more container restarts first, newer first.
+ * upstream ActivePodsWithRanks.Less (PodDeletionCost and LogarithmicScaleDown enabled, their
+ * defaults): is pod `a` (with `rankA` related active pods on its node) deleted before `b`?
+ * Unassigned < assigned; Pending < Unknown < Running; not ready < ready; lower
+ * controller.kubernetes.io/pod-deletion-cost first; more related pods on the same node first;
+ * ready for less time first (in power-of-two buckets of age, then by uid); higher max container
+ * restarts first (regular, then native sidecars); newer first (buckets, then uid). `now` 0: exact
+ * times instead of buckets.
  */
+export function deletesBefore(a: V1Pod, rankA: number, b: V1Pod, rankB: number, now: number): boolean {
+  const na = a.spec?.nodeName ?? '';
+  const nb = b.spec?.nodeName ?? '';
+  if (na !== nb && (na === '' || nb === '')) return na === '';
+  const pa = PHASE_ORDINAL[a.status?.phase ?? ''] ?? 0;
+  const pb = PHASE_ORDINAL[b.status?.phase ?? ''] ?? 0;
+  if (pa !== pb) return pa < pb;
+  if (isPodReady(a) !== isPodReady(b)) return !isPodReady(a);
+  const ca = podDeletionCost(a);
+  const cb = podDeletionCost(b);
+  if (ca !== cb) return ca < cb;
+  if (rankA !== rankB) return rankA > rankB;
+  const uidLess = () => (a.metadata?.uid ?? '') < (b.metadata?.uid ?? '');
+  const byTime = (t1: number, t2: number): boolean => {
+    if (now === 0 || t1 === 0 || t2 === 0) return afterOrZero(t1, t2);
+    const d = logRankDiff(t1, t2, now);
+    return d === 0 ? uidLess() : d < 0;
+  };
+  if (isPodReady(a) && isPodReady(b)) {
+    const ra = readyTime(a);
+    const rb = readyTime(b);
+    if (ra !== rb) return byTime(ra, rb);
+  }
+  const [ra, sa] = maxRestarts(a);
+  const [rb, sb] = maxRestarts(b);
+  if (ra !== rb) return ra > rb;
+  if (sa !== sb) return sa > sb;
+  const ta = ms(a.metadata?.creationTimestamp);
+  const tb = ms(b.metadata?.creationTimestamp);
+  if (ta !== tb) return byTime(ta, tb);
+  return false;
+}
+
+/** Comparator of {@link deletesBefore} for pods without related-pod ranks and exact times. */
 export function deletionRank(a: V1Pod, b: V1Pod): number {
-  const assigned = (p: V1Pod) => (p.spec?.nodeName ? 1 : 0);
-  if (assigned(a) !== assigned(b)) return assigned(a) - assigned(b);
-  const phase = (p: V1Pod) => ({ Pending: 0, Unknown: 1, Running: 2 })[p.status?.phase ?? 'Pending'] ?? 0;
-  if (phase(a) !== phase(b)) return phase(a) - phase(b);
-  const ready = (p: V1Pod) => (isPodReady(p) ? 1 : 0);
-  if (ready(a) !== ready(b)) return ready(a) - ready(b);
-  const readySince = (p: V1Pod) => new Date(podReadyCondition(p)?.lastTransitionTime ?? 0).getTime();
-  if (ready(a) && readySince(a) !== readySince(b)) return readySince(b) - readySince(a);
-  const restarts = (p: V1Pod) => (p.status?.containerStatuses ?? []).reduce((n, c) => n + (c.restartCount ?? 0), 0);
-  if (restarts(a) !== restarts(b)) return restarts(b) - restarts(a);
-  const created = (p: V1Pod) => new Date(p.metadata?.creationTimestamp ?? 0).getTime();
-  return created(b) - created(a);
+  return deletesBefore(a, 0, b, 0, 0) ? -1 : deletesBefore(b, 0, a, 0, 0) ? 1 : 0;
+}
+
+/**
+ * upstream getPodsToDelete + getPodsRankedByRelatedPodsOnSameNode: the `diff` pods of `active` to
+ * delete; each pod's rank is the number of active `related` pods (pods of the ReplicaSets with the
+ * same controller, this one included) on its node.
+ */
+export function podsToDelete(active: readonly V1Pod[], related: readonly V1Pod[], diff: number, now: number): V1Pod[] {
+  if (diff >= active.length) return [...active];
+  const onNode = new Map<string, number>();
+  for (const p of related) if (isPodActive(p)) onNode.set(p.spec?.nodeName ?? '', (onNode.get(p.spec?.nodeName ?? '') ?? 0) + 1);
+  const ranked = active.map((pod) => ({ pod, rank: onNode.get(pod.spec?.nodeName ?? '') ?? 0 }));
+  ranked.sort((x, y) => (deletesBefore(x.pod, x.rank, y.pod, y.rank, now) ? -1 : deletesBefore(y.pod, y.rank, x.pod, x.rank, now) ? 1 : 0));
+  return ranked.slice(0, diff).map((r) => r.pod);
 }
 
 const rsPath = (ns: string, name: string) => `/apis/apps/v1/namespaces/${ns}/replicasets/${name}`;
@@ -215,7 +289,7 @@ export class ReplicaSetController {
       if (failure) throw failure;
     } else if (diff > 0) {
       const n = Math.min(diff, BURST_REPLICAS);
-      const victims = [...active].sort(deletionRank).slice(0, n);
+      const victims = podsToDelete(active, this.relatedPods(rs), n, this.now());
       this.expectations.expectDeletions(key, victims.map(objectKey));
       log.info({ deleting: n, want, have: active.length }, 'too many replicas');
       let failure: unknown;
@@ -235,6 +309,15 @@ export class ReplicaSetController {
       );
       if (failure) throw failure;
     }
+  }
+
+  /** upstream getIndirectlyRelatedPods: the pods of every ReplicaSet with the same controller as `rs` (none without one). */
+  private relatedPods(rs: V1ReplicaSet): V1Pod[] {
+    const ref = controllerRef(rs.metadata);
+    if (!ref) return [];
+    const ns = rs.metadata?.namespace;
+    const uids = new Set(this.d.replicaSets.list().filter((x) => x.metadata?.namespace === ns && controllerRef(x.metadata)?.uid === ref.uid).map((x) => x.metadata!.uid));
+    return this.d.pods.list().filter((p) => p.metadata?.namespace === ns && uids.has(controllerRef(p.metadata)?.uid));
   }
 
   private async createPod(rs: V1ReplicaSet): Promise<void> {
@@ -258,6 +341,8 @@ export class ReplicaSetController {
       const created = await this.d.client.post<V1Pod>(podsPath(rs.metadata!.namespace!), body);
       this.events.event(asReplicaSet(rs), 'Normal', 'SuccessfulCreate', `Created pod: ${created.metadata?.name}`);
     } catch (err) {
+      // upstream: creations in a terminating namespace keep failing: no event, no error, no retry
+      if (isNamespaceTerminating(err)) return;
       this.events.event(asReplicaSet(rs), 'Warning', 'FailedCreate', `Error creating: ${(err as Error).message}`);
       throw err;
     }
@@ -272,16 +357,21 @@ export class ReplicaSetController {
     const ready = active.filter(isPodReady);
     const available = active.filter((p) => isPodAvailable(p, minReady, now)).length;
     const terminating = all.filter((p) => p.metadata?.deletionTimestamp && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed').length;
-    const conditions = (rs.status?.conditions ?? []).filter((c) => c.type !== 'ReplicaFailure');
-    if (manageError) {
-      const create = active.length < (rs.spec?.replicas ?? 1);
+    // upstream calculateStatus: a ReplicaFailure condition is added when manageReplicas fails and
+    // there is none, removed when it succeeds, and otherwise left as it is (no write per retry)
+    let conditions = [...(rs.status?.conditions ?? [])];
+    const failure = conditions.find((c) => c.type === 'ReplicaFailure');
+    if (manageError && !failure) {
+      const diff = active.length - (rs.spec?.replicas ?? 1);
       conditions.push({
         type: 'ReplicaFailure',
         status: 'True',
-        reason: create ? 'FailedCreate' : 'FailedDelete',
+        reason: diff < 0 ? 'FailedCreate' : diff > 0 ? 'FailedDelete' : '',
         message: (manageError as Error).message,
-        lastTransitionTime: new Date(now).toISOString() as never,
+        lastTransitionTime: new Date(Math.floor(now / 1000) * 1000).toISOString() as never,
       });
+    } else if (!manageError && failure) {
+      conditions = conditions.filter((c) => c.type !== 'ReplicaFailure');
     }
     const status = {
       replicas: active.length,
@@ -300,7 +390,7 @@ export class ReplicaSetController {
       (cur.availableReplicas ?? 0) === status.availableReplicas &&
       (cur.terminatingReplicas ?? 0) === status.terminatingReplicas &&
       cur.observedGeneration === status.observedGeneration &&
-      JSON.stringify(cur.conditions ?? []) === JSON.stringify(status.conditions ?? []);
+      semanticEqual(cur.conditions ?? [], status.conditions ?? []);
     if (!same) {
       // upstream updateReplicaSetStatus: on a conflict, fetch the latest object and retry once
       const path = `${rsPath(rs.metadata!.namespace!, rs.metadata!.name!)}/status`;

@@ -1,9 +1,9 @@
 /**
  * Taint eviction controller, behaviour as upstream pkg/controller/tainteviction: a pod bound to a
  * node with NoExecute taints it does not tolerate is deleted at once; if it tolerates them all for
- * a limited time, it is deleted when the smallest tolerationSeconds of the matching tolerations has
- * passed since the controller first saw it exposed (a per-pod timer, cancelled when the taints go
- * away); before deleting, the pod gets the DisruptionTarget condition (reason
+ * a limited time, it is deleted when the smallest tolerationSeconds of the tolerations used (the
+ * first matching one per taint) has passed since the event that exposed it was handled (a per-pod
+ * clock, stopped when the taints go away, so a taint removed and re-added starts it again); before deleting, the pod gets the DisruptionTarget condition (reason
  * DeletionByTaintManager). What is ours: pod keys are queued with the pod's criticality, so in the
  * multi-priority modes critical pods are evicted (and thus respawned) first (thesis §5.3.1).
  */
@@ -31,20 +31,25 @@ export function toleratesTaint(t: V1Toleration, taint: V1Taint): boolean {
 }
 
 /**
- * What to do with a pod on a node carrying `taints`: 'evict' now, keep 'forever', or keep for
- * `afterMs` (the minimum tolerationSeconds of the tolerations used; negative counts as 0).
+ * What to do with a pod on a node carrying `taints` (upstream processPodOnNode): 'evict' now, keep
+ * 'forever', or keep for `afterMs`. The tolerations used are, per NoExecute taint, the FIRST
+ * toleration that tolerates it (upstream GetMatchingTolerations); the delay is the minimum
+ * tolerationSeconds among them, a non-positive one meaning at once (upstream getMinTolerationTime).
  */
 export function evictionDecision(tolerations: V1Toleration[] | undefined, taints: V1Taint[] | undefined): { action: 'evict' | 'keep' } | { action: 'after'; afterMs: number } {
   const noExecute = (taints ?? []).filter((t) => t.effect === 'NoExecute');
   if (noExecute.length === 0) return { action: 'keep' };
   let min = Infinity;
   for (const taint of noExecute) {
-    const used = (tolerations ?? []).filter((t) => toleratesTaint(t, taint));
-    if (used.length === 0) return { action: 'evict' };
-    for (const t of used) if (t.tolerationSeconds !== undefined && t.tolerationSeconds !== null) min = Math.min(min, Math.max(0, t.tolerationSeconds));
+    const used = (tolerations ?? []).find((t) => toleratesTaint(t, taint));
+    if (!used) return { action: 'evict' };
+    if (used.tolerationSeconds !== undefined && used.tolerationSeconds !== null) {
+      if (used.tolerationSeconds <= 0) return { action: 'evict' };
+      min = Math.min(min, used.tolerationSeconds);
+    }
   }
   if (min === Infinity) return { action: 'keep' };
-  return min === 0 ? { action: 'evict' } : { action: 'after', afterMs: min * 1000 };
+  return { action: 'after', afterMs: min * 1000 };
 }
 
 export interface TaintEvictionDeps {
@@ -87,12 +92,24 @@ export class TaintEvictionController {
     this.d.enqueue(objectKey(p), criticalityRank(level));
   }
 
+  /**
+   * Starts or stops the toleration clock of pod `p` when an event about it or its node is handled
+   * (upstream processPodOnNode: a timed eviction is scheduled from now, an existing one keeps its
+   * start while the pod stays exposed, and it is cancelled when the taints no longer call for one).
+   */
+  private track(p: V1Pod, node: V1Node | undefined): void {
+    const key = objectKey(p);
+    if (p.metadata?.deletionTimestamp || evictionDecision(p.spec?.tolerations, node?.spec?.taints).action !== 'after') this.exposedSince.delete(key);
+    else if (!this.exposedSince.has(key)) this.exposedSince.set(key, this.now());
+  }
+
   register(): void {
     const { pods, nodes } = this.d;
     const onPod = (p: V1Pod, old?: V1Pod) => {
       if (!p.spec?.nodeName) return;
       if (old && old.spec?.nodeName === p.spec.nodeName && JSON.stringify(old.spec?.tolerations) === JSON.stringify(p.spec.tolerations)) return;
       const node = nodes.get(p.spec.nodeName);
+      this.track(p, node);
       if (node?.spec?.taints?.some((t) => t.effect === 'NoExecute')) this.enqueuePod(p, node);
     };
     pods.on('add', (p) => onPod(p));
@@ -112,7 +129,9 @@ export class TaintEvictionController {
       // every pod on the node, highest criticality first (the queue orders them in the priority modes)
       for (const p of this.d.criticality.podsOnNode(n.metadata!.name!)) {
         const pod = pods.get(p.key);
-        if (pod) this.enqueuePod(pod, n);
+        if (!pod) continue;
+        this.track(pod, n);
+        this.enqueuePod(pod, n);
       }
     };
     nodes.on('add', (n) => onNode(n));
@@ -126,7 +145,9 @@ export class TaintEvictionController {
       if (!n.spec?.taints?.some((t) => t.effect === 'NoExecute')) continue;
       for (const p of this.d.criticality.podsOnNode(n.metadata!.name!)) {
         const pod = this.d.pods.get(p.key);
-        if (pod) this.enqueuePod(pod, n);
+        if (!pod) continue;
+        this.track(pod, n);
+        this.enqueuePod(pod, n);
       }
     }
   }

@@ -1,7 +1,8 @@
 /**
  * DelayingWorkQueue: addAfter on top of WorkQueue (client-go delaying_queue.go). Waiting keys live
  * in a map (one entry per key: earliest due time, highest priority) indexed by a min-heap of due
- * times; one clock timer is armed for the earliest due key. A due key is add()ed.
+ * times; one clock timer is armed for the earliest due key. A due key is add()ed; add() of a
+ * waiting key leaves its delayed add in place (client-go keeps both).
  */
 import type { Timer } from '../../core/clock.ts';
 import { MinHeap } from '../../core/heap.ts';
@@ -29,21 +30,10 @@ export class DelayingWorkQueue<K = string> extends WorkQueue<K> {
     super(opts);
   }
 
-  /** add() also makes a waiting key ready now, keeping the higher of both priorities. */
-  override add(key: K, priority?: PriorityLike): void {
-    if (this.isShuttingDown()) return;
-    let p = toPriority(priority);
-    const w = this.waiting.get(key);
-    if (w) {
-      this.waiting.delete(key);
-      if (w.priority > p) p = w.priority;
-    }
-    super.add(key, p);
-  }
-
   /**
-   * Adds `key` once `delayMs` has elapsed (at once if delayMs <= 0, or if the key is already
-   * dirty: its entry is served no later than a delayed one would be, and takes the priority).
+   * Adds `key` once `delayMs` has elapsed (at once if delayMs <= 0). As client-go, the delayed add
+   * is kept whatever happens to the key meanwhile: an add() or a dirty entry is served now AND the
+   * key comes again at its due time.
    */
   addAfter(key: K, delayMs: number, priority?: PriorityLike): void {
     if (this.isShuttingDown()) return;
@@ -52,7 +42,7 @@ export class DelayingWorkQueue<K = string> extends WorkQueue<K> {
   }
 
   private delay(key: K, delayMs: number, p: Priority): void {
-    if (!(delayMs > 0) || this.priorityOf(key) !== undefined) {
+    if (!(delayMs > 0)) {
       this.add(key, p);
       return;
     }

@@ -28,8 +28,8 @@
  *    shutDown(). Getters must keep running for it to resolve.
  *  - Delaying layer: addAfter(key, ms) makes the key ready at now+ms; merged with a waiting entry of
  *    the same key it keeps the earliest due time and the highest priority; add(key) of a waiting key
- *    makes it ready now (earliest due time) and absorbs the waiting priority. Waiting keys are
- *    dropped on shutdown (like client-go).
+ *    (or addAfter of a dirty one) leaves the delayed add in place: the key is served now and again
+ *    at its due time, as client-go. Waiting keys are dropped on shutdown (like client-go).
  *  - Rate-limiting layer: addRateLimited(key) = addAfter(key, rateLimiter.when(key)); forget(key)
  *    clears the key's failure history; numRequeues(key) reports it.
  *  - A priority admission hook (setPriorityAdmission) may lower a requested priority when it would

@@ -148,7 +148,7 @@ describe('cache projections: every controller decides the same on the projected 
     // the fixture exercises what it should: some ports resolve by name, zones are set
     expect(resolvePort(projected[0]!, services[0]!.spec!.ports![0]!)).toBe(8080);
     expect(resolvePort(projected[0]!, services[0]!.spec!.ports![1]!)).toBe(53);
-    expect(JSON.stringify([...desiredEndpoints(services[0]!, projected, (n) => projectedNodes.get(n)).values()])).toContain('zone-2');
+    expect(JSON.stringify([...desiredEndpoints(services[0]!, projected, (n) => projectedNodes.get(n)).values()].flatMap((g) => [...g.endpoints.values()]))).toContain('zone-2');
   });
 
   it('ReplicaSet deletion ranking, readiness, availability, activity', () => {

@@ -125,3 +125,35 @@ describe('deployment helpers', () => {
     expect(s.conditions[0]).toMatchObject({ reason: 'B', lastTransitionTime: new Date('2020-01-01') });
   });
 });
+
+describe('deployment status (upstream calculateStatus)', () => {
+  it('unavailableReplicas = sum of the ReplicaSets spec.replicas minus available (pods that cannot be created are unavailable)', async () => {
+    const { DeploymentController } = await import('../../controller-manager/controllers/deployment.ts');
+    const { pino } = await import('pino');
+    const c = new DeploymentController({ client: {} as never, deployments: {} as never, replicaSets: {} as never, pods: {} as never, criticality: {} as never, enqueue: () => {}, log: pino({ level: 'silent' }), now: () => 0 });
+    const d = dep(5);
+    // quota blocks creation: the new RS wants 5, has 2 pods, 2 available
+    const newRS = { ...rs('new', 5, '2026-01-01T00:00:00Z'), status: { replicas: 2, readyReplicas: 2, availableReplicas: 2 } };
+    const s = c.calculateStatus(d, [newRS], newRS);
+    expect([s.replicas, s.updatedReplicas, s.availableReplicas, s.unavailableReplicas]).toEqual([2, 2, 2, 3]);
+    // more available than desired: never negative
+    const over = { ...rs('new', 1, '2026-01-01T00:00:00Z'), status: { replicas: 2, availableReplicas: 2 } };
+    expect(c.calculateStatus(dep(1), [over], over).unavailableReplicas).toBe(0);
+  });
+});
+
+describe('fenceposts (upstream TestResolveFenceposts)', () => {
+  it.each([
+    ['0%', '0%', 0, { surge: 0, unavailable: 1 }],
+    ['39%', '39%', 10, { surge: 4, unavailable: 3 }],
+  ])('maxSurge %s maxUnavailable %s of %i', (s, u, n, want) => {
+    expect(resolveFenceposts(dep(n, s, u), n)).toEqual(want);
+  });
+  it.each([
+    ['oops', '39%'],
+    ['55%', 'urg'],
+    ['5', '1'],
+  ])('maxSurge %s maxUnavailable %s: an error naming the field', (s, u) => {
+    expect(() => resolveFenceposts(dep(10, s, u), 10)).toThrow(/Deployment ns\/d: spec\.strategy\.rollingUpdate\.max(Surge|Unavailable): invalid value/);
+  });
+});

@@ -27,14 +27,72 @@ describe('eviction decision', () => {
   it('evicts at once when one NoExecute taint is not tolerated', () => {
     expect(evictionDecision([{ key: taint.key, operator: 'Exists', effect: 'NoExecute' }], [taint, { key: 'failure', value: 'true', effect: 'NoExecute' }])).toEqual({ action: 'evict' });
   });
-  it('waits the smallest tolerationSeconds of the tolerations used, forever without any', () => {
+  it('uses the FIRST toleration matching each taint (upstream GetMatchingTolerations), then the minimum of their tolerationSeconds', () => {
     const tol = [
       { key: taint.key, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 },
       { operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 30 },
     ];
-    expect(evictionDecision(tol, [taint])).toEqual({ action: 'after', afterMs: 30_000 });
+    // the 30 s toleration also matches, but the 300 s one comes first: upstream waits 300 s
+    expect(evictionDecision(tol, [taint])).toEqual({ action: 'after', afterMs: 300_000 });
+    // a second taint only the catch-all tolerates: it is used for that taint, minimum 30 s
+    expect(evictionDecision(tol, [taint, { key: 'other', effect: 'NoExecute' }])).toEqual({ action: 'after', afterMs: 30_000 });
+    // the first match tolerates forever: a later timed one does not count
+    expect(evictionDecision([{ operator: 'Exists' }, { operator: 'Exists', tolerationSeconds: 5 }], [taint])).toEqual({ action: 'keep' });
     expect(evictionDecision([{ operator: 'Exists' }], [taint])).toEqual({ action: 'keep' });
+  });
+  it('upstream getMinTolerationTime: unset seconds = forever, the smallest set one wins, zero or negative = at once', () => {
+    const t2 = { key: 'b', effect: 'NoExecute' };
+    const for2 = (a?: number, b?: number) => evictionDecision([{ key: taint.key, operator: 'Exists', tolerationSeconds: a }, { key: 'b', operator: 'Exists', tolerationSeconds: b }], [taint, t2]);
+    expect(for2(undefined, undefined)).toEqual({ action: 'keep' });
+    expect(for2(10, 20)).toEqual({ action: 'after', afterMs: 10_000 });
+    expect(for2(undefined, 10)).toEqual({ action: 'after', afterMs: 10_000 });
+    expect(for2(0, 10)).toEqual({ action: 'evict' });
     expect(evictionDecision([{ operator: 'Exists', tolerationSeconds: -5 }], [taint])).toEqual({ action: 'evict' });
+  });
+});
+
+describe('TaintEvictionController toleration clock (upstream processPodOnNode)', () => {
+  function setup() {
+    let now = 0;
+    const pod: V1Pod = { metadata: { name: 'p', namespace: 'ns', uid: 'u' }, spec: { nodeName: 'n1', containers: [], tolerations: [{ key: taint.key, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 60 }] } };
+    const nodes = new Map<string, V1Node>();
+    const podInformer = Object.assign(new EventEmitter(), { get: () => pod });
+    const nodeInformer = Object.assign(new EventEmitter(), { get: (k: string) => nodes.get(k) });
+    const criticality = new CriticalityIndex();
+    criticality.upsertPod(pod);
+    const c = new TaintEvictionController({ client: {} as never, pods: podInformer as never, nodes: nodeInformer as never, criticality, enqueue: () => {}, log: pino({ level: 'silent' }), now: () => now });
+    c.register();
+    const setNode = (taints: V1Taint[]) => {
+      const old = nodes.get('n1') ?? { metadata: { name: 'n1' }, spec: {} };
+      const n = { metadata: { name: 'n1' }, spec: { taints } };
+      nodes.set('n1', n);
+      nodeInformer.emit('update', n, old);
+    };
+    return { c, setNode, at: (t: number) => (now = t) };
+  }
+  it('starts when the taint event is handled, not at the first reconcile', async () => {
+    const h = setup();
+    h.setNode([taint]);
+    h.at(10_000);
+    expect(await h.c.reconcile('ns/p')).toEqual({ requeueAfterMs: 50_000 });
+  });
+  it('a taint removed and re-added before the pod is served starts the clock again', async () => {
+    const h = setup();
+    h.setNode([taint]);
+    h.at(20_000);
+    h.setNode([]);
+    h.at(30_000);
+    h.setNode([taint]);
+    h.at(40_000);
+    expect(await h.c.reconcile('ns/p')).toEqual({ requeueAfterMs: 50_000 });
+  });
+  it('another taint change while still tolerated keeps the start', async () => {
+    const h = setup();
+    h.setNode([taint]);
+    h.at(20_000);
+    h.setNode([taint, { key: 'x', effect: 'NoSchedule' }, { key: taint.key, value: 'v2', effect: 'NoExecute' }]);
+    h.at(40_000);
+    expect(await h.c.reconcile('ns/p')).toEqual({ requeueAfterMs: 20_000 });
   });
 });
 

@@ -320,19 +320,20 @@ describe('PriorityWorkQueue: delays', () => {
     expect(q.len()).toBe(0); // the 100 ms and 200 ms requests were merged, not kept
   });
 
-  it('add() of a waiting key makes it ready now with the higher priority; addAfter of a dirty key merges at once', async () => {
+  it('add() does not cancel a pending addAfter, nor does a dirty key absorb one (client-go keeps both)', async () => {
     const clock = new FakeClock(0);
     const q = new PriorityWorkQueue({ clock });
     q.addAfter('a', 100, 'high');
     q.add('a', 'none');
-    expect(q.numWaiting()).toBe(0);
-    expect(q.priorityOf('a')).toBe(2);
+    expect(q.numWaiting()).toBe(1);
+    expect(q.priorityOf('a')).toBe(0);
     q.add('b', 'none');
     q.addAfter('b', 100, 'low');
-    expect(q.numWaiting()).toBe(0);
-    expect(q.priorityOf('b')).toBe(1);
-    await clock.advance(1000);
+    expect(q.numWaiting()).toBe(2);
     expect(keys(drain(q))).toEqual(['a', 'b']);
+    await clock.advance(100);
+    // both come again at their due time, with the delayed request's priority
+    expect(drain(q)).toEqual([{ key: 'a', priority: 2 }, { key: 'b', priority: 1 }]);
   });
 
   it('a delayed key that comes due while processing is queued once after done', async () => {

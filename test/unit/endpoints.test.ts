@@ -1,0 +1,133 @@
+/**
+ * Endpoints controller against facts of upstream pkg/controller/endpoint (endpoints_controller_test.go:
+ * TestTruncateEndpoints, TestSyncServiceAddresses) and its syncService.
+ */
+import { describe, expect, it } from 'vitest';
+import { pino } from 'pino';
+import type { KubernetesObject, V1EndpointAddress, V1Endpoints, V1EndpointSubset, V1Pod, V1Service } from '@kubernetes/client-node';
+import { desiredSubsets, endpointIP, EndpointsController, truncateSubsets } from '../../controller-manager/controllers/endpoints.ts';
+import { CriticalityIndex } from '../../core/criticality.ts';
+import { FakeInformer, fakeClient } from './fake-cluster.ts';
+
+const T0 = '2026-01-01T10:00:00Z';
+const svc = (extra: Partial<V1Service['spec']> = {}): V1Service => ({
+  metadata: { name: 'foo', namespace: 'ns', uid: 'svc', creationTimestamp: new Date(T0), labels: { tier: 'a' } },
+  spec: { selector: { foo: 'bar' }, clusterIP: '1.1.1.1', ipFamilies: ['IPv4'], ports: [{ port: 80, protocol: 'TCP', targetPort: 8080 as never }], ...extra },
+});
+const pod = (name: string, phase: string, ready: boolean, terminating: boolean, ips = ['10.1.1.1']): V1Pod => ({
+  metadata: { name, namespace: 'ns', uid: `u-${name}`, labels: { foo: 'bar' }, ...(terminating ? { deletionTimestamp: new Date(T0) } : {}) },
+  spec: { nodeName: 'n1', containers: [{ name: 'c', ports: [{ name: 'port1', containerPort: 8080 }] }] },
+  status: { phase, podIP: ips[0], podIPs: ips.map((ip) => ({ ip })), conditions: [{ type: 'Ready', status: ready ? 'True' : 'False', lastTransitionTime: new Date(T0) }] },
+});
+const count = (subsets: V1EndpointSubset[]) => [subsets.reduce((n, s) => n + (s.addresses?.length ?? 0), 0), subsets.reduce((n, s) => n + (s.notReadyAddresses?.length ?? 0), 0)];
+
+describe('addresses by phase, readiness, deletion, publishNotReadyAddresses (upstream TestSyncServiceAddresses)', () => {
+  const cases: [string, boolean, boolean, boolean, number, number][] = [
+    // phase, ready, terminating, tolerateUnready, ready count, not-ready count
+    ['Running', true, false, false, 1, 0],
+    ['Running', true, true, false, 0, 0],
+    ['Unknown', true, false, false, 1, 0],
+    ['Unknown', true, true, false, 0, 0],
+    ['Pending', true, false, false, 1, 0],
+    ['Pending', true, true, false, 0, 0],
+    ['Unknown', false, false, false, 0, 1],
+    ['Pending', false, false, false, 0, 1],
+    ['Failed', false, false, false, 0, 0],
+    ['Succeeded', false, false, false, 0, 0],
+    ['Running', false, false, true, 1, 0],
+    ['Running', false, true, true, 1, 0],
+    ['Unknown', false, false, true, 1, 0],
+    ['Unknown', false, true, true, 1, 0],
+    ['Pending', false, false, true, 1, 0],
+    ['Pending', false, true, true, 1, 0],
+    ['Failed', false, false, true, 0, 0],
+    ['Succeeded', false, false, true, 0, 0],
+  ];
+  it.each(cases)('%s ready=%s terminating=%s tolerate=%s -> %i ready, %i not ready', (phase, ready, terminating, tolerate, r, nr) => {
+    expect(count(desiredSubsets(svc({ publishNotReadyAddresses: tolerate }), [pod('p', phase, ready, terminating)]).subsets)).toEqual([r, nr]);
+  });
+});
+
+describe('truncation above 1000 addresses (upstream TestTruncateEndpoints)', () => {
+  const mk = (ready: number[], notReady: number[]): V1EndpointSubset[] =>
+    ready.map((r, i) => ({ addresses: Array.from({ length: r }, () => ({ ip: '' })), notReadyAddresses: Array.from({ length: notReady[i]! }, () => ({ ip: '' })) }));
+  const sizes = (ss: V1EndpointSubset[]) => [ss.map((s) => s.addresses?.length ?? 0), ss.map((s) => s.notReadyAddresses?.length ?? 0)];
+  it.each([
+    ['total < max', [50, 100, 100, 100, 100], [50, 100, 100, 100, 100], [50, 100, 100, 100, 100], [50, 100, 100, 100, 100], false],
+    ['total = max', [100, 100, 100, 100, 100], [100, 100, 100, 100, 100], [100, 100, 100, 100, 100], [100, 100, 100, 100, 100], false],
+    ['ready < max < total', [90, 110, 50, 10, 20], [101, 200, 200, 201, 298], [90, 110, 50, 10, 20], [73, 144, 144, 145, 214], true],
+    ['ready > max', [205, 400, 402, 400, 693], [100, 200, 200, 200, 300], [98, 191, 192, 191, 328], [0, 0, 0, 0, 0], true],
+  ])('%s', (_d, ready, notReady, wantReady, wantNotReady, truncated) => {
+    const ss = mk(ready, notReady);
+    expect(truncateSubsets(ss, 1000)).toBe(truncated);
+    expect(sizes(ss)).toEqual([wantReady, wantNotReady]);
+  });
+});
+
+describe('address family (upstream podToEndpointAddressForService)', () => {
+  it("the Service's first IP family, from status.podIPs; a pod without one is skipped", () => {
+    const p = pod('p', 'Running', true, false, ['10.1.1.1', 'fd00::1']);
+    expect(endpointIP(svc({ ipFamilies: ['IPv6', 'IPv4'] }), p)).toBe('fd00::1');
+    expect(endpointIP(svc({ ipFamilies: ['IPv4', 'IPv6'] }), p)).toBe('10.1.1.1');
+    expect(endpointIP(svc({ ipFamilies: undefined, clusterIP: 'fd00::10' }), p)).toBe('fd00::1');
+    expect(count(desiredSubsets(svc({ ipFamilies: ['IPv6'] }), [pod('q', 'Running', true, false, ['10.1.1.2'])]).subsets)).toEqual([0, 0]);
+  });
+  it('a Service without ports has addresses only when headless', () => {
+    expect(count(desiredSubsets(svc({ ports: [] }), [pod('p', 'Running', true, false)]).subsets)).toEqual([0, 0]);
+    const headless = desiredSubsets(svc({ ports: [], clusterIP: 'None' }), [pod('p', 'Running', true, false)]).subsets;
+    expect(headless).toEqual([{ addresses: [{ ip: '10.1.1.1', nodeName: 'n1', targetRef: { kind: 'Pod', namespace: 'ns', name: 'p', uid: 'u-p' } }] }]);
+  });
+});
+
+function controller(objs: { pods?: V1Pod[]; services?: V1Service[]; endpoints?: V1Endpoints[] }, fail?: Parameters<typeof fakeClient>[1]) {
+  const pods = new FakeInformer(objs.pods ?? []);
+  const services = new FakeInformer(objs.services ?? [svc()]);
+  const endpoints = new FakeInformer(objs.endpoints ?? []);
+  const f = fakeClient({ endpoints: endpoints as unknown as FakeInformer<KubernetesObject> }, fail);
+  const c = new EndpointsController({ client: f.client as never, pods: pods as never, services: services as never, endpoints: endpoints as never, criticality: new CriticalityIndex(), enqueue: () => {}, log: pino({ level: 'silent' }) });
+  return { c, pods, services, endpoints, ...f };
+}
+
+describe('EndpointsController', () => {
+  it('an unchanged Endpoints is not written again, whatever its key order and targetRef resourceVersion', async () => {
+    const h = controller({ pods: [pod('p1', 'Running', true, false)] });
+    await h.c.reconcile('ns/foo');
+    expect(h.writes().map((c) => c.method)).toEqual(['POST']);
+    const stored = h.endpoints.get('ns/foo')!;
+    const reordered = (a: V1EndpointAddress): V1EndpointAddress => ({ targetRef: { uid: a.targetRef!.uid, name: a.targetRef!.name, namespace: a.targetRef!.namespace, kind: 'Pod', resourceVersion: '12' }, nodeName: a.nodeName, ip: a.ip });
+    h.endpoints.items.set('ns/foo', { ...stored, metadata: { ...stored.metadata, labels: Object.fromEntries(Object.entries(stored.metadata!.labels!).reverse()) }, subsets: stored.subsets!.map((s) => ({ ports: s.ports, addresses: s.addresses!.map(reordered) })) });
+    await h.c.reconcile('ns/foo');
+    expect(h.writes()).toHaveLength(1);
+  });
+
+  it('a Service that loses its selector keeps its Endpoints; a deleted Service loses them', async () => {
+    const h = controller({ pods: [pod('p1', 'Running', true, false)] });
+    await h.c.reconcile('ns/foo');
+    h.services.upsert({ ...svc(), spec: { ...svc().spec, selector: undefined } });
+    await h.c.reconcile('ns/foo');
+    expect(h.writes().map((c) => c.method)).toEqual(['POST']);
+    h.services.remove(svc());
+    await h.c.reconcile('ns/foo');
+    expect(h.writes().map((c) => c.method)).toEqual(['POST', 'DELETE']);
+  });
+
+  it('last-change-trigger-time: the Service creation first, then the earliest Ready transition that moved (not a deletion time)', async () => {
+    const h = controller({ pods: [pod('p1', 'Running', true, false)] });
+    await h.c.reconcile('ns/foo');
+    const ann = () => h.endpoints.get('ns/foo')!.metadata!.annotations?.['endpoints.kubernetes.io/last-change-trigger-time'];
+    expect(ann()).toBe('2026-01-01T10:00:00Z');
+    const p2 = pod('p2', 'Running', true, false, ['10.1.1.2']);
+    p2.status!.conditions![0]!.lastTransitionTime = new Date('2026-01-01T10:01:00Z');
+    h.pods.upsert(p2);
+    const p1 = pod('p1', 'Running', true, true);
+    p1.metadata!.deletionTimestamp = new Date('2026-01-01T10:05:00Z');
+    h.pods.upsert(p1);
+    await h.c.reconcile('ns/foo');
+    expect(ann()).toBe('2026-01-01T10:01:00Z');
+  });
+
+  it('a create refused because the namespace is terminating is dropped, not retried', async () => {
+    const h = controller({ pods: [pod('p1', 'Running', true, false)] }, (c) => (c.method === 'POST' ? Object.assign(new Error('forbidden'), { statusCode: 403, body: { details: { causes: [{ type: 'NamespaceTerminating' }] } } }) : undefined));
+    await expect(h.c.reconcile('ns/foo')).resolves.toBeUndefined();
+  });
+});
