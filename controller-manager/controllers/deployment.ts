@@ -231,8 +231,8 @@ export function proportionalSizes(d: V1Deployment, allRSs: V1ReplicaSet[]): Map<
  * `staleStatus`: an old ReplicaSet reports more available replicas than its spec asks for — its status
  * is behind a scale-down (ours, just made: the ReplicaSet controller has not counted the deleted pod
  * yet). Upstream refuses that sync ("got invalid request to scale down"); so do we: cleanup would
- * otherwise compute a negative scale-down (a scale-UP of the old ReplicaSet, beyond maxSurge: seen in
- * CI on 2026-11-25 as 6 replicas for 4 + 1), and the availability counted from the stale status
+ * otherwise compute a negative scale-down (a scale-UP of the old ReplicaSet, beyond maxSurge, e.g. 6
+ * replicas for 4 + 1), and the availability counted from the stale status
  * would allow scaling down more than maxUnavailable. The ReplicaSet's status update syncs again.
  */
 export function planOldReplicaSets(d: V1Deployment, oldRSs: readonly V1ReplicaSet[], newRS: V1ReplicaSet | undefined): { sizes: Map<string, number> } | { staleStatus: V1ReplicaSet } {
