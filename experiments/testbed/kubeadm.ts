@@ -33,7 +33,7 @@ import { stringify as stringifyYaml } from 'yaml';
 import { binaryPath, binDir, cacheDir, ensureBinaries, K8S_VERSION } from './binaries.ts';
 import { buildTestImages } from './images/index.ts';
 import { buildKubeadmImages } from './kubeadm-images.ts';
-import { FatalError, isAlive, pidsMatching, pollUntil, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
+import { FatalError, isAlive, pidsMatching, pollUntil, processTracker, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
 import { createBridge, createCgroupRoot, deleteBridge, destroyCgroupRoot, mountsUnder, startContainerd, unmountUnder, type RealNodeSpec } from './realnode.ts';
 import { KUBEADM_PREREQUISITES, ensurePrerequisites } from './prerequisites.ts';
 
@@ -434,11 +434,7 @@ export async function up(opts: KubeadmUpOptions = {}): Promise<KubeadmState> {
     ready: false,
   };
   saveState(state);
-  const track = (p: TrackedProcess) => {
-    state.processes.push(p);
-    saveState(state);
-    return p;
-  };
+  const track = processTracker(state, saveState);
   const proc = (name: string) => state.processes.find((p) => p.name === name);
 
   try {

@@ -44,6 +44,15 @@ export function pinMainThreadApart(pid: number, mainCpus: string, otherCpus: str
   return tids.length - main.size;
 }
 
+/** Records each process started in `state` (saved at once), so a later `down` stops exactly these. */
+export function processTracker<S extends { processes: TrackedProcess[] }>(state: S, save: (s: S) => void): (p: TrackedProcess) => TrackedProcess {
+  return (p) => {
+    state.processes.push(p);
+    save(state);
+    return p;
+  };
+}
+
 export function startProcess(spec: ProcessSpec): TrackedProcess {
   const fd = openSync(spec.logFile, 'a');
   const [cmd, args] = spec.cpus ? ['taskset', ['-c', spec.cpus, spec.cmd, ...spec.args]] : [spec.cmd, spec.args];

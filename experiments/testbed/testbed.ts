@@ -29,7 +29,7 @@ import { realNodeSpec, startRealNode, stopRealNode, unmountUnder, mountsUnder, d
 import { createKwokNodes, DEFAULT_KWOK_DELAYS, KWOK_PORT, startKwok, writeKwokStages, type KwokDelays } from './kwok.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { ensureRuntimeConfigCrd } from '../../core/runtime-config.ts';
-import { FatalError, isAlive, pidsMatching, pollUntil, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
+import { FatalError, isAlive, pidsMatching, pollUntil, processTracker, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
 
 export interface TestbedOptions {
   runDir?: string;
@@ -185,11 +185,7 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
     ready: false,
   };
   saveState(state);
-  const track = (p: TrackedProcess) => {
-    state.processes.push(p);
-    saveState(state);
-    return p;
-  };
+  const track = processTracker(state, saveState);
 
   try {
     const pki = await generatePki(
