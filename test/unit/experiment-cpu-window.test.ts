@@ -132,8 +132,8 @@ describe('MachineCpuAudit on this machine', { timeout: 120_000 }, () => {
     try {
       await pollUntil('the outside process burned 300 ms', () => (parseStat(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.ticks ?? 0) >= 30, { timeoutMs: 60_000, intervalMs: 20 });
       const c = audit.finish()!;
+      // outsideCpuS, not outside.node: on a busy machine other groups may push node out of the top 5 listed
       expect(c.outsideCpuS, JSON.stringify(c)).toBeGreaterThanOrEqual(0.25);
-      expect(c.outside.node, JSON.stringify(c)).toBeGreaterThanOrEqual(250);
       expect(c.testbedCpuS, JSON.stringify(c)).toBeGreaterThanOrEqual(0.15); // the child reaped into this process
       expect(c.seconds).toBeGreaterThan(0.3);
       expect(sharedMachine(c)).toBe(true);
