@@ -74,7 +74,8 @@ describe('testbed: 2 real nodes + 10 KWOK nodes', () => {
       namespace: ns,
       body: {
         metadata: { name: 'no-image' },
-        spec: { nodeName: 'real-1', containers: [{ name: 'c', image: 'ulysses.local/not-built:1', imagePullPolicy: 'Never' }] },
+        // real-2: the test before tainted real-1 NoExecute, which would evict the pod
+        spec: { nodeName: 'real-2', containers: [{ name: 'c', image: 'ulysses.local/not-built:1', imagePullPolicy: 'Never' }] },
       },
     });
     const watch = new PodStartWatch(core, [ns]);
@@ -90,7 +91,7 @@ describe('testbed: 2 real nodes + 10 KWOK nodes', () => {
       err = e;
     }
     expect(err).toBeInstanceOf(FatalError);
-    expect((err as Error).message).toMatch(/pod it-testbed-stuck\/no-image on real-1: container c ErrImageNeverPull: .*ulysses\.local\/not-built:1/);
+    expect((err as Error).message).toMatch(/pod it-testbed-stuck\/no-image on real-2: container c ErrImageNeverPull: .*ulysses\.local\/not-built:1/);
     await core.deleteNamespacedPod({ name: 'no-image', namespace: ns, gracePeriodSeconds: 0 });
   });
 
