@@ -189,9 +189,9 @@ export class EndpointsController {
     const svc = this.d.services.get(key);
     const current = this.d.endpoints.get(key);
     if (!svc) {
-      // upstream deletes the Endpoints of a deleted Service
+      // upstream deletes the Endpoints of a deleted Service unconditionally: the cache may not hold
+      // an Endpoints that a sync of a moment ago created
       this.triggerTimes.deleteService(key);
-      if (!current) return;
       try {
         await this.d.client.delete(`${epPath(ns)}/${name}`);
       } catch (err) {

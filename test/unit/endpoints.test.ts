@@ -111,6 +111,15 @@ describe('EndpointsController', () => {
     expect(h.writes().map((c) => c.method)).toEqual(['POST', 'DELETE']);
   });
 
+  it('a deleted Service: its Endpoints are deleted even when the cache does not hold them yet (a sync of a moment ago created them)', async () => {
+    const h = controller({ pods: [pod('p1', 'Running', true, false)] });
+    await h.c.reconcile('ns/foo');
+    h.endpoints.items.delete('ns/foo'); // the informer has not seen the create
+    h.services.remove(svc());
+    await h.c.reconcile('ns/foo');
+    expect(h.writes().map((c) => c.method)).toEqual(['POST', 'DELETE']);
+  });
+
   it('last-change-trigger-time: the Service creation first, then the earliest Ready transition that moved (not a deletion time)', async () => {
     const h = controller({ pods: [pod('p1', 'Running', true, false)] });
     await h.c.reconcile('ns/foo');
