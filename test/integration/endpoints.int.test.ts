@@ -40,7 +40,10 @@ describe('legacy Endpoints controller on the real testbed', () => {
       return ready(e).length === 3 && e;
     }, { timeoutMs: 90_000 });
     expect(ep.metadata?.labels).toMatchObject({ tier: 'front', 'endpoints.kubernetes.io/managed-by': 'endpoint-controller' });
-    expect(ep.metadata?.annotations?.['endpoints.kubernetes.io/last-change-trigger-time']).toMatch(/^\d{4}-\d\d-\d\dT/);
+    // as upstream, a sync retried after a conflict (our cache behind our own create) knows no trigger
+    // time any more and writes none; when present it is an RFC 3339 time (the values: endpoints.test.ts)
+    const trigger = ep.metadata?.annotations?.['endpoints.kubernetes.io/last-change-trigger-time'];
+    if (trigger !== undefined) expect(trigger).toMatch(/^\d{4}-\d\d-\d\dT[\d:.]+Z$/);
     expect(ep.subsets).toHaveLength(1);
     expect([...ep.subsets![0]!.ports!].sort((a, b) => a.name!.localeCompare(b.name!))).toEqual([
       { name: 'raw', port: 8080, protocol: 'TCP' },
