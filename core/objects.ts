@@ -2,7 +2,7 @@
  * Small pure helpers on Kubernetes objects shared by every component: the cache key and pod
  * readiness/activity as upstream's podutil defines them.
  */
-import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
+import type { KubernetesObject, V1Node, V1Pod } from '@kubernetes/client-node';
 
 /** Cache key as client-go's MetaNamespaceKeyFunc: "namespace/name", or "name" for cluster-scoped objects. */
 export function objectKey(o: KubernetesObject): string {
@@ -12,6 +12,11 @@ export function objectKey(o: KubernetesObject): string {
 
 export function podReadyCondition(p: V1Pod) {
   return p.status?.conditions?.find((c) => c.type === 'Ready');
+}
+
+/** The node's Ready condition is True. */
+export function isNodeReady(n: V1Node): boolean {
+  return n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 }
 
 /** The pod's Ready condition is True (upstream podutil.IsPodReady). */

@@ -13,7 +13,7 @@
  */
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Deployment, type V1EndpointSlice, type V1Node, type V1Pod, type V1Toleration } from '@kubernetes/client-node';
 import { ResilientInformer } from '../../core/informer.ts';
-import { isPodReady } from '../../core/objects.ts';
+import { isNodeReady, isPodReady } from '../../core/objects.ts';
 import { pollUntil, TimeoutError } from '../testbed/processes.ts';
 import { PodStartWatch } from '../pod-start.ts';
 import { ECHO_PORT, HTTP_PORT, applyDeployment, deployment, ensureNamespace, taintNoExecuteTimed, udpFirstAnswer, untaint } from '../workloads.ts';
@@ -380,7 +380,7 @@ export interface ClusterBaseline {
 
 const taintKeys = (n: V1Node) => (n.spec?.taints ?? []).map((t) => `${t.key}:${t.effect}`).sort();
 const nodeSchedulable = (n: V1Node) =>
-  (n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false) && !n.spec?.unschedulable;
+  isNodeReady(n) && !n.spec?.unschedulable;
 
 /** Differences between the cluster now and its initial state (empty: back to the initial state). */
 export async function initialStateDiff(kc: KubeConfig, o: ScenarioOptions & { topology: Topology }, baseline?: ClusterBaseline): Promise<string[]> {

@@ -43,7 +43,7 @@ export async function startCriTestNode(runDir: string, index: number): Promise<C
   const node: CriTestNode = { runDir, spec, containerd };
   await waitForCri(node);
   await importImages(
-    spec,
+    spec.socket,
     images.filter((i) => wanted.has(i.name)).map((i) => i.tar),
   );
   return node;

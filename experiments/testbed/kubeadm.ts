@@ -34,7 +34,8 @@ import { binaryPath, binDir, cacheDir, ensureBinaries, K8S_VERSION } from './bin
 import { buildTestImages } from './images/index.ts';
 import { buildKubeadmImages } from './kubeadm-images.ts';
 import { FatalError, isAlive, pidsMatching, pollUntil, processTracker, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
-import { createBridge, createCgroupRoot, deleteBridge, destroyCgroupRoot, mountsUnder, startContainerd, unmountUnder, type RealNodeSpec } from './realnode.ts';
+import { createBridge, createCgroupRoot, deleteBridge, destroyCgroupRoot, importImages, mountsUnder, startContainerd, unmountUnder, type RealNodeSpec } from './realnode.ts';
+import { isNodeReady } from '../../core/objects.ts';
 import { KUBEADM_PREREQUISITES, ensurePrerequisites } from './prerequisites.ts';
 
 const run = promisify(execFile);
@@ -348,17 +349,6 @@ function startKubelet(n: KubeadmNode, args: string[]): TrackedProcess {
   return startProcess({ name: `kubelet/${n.spec.name}`, cmd: binaryPath('kubelet'), args, logFile: join(n.spec.dir, 'kubelet.log') });
 }
 
-async function importImages(n: KubeadmNode, images: Array<{ name: string; tar: string }>): Promise<void> {
-  for (const img of images) {
-    try {
-      await run(binaryPath('ctr'), ['-a', n.spec.socket, '-n', 'k8s.io', 'images', 'import', '--platform', 'linux/amd64', img.tar], { maxBuffer: 16 << 20 });
-    } catch (err) {
-      const e = err as { stderr?: string; message: string };
-      throw new Error(`ctr images import ${img.tar} (${img.name}) into ${n.spec.name}: ${e.stderr?.trim() || e.message}`);
-    }
-  }
-}
-
 function readSysctl(path: string): string {
   try {
     return readFileSync(path, 'utf8').trim();
@@ -372,9 +362,6 @@ const ROUTE_LOCALNET = '/proc/sys/net/ipv4/conf/all/route_localnet';
 /** Host paths the pods' hostPath volumes or kubeadm create when missing; `down` removes the ones `up` created. */
 const HOST_PATHS_CREATED = ['/usr/lib/modules', '/run/xtables.lock', HOST_ETC_KUBERNETES, HOST_VAR_LIB_KUBELET, HOST_VAR_LIB_ETCD];
 
-function nodeReady(n: V1Node): boolean {
-  return n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
-}
 
 const podRunning = (p: V1Pod) => p.status?.phase === 'Running' && (p.status.containerStatuses ?? []).every((c) => c.ready);
 
@@ -462,8 +449,8 @@ export async function up(opts: KubeadmUpOptions = {}): Promise<KubeadmState> {
           // programmed (yet) goes nowhere instead of to the host's default gateway (gone with the bridge)
           if (n.role === 'control-plane') await run('ip', ['route', 'replace', SERVICE_SUBNET, 'dev', n.spec.bridge, 'src', n.spec.gateway]);
           // the control plane runs every image; workers only what runs on every node or anywhere
-          await importImages(n, n.role === 'control-plane' ? images : images.filter((i) => ['pause', 'kube-proxy', 'coredns'].includes(i.component)));
-          await importImages(n, testImages);
+          await importImages(n.spec.socket, (n.role === 'control-plane' ? images : images.filter((i) => ['pause', 'kube-proxy', 'coredns'].includes(i.component))).map((i) => i.tar));
+          await importImages(n.spec.socket, testImages.map((i) => i.tar));
         }),
       );
     });
@@ -532,7 +519,7 @@ export async function up(opts: KubeadmUpOptions = {}): Promise<KubeadmState> {
         async () => {
           const dead = state.processes.filter((p) => !isAlive(p.pid));
           if (dead.length) throw new FatalError(dead.map((p) => `${p.name} exited:\n${tailFile(p.logFile, 15)}`).join('\n'));
-          const ready = new Set((await core.listNode()).items.filter(nodeReady).map((n) => n.metadata!.name!));
+          const ready = new Set((await core.listNode()).items.filter(isNodeReady).map((n) => n.metadata!.name!));
           const pods = (await core.listNamespacedPod({ namespace: 'kube-system' })).items;
           const missing: string[] = names.filter((n) => !ready.has(n)).map((n) => `node ${n}`);
           for (const c of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler']) {

@@ -318,8 +318,9 @@ export async function startContainerd(spec: RealNodeSpec, cpus?: string, sandbox
   return p;
 }
 
-export async function importImages(spec: RealNodeSpec, tars: string[]): Promise<void> {
-  for (const tar of tars) await sh(binaryPath('ctr'), ['-a', spec.socket, '-n', 'k8s.io', 'images', 'import', '--no-unpack=false', tar]);
+/** Imports OCI image tars into the containerd at `socket`, namespace k8s.io (where the CRI looks); an error names the tar and the socket. */
+export async function importImages(socket: string, tars: readonly string[]): Promise<void> {
+  for (const tar of tars) await sh(binaryPath('ctr'), ['-a', socket, '-n', 'k8s.io', 'images', 'import', '--platform', 'linux/amd64', tar]);
 }
 
 export async function startRealNode(
@@ -330,7 +331,7 @@ export async function startRealNode(
   createCgroupRoot(spec);
   await createBridge(spec);
   const containerd = await startContainerd(spec, opts.cpus);
-  await importImages(spec, opts.imageTars);
+  await importImages(spec.socket, opts.imageTars);
   const shim = opts.kubeletShimConfig ? await startKubeletShim(spec, opts.kubeletShimConfig, opts.cpus, opts.shimRuntimeKubeconfig) : undefined;
   const kdir = join(spec.dir, 'kubelet');
   await mkdir(kdir, { recursive: true });

@@ -28,6 +28,7 @@ import {
 import { realNodeSpec, startRealNode, stopRealNode, unmountUnder, mountsUnder, deleteBridge, destroyCgroupRoot, type RealNodeSpec } from './realnode.ts';
 import { createKwokNodes, DEFAULT_KWOK_DELAYS, KWOK_PORT, startKwok, writeKwokStages, type KwokDelays } from './kwok.ts';
 import { KubeClient } from '../../core/kube.ts';
+import { isNodeReady } from '../../core/objects.ts';
 import { ensureRuntimeConfigCrd } from '../../core/runtime-config.ts';
 import { FatalError, isAlive, pidsMatching, pollUntil, processTracker, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
 
@@ -109,14 +110,11 @@ export function kubeConfigFor(state: TestbedState): KubeConfig {
   return kc;
 }
 
-function nodeReady(n: V1Node): boolean {
-  return n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
-}
 
 /** Ready and no longer carrying the taints the node lifecycle controller removes once it is Ready. */
 function nodeSchedulable(n: V1Node): boolean {
   const transient = ['node.kubernetes.io/not-ready', 'node.kubernetes.io/unreachable', 'node.cloudprovider.kubernetes.io/uninitialized'];
-  return nodeReady(n) && !n.spec?.unschedulable && !(n.spec?.taints ?? []).some((t) => transient.includes(t.key));
+  return isNodeReady(n) && !n.spec?.unschedulable && !(n.spec?.taints ?? []).some((t) => transient.includes(t.key));
 }
 
 /** The kubeconfig the testbed writes for kube-scheduler (system:kube-scheduler). */
@@ -342,7 +340,7 @@ export async function status(runDir = defaultRunDir()): Promise<TestbedStatus> {
     const list = await kubeConfigFor(state).makeApiClient(CoreV1Api).listNode();
     nodes = list.items.map((n) => ({
       name: n.metadata!.name!,
-      ready: nodeReady(n),
+      ready: isNodeReady(n),
       kind: n.metadata?.labels?.['ulysses.io/testbed-node'] ?? 'other',
     }));
   } catch (err) {

@@ -10,15 +10,14 @@
  *                                without type declarations, source maps and docs
  *   Entrypoint /app/manifests/entrypoint.sh, Cmd ["ulysses", "--help"], User 1000:1000, NODE_ENV=production
  */
-import { execFile, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
-import { binaryPath, cacheDir } from './binaries.ts';
+import { cacheDir } from './binaries.ts';
 import { writeOciImageTar, type OciFile } from './images/oci.ts';
+import { importImages } from './realnode.ts';
 
-const run = promisify(execFile);
 export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const BUSYBOX = '/bin/busybox';
 /** What manifests/entrypoint.sh runs besides builtins, as busybox applets. */
@@ -134,13 +133,6 @@ export async function buildUlyssesImage(opts: { outFile?: string; log?: (l: stri
 }
 
 /** Imports the image into the containerds at these sockets (namespace k8s.io, where the CRI looks). */
-export async function importUlyssesImage(tar: string, sockets: string[]): Promise<void> {
-  for (const socket of sockets) {
-    try {
-      await run(binaryPath('ctr'), ['-a', socket, '-n', 'k8s.io', 'images', 'import', '--platform', 'linux/amd64', tar], { maxBuffer: 16 << 20 });
-    } catch (err) {
-      const e = err as { stderr?: string; message: string };
-      throw new Error(`ctr images import ${tar} into ${socket}: ${e.stderr?.trim() || e.message}`);
-    }
-  }
+export async function importUlyssesImage(tar: string, sockets: readonly string[]): Promise<void> {
+  for (const socket of sockets) await importImages(socket, [tar]);
 }
