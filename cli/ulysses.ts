@@ -265,7 +265,7 @@ program
 async function clusterClient(kubeconfig?: string) {
   const { KubeClient } = await import('../core/kube.ts');
   const { loadKubeConfig } = await import('../core/kubeconfig.ts');
-  const file = kubeconfig ?? process.env.KUBECONFIG ?? testbed.readState()?.kubeconfig;
+  const file = kubeconfig ?? process.env.KUBECONFIG ?? testbed.readState()?.kubeconfig ?? kubeadmTestbed.readKubeadmState()?.kubeconfig;
   return new KubeClient(await loadKubeConfig(file));
 }
 
@@ -322,6 +322,58 @@ program
     const patch = setPatch(component, mode, { controllers: o.controllers, periodMs: o.periodMs, workers: o.workers, apiRateLimit: o.apiRateLimit, node: o.node, selector: o.selector, params: o.param, plugins: o.plugins, namespaces: o.namespaces }, current?.spec);
     const obj = await patchRuntimeConfig(client, patch);
     console.log(`UlyssesConfig/default generation ${obj.metadata.generation}: ${JSON.stringify(patch)}\n(run "ulysses status" to see the components apply it)`);
+  });
+
+/**
+ * The cluster `ulysses install|uninstall` acts on: the kubeadm testbed (nodes on this machine, image
+ * built and imported first). The node steps of any other kubeadm cluster are run on its nodes as
+ * manifests/README.md ("Install, step by step") describes.
+ */
+async function installTarget(o: { kubeconfig?: string; kubectl?: string; image?: string; components?: string[] }) {
+  const { binaryPath } = await import('../experiments/testbed/binaries.ts');
+  const { existsSync } = await import('node:fs');
+  const state = kubeadmTestbed.readKubeadmState();
+  if (!state?.ready) throw new Error('no kubeadm testbed is up (ulysses testbed up --kubeadm). On another kubeadm cluster, follow manifests/README.md "Install, step by step": the same steps, the node ones run on each node');
+  if (o.kubeconfig && o.kubeconfig !== state.kubeconfig) throw new Error(`--kubeconfig ${o.kubeconfig} is not the kubeadm testbed's (${state.kubeconfig}): the node steps can reach only the testbed's nodes`);
+  const kubectl = o.kubectl ?? (existsSync(binaryPath('kubectl')) ? binaryPath('kubectl') : 'kubectl');
+  return {
+    kubeconfig: state.kubeconfig,
+    kubectl,
+    image: o.image,
+    components: o.components as import('../manifests/overlays.ts').Component[] | undefined,
+    nodes: kubeadmTestbed.kubeadmNodeAccess(state),
+    log: (l: string) => console.error(l),
+    state,
+  };
+}
+
+program
+  .command('install')
+  .description('install Ulysses into the kubeadm testbed as manifests/README.md describes: objects, controller manager and extender Deployments, kube-controller-manager --controllers and kube-scheduler --config through kubeadm patches, the kubelet-shim node service and each kubelet\'s runtime endpoint')
+  .option('--kubeconfig <file>', "the kubeadm testbed's admin kubeconfig (default)")
+  .option('--components <list>', 'apf,controller-manager,scheduler-extender,kubelet-shim (default: all)', list)
+  .option('--image <ref>', 'the Ulysses image (default: ulysses:<version>, built and imported into every node)')
+  .option('--kubectl <path>', "kubectl (default: the testbed's)")
+  .action(async (o) => {
+    const target = await installTarget(o);
+    if (!o.image) {
+      const { buildUlyssesImage, importUlyssesImage } = await import('../experiments/testbed/ulysses-image.ts');
+      const img = await buildUlyssesImage({ log: target.log });
+      await importUlyssesImage(img.tar, target.state.nodes.map((n) => n.spec.socket));
+    }
+    const { install } = await import('../manifests/install.ts');
+    await install(target);
+  });
+
+program
+  .command('uninstall')
+  .description('return the kubeadm testbed to stock Kubernetes: the install steps in reverse, then every Ulysses object deleted')
+  .option('--kubeconfig <file>', "the kubeadm testbed's admin kubeconfig (default)")
+  .option('--components <list>', 'apf,controller-manager,scheduler-extender,kubelet-shim (default: all)', list)
+  .option('--kubectl <path>', "kubectl (default: the testbed's)")
+  .action(async (o) => {
+    const { uninstall } = await import('../manifests/install.ts');
+    await uninstall(await installTarget(o));
   });
 
 const image = program.command('image').description('the Ulysses container image');

@@ -37,6 +37,8 @@ import { FatalError, isAlive, pidsMatching, pollUntil, processTracker, startProc
 import { createBridge, createCgroupRoot, deleteBridge, destroyCgroupRoot, importImages, mountsUnder, startContainerd, unmountUnder, type RealNodeSpec } from './realnode.ts';
 import { isNodeReady } from '../../core/objects.ts';
 import { KUBEADM_PREREQUISITES, ensurePrerequisites } from './prerequisites.ts';
+import { NODE_PATHS, type NodeAccess } from '../../manifests/install.ts';
+import { REPO_ROOT } from './ulysses-image.ts';
 
 const run = promisify(execFile);
 
@@ -549,6 +551,85 @@ export async function up(opts: KubeadmUpOptions = {}): Promise<KubeadmState> {
     await down({ runDir, log });
     throw err;
   }
+}
+
+/**
+ * The installer's access to this cluster's nodes (manifests/install.ts): what the node's root
+ * user and systemd do on a production node, done here for nodes that share this machine.
+ * - Paths: /etc/kubernetes and /var/lib/kubelet are the node's directories (the host's for the
+ *   control plane), /etc/ulysses is `<node dir>/etc-ulysses`.
+ * - kubeadm runs in the node's mount namespace as in `up`.
+ * - The kubelet restart is the tracked process stopped and started with the same flags (systemd's
+ *   `restart`); the kubelet-shim node service is a tracked process running what
+ *   manifests/systemd/ulysses-kubelet-shim.service runs (`manifests/entrypoint.sh kubelet-shim --config ...`).
+ * - Sockets differ per node (nodes share /run): containerd's and the shim's are in the node's directory.
+ */
+export function kubeadmNodeAccess(state: KubeadmState, log: (line: string) => void = () => undefined): NodeAccess {
+  const node = (name: string) => {
+    const n = state.nodes.find((x) => x.spec.name === name);
+    if (!n) throw new Error(`no node ${name} in the kubeadm testbed`);
+    return n;
+  };
+  const track = processTracker(state, saveState);
+  const hostPath = (name: string, nodePath: string) => {
+    const n = node(name);
+    const roots: Array<[string, string]> = [
+      [HOST_ETC_KUBERNETES, n.etcKubernetes],
+      [HOST_VAR_LIB_KUBELET, n.varLibKubelet],
+      ['/etc/ulysses', join(n.spec.dir, 'etc-ulysses')],
+    ];
+    for (const [root, local] of roots) if (nodePath === root || nodePath.startsWith(`${root}/`)) return local + nodePath.slice(root.length);
+    throw new Error(`${nodePath} on ${name}: not a path the kubeadm testbed maps (${roots.map((r) => r[0]).join(', ')})`);
+  };
+  const untrack = async (name: string) => {
+    const p = state.processes.find((x) => x.name === name);
+    if (!p) return undefined;
+    await stopProcess(p.pid, 10_000);
+    state.processes = state.processes.filter((x) => x !== p);
+    saveState(state);
+    return p;
+  };
+  return {
+    nodes: () => state.nodes.map((n) => ({ name: n.spec.name, controlPlane: n.role === 'control-plane' })),
+    hostPath,
+    async kubeadm(name, args) {
+      const logFile = join(state.runDir, 'logs', `kubeadm-${args.slice(0, 4).join('-')}-${name}.log`);
+      const { exited } = spawnKubeadm([...args, '--v=1'], bindsFor(state.runDir, node(name)), logFile);
+      const code = await exited;
+      if (code !== 0) throw new Error(`kubeadm ${args.join(' ')} on ${name} exited with ${code}:\n${tailFile(logFile, 20)}`);
+    },
+    async restartKubelet(name) {
+      const old = await untrack(`kubelet/${name}`);
+      if (!old) throw new Error(`no kubelet of ${name} is tracked`);
+      track(startKubelet(node(name), old.args));
+      log(`kubelet on ${name} restarted`);
+    },
+    async startKubeletShim(name, env) {
+      const n = node(name);
+      await untrack(`kubelet-shim/${name}`);
+      rmSync(n.spec.shimSocket, { force: true });
+      const p = track(
+        startProcess({
+          name: `kubelet-shim/${name}`,
+          cmd: join(REPO_ROOT, 'manifests', 'entrypoint.sh'),
+          args: ['kubelet-shim', '--config', hostPath(name, NODE_PATHS.shimConfig)],
+          env,
+          logFile: join(n.spec.dir, 'kubelet-shim.log'),
+        }),
+      );
+      await pollUntil(`kubelet-shim on ${name} listening on ${n.spec.shimSocket}`, () => {
+        if (!isAlive(p.pid)) throw new FatalError(`kubelet-shim on ${name} exited:\n${tailFile(p.logFile, 15)}`);
+        return existsSync(n.spec.shimSocket);
+      }, { timeoutMs: 60_000, intervalMs: 200, explain: () => tailFile(p.logFile, 10) });
+    },
+    async stopKubeletShim(name) {
+      await untrack(`kubelet-shim/${name}`);
+      rmSync(node(name).spec.shimSocket, { force: true });
+    },
+    containerdSocket: (name) => node(name).spec.socket,
+    shimSocket: (name) => node(name).spec.shimSocket,
+    shimMetricsPort: (name) => node(name).spec.shimMetricsPort,
+  };
 }
 
 /** Processes of a cluster that claims to be up that are no longer running. */

@@ -32,11 +32,10 @@ export function ulyssesImageName(version = ulyssesVersion()): string {
   return `docker.io/library/ulysses:${version}`;
 }
 
-/** Same rules as .dockerignore: no tests, no manifests but the entrypoint, no logs or outputs. */
+/** Same rules as .dockerignore: no tests, no logs or outputs (manifests/ is in: `ulysses install` runs from the image too). */
 export function inImage(path: string): boolean {
   if (path.startsWith('test/') || path.endsWith('.test.ts') || path.startsWith('out/') || path.startsWith('.testbed/') || path.endsWith('.log')) return false;
   if (path.startsWith('.git')) return false;
-  if (path.startsWith('manifests/') && path !== 'manifests/entrypoint.sh') return false;
   return true;
 }
 

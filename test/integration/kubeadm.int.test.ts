@@ -16,6 +16,19 @@ import * as kubeadm from '../../experiments/testbed/kubeadm.ts';
 import { applyDeployment, deployment, ensureNamespace, HTTP_PORT, podReady } from '../../experiments/workloads.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { buildUlyssesImage, importUlyssesImage } from '../../experiments/testbed/ulysses-image.ts';
+import { binaryPath } from '../../experiments/testbed/binaries.ts';
+import { CoordinationV1Api, CustomObjectsApi, ApiextensionsV1Api, type CoreV1Event } from '@kubernetes/client-node';
+import { execFile } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { parse as parseYaml } from 'yaml';
+import { install, uninstall, KCM_CONTROLLERS_FLAG, NODE_PATHS, SCHEDULER_CONFIG_FLAG, type InstallOptions } from '../../manifests/install.ts';
+import { statusRows } from '../../core/runtime-status.ts';
+import type { UlyssesConfig } from '../../core/runtime-config.ts';
+import { ECHO_PORT, udpFirstAnswer } from '../../experiments/workloads.ts';
+import { isAlive } from '../../experiments/testbed/processes.ts';
+import { REPO_ROOT } from '../../experiments/testbed/ulysses-image.ts';
 
 const runDir = '/tmp/ulysses-it-kubeadm';
 const CP = kubeadm.CONTROL_PLANE_NAME;
@@ -24,6 +37,7 @@ let state: kubeadm.KubeadmState | undefined;
 let kc: KubeConfig;
 let core: CoreV1Api;
 let apps: AppsV1Api;
+let imageRef = '';
 
 const running = (p: V1Pod | undefined) => p?.status?.phase === 'Running' && podReady(p);
 
@@ -150,7 +164,10 @@ describe('kubeadm testbed: kubeadm init, 2 workers joined, kube-proxy, CoreDNS',
     const logs = await core.readNamespacedPodLog({ name: 'ulysses-help', namespace: ns });
     expect(done.status?.phase, logs).toBe('Succeeded');
     expect(logs).toContain('Usage: ulysses');
+    imageRef = `ulysses:${img.name.split(':').pop()}`;
   });
+
+  describe('Ulysses installed with `ulysses install` and removed with `ulysses uninstall` (manifests/install.ts)', installTests);
 
   it('down (kubeadm reset on every node) leaves no process, mount, interface, cgroup, iptables chain or kubeadm file', async () => {
     const s = state!;
@@ -160,3 +177,212 @@ describe('kubeadm testbed: kubeadm init, 2 workers joined, kube-proxy, CoreDNS',
     state = undefined;
   });
 });
+
+const execFileP = promisify(execFile);
+const SHIM_COMPONENT = 'ulysses-controller-manager';
+const CRITICAL_NS = 'it-kubeadm-critical';
+
+/** The Ulysses CLI as a user runs it. */
+async function cli(args: string[]): Promise<{ code: number; out: string }> {
+  try {
+    const { stdout, stderr } = await execFileP(join(REPO_ROOT, 'node_modules', '.bin', 'tsx'), [join(REPO_ROOT, 'cli', 'ulysses.ts'), ...args], { env: { ...process.env, KUBECONFIG: state!.kubeconfig }, maxBuffer: 16 << 20 });
+    return { code: 0, out: stdout + stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: e.code ?? 1, out: `${e.stdout ?? ''}${e.stderr ?? ''}` };
+  }
+}
+
+/** What must not change for running workloads: pod uid, container id, restarts. */
+async function workloadFingerprint(): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  for (const ns of ['it-kubeadm', 'kube-system']) {
+    for (const p of (await core.listNamespacedPod({ namespace: ns })).items) {
+      if (p.metadata?.annotations?.['kubernetes.io/config.mirror']) continue; // static pods: regenerated on purpose
+      const c = p.status?.containerStatuses?.[0];
+      out[`${ns}/${p.metadata!.name}`] = `${p.metadata!.uid} ${c?.containerID} restarts=${c?.restartCount}`;
+    }
+  }
+  return out;
+}
+
+const kubeletEndpoints = (node: kubeadm.KubeadmNode) => {
+  const cfg = parseYaml(readFileSync(join(node.varLibKubelet, 'config.yaml'), 'utf8')) as Record<string, unknown>;
+  return { runtime: cfg.containerRuntimeEndpoint, image: cfg.imageServiceEndpoint };
+};
+
+async function eventsFor(ns: string, kind: string, name: string): Promise<CoreV1Event[]> {
+  return (await core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.kind=${kind},involvedObject.name=${name}` })).items;
+}
+
+function installTests(): void {
+  let opts: InstallOptions;
+  let before: Record<string, string>;
+  let stockManifests: Record<string, string>;
+  let stockKubelets: Record<string, unknown>;
+  let criticalNode = '';
+
+  beforeAll(() => {
+    opts = { kubeconfig: state!.kubeconfig, kubectl: binaryPath('kubectl'), image: imageRef, nodes: kubeadm.kubeadmNodeAccess(state!), log: (l) => console.log(l) };
+  });
+
+  it('installs every component: controller manager and extender pods Running, the shim on every node, kcm and kube-scheduler switched through kubeadm; running pods untouched', async () => {
+    expect(imageRef).not.toBe('');
+    before = await workloadFingerprint();
+    stockManifests = Object.fromEntries(['kube-controller-manager', 'kube-scheduler'].map((c) => [c, readFileSync(`/etc/kubernetes/manifests/${c}.yaml`, 'utf8')]));
+    stockKubelets = Object.fromEntries(state!.nodes.map((n) => [n.spec.name, kubeletEndpoints(n)]));
+    await install(opts);
+
+    for (const name of ['ulysses-controller-manager', 'ulysses-scheduler-extender']) {
+      const d = await apps.readNamespacedDeployment({ name, namespace: 'ulysses-system' });
+      expect(d.status?.availableReplicas, name).toBe(d.spec?.replicas);
+    }
+    expect((await apps.readNamespacedDeployment({ name: 'ulysses-controller-manager', namespace: 'ulysses-system' })).spec?.replicas).toBe(2);
+    const kcm = await core.readNamespacedPod({ name: `kube-controller-manager-${CP}`, namespace: 'kube-system' });
+    expect(kcm.spec?.containers[0]?.command).toContain(KCM_CONTROLLERS_FLAG);
+    const sched = await core.readNamespacedPod({ name: `kube-scheduler-${CP}`, namespace: 'kube-system' });
+    expect(sched.spec?.containers[0]?.command).toContain(SCHEDULER_CONFIG_FLAG);
+    const fresh = kubeadm.readKubeadmState(runDir)!;
+    for (const n of fresh.nodes) {
+      const shim = fresh.processes.find((p) => p.name === `kubelet-shim/${n.spec.name}`);
+      expect(shim && isAlive(shim.pid), `kubelet-shim on ${n.spec.name}`).toBe(true);
+      expect(kubeletEndpoints(n)).toEqual({ runtime: `unix://${n.spec.shimSocket}`, image: `unix://${n.spec.shimSocket}` });
+    }
+    // every component reports the generation it applied in UlyssesConfig/default's status
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    const cfg = (await custom.getClusterCustomObject({ group: 'ulysses.io', version: 'v1alpha1', plural: 'ulyssesconfigs', name: 'default' })) as UlyssesConfig;
+    const rows = statusRows(cfg);
+    const keys = rows.map((r) => r.component);
+    for (const k of ['controller-manager', 'scheduler-extender', 'apf', ...state!.nodes.map((n) => `kubelet-shim/${n.spec.name}`)]) expect(keys, k).toContain(k);
+    expect(rows.filter((r) => !r.upToDate)).toEqual([]);
+    const status = await cli(['status']);
+    expect(status.code, status.out).toBe(0);
+    for (const k of keys) expect(status.out).toContain(k);
+    // the kubelet restarts onto the shim, and the static-pod regeneration, left every other pod alone
+    const after = await workloadFingerprint();
+    for (const [k, v] of Object.entries(before)) expect(after[k], k).toBe(v);
+  });
+
+  it('fails over a critical Deployment on a NoExecute taint, handled by the controller manager pods; reachable over its ClusterIP', async () => {
+    await ensureNamespace(core, CRITICAL_NS);
+    // the worker without the extender or the leading controller manager: the taint must not take the
+    // scheduling path (extender, ignorable: false) down with the critical pod
+    const ulyssesPods = (await core.listNamespacedPod({ namespace: 'ulysses-system' })).items;
+    const busy = (n: string) => ulyssesPods.filter((p) => p.spec?.nodeName === n).length;
+    criticalNode = [...WORKERS].sort((a, b) => busy(a) - busy(b))[0]!;
+    const other = WORKERS.find((w) => w !== criticalNode)!;
+    await core.patchNode({ name: other, body: [{ op: 'add', path: '/spec/unschedulable', value: true }] }); // place it on criticalNode first
+    await applyDeployment(apps, deployment({ namespace: CRITICAL_NS, name: 'upf', replicas: 1, criticality: 'high', image: 'udp-echo', nodes: WORKERS }));
+    await core.createNamespacedService({ namespace: CRITICAL_NS, body: { metadata: { name: 'upf' }, spec: { selector: { app: 'upf' }, ports: [{ port: ECHO_PORT, targetPort: ECHO_PORT, protocol: 'UDP' }] } } });
+    const first = await pollUntil('upf Ready', async () => (await core.listNamespacedPod({ namespace: CRITICAL_NS })).items.find((p) => podReady(p)), { timeoutMs: 120_000 });
+    expect(first.spec?.nodeName).toBe(criticalNode);
+    await core.patchNode({ name: other, body: [{ op: 'add', path: '/spec/unschedulable', value: false }] });
+    const clusterIP = (await core.readNamespacedService({ name: 'upf', namespace: CRITICAL_NS })).spec!.clusterIP!;
+    await udpFirstAnswer(clusterIP, ECHO_PORT, { timeoutMs: 60_000 });
+
+    const tainted = Date.now();
+    await core.patchNode({ name: criticalNode, body: [{ op: 'add', path: '/spec/taints', value: [{ key: 'it.ulysses.io/failover', effect: 'NoExecute' }] }] });
+    const replacement = await pollUntil(
+      'a replacement upf pod Ready on the other worker',
+      async () => (await core.listNamespacedPod({ namespace: CRITICAL_NS })).items.find((p) => p.metadata!.uid !== first.metadata!.uid && podReady(p) && !p.metadata?.deletionTimestamp),
+      { timeoutMs: 120_000 },
+    );
+    expect(replacement.spec?.nodeName).toBe(other);
+    const answered = await udpFirstAnswer(clusterIP, ECHO_PORT, { timeoutMs: 60_000 });
+    console.log(`critical pod back through its ClusterIP ${((answered - tainted) / 1000).toFixed(2)} s after the taint (kube-proxy, Ulysses controller manager pods, vanilla mode)`);
+    // the eviction and the replacement were the Ulysses controller manager's work (kcm's are disabled)
+    const evicted = await pollUntil('the eviction Event of the first pod', async () => (await eventsFor(CRITICAL_NS, 'Pod', first.metadata!.name!)).find((e) => e.reason === 'TaintManagerEviction'), { timeoutMs: 30_000 });
+    expect(evicted.reportingComponent).toBe(SHIM_COMPONENT);
+    const rs = replacement.metadata!.ownerReferences![0]!.name;
+    const created = (await eventsFor(CRITICAL_NS, 'ReplicaSet', rs)).filter((e) => e.reason === 'SuccessfulCreate');
+    expect(created.length).toBeGreaterThan(0);
+    for (const e of created) expect(e.reportingComponent).toBe(SHIM_COMPONENT);
+    await core.patchNode({ name: criticalNode, body: [{ op: 'add', path: '/spec/taints', value: [] }] });
+  });
+
+  it('`ulysses set` switches the controller manager and a node\'s kubelet-shim at runtime', async () => {
+    const set = await cli(['set', 'controller-manager', 'multi-priority-periodic']);
+    expect(set.code, set.out).toBe(0);
+    const shim = await cli(['set', 'kubelet-shim', 'fixed', '--node', WORKERS[0]!, '--param', 'waitMs=200']);
+    expect(shim.code, shim.out).toBe(0);
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    const rows = await pollUntil(
+      'controller-manager and the shim applying the new generation',
+      async () => {
+        const r = statusRows((await custom.getClusterCustomObject({ group: 'ulysses.io', version: 'v1alpha1', plural: 'ulyssesconfigs', name: 'default' })) as UlyssesConfig);
+        const cm = r.find((x) => x.component === 'controller-manager');
+        const sh = r.find((x) => x.component === `kubelet-shim/${WORKERS[0]}`);
+        return cm?.upToDate && sh?.upToDate && r;
+      },
+      { timeoutMs: 60_000 },
+    );
+    expect(rows.find((x) => x.component === 'controller-manager')!.observed).toContain('replicaset=multi-priority-periodic');
+    expect(rows.find((x) => x.component === `kubelet-shim/${WORKERS[0]}`)!.observed).toContain('fixed');
+    expect(rows.find((x) => x.component === `kubelet-shim/${WORKERS[1]}`)!.observed).toContain('vanilla');
+  });
+
+  it('kill -9 of the leading controller manager\'s process: leadership moves on and the controllers keep working', async () => {
+    const leases = kc.makeApiClient(CoordinationV1Api);
+    const lease = await leases.readNamespacedLease({ name: 'ulysses-controller-manager', namespace: 'ulysses-system' });
+    const holder = lease.spec!.holderIdentity!;
+    const leaderPod = holder.split('_')[0]!;
+    const pid = readdirSync('/proc').filter((d) => /^\d+$/.test(d)).find((d) => {
+      try {
+        return readFileSync(`/proc/${d}/environ`, 'latin1').split('\0').includes(`POD_NAME=${leaderPod}`) && readFileSync(`/proc/${d}/cmdline`, 'latin1').includes('controller-manager');
+      } catch {
+        return false;
+      }
+    });
+    expect(pid, `the process of ${leaderPod}`).toBeDefined();
+    const killed = Date.now();
+    process.kill(Number(pid), 'SIGKILL');
+    const next = await pollUntil(
+      'a new Lease holder',
+      async () => {
+        const l = await leases.readNamespacedLease({ name: 'ulysses-controller-manager', namespace: 'ulysses-system' });
+        return l.spec?.holderIdentity && l.spec.holderIdentity !== holder ? l.spec : undefined;
+      },
+      { timeoutMs: 90_000 },
+    );
+    const newPod = next.holderIdentity!.split('_')[0]!;
+    console.log(`leader ${leaderPod} killed; ${newPod === leaderPod ? 'its restarted process' : `the standby ${newPod}`} leads ${((Date.now() - killed) / 1000).toFixed(1)} s later (lease duration 15 s), transitions ${lease.spec?.leaseTransitions ?? 0} -> ${next.leaseTransitions}`);
+    expect(next.leaseTransitions ?? 0).toBeGreaterThan(lease.spec?.leaseTransitions ?? 0);
+    // the new leader's ReplicaSet controller creates the pod of a scale-up
+    await apps.patchNamespacedDeployment({ name: 'upf', namespace: CRITICAL_NS, body: [{ op: 'replace', path: '/spec/replicas', value: 2 }] });
+    const pods = await pollUntil('2 upf pods Ready', async () => {
+      const ready = (await core.listNamespacedPod({ namespace: CRITICAL_NS })).items.filter((p) => podReady(p) && !p.metadata?.deletionTimestamp);
+      return ready.length === 2 && ready;
+    }, { timeoutMs: 120_000 });
+    const rs = pods[0]!.metadata!.ownerReferences![0]!.name;
+    const creates = (await eventsFor(CRITICAL_NS, 'ReplicaSet', rs)).filter((e) => e.reason === 'SuccessfulCreate' && e.reportingInstance?.startsWith(newPod));
+    expect(creates.length, 'a SuccessfulCreate Event from the new leader').toBeGreaterThan(0);
+  });
+
+  it('uninstall returns the cluster to stock: kcm and kube-scheduler manifests as kubeadm wrote them, kubelets on containerd, kcm handles a scale-up, no Ulysses object left, pods untouched', async () => {
+    await uninstall(opts);
+    for (const [c, text] of Object.entries(stockManifests)) expect(readFileSync(`/etc/kubernetes/manifests/${c}.yaml`, 'utf8'), c).toBe(text);
+    const fresh = kubeadm.readKubeadmState(runDir)!;
+    for (const n of fresh.nodes) {
+      expect(kubeletEndpoints(n), n.spec.name).toEqual(stockKubelets[n.spec.name]);
+      expect(fresh.processes.some((p) => p.name === `kubelet-shim/${n.spec.name}`)).toBe(false);
+    }
+    expect(existsSync('/etc/kubernetes/ulysses')).toBe(false);
+    // kube-controller-manager's own ReplicaSet controller handles a scale-up again
+    await apps.patchNamespacedDeployment({ name: 'upf', namespace: CRITICAL_NS, body: [{ op: 'replace', path: '/spec/replicas', value: 3 }] });
+    const pods = await pollUntil('3 upf pods Ready', async () => {
+      const ready = (await core.listNamespacedPod({ namespace: CRITICAL_NS })).items.filter((p) => podReady(p) && !p.metadata?.deletionTimestamp);
+      return ready.length === 3 && ready;
+    }, { timeoutMs: 120_000 });
+    const rs = pods[0]!.metadata!.ownerReferences![0]!.name;
+    const kcmCreate = await pollUntil('a SuccessfulCreate Event from kube-controller-manager', async () => (await eventsFor(CRITICAL_NS, 'ReplicaSet', rs)).find((e) => e.reason === 'SuccessfulCreate' && e.reportingComponent === 'replicaset-controller'), { timeoutMs: 30_000 });
+    expect(kcmCreate.source?.component).toBe('replicaset-controller');
+    // nothing of Ulysses is left
+    const crds = await kc.makeApiClient(ApiextensionsV1Api).listCustomResourceDefinition();
+    expect(crds.items.filter((c) => c.spec.group === 'ulysses.io').map((c) => c.metadata!.name)).toEqual([]);
+    expect((await core.listNamespace()).items.map((n) => n.metadata!.name)).not.toContain('ulysses-system');
+    const leftover = await execFileP(binaryPath('kubectl'), ['--kubeconfig', state!.kubeconfig, 'get', 'clusterroles,clusterrolebindings,flowschemas,validatingadmissionpolicies,validatingadmissionpolicybindings', '-l', 'app.kubernetes.io/part-of=ulysses', '-o', 'name']);
+    expect(leftover.stdout.trim()).toBe('');
+    const after = await workloadFingerprint();
+    for (const [k, v] of Object.entries(before)) expect(after[k], k).toBe(v);
+  });
+}

@@ -1,0 +1,493 @@
+/**
+ * `ulysses install` / `ulysses uninstall`: the install guide of manifests/README.md as one script,
+ * which users and the tests both run.
+ *
+ * Cluster steps are kubectl commands on the rendered overlay `overlays/kubeadm` (server-side apply,
+ * field manager `ulysses-install`). Node steps go through a {@link NodeAccess}:
+ * - control-plane nodes: the Ulysses kubeadm patches are kept in /etc/kubernetes/ulysses/patches and
+ *   the static pods regenerated with `kubeadm init phase control-plane <component> --config
+ *   <the cluster's ClusterConfiguration> --patches /etc/kubernetes/ulysses/patches`, so that a later
+ *   `kubeadm upgrade apply|node --patches` with the same directory keeps them;
+ * - every node: the kubelet-shim as the node service the systemd unit runs (config in /etc/ulysses),
+ *   then the kubelet's `containerRuntimeEndpoint`/`imageServiceEndpoint` in /var/lib/kubelet/config.yaml
+ *   and a kubelet restart.
+ * Each component is installed while the stock component it replaces still works, then the stock one
+ * is switched over; uninstall runs the same steps in reverse and returns the cluster to stock.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { AppsV1Api, CoordinationV1Api, CoreV1Api, DiscoveryV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { parse as parseYaml, parseAllDocuments, stringify as stringifyYaml } from 'yaml';
+import { isNodeReady, isPodReady } from '../core/objects.ts';
+import { FatalError, pollUntil } from '../core/poll.ts';
+import { COMPONENT_OBJECTS, MANIFESTS_DIR, objectId, ULYSSES_CONFIG_NAME, ULYSSES_NAMESPACE, type Component, type K8sObject } from './overlays.ts';
+
+/** Install order; uninstall is the reverse. */
+export const INSTALL_ORDER: readonly Component[] = ['apf', 'controller-manager', 'scheduler-extender', 'kubelet-shim'];
+
+/** The flag manifests/kubeadm/patches/control-plane/kube-controller-manager+json.yaml adds. */
+export const KCM_CONTROLLERS_FLAG = '--controllers=*,bootstrapsigner,tokencleaner,-replicaset-controller,-deployment-controller,-endpoints-controller,-endpointslice-controller,-taint-eviction-controller';
+export const SCHEDULER_CONFIG_FLAG = '--config=/etc/kubernetes/ulysses/kube-scheduler-config.yaml';
+
+/** Paths on a node (as the node sees them). */
+export const NODE_PATHS = {
+  patches: '/etc/kubernetes/ulysses/patches',
+  kubeadmConfig: '/etc/kubernetes/ulysses/kubeadm.yaml',
+  schedulerConfig: '/etc/kubernetes/ulysses/kube-scheduler-config.yaml',
+  kubeletConfig: '/var/lib/kubelet/config.yaml',
+  shimConfig: '/etc/ulysses/kubelet-shim.yaml',
+  shimKubeconfig: '/etc/ulysses/kubelet-shim.kubeconfig',
+  kubeletEndpointsBackup: '/etc/ulysses/kubelet-endpoints.yaml',
+} as const;
+
+export interface InstallNode {
+  name: string;
+  controlPlane: boolean;
+}
+
+/**
+ * What the installer needs on each node. A production cluster's nodes are reached by whatever runs
+ * there as root (the systemd unit, `kubeadm`); the kubeadm testbed implements it for its nodes on
+ * this machine (experiments/testbed/kubeadm.ts).
+ */
+export interface NodeAccess {
+  nodes(): InstallNode[];
+  /** Where `nodePath` (a path as the node sees it) lies on this machine. */
+  hostPath(node: string, nodePath: string): string;
+  /** Runs kubeadm on the node; rejects with its log tail. */
+  kubeadm(node: string, args: string[]): Promise<void>;
+  /** `systemctl restart kubelet`. */
+  restartKubelet(node: string): Promise<void>;
+  /** `systemctl enable --now ulysses-kubelet-shim` (manifests/systemd/ulysses-kubelet-shim.service). */
+  startKubeletShim(node: string, env: Record<string, string>): Promise<void>;
+  /** `systemctl disable --now ulysses-kubelet-shim`. */
+  stopKubeletShim(node: string): Promise<void>;
+  /** containerd's CRI socket on the node (/run/containerd/containerd.sock in production). */
+  containerdSocket(node: string): string;
+  /** The shim's socket (/run/ulysses/kubelet-shim.sock in production) and metrics port. */
+  shimSocket(node: string): string;
+  shimMetricsPort(node: string): number;
+}
+
+export interface InstallOptions {
+  kubeconfig: string;
+  /** the kubectl binary (default: kubectl on PATH) */
+  kubectl?: string;
+  /** the Ulysses image the workloads run (default: the overlay's, ulysses:<version>) */
+  image?: string;
+  components?: readonly Component[];
+  nodes: NodeAccess;
+  log?: (line: string) => void;
+  /** bound of each wait (default 180 s) */
+  timeoutMs?: number;
+}
+
+/** A failing install/uninstall step: its name and what explains it. */
+export class InstallError extends Error {
+  constructor(
+    readonly step: string,
+    message: string,
+  ) {
+    super(`step "${step}" failed: ${message}`);
+  }
+}
+
+const FIELD_MANAGER = 'ulysses-install';
+const KUBECTL_TIMEOUT_MS = 120_000;
+const OUTPUT_LIMIT = 64 << 20;
+
+/** Runs kubectl with `input` on stdin; rejects with its stderr. Output bounded, time bounded. */
+export function kubectl(o: Pick<InstallOptions, 'kubeconfig' | 'kubectl'>, args: string[], input?: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(o.kubectl ?? 'kubectl', ['--kubeconfig', o.kubeconfig, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    const timer = setTimeout(() => child.kill('SIGKILL'), KUBECTL_TIMEOUT_MS);
+    child.stdout.on('data', (d: Buffer) => {
+      if (out.length < OUTPUT_LIMIT) out += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      if (err.length < 1 << 16) err += d.toString();
+    });
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      reject(new Error(`kubectl ${args[0]}: ${e.message}`));
+    });
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      if (code === 0) resolve(out);
+      else reject(new Error(`kubectl ${args.join(' ')} exited with ${code ?? signal}: ${err.trim() || out.trim()}`));
+    });
+    child.stdin.end(input ?? '');
+  });
+}
+
+const COMMON_KINDS = new Set(['Namespace', 'CustomResourceDefinition', 'UlyssesConfig']);
+const RBAC_KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding']);
+/** The kubelet-shim runs as the node service; its DaemonSet is the alternative for users who want it. */
+const NOT_INSTALLED = new Set(['DaemonSet/ulysses-kubelet-shim']);
+
+/** The objects of `overlays/kubeadm` rendered by kubectl, with `image` set on every Ulysses container. */
+export async function renderInstall(o: Pick<InstallOptions, 'kubeconfig' | 'kubectl' | 'image'>): Promise<K8sObject[]> {
+  const yaml = await kubectl(o, ['kustomize', join(MANIFESTS_DIR, 'overlays', 'kubeadm')]);
+  const objects = parseAllDocuments(yaml)
+    .map((d) => d.toJS({ maxAliasCount: 0 }) as K8sObject | null)
+    .filter((x): x is K8sObject => !!x);
+  if (o.image) {
+    for (const obj of objects) {
+      const spec = (obj as { spec?: { template?: { spec?: { containers?: Array<{ image?: string }> } } } }).spec?.template?.spec;
+      for (const c of spec?.containers ?? []) if (c.image?.split(':')[0]?.endsWith('ulysses')) c.image = o.image;
+    }
+  }
+  return objects;
+}
+
+/** The objects of `component` (manifests/base/<component>) among `objects`. */
+export function componentObjects(objects: K8sObject[], component: Component): K8sObject[] {
+  const ids = new Set<string>(COMPONENT_OBJECTS[component]);
+  return objects.filter((o) => ids.has(objectId(o)) && !NOT_INSTALLED.has(objectId(o)));
+}
+
+const toYaml = (objects: K8sObject[]) => objects.map((o) => stringifyYaml(o)).join('---\n');
+
+class Installer {
+  readonly log: (line: string) => void;
+  readonly timeoutMs: number;
+  readonly core: CoreV1Api;
+  readonly apps: AppsV1Api;
+  readonly leases: CoordinationV1Api;
+  readonly discovery: DiscoveryV1Api;
+  readonly components: readonly Component[];
+
+  constructor(readonly o: InstallOptions) {
+    this.log = o.log ?? ((l) => process.stderr.write(`${l}\n`));
+    this.timeoutMs = o.timeoutMs ?? 180_000;
+    const kc = new KubeConfig();
+    kc.loadFromFile(o.kubeconfig);
+    this.core = kc.makeApiClient(CoreV1Api);
+    this.apps = kc.makeApiClient(AppsV1Api);
+    this.leases = kc.makeApiClient(CoordinationV1Api);
+    this.discovery = kc.makeApiClient(DiscoveryV1Api);
+    const unknown = (o.components ?? []).filter((c) => !INSTALL_ORDER.includes(c));
+    if (unknown.length) throw new Error(`unknown component(s) ${unknown.join(', ')} (known: ${INSTALL_ORDER.join(', ')})`);
+    this.components = INSTALL_ORDER.filter((c) => !o.components || o.components.includes(c));
+  }
+
+  async step<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    const t0 = Date.now();
+    this.log(`[${name}]`);
+    try {
+      const v = await fn();
+      this.log(`[${name}] done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      return v;
+    } catch (err) {
+      throw err instanceof InstallError ? err : new InstallError(name, (err as Error).message);
+    }
+  }
+
+  apply(objects: K8sObject[]): Promise<string> {
+    return kubectl(this.o, ['apply', '--server-side', `--field-manager=${FIELD_MANAGER}`, '--force-conflicts', '-f', '-'], toYaml(objects));
+  }
+
+  delete(objects: K8sObject[]): Promise<string> {
+    return kubectl(this.o, ['delete', '--ignore-not-found', '--wait=true', '-f', '-'], toYaml(objects));
+  }
+
+  controlPlaneNodes(): InstallNode[] {
+    const cps = this.o.nodes.nodes().filter((n) => n.controlPlane);
+    if (!cps.length) throw new Error('no control-plane node');
+    return cps;
+  }
+
+  nodeFile(node: string, nodePath: string): string {
+    return this.o.nodes.hostPath(node, nodePath);
+  }
+
+  write(node: string, nodePath: string, content: string, mode = 0o644): void {
+    const p = this.nodeFile(node, nodePath);
+    mkdirSync(dirname(p), { recursive: true });
+    writeFileSync(p, content, { mode });
+  }
+
+  remove(node: string, nodePath: string): void {
+    rmSync(this.nodeFile(node, nodePath), { force: true });
+  }
+
+  /** Regenerates a control-plane static pod from the cluster's ClusterConfiguration and the patches on the node. */
+  async regenerate(node: string, phase: 'controller-manager' | 'scheduler'): Promise<void> {
+    const cm = await this.core.readNamespacedConfigMap({ name: 'kubeadm-config', namespace: 'kube-system' });
+    const cluster = cm.data?.ClusterConfiguration;
+    if (!cluster) throw new Error('ConfigMap kube-system/kubeadm-config has no ClusterConfiguration: is this a kubeadm cluster?');
+    this.write(node, NODE_PATHS.kubeadmConfig, kubeadmPhaseConfig(cluster), 0o600);
+    mkdirSync(this.nodeFile(node, NODE_PATHS.patches), { recursive: true });
+    await this.o.nodes.kubeadm(node, ['init', 'phase', 'control-plane', phase, '--config', NODE_PATHS.kubeadmConfig]);
+  }
+
+  /** Waits for the static pod `<component>-<node>` to run with (or without) `flag`, Ready. */
+  async staticPodWith(component: 'kube-controller-manager' | 'kube-scheduler', node: string, flag: string, present: boolean): Promise<void> {
+    const name = `${component}-${node}`;
+    let last = '';
+    await pollUntil(
+      `${name} ${present ? 'with' : 'without'} ${flag}, Ready`,
+      async () => {
+        const p = await this.core.readNamespacedPod({ name, namespace: 'kube-system' });
+        const has = (p.spec?.containers?.[0]?.command ?? []).includes(flag);
+        last = `flag ${has ? 'present' : 'absent'}, ${podState(p)}`;
+        return has === present && isPodReady(p) && !(p.status?.containerStatuses ?? []).some((c) => !c.state?.running);
+      },
+      { timeoutMs: this.timeoutMs, intervalMs: 500, explain: () => `last seen: ${last}` },
+    );
+  }
+
+  /** Waits for the Deployment's pods, updated, `minAvailable` of them available (default: all). */
+  async deploymentAvailable(name: string, minAvailable?: number): Promise<void> {
+    let last = '';
+    await pollUntil(
+      `Deployment ${ULYSSES_NAMESPACE}/${name} available`,
+      async () => {
+        const d = await this.apps.readNamespacedDeployment({ name, namespace: ULYSSES_NAMESPACE });
+        const want = d.spec?.replicas ?? 1;
+        last = `${d.status?.updatedReplicas ?? 0} updated, ${d.status?.availableReplicas ?? 0}/${want} available`;
+        const pods = (await this.core.listNamespacedPod({ namespace: ULYSSES_NAMESPACE, labelSelector: `app.kubernetes.io/name=${name}` })).items;
+        const stuck = pods.map(stuckReason).filter(Boolean);
+        if (stuck.length) throw new FatalError(`pods of ${name} cannot start: ${stuck.join('; ')}`);
+        return (d.status?.observedGeneration ?? 0) >= (d.metadata?.generation ?? 1) && (d.status?.updatedReplicas ?? 0) === want && (d.status?.availableReplicas ?? 0) >= (minAvailable ?? want);
+      },
+      { timeoutMs: this.timeoutMs, intervalMs: 500, explain: () => `last seen: ${last}` },
+    );
+  }
+
+}
+
+/**
+ * The config of `kubeadm init phase control-plane`: the cluster's ClusterConfiguration (ConfigMap
+ * kube-system/kubeadm-config) and an InitConfiguration naming the patches directory (kubeadm refuses
+ * `--patches` together with `--config`).
+ */
+export function kubeadmPhaseConfig(clusterConfiguration: string): string {
+  const init = { apiVersion: 'kubeadm.k8s.io/v1beta4', kind: 'InitConfiguration', patches: { directory: NODE_PATHS.patches } };
+  return `${stringifyYaml(init)}---\n${clusterConfiguration}`;
+}
+
+function podState(p: V1Pod): string {
+  const waiting = (p.status?.containerStatuses ?? []).map((c) => c.state?.waiting?.reason).filter(Boolean);
+  return `${p.status?.phase ?? 'no phase'}${isPodReady(p) ? ', Ready' : ''}${waiting.length ? ` (${waiting.join(', ')})` : ''}`;
+}
+
+/** Reasons a container will not start by itself (the image is missing, the command is wrong). */
+const FATAL_WAITING = new Set(['ErrImageNeverPull', 'ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'CreateContainerConfigError', 'CreateContainerError']);
+function stuckReason(p: V1Pod): string | undefined {
+  for (const c of p.status?.containerStatuses ?? []) {
+    const w = c.state?.waiting;
+    if (w?.reason && FATAL_WAITING.has(w.reason)) return `${p.metadata?.name}: ${w.reason}: ${w.message ?? ''}`.trim();
+    if (w?.reason === 'CrashLoopBackOff' && (c.restartCount ?? 0) >= 3) return `${p.metadata?.name}: CrashLoopBackOff (${c.restartCount} restarts; kubectl -n ${ULYSSES_NAMESPACE} logs ${p.metadata?.name} --previous)`;
+  }
+  return undefined;
+}
+
+function patchFile(component: 'kube-controller-manager' | 'kube-scheduler'): string {
+  return readFileSync(join(MANIFESTS_DIR, 'kubeadm', 'patches', 'control-plane', `${component}+json.yaml`), 'utf8');
+}
+
+type CriEndpoints = { containerRuntimeEndpoint?: string; imageServiceEndpoint?: string };
+
+/** The kubelet's config.yaml with these CRI endpoints (an absent one is removed: the kubelet's default). */
+export function withRuntimeEndpoints(kubeletConfig: string, endpoints: CriEndpoints): { config: string; previous: CriEndpoints } {
+  const cfg = parseYaml(kubeletConfig, { maxAliasCount: 0 }) as Record<string, unknown> | null;
+  if (!cfg || cfg.kind !== 'KubeletConfiguration') throw new Error(`${NODE_PATHS.kubeletConfig}: kind is not KubeletConfiguration`);
+  const previous: CriEndpoints = {};
+  for (const k of ['containerRuntimeEndpoint', 'imageServiceEndpoint'] as const) {
+    if (typeof cfg[k] === 'string') previous[k] = cfg[k];
+    if (endpoints[k] === undefined) delete cfg[k];
+    else cfg[k] = endpoints[k];
+  }
+  return { config: stringifyYaml(cfg), previous };
+}
+
+/** The kubeconfig the node service of the kubelet-shim uses: a token of its ServiceAccount. */
+async function shimKubeconfig(i: Installer): Promise<string> {
+  const view = JSON.parse(await kubectl(i.o, ['config', 'view', '--raw', '--minify', '-o', 'json'])) as {
+    clusters: Array<{ cluster: { server: string; 'certificate-authority-data'?: string } }>;
+  };
+  const cluster = view.clusters[0]?.cluster;
+  if (!cluster?.server) throw new Error(`no cluster server in ${i.o.kubeconfig}`);
+  const token = (await kubectl(i.o, ['-n', ULYSSES_NAMESPACE, 'create', 'token', 'ulysses-kubelet-shim', '--duration=8760h'])).trim();
+  return stringifyYaml({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: 'cluster', cluster: { server: cluster.server, 'certificate-authority-data': cluster['certificate-authority-data'] } }],
+    users: [{ name: 'ulysses-kubelet-shim', user: { token } }],
+    contexts: [{ name: 'ulysses-kubelet-shim', context: { cluster: 'cluster', user: 'ulysses-kubelet-shim' } }],
+    'current-context': 'ulysses-kubelet-shim',
+  });
+}
+
+/**
+ * Points the node's kubelet at the shim (`toShim`, the endpoints it had are kept in
+ * /etc/ulysses/kubelet-endpoints.yaml) or back at what it had, then restarts it.
+ */
+async function switchKubelet(i: Installer, node: string, toShim: boolean): Promise<void> {
+  const file = i.nodeFile(node, NODE_PATHS.kubeletConfig);
+  if (!existsSync(file)) throw new Error(`${NODE_PATHS.kubeletConfig} not found on ${node}`);
+  const backup = i.nodeFile(node, NODE_PATHS.kubeletEndpointsBackup);
+  const shim = `unix://${i.o.nodes.shimSocket(node)}`;
+  let target: CriEndpoints;
+  if (toShim) target = { containerRuntimeEndpoint: shim, imageServiceEndpoint: shim };
+  else if (existsSync(backup)) target = parseYaml(readFileSync(backup, 'utf8'), { maxAliasCount: 0 }) as CriEndpoints;
+  else target = { containerRuntimeEndpoint: `unix://${i.o.nodes.containerdSocket(node)}` };
+  const { config, previous } = withRuntimeEndpoints(readFileSync(file, 'utf8'), target);
+  if (toShim && previous.containerRuntimeEndpoint !== shim) i.write(node, NODE_PATHS.kubeletEndpointsBackup, stringifyYaml(previous));
+  writeFileSync(file, config);
+  // the restarted kubelet renews its node Lease (every 10 s) only once it runs against the runtime
+  const restartedAt = Math.floor(Date.now() / 1000) * 1000;
+  await i.o.nodes.restartKubelet(node);
+  await pollUntil(
+    `the restarted kubelet of ${node} renewing its Lease, node Ready`,
+    async () => {
+      const lease = await i.leases.readNamespacedLease({ name: node, namespace: 'kube-node-lease' });
+      const renewed = new Date(lease.spec?.renewTime ?? 0).getTime() >= restartedAt;
+      return renewed && isNodeReady(await i.core.readNode({ name: node }));
+    },
+    { timeoutMs: i.timeoutMs, intervalMs: 500 },
+  );
+}
+
+/** Installs the components of `o.components` (default all) in INSTALL_ORDER. */
+export async function install(o: InstallOptions): Promise<void> {
+  const i = new Installer(o);
+  const t0 = Date.now();
+  const objects = await i.step('render', () => renderInstall(o));
+  await i.step('namespace and CRD', async () => {
+    await i.apply(objects.filter((x) => COMMON_KINDS.has(x.kind) && x.kind !== 'UlyssesConfig'));
+    await kubectl(o, ['wait', '--for', 'condition=Established', '--timeout=60s', 'crd/ulyssesconfigs.ulysses.io']);
+    // an existing UlyssesConfig keeps the modes users chose: a re-install does not reset them
+    const existing = await kubectl(o, ['get', 'ulyssesconfigs', ULYSSES_CONFIG_NAME, '--ignore-not-found', '-o', 'name']);
+    if (!existing.trim()) {
+      const cfg = objects.find((x) => x.kind === 'UlyssesConfig')!;
+      if (!i.components.includes('apf')) ((cfg as { spec?: { apf?: { enabled?: boolean } } }).spec ?? {}).apf = { enabled: false };
+      await i.apply([cfg]);
+    }
+  });
+  for (const c of i.components) {
+    const own = componentObjects(objects, c);
+    switch (c) {
+      case 'apf':
+        await i.step('apf: FlowSchema', () => i.apply(own));
+        break;
+      case 'controller-manager':
+        await i.step('controller-manager: Deployment', async () => {
+          await i.apply(own);
+          await i.deploymentAvailable('ulysses-controller-manager');
+          await pollUntil('a controller-manager leader (Lease ulysses-controller-manager)', async () => (await i.leases.readNamespacedLease({ name: 'ulysses-controller-manager', namespace: ULYSSES_NAMESPACE })).spec?.holderIdentity, { timeoutMs: i.timeoutMs, intervalMs: 500 });
+        });
+        for (const n of i.controlPlaneNodes()) {
+          await i.step(`controller-manager: kube-controller-manager --controllers on ${n.name}`, async () => {
+            i.write(n.name, join(NODE_PATHS.patches, 'kube-controller-manager+json.yaml'), patchFile('kube-controller-manager'));
+            await i.regenerate(n.name, 'controller-manager');
+            await i.staticPodWith('kube-controller-manager', n.name, KCM_CONTROLLERS_FLAG, true);
+          });
+        }
+        break;
+      case 'scheduler-extender':
+        await i.step('scheduler-extender: Deployment', async () => {
+          await i.apply(own);
+          // only the leader of the extender's replicas is Ready (it alone serves kube-scheduler)
+          await i.deploymentAvailable('ulysses-scheduler-extender', 1);
+          await pollUntil(
+            'a ready endpoint of Service ulysses-scheduler-extender',
+            async () => {
+              const slices = await i.discovery.listNamespacedEndpointSlice({ namespace: ULYSSES_NAMESPACE, labelSelector: 'kubernetes.io/service-name=ulysses-scheduler-extender' });
+              return slices.items.some((sl) => sl.endpoints.some((e) => e.conditions?.ready));
+            },
+            { timeoutMs: i.timeoutMs, intervalMs: 500 },
+          );
+        });
+        for (const n of i.controlPlaneNodes()) {
+          await i.step(`scheduler-extender: kube-scheduler --config on ${n.name}`, async () => {
+            i.write(n.name, NODE_PATHS.schedulerConfig, readFileSync(join(MANIFESTS_DIR, 'kubeadm', 'kube-scheduler-config.yaml'), 'utf8'));
+            i.write(n.name, join(NODE_PATHS.patches, 'kube-scheduler+json.yaml'), patchFile('kube-scheduler'));
+            await i.regenerate(n.name, 'scheduler');
+            await i.staticPodWith('kube-scheduler', n.name, SCHEDULER_CONFIG_FLAG, true);
+          });
+        }
+        break;
+      case 'kubelet-shim': {
+        await i.step('kubelet-shim: RBAC', () => i.apply(own));
+        const kubeconfig = await shimKubeconfig(i);
+        for (const n of o.nodes.nodes()) {
+          await i.step(`kubelet-shim: node service and kubelet endpoint on ${n.name}`, async () => {
+            const socket = o.nodes.shimSocket(n.name);
+            i.write(n.name, NODE_PATHS.shimKubeconfig, kubeconfig, 0o600);
+            i.write(
+              n.name,
+              NODE_PATHS.shimConfig,
+              stringifyYaml({ listen: socket, backend: o.nodes.containerdSocket(n.name), socketMode: '0660', pacing: { policy: { type: 'vanilla' } }, metrics: { port: o.nodes.shimMetricsPort(n.name), host: '127.0.0.1' } }),
+            );
+            await o.nodes.startKubeletShim(n.name, { NODE_NAME: n.name, KUBECONFIG: i.nodeFile(n.name, NODE_PATHS.shimKubeconfig) });
+            await switchKubelet(i, n.name, true);
+          });
+        }
+        break;
+      }
+    }
+  }
+  i.log(`Ulysses installed (${i.components.join(', ')}) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+}
+
+/** Returns the cluster to stock: the steps of `install` in reverse, then every Ulysses object deleted. */
+export async function uninstall(o: InstallOptions): Promise<void> {
+  const i = new Installer(o);
+  const t0 = Date.now();
+  const objects = await i.step('render', () => renderInstall(o));
+  for (const c of [...i.components].reverse()) {
+    const own = componentObjects(objects, c);
+    switch (c) {
+      case 'kubelet-shim':
+        for (const n of o.nodes.nodes()) {
+          await i.step(`kubelet-shim: kubelet back to containerd on ${n.name}`, async () => {
+            await switchKubelet(i, n.name, false);
+            i.remove(n.name, NODE_PATHS.kubeletEndpointsBackup);
+            await o.nodes.stopKubeletShim(n.name);
+            i.remove(n.name, NODE_PATHS.shimConfig);
+            i.remove(n.name, NODE_PATHS.shimKubeconfig);
+          });
+        }
+        await i.step('kubelet-shim: RBAC', () => i.delete(own));
+        break;
+      case 'scheduler-extender':
+        for (const n of i.controlPlaneNodes()) {
+          await i.step(`scheduler-extender: stock kube-scheduler on ${n.name}`, async () => {
+            i.remove(n.name, join(NODE_PATHS.patches, 'kube-scheduler+json.yaml'));
+            await i.regenerate(n.name, 'scheduler');
+            await i.staticPodWith('kube-scheduler', n.name, SCHEDULER_CONFIG_FLAG, false);
+            i.remove(n.name, NODE_PATHS.schedulerConfig);
+          });
+        }
+        await i.step('scheduler-extender: objects', () => i.delete(own));
+        break;
+      case 'controller-manager':
+        for (const n of i.controlPlaneNodes()) {
+          await i.step(`controller-manager: stock kube-controller-manager on ${n.name}`, async () => {
+            i.remove(n.name, join(NODE_PATHS.patches, 'kube-controller-manager+json.yaml'));
+            await i.regenerate(n.name, 'controller-manager');
+            await i.staticPodWith('kube-controller-manager', n.name, KCM_CONTROLLERS_FLAG, false);
+          });
+        }
+        await i.step('controller-manager: objects', () => i.delete(own));
+        break;
+      case 'apf':
+        await i.step('apf: FlowSchema', () => i.delete(own));
+        break;
+    }
+  }
+  if (i.components.length === INSTALL_ORDER.length) {
+    await i.step('CRD and namespace', async () => {
+      await i.delete(objects.filter((x) => COMMON_KINDS.has(x.kind)).reverse());
+      for (const n of o.nodes.nodes().filter((x) => x.controlPlane)) {
+        for (const p of [NODE_PATHS.kubeadmConfig, NODE_PATHS.patches, dirname(NODE_PATHS.schedulerConfig)]) rmSync(i.nodeFile(n.name, p), { recursive: true, force: true });
+      }
+    });
+  }
+  i.log(`Ulysses uninstalled (${i.components.join(', ')}) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+}
