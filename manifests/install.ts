@@ -17,10 +17,12 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { AppsV1Api, CoordinationV1Api, CoreV1Api, DiscoveryV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, DiscoveryV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { parse as parseYaml, parseAllDocuments, stringify as stringifyYaml } from 'yaml';
 import { isNodeReady, isPodReady } from '../core/objects.ts';
 import { FatalError, pollUntil } from '../core/poll.ts';
+import type { UlyssesConfig } from '../core/runtime-config.ts';
+import { statusRows } from '../core/runtime-status.ts';
 import { COMPONENT_OBJECTS, MANIFESTS_DIR, objectId, ULYSSES_CONFIG_NAME, ULYSSES_NAMESPACE, type Component, type K8sObject } from './overlays.ts';
 
 /** Install order; uninstall is the reverse. */
@@ -158,6 +160,7 @@ class Installer {
   readonly apps: AppsV1Api;
   readonly leases: CoordinationV1Api;
   readonly discovery: DiscoveryV1Api;
+  readonly custom: CustomObjectsApi;
   readonly components: readonly Component[];
 
   constructor(readonly o: InstallOptions) {
@@ -169,6 +172,7 @@ class Installer {
     this.apps = kc.makeApiClient(AppsV1Api);
     this.leases = kc.makeApiClient(CoordinationV1Api);
     this.discovery = kc.makeApiClient(DiscoveryV1Api);
+    this.custom = kc.makeApiClient(CustomObjectsApi);
     const unknown = (o.components ?? []).filter((c) => !INSTALL_ORDER.includes(c));
     if (unknown.length) throw new Error(`unknown component(s) ${unknown.join(', ')} (known: ${INSTALL_ORDER.join(', ')})`);
     this.components = INSTALL_ORDER.filter((c) => !o.components || o.components.includes(c));
@@ -432,6 +436,27 @@ export async function install(o: InstallOptions): Promise<void> {
       }
     }
   }
+  await i.step('every component reporting in UlyssesConfig/default', async () => {
+    const expected = [
+      ...(i.components.includes('controller-manager') ? ['controller-manager'] : []),
+      // the APF toggle is applied by the controller manager
+      ...(i.components.includes('apf') && i.components.includes('controller-manager') ? ['apf'] : []),
+      ...(i.components.includes('scheduler-extender') ? ['scheduler-extender'] : []),
+      ...(i.components.includes('kubelet-shim') ? o.nodes.nodes().map((n) => `kubelet-shim/${n.name}`) : []),
+    ];
+    let last = '';
+    await pollUntil(
+      `${expected.join(', ')} applying the current generation`,
+      async () => {
+        const cfg = (await i.custom.getClusterCustomObject({ group: 'ulysses.io', version: 'v1alpha1', plural: 'ulyssesconfigs', name: ULYSSES_CONFIG_NAME })) as UlyssesConfig;
+        const rows = statusRows(cfg);
+        const missing = expected.filter((k) => !rows.some((r) => r.component === k && r.upToDate));
+        last = missing.map((k) => `${k}: ${rows.find((r) => r.component === k)?.message ?? 'no status yet'}`).join('; ');
+        return missing.length === 0;
+      },
+      { timeoutMs: i.timeoutMs, intervalMs: 500, explain: () => `not yet: ${last}` },
+    );
+  });
   i.log(`Ulysses installed (${i.components.join(', ')}) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }
 

@@ -223,7 +223,7 @@ function installTests(): void {
   let criticalNode = '';
 
   beforeAll(() => {
-    opts = { kubeconfig: state!.kubeconfig, kubectl: binaryPath('kubectl'), image: imageRef, nodes: kubeadm.kubeadmNodeAccess(state!), log: (l) => console.log(l) };
+    opts = { kubeconfig: state!.kubeconfig, kubectl: binaryPath('kubectl'), image: imageRef, nodes: kubeadm.kubeadmNodeAccess(state!), log: (l) => / in [\d.]+ s$/.test(l) && !l.startsWith('[') && console.log(l) };
   });
 
   it('installs every component: controller manager and extender pods Running, the shim on every node, kcm and kube-scheduler switched through kubeadm; running pods untouched', async () => {

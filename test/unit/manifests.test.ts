@@ -171,8 +171,12 @@ describe.skipIf(!existsSync(kubectl))('static-pod variants (manifests/kubeadm/st
       expect(pod.metadata.namespace).toBe('kube-system');
       expect(pod.spec.hostNetwork).toBe(true);
       expect(pod.spec.containers[0]!.image).toBe(dep.image);
-      expect([...pod.spec.containers[0]!.args!].sort()).toEqual([...dep.args!, ...extra].sort());
+      // the Deployment's extender listens on the pod's address (its Service), the static one on 127.0.0.1
+      const bind = (a: string) => a.startsWith('--bind-address=');
+      expect([...pod.spec.containers[0]!.args!].sort()).toEqual([...dep.args!.filter((a) => !bind(a)), ...extra].sort());
     }
+    const depExt = podSpec(objs.find((o) => objectId(o) === 'Deployment/ulysses-scheduler-extender')!).containers[0]!;
+    expect(depExt.args).toContain('--bind-address=0.0.0.0');
   });
 
   it('kube-scheduler-config-static.yaml differs from kube-scheduler-config.yaml only in urlPrefix, which is the static extender on 127.0.0.1', () => {
