@@ -54,7 +54,19 @@ tb.command('down')
 tb.command('status')
   .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
   .option('--json', 'print JSON', false)
-  .action(async (o) => {
+  .option('--kubeadm', 'the kubeadm cluster: its processes (kubelets, containerds, kubelet-shims) and whether each runs', false)
+  .action(async (o, cmd: Command) => {
+    if (o.kubeadm) {
+      const k = kubeadmTestbed.readKubeadmState(cmd.getOptionValueSource('runDir') === 'default' ? undefined : o.runDir);
+      if (!k) return console.log('no kubeadm testbed (ulysses testbed up --kubeadm)');
+      const problems = kubeadmTestbed.statusProblems(k);
+      if (o.json) return console.log(JSON.stringify({ ...k, problems }, null, 2));
+      console.log(`kubeadm testbed ${k.ready && !problems.length ? 'UP' : 'DEGRADED'} in ${k.runDir} (Kubernetes ${k.version})\nkubeconfig: ${k.kubeconfig}`);
+      for (const p of k.processes) console.log(`  ${problems.some((x) => x.startsWith(`${p.name} `)) ? 'DEAD   ' : 'running'}  ${p.name.padEnd(36)} pid ${p.pid}  log ${p.logFile}`);
+      for (const p of problems) console.log(`problem: ${p}`);
+      if (!k.ready || problems.length) process.exitCode = 1;
+      return;
+    }
     const s = await testbed.status(o.runDir);
     if (o.json) return console.log(JSON.stringify(s, null, 2));
     if (!s.processes.length) return console.log(`no testbed in ${s.runDir}`);
@@ -67,10 +79,11 @@ tb.command('status')
 tb.command('kubeconfig')
   .description('print the admin kubeconfig path')
   .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
+  .option('--kubeadm', "the kubeadm cluster's admin kubeconfig", false)
   .action((o) => {
-    const s = testbed.readState(o.runDir);
+    const s = o.kubeadm ? kubeadmTestbed.readKubeadmState() : testbed.readState(o.runDir);
     if (!s) {
-      console.error(`no testbed in ${o.runDir}: run "ulysses testbed up"`);
+      console.error(o.kubeadm ? 'no kubeadm testbed: run "ulysses testbed up --kubeadm"' : `no testbed in ${o.runDir}: run "ulysses testbed up"`);
       process.exitCode = 1;
       return;
     }

@@ -196,7 +196,7 @@ async function cli(args: string[]): Promise<{ code: number; out: string }> {
 /** What must not change for running workloads: pod uid, container id, restarts. */
 async function workloadFingerprint(): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
-  for (const ns of ['it-kubeadm', 'kube-system']) {
+  for (const ns of ['it-kubeadm', 'kube-system', CRITICAL_NS]) {
     for (const p of (await core.listNamespacedPod({ namespace: ns })).items) {
       if (p.metadata?.annotations?.['kubernetes.io/config.mirror']) continue; // static pods: regenerated on purpose
       const c = p.status?.containerStatuses?.[0];
@@ -359,6 +359,7 @@ function installTests(): void {
   });
 
   it('uninstall returns the cluster to stock: kcm and kube-scheduler manifests as kubeadm wrote them, kubelets on containerd, kcm handles a scale-up, no Ulysses object left, pods untouched', async () => {
+    const beforeUninstall = await workloadFingerprint();
     await uninstall(opts);
     for (const [c, text] of Object.entries(stockManifests)) expect(readFileSync(`/etc/kubernetes/manifests/${c}.yaml`, 'utf8'), c).toBe(text);
     const fresh = kubeadm.readKubeadmState(runDir)!;
@@ -383,6 +384,6 @@ function installTests(): void {
     const leftover = await execFileP(binaryPath('kubectl'), ['--kubeconfig', state!.kubeconfig, 'get', 'clusterroles,clusterrolebindings,flowschemas,validatingadmissionpolicies,validatingadmissionpolicybindings', '-l', 'app.kubernetes.io/part-of=ulysses', '-o', 'name']);
     expect(leftover.stdout.trim()).toBe('');
     const after = await workloadFingerprint();
-    for (const [k, v] of Object.entries(before)) expect(after[k], k).toBe(v);
+    for (const [k, v] of Object.entries(beforeUninstall)) expect(after[k], k).toBe(v);
   });
 }
