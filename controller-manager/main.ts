@@ -21,7 +21,7 @@ import { z } from 'zod';
 import { loadConfigFile, validateConfig } from '../core/config.ts';
 import { KubeClient } from '../core/kube.ts';
 import { loadKubeAccess } from '../core/kubeconfig.ts';
-import { defaultIdentity, DEFAULT_LEASE_DURATION_S, DEFAULT_RENEW_DEADLINE_S, DEFAULT_RETRY_PERIOD_S, LeaderElector } from '../core/leader-election.ts';
+import { defaultIdentity, DEFAULT_LEASE_DURATION_S, DEFAULT_RENEW_DEADLINE_S, DEFAULT_RETRY_PERIOD_S, LeaderElector, parseDurationSeconds as parseSeconds } from '../core/leader-election.ts';
 import { componentLogger } from '../core/logging.ts';
 import { serveMetrics } from '../core/metrics.ts';
 import { onShutdownSignal } from '../core/shutdown.ts';
@@ -45,14 +45,6 @@ export const ControllerManagerConfigSchema = z
     cacheProjection: z.boolean().default(true),
   })
   .strict();
-
-/** "15s", "1500ms", "2m" or a plain number of seconds, as kcm's duration flags. */
-export function parseSeconds(flag: string, v: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(v.trim());
-  if (!m) throw new Error(`--${flag}: invalid duration ${JSON.stringify(v)} (e.g. 15s, 500ms)`);
-  const n = Number(m[1]);
-  return m[2] === 'ms' ? n / 1000 : m[2] === 'm' ? n * 60 : n;
-}
 
 export async function main(argv = process.argv.slice(2)): Promise<void> {
   const { values } = parseArgs({

@@ -11,7 +11,10 @@
  *    ReleaseOnCancel) so a standby takes over at its next retry instead of after leaseDuration.
  * Defaults are client-go's / kube-controller-manager's: 15 s / 10 s / 2 s (must satisfy
  * leaseDuration > renewDeadline > retryPeriod * 1.2, as client-go checks). Retries are jittered
- * (factor 1.2) like wait.JitterUntil.
+ * (factor 1.2) like wait.JitterUntil. Every Lease request of a leader gives up at its renew deadline
+ * (client-go runs the renew loop under a RenewDeadline context), so a hanging apiserver connection
+ * never keeps a leader believing it leads past the deadline; `renewedAt` tells a server that must
+ * stop the moment the deadline passes (e.g. the scheduler extender) when the last renewal succeeded.
  * Metric: ulysses_leader{component} 1 while this process leads.
  */
 import os from 'node:os';
@@ -47,6 +50,14 @@ export interface LeaderElectionOptions {
   onNewLeader?: (identity: string) => void;
   log?: Logger;
   now?: () => number;
+}
+
+/** "15s", "1500ms", "2m" or a plain number of seconds, as kube-controller-manager's duration flags. */
+export function parseDurationSeconds(flag: string, v: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(v.trim());
+  if (!m) throw new Error(`--${flag}: invalid duration ${JSON.stringify(v)} (e.g. 15s, 500ms)`);
+  const n = Number(m[1]);
+  return m[2] === 'ms' ? n / 1000 : m[2] === 'm' ? n * 60 : n;
 }
 
 export function defaultIdentity(): string {
@@ -102,6 +113,8 @@ export class LeaderElector {
   private observedAt = 0;
   private lastLeader = '';
   private leading = false;
+  /** our clock, ms: when the last acquire/renew succeeded while leading (0: not leading) */
+  private renewed = 0;
   private readonly stopCtrl = new AbortController();
   private leaderCtrl: AbortController | undefined;
   private running: Promise<void> | undefined;
@@ -122,6 +135,20 @@ export class LeaderElector {
 
   get isLeader(): boolean {
     return this.leading;
+  }
+
+  /**
+   * When (this elector's clock, ms) the Lease was last acquired or renewed while leading; 0 when not
+   * leading. A leader that has not renewed for renewDeadlineSeconds has lost the Lease even before
+   * the renew loop notices (its request may still be waiting for its timeout).
+   */
+  get renewedAt(): number {
+    return this.renewed;
+  }
+
+  /** renewDeadlineSeconds in ms. */
+  get renewDeadlineMs(): number {
+    return this.rd * 1000;
   }
 
   /** The identity of the current leader as last observed ('' if none). */
@@ -149,12 +176,20 @@ export class LeaderElector {
   private async loop(): Promise<void> {
     const stop = this.stopCtrl.signal;
     // acquire
+    let acquiredAt = 0;
     while (!stop.aborted) {
-      if (await this.tryAcquireOrRenew()) break;
+      const attempt = this.now();
+      // an acquire that takes longer than the renew deadline is not trusted: the next try decides
+      if (await this.tryAcquireOrRenew(attempt + this.rd * 1000)) {
+        acquiredAt = attempt;
+        break;
+      }
       await sleep(this.jittered(), stop);
     }
     if (stop.aborted) return;
     this.leading = true;
+    // the Lease was written no earlier than the attempt started: count the deadline from there
+    this.renewed = acquiredAt;
     leaderMetric().set({ component: this.component }, 1);
     this.log.info('became leader');
     this.leaderCtrl = new AbortController();
@@ -162,13 +197,15 @@ export class LeaderElector {
       .then(() => this.o.onStartedLeading(this.leaderCtrl!.signal))
       .catch((err: Error) => this.log.error({ err: err.message }, 'onStartedLeading failed'));
     // renew: each round retries every retryPeriod until success or renewDeadline since the last renewal
-    let lastRenew = this.now();
+    let lastRenew = acquiredAt;
     let reason: 'lost' | 'stopped' = 'stopped';
     while (!stop.aborted) {
       await sleep(this.rp * 1000, stop);
       if (stop.aborted) break;
-      if (await this.tryAcquireOrRenew()) {
-        lastRenew = this.now();
+      const attempt = this.now();
+      if (await this.tryAcquireOrRenew(lastRenew + this.rd * 1000)) {
+        lastRenew = attempt;
+        this.renewed = attempt;
         continue;
       }
       if (!this.leading || this.now() - lastRenew >= this.rd * 1000) {
@@ -177,6 +214,7 @@ export class LeaderElector {
       }
     }
     this.leading = false;
+    this.renewed = 0;
     leaderMetric().set({ component: this.component }, 0);
     this.leaderCtrl.abort();
     this.log.warn({ reason }, reason === 'lost' ? 'leader election lost' : 'stepping down');
@@ -188,9 +226,14 @@ export class LeaderElector {
     }
   }
 
-  /** client-go tryAcquireOrRenew; true when we hold the lease after the call. */
-  private async tryAcquireOrRenew(): Promise<boolean> {
+  /**
+   * client-go tryAcquireOrRenew; true when we hold the lease after the call. Every request gives up
+   * at `deadline` (this elector's clock, ms).
+   */
+  private async tryAcquireOrRenew(deadline: number): Promise<boolean> {
     const now = this.now();
+    const timeoutMs = () => Math.max(1, deadline - this.now());
+    if (deadline <= now) return false;
     const spec = (acquireTime: string, transitions: number) => ({
       holderIdentity: this.identity,
       leaseDurationSeconds: this.ld,
@@ -200,18 +243,21 @@ export class LeaderElector {
     });
     let current: V1Lease;
     try {
-      current = await this.o.client.get<V1Lease>(`${this.path}/${this.o.name}`);
+      current = await this.o.client.request<V1Lease>('GET', `${this.path}/${this.o.name}`, { timeoutMs: timeoutMs() });
     } catch (err) {
       if (!isNotFound(err)) {
         this.log.warn({ err: (err as Error).message }, 'error retrieving lease');
         return false;
       }
       try {
-        const created = await this.o.client.post<V1Lease>(this.path, {
-          apiVersion: 'coordination.k8s.io/v1',
-          kind: 'Lease',
-          metadata: { name: this.o.name, namespace: this.ns },
-          spec: spec(microTime(now), 0),
+        const created = await this.o.client.request<V1Lease>('POST', this.path, {
+          body: {
+            apiVersion: 'coordination.k8s.io/v1',
+            kind: 'Lease',
+            metadata: { name: this.o.name, namespace: this.ns },
+            spec: spec(microTime(now), 0),
+          },
+          timeoutMs: timeoutMs(),
         });
         this.observe(created, now);
         return true;
@@ -233,7 +279,7 @@ export class LeaderElector {
         : spec(microTime(now), (current.spec?.leaseTransitions ?? 0) + 1),
     };
     try {
-      const updated = await this.o.client.put<V1Lease>(`${this.path}/${this.o.name}`, body);
+      const updated = await this.o.client.request<V1Lease>('PUT', `${this.path}/${this.o.name}`, { body, timeoutMs: timeoutMs() });
       this.observe(updated, now);
       return true;
     } catch (err) {

@@ -13,6 +13,13 @@
  * double-book). A restarted extender lists the pods before it answers anything, so it rebuilds every
  * reservation from the annotations.
  *
+ * With a {@link ServingGate} (leadership.ts: replicas with leader election) the verbs are answered
+ * only while the gate is open: otherwise HTTP 503 with the reason (a standby reached directly, a
+ * leader still rebuilding or past its renew deadline), and a bind that loses the gate on its way
+ * writes nothing more. GET /readyz is 200 only while the gate is open (and the informers synced);
+ * /healthz stays a liveness check, 200 on every replica. `rebuild()` re-lists the pods (a
+ * consistent read) into the state: a new leader calls it before it serves.
+ *
  * `setConfig(cfg)` applies a new {@link ExtenderConfig} live (all fields except `listen`).
  */
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -27,6 +34,7 @@ import { RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../schedulability.ts
 import { AnalysisBudget } from '../realtime/task.ts';
 import type { NewPod, ParsedRtNode } from '../realtime/what-if.ts';
 import { RtAnalysisWorker } from './analysis-worker.ts';
+import type { ServingGate } from './leadership.ts';
 import { extenderConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from './config.ts';
 import { evaluateNode, evaluateShared, podRequirements, verdictFor, type NodeVerdict, type PodRequirements, type RejectionReason, type SharedVerdict, type SlotMemo } from './evaluate.ts';
 import { ClusterState, extenderNodeProjection, extenderPodProjection, nodeInfoOf, RESERVED_NODE_ANNOTATION, type NodeInfo } from './state.ts';
@@ -76,6 +84,14 @@ export class DeadlineExceeded extends Error {
   constructor(what: string, ms: number) {
     super(`${what} did not finish within ${ms} ms`);
     this.name = 'DeadlineExceeded';
+  }
+}
+
+/** The serving gate closed during a call (leadership lost): the call writes nothing more. */
+class NotServing extends Error {
+  constructor(reason: string) {
+    super(`scheduler extender stopped serving: ${reason}`);
+    this.name = 'NotServing';
   }
 }
 
@@ -145,6 +161,8 @@ export interface ExtenderServerOptions {
   log?: Logger;
   /** The API client of bind (default: one for `kubeconfig`). */
   client?: BindClient;
+  /** Verbs answered only while it is open (leader election, leadership.ts); none: always. */
+  gate?: ServingGate;
 }
 
 const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
@@ -232,6 +250,7 @@ export class ExtenderServer {
   readonly analysisWork = { requests: 0, units: 0, last: 0 };
   private analysisWorker: RtAnalysisWorker | undefined;
   private listening: string | undefined;
+  private readonly gate: ServingGate | undefined;
 
   constructor(opts: ExtenderServerOptions = {}) {
     this.cfg = extenderConfig(opts.config ?? {});
@@ -239,6 +258,7 @@ export class ExtenderServer {
     this.log = opts.log ?? componentLogger('scheduler-extender');
     this.state = opts.state ?? new ClusterState();
     this.client = opts.client ?? (opts.kubeconfig ? new KubeClient(opts.kubeconfig) : undefined);
+    this.gate = opts.gate;
     if (opts.kubeconfig && (opts.informers ?? true)) {
       const { nodes, pods } = extenderInformers(opts.kubeconfig, this.log, opts.informerThread ?? true);
       nodes.on('add', (n) => this.state.upsertNode(n));
@@ -292,6 +312,16 @@ export class ExtenderServer {
       await this.analysisWorker?.stop();
       this.analysisWorker = undefined;
     });
+    // a replica that may not answer (standby, rebuilding, past its renew deadline): 503 with the reason
+    app.addHook('onRequest', async (req, reply) => {
+      if (req.method !== 'POST' || !this.gate) return;
+      const verb = req.url.split('?')[0]!.slice(1);
+      if (verb !== 'filter' && verb !== 'prioritize' && verb !== 'bind') return;
+      const g = this.gate.check();
+      if (g.ready) return;
+      metrics().rejections.inc({ reason: 'not-serving' });
+      return reply.code(503).send({ error: `ulysses: scheduler extender not serving: ${g.reason}` });
+    });
     const timed = <T>(verb: Verb, fn: () => T | Promise<T>) => async () => {
       const end = metrics().requestDuration.startTimer({ verb });
       try {
@@ -323,6 +353,10 @@ export class ExtenderServer {
       const synced = !this.informers || (this.informers.nodes.synced && this.informers.pods.synced);
       return reply.code(synced ? 200 : 503).type('text/plain').send(synced ? 'ok' : 'informers not synced');
     });
+    app.get('/readyz', async (_req, reply) => {
+      const r = this.readiness();
+      return reply.code(r.ready ? 200 : 503).type('text/plain').send(r.ready ? 'ok' : r.reason);
+    });
     app.get('/metrics', async (_req, reply) => reply.type(metricsRegistry().contentType).send(await metricsText()));
     // framework errors (bad JSON, wrong content type, body too large): on a verb, the verb's refusal
     // (HTTP 200: kube-scheduler reads no other body); anything else is an internal error: 500, logged with the request id
@@ -340,6 +374,43 @@ export class ExtenderServer {
       return reply.code(500).send({ error: `ulysses: internal error (request ${req.id}): ${err.message}`, requestId: req.id });
     });
     return app;
+  }
+
+  /** Ready to answer kube-scheduler: informers synced and the gate (if any) open. */
+  readiness(): { ready: true } | { ready: false; reason: string } {
+    if (this.informers && !(this.informers.nodes.synced && this.informers.pods.synced)) return { ready: false, reason: 'informers not synced' };
+    return this.gate?.check() ?? { ready: true };
+  }
+
+  /**
+   * Lists the pods that can hold capacity afresh (a consistent read from the apiserver, paginated,
+   * the informer's selection and projection) into the state (ClusterState.resyncPods): afterwards
+   * the state has every reservation written before the list, whatever the informer has delivered
+   * yet. A new leader runs it before it serves.
+   */
+  async rebuild(signal?: AbortSignal): Promise<{ listed: number; removed: number; ms: number }> {
+    if (!this.client) throw new Error('rebuild: the extender has no API client');
+    const started = Date.now();
+    const { pods } = extenderInformerOptions(this.log);
+    const items: V1Pod[] = [];
+    let cont: string | undefined;
+    let rv = '';
+    do {
+      if (signal?.aborted) throw new Error('rebuild aborted');
+      const page = await this.client.request<{ metadata?: { resourceVersion?: string; continue?: string }; items: V1Pod[] }>('GET', pods.path, {
+        query: { fieldSelector: pods.fieldSelector, limit: 500, continue: cont },
+        timeoutMs: 30_000,
+      });
+      for (const p of page.items) items.push(extenderPodProjection(p));
+      cont = page.metadata?.continue || undefined;
+      rv = page.metadata?.resourceVersion ?? rv;
+    } while (cont);
+    if (signal?.aborted) throw new Error('rebuild aborted');
+    const r = this.state.resyncPods(items, rv);
+    this.verdicts.clear();
+    const ms = Date.now() - started;
+    this.log.info({ ...r, resourceVersion: rv, ms }, 'state rebuilt from a fresh list of the pods');
+    return { ...r, ms };
   }
 
   /** The validated ExtenderArgs, or the 400 message naming the field. */
@@ -668,6 +739,9 @@ export class ExtenderServer {
             if (v.cores) values[RT_CORES_ANNOTATION] = JSON.stringify(v.cores);
             if (v.slots) values[TDMA_SLOTS_ANNOTATION] = JSON.stringify(v.slots);
             const ops: unknown[] = [{ op: 'test', path: '/metadata/uid', value: podUid }];
+            // the gate closed meanwhile (leadership lost): a successor may be placing pods now
+            const open = this.gate?.check();
+            if (open && !open.ready) throw new NotServing(open.reason);
             if (!current.metadata?.annotations) ops.push({ op: 'add', path: '/metadata/annotations', value: values });
             else for (const [k, val] of Object.entries(values)) ops.push({ op: 'add', path: `/metadata/annotations/${escapePointer(k)}`, value: val });
             // a stale reservation of a plugin that no longer applies must not stay
@@ -693,6 +767,8 @@ export class ExtenderServer {
         );
         if (rejection) return fail('rejected', rejection);
       }
+      const open = this.gate?.check();
+      if (open && !open.ready) throw new NotServing(open.reason);
       await call('POST', `${podPath}/binding`, `POST ${podPath}/binding`, {
         body: {
           apiVersion: 'v1',
@@ -706,8 +782,10 @@ export class ExtenderServer {
       return { Error: '' };
     } catch (err) {
       // the binding failed (or its outcome is unknown): release the reservation in the background, never past the deadline
-      if (reserved && uid) void this.releaseReservation(podPath, uid, log);
+      // not after losing the gate: the successor may be reserving for this very pod (over-reservation, never double-booking)
+      if (reserved && uid && !(err instanceof NotServing)) void this.releaseReservation(podPath, uid, log);
       if (isNotFound(err)) return fail('rejected', `ulysses: bind ${key}: pod not found`);
+      if (err instanceof NotServing) return fail('error', `ulysses: bind ${key} to ${args.Node}: ${err.message}`);
       if (err instanceof DeadlineExceeded) {
         return fail('error', `ulysses: bind ${key} to ${args.Node}: gave up after ${Date.now() - started} ms (httpTimeoutMs ${this.cfg.httpTimeoutMs}): ${err.message}`);
       }

@@ -288,12 +288,16 @@ export class ClusterState {
     this.bumpNode(name);
   }
 
-  /** Adds/updates a pod; an object older than the cached one (e.g. a late watch event after our own patch) is ignored. */
+  /**
+   * Adds/updates a pod; an object older than the cached one (e.g. a late watch event after our own
+   * patch, or after {@link resyncPods}) is ignored. resourceVersions of one key are ordered even
+   * across UIDs (a pod recreated under the same name is a later write).
+   */
   upsertPod(pod: V1Pod): void {
     const key = objectKey(pod);
     if (pod.metadata?.uid && this.tombstones.has(pod.metadata.uid)) return;
     const old = this.pods.get(key);
-    if (old && old.uid === pod.metadata?.uid && olderThan(pod.metadata?.resourceVersion, old.pod.metadata?.resourceVersion)) return;
+    if (old && olderThan(pod.metadata?.resourceVersion, old.pod.metadata?.resourceVersion)) return;
     if (old && old.pod.metadata?.resourceVersion && old.pod.metadata.resourceVersion === pod.metadata?.resourceVersion && old.uid === pod.metadata?.uid) return;
     this.put(key, old, pod);
   }
@@ -330,6 +334,30 @@ export class ClusterState {
       this.tdmaPods.add(key);
       this.bumpNetwork(rec);
     }
+  }
+
+  /**
+   * Takes in a fresh, consistent list of the pods that can hold capacity (non-terminal, as the
+   * informer selects them), listed at resourceVersion `listRv`: every listed pod is upserted (a
+   * newer version already cached wins), and every cached pod last seen at a version older than the
+   * list that the list does not have is gone (deleted or terminal at `listRv`) and is removed. A
+   * cached pod at a version at or after the list (an informer event newer than it) stays. This is
+   * how a new leader makes sure its view holds every reservation the previous leader wrote, however
+   * far behind its watch was.
+   */
+  resyncPods(pods: readonly V1Pod[], listRv: string): { listed: number; removed: number } {
+    const listed = new Set<string>();
+    for (const p of pods) {
+      listed.add(objectKey(p));
+      this.upsertPod(p);
+    }
+    let removed = 0;
+    for (const [key, rec] of [...this.pods]) {
+      if (listed.has(key) || !olderThan(rec.pod.metadata?.resourceVersion, listRv)) continue;
+      this.deletePod(rec.pod);
+      removed++;
+    }
+    return { listed: listed.size, removed };
   }
 
   deletePod(pod: V1Pod): void {

@@ -289,6 +289,9 @@ describe('least-privilege RBAC (SubjectAccessReview as each ServiceAccount)', ()
       ['create', 'events', { namespace: any }],
       ['watch', 'ulyssesconfigs', { group: 'ulysses.io' }],
       ['patch', 'ulyssesconfigs', { group: 'ulysses.io', subresource: 'status' }],
+      ['get', 'leases', { group: 'coordination.k8s.io', namespace: ULYSSES_NAMESPACE }],
+      ['create', 'leases', { group: 'coordination.k8s.io', namespace: ULYSSES_NAMESPACE }],
+      ['update', 'leases', { group: 'coordination.k8s.io', namespace: ULYSSES_NAMESPACE }],
     ],
     'ulysses-kubelet-shim': [
       ['get', 'nodes'],
@@ -323,6 +326,7 @@ describe('least-privilege RBAC (SubjectAccessReview as each ServiceAccount)', ()
       ['update', 'nodes'],
       ['update', 'ulyssesconfigs', { group: 'ulysses.io' }],
       ['patch', 'flowschemas', { group: 'flowcontrol.apiserver.k8s.io' }],
+      ['update', 'leases', { group: 'coordination.k8s.io', namespace: 'kube-system' }], // not kube-scheduler's lease
     ],
     'ulysses-kubelet-shim': [
       ...NO_SECRETS,

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { microTime, validateLeaderElection } from '../../core/leader-election.ts';
-import { parseSeconds } from '../../controller-manager/main.ts';
+import { microTime, parseDurationSeconds as parseSeconds, validateLeaderElection } from '../../core/leader-election.ts';
 
 describe('leader election settings', () => {
   it('MicroTime has exactly 6 fractional digits (the apiserver rejects 3)', () => {

@@ -21,6 +21,7 @@ import {
   renderOverlay,
   type K8sObject,
 } from '../../manifests/overlays.ts';
+import { LEADER_LABEL } from '../../scheduler-plugins/extender/leadership.ts';
 
 const kubectl = binaryPath('kubectl');
 const repoFile = (rel: string) => new URL(`../../${rel}`, import.meta.url);
@@ -146,6 +147,42 @@ describe.skipIf(!existsSync(kubectl))('kubectl kustomize of every overlay', () =
     expect(Number(flag(podSpec(d).containers[0]!.args, 'port'))).toBe(svc.spec.ports.find((p) => p.name === 'http')!.port);
   });
 
+  it('scheduler-extender HA: 2 replicas on a Lease the Role allows, the Service routes by the leader label, rolling updates never wait for a standby', async () => {
+    const objs = await objectsOf('scheduler-extender');
+    const d = objs.find((o) => objectId(o) === 'Deployment/ulysses-scheduler-extender')! as unknown as {
+      spec: { replicas: number; strategy: { type: string; rollingUpdate: { maxSurge: number; maxUnavailable: number } } };
+    };
+    expect(d.spec.replicas).toBe(2);
+    expect(d.spec.strategy).toEqual({ type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: 1 } });
+    const spec = podSpec(d as unknown as K8sObject) as PodSpec & {
+      affinity?: { podAntiAffinity?: { preferredDuringSchedulingIgnoredDuringExecution?: { podAffinityTerm: { topologyKey: string } }[] } };
+    };
+    const c = spec.containers[0]! as PodSpec['containers'][number] & {
+      env?: { name: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[];
+      readinessProbe?: { httpGet?: { path: string } };
+      livenessProbe?: { httpGet?: { path: string } };
+    };
+    expect(flag(c.args, 'leader-elect')).toBe('true');
+    const leaseNs = flag(c.args, 'leader-elect-resource-namespace')!;
+    const leaseName = flag(c.args, 'leader-elect-resource-name')!;
+    expect(spec.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution?.[0]?.podAffinityTerm.topologyKey).toBe('kubernetes.io/hostname');
+    expect((c.env ?? []).map((e) => [e.name, e.valueFrom?.fieldRef?.fieldPath])).toEqual(expect.arrayContaining([['POD_NAME', 'metadata.name'], ['POD_NAMESPACE', 'metadata.namespace']]));
+    // Ready is not leadership (a standby never Ready would stall the rollout): liveness and readiness are /healthz
+    expect(c.readinessProbe?.httpGet?.path).toBe('/healthz');
+    expect(c.livenessProbe?.httpGet?.path).toBe('/healthz');
+    // the Service selects the label the leader sets on its pod
+    const svc = objs.find((o) => objectId(o) === 'Service/ulysses-scheduler-extender')! as unknown as { spec: { selector: Record<string, string> } };
+    expect(svc.spec.selector).toEqual({ 'app.kubernetes.io/name': 'ulysses-scheduler-extender', [LEADER_LABEL]: 'true' });
+    // the Role grants exactly the Lease verbs the elector uses, in the Lease's namespace, to the extender's ServiceAccount
+    const role = objs.find((o) => objectId(o) === 'Role/ulysses:scheduler-extender:leader-election')! as unknown as K8sObject & { rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[] };
+    expect(role.metadata.namespace).toBe(leaseNs);
+    expect(role.rules).toEqual([{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update'] }]);
+    const rb = objs.find((o) => objectId(o) === 'RoleBinding/ulysses:scheduler-extender:leader-election')! as unknown as K8sObject & { subjects: { name: string; namespace: string }[] };
+    expect(rb.metadata.namespace).toBe(leaseNs);
+    expect(rb.subjects).toEqual([{ kind: 'ServiceAccount', name: spec.serviceAccountName, namespace: (d as unknown as K8sObject).metadata.namespace }]);
+    expect(leaseName).toBe('ulysses-scheduler-extender');
+  });
+
   it('every object kind of a component appears in exactly the overlays that install it', async () => {
     for (const [component, ids] of Object.entries(COMPONENT_OBJECTS)) {
       for (const overlay of Object.keys(OVERLAYS)) {
@@ -162,9 +199,11 @@ describe.skipIf(!existsSync(kubectl))('static-pod variants (manifests/kubeadm/st
 
   it('run the same image and flags as the Deployments (the extender bound to 127.0.0.1), in kube-system on the host network', async () => {
     const objs = (await renderOverlay('kubeadm', kubectl)).objects;
-    for (const [file, deployment, extra] of [
-      ['ulysses-controller-manager.yaml', 'Deployment/ulysses-controller-manager', []],
-      ['ulysses-scheduler-extender.yaml', 'Deployment/ulysses-scheduler-extender', ['--bind-address=127.0.0.1']],
+    // the static extender serves its own kube-scheduler: no leader election of its own
+    const noLeaderElection = (args: readonly string[]) => args.filter((a) => !a.startsWith('--leader-elect'));
+    for (const [file, deployment, drop, extra] of [
+      ['ulysses-controller-manager.yaml', 'Deployment/ulysses-controller-manager', (a: readonly string[]) => a, []],
+      ['ulysses-scheduler-extender.yaml', 'Deployment/ulysses-scheduler-extender', noLeaderElection, ['--bind-address=127.0.0.1', '--leader-elect=false']],
     ] as const) {
       const pod = staticPod(file);
       const dep = podSpec(objs.find((o) => objectId(o) === deployment)!).containers[0]!;
@@ -173,7 +212,7 @@ describe.skipIf(!existsSync(kubectl))('static-pod variants (manifests/kubeadm/st
       expect(pod.spec.containers[0]!.image).toBe(dep.image);
       // the Deployment's extender listens on the pod's address (its Service), the static one on 127.0.0.1
       const bind = (a: string) => a.startsWith('--bind-address=');
-      expect([...pod.spec.containers[0]!.args!].sort()).toEqual([...dep.args!.filter((a) => !bind(a)), ...extra].sort());
+      expect([...pod.spec.containers[0]!.args!].sort()).toEqual([...drop(dep.args!).filter((a) => !bind(a)), ...extra].sort());
     }
     const depExt = podSpec(objs.find((o) => objectId(o) === 'Deployment/ulysses-scheduler-extender')!).containers[0]!;
     expect(depExt.args).toContain('--bind-address=0.0.0.0');

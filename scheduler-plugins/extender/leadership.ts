@@ -1,0 +1,230 @@
+/**
+ * High availability of the scheduler extender: replicas elect a leader with a coordination.k8s.io
+ * Lease (core/leader-election.ts, the controller manager's implementation), and only the leader
+ * answers kube-scheduler. The extender's state (RT cores and TDMA slots reserved) lives in memory,
+ * rebuilt from the pods' `ulysses.io` annotations; two replicas answering at once could hand out
+ * the same slot, so a standby refuses every verb.
+ *
+ * {@link LeadershipGate} is the serving state machine, pure (no I/O, clock injected):
+ *
+ *   standby --became leader--> rebuilding --state rebuilt--> leading --lost / stepped down--> lost | stopped
+ *
+ * Only `leading` serves, and only while the Lease was renewed less than the renew deadline ago
+ * (`renewedAt` of the elector): a leader whose renewals fail stops answering the moment the
+ * deadline passes, before the elector's renew loop even reports the loss, so it has stopped before
+ * any standby can acquire the Lease (leaseDuration > renewDeadline). `rebuilding` covers the fresh
+ * list of the pods (ExtenderServer.rebuild) that must be in the state before the first answer: the
+ * previous leader's last reservations may not have reached this replica's watch yet. `lost` and
+ * `stopped` are final: the process exits (main.ts) and comes back as a standby.
+ *
+ * {@link ExtenderLeadership} wires the elector, the gate, the rebuild and, in a pod, the routing
+ * label: the Service selects `ulysses.io/scheduler-extender-leader: "true"`, which the leader puts
+ * on its own pod (after the rebuild) and takes off every other pod of the Deployment; a standby takes
+ * it off its own pod when it starts. Routing by a label rather than by readiness keeps both pods
+ * Ready (a standby never becoming Ready would stall every rolling update of the Deployment, whose
+ * controller waits for the new pods to be available before it removes the last old one).
+ */
+import { KubeClient } from '../../core/kube.ts';
+import { LeaderElector, type LeaderElectionOptions } from '../../core/leader-election.ts';
+import type { Logger } from '../../core/logging.ts';
+
+/** Label of the pod that leads: the Service `ulysses-scheduler-extender` selects it. */
+export const LEADER_LABEL = 'ulysses.io/scheduler-extender-leader';
+
+export type LeadershipPhase = 'standby' | 'rebuilding' | 'leading' | 'lost' | 'stopped';
+
+/** What the gate reads of the elector (LeaderElector has all of it). */
+export interface LeaseView {
+  readonly isLeader: boolean;
+  /** Elector clock, ms: last successful acquire/renew while leading (0 when not leading). */
+  readonly renewedAt: number;
+  readonly renewDeadlineMs: number;
+  /** Current leader's identity as last observed ('' if none). */
+  readonly leader: string;
+}
+
+export type Serving = { readonly ready: true } | { readonly ready: false; readonly reason: string };
+
+/** What ExtenderServer asks before it answers a verb (and /readyz). */
+export interface ServingGate {
+  check(): Serving;
+}
+
+export class LeadershipGate implements ServingGate {
+  private state: LeadershipPhase = 'standby';
+  /** One number per term of leadership: a rebuild of an earlier term never marks a later one ready. */
+  private term = 0;
+  private since: number;
+
+  constructor(
+    private readonly lease: LeaseView,
+    /** e.g. "Lease ulysses-system/ulysses-scheduler-extender", for the reasons */
+    private readonly what: string,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.since = now();
+  }
+
+  get phase(): LeadershipPhase {
+    return this.state;
+  }
+
+  /** This replica acquired the Lease: rebuilding until {@link rebuilt} with the returned term. */
+  startLeading(): number {
+    if (this.state === 'lost' || this.state === 'stopped') return this.term;
+    this.state = 'rebuilding';
+    this.since = this.now();
+    return ++this.term;
+  }
+
+  /** The state of `term` is rebuilt: serving, if that term still leads. */
+  rebuilt(term: number): boolean {
+    if (term !== this.term || this.state !== 'rebuilding') return false;
+    this.state = 'leading';
+    this.since = this.now();
+    return true;
+  }
+
+  /** Leadership ended: `lost` (renewals failed past the deadline) or `stopped` (stepped down). Final. */
+  stopLeading(reason: 'lost' | 'stopped'): void {
+    if (this.state === 'lost') return;
+    this.state = reason;
+    this.since = this.now();
+    this.term++;
+  }
+
+  check(): Serving {
+    switch (this.state) {
+      case 'standby': {
+        const leader = this.lease.leader;
+        return { ready: false, reason: `standby replica: ${this.what} is held by ${leader ? JSON.stringify(leader) : 'no one yet'}; only the leader answers` };
+      }
+      case 'rebuilding':
+        return { ready: false, reason: `leader since ${this.now() - this.since} ms, rebuilding the reservations from the pods' annotations; not serving yet` };
+      case 'lost':
+        return { ready: false, reason: `lost ${this.what} (not renewed within the renew deadline): not serving` };
+      case 'stopped':
+        return { ready: false, reason: `stepped down from ${this.what}: not serving` };
+      case 'leading': {
+        if (!this.lease.isLeader) return { ready: false, reason: `no longer holds ${this.what}: not serving` };
+        const age = this.now() - this.lease.renewedAt;
+        if (age >= this.lease.renewDeadlineMs) {
+          return { ready: false, reason: `${this.what} last renewed ${age} ms ago, past the renew deadline of ${this.lease.renewDeadlineMs} ms: not serving` };
+        }
+        return { ready: true };
+      }
+    }
+  }
+}
+
+export interface ExtenderLeadershipOptions extends Omit<LeaderElectionOptions, 'onStartedLeading' | 'onStoppedLeading' | 'onNewLeader' | 'component'> {
+  /** Rebuilds the state from a fresh list (ExtenderServer.rebuild); leadership serves only after it. */
+  rebuild: (signal: AbortSignal) => Promise<void>;
+  /** Called once the rebuilt state is served (main.ts starts the updater and the rescheduler). */
+  onServing?: () => void | Promise<void>;
+  /** Called once leadership ended (main.ts exits: lost -> status 1). */
+  onStopped: (reason: 'lost' | 'stopped') => void | Promise<void>;
+  /** The pod this process runs in (downward API POD_NAMESPACE/POD_NAME): the routing label is kept on it. */
+  pod?: { namespace: string; name: string };
+  log: Logger;
+}
+
+/** The elector, the gate, the rebuild and the routing label of one extender process (see the header). */
+export class ExtenderLeadership {
+  readonly gate: LeadershipGate;
+  readonly elector: LeaderElector;
+  private readonly client: KubeClient;
+  /** our clock, ms: when this replica became leader (for the log) */
+  private tookOverAt = 0;
+
+  constructor(private readonly o: ExtenderLeadershipOptions) {
+    this.client = o.client;
+    this.elector = new LeaderElector({
+      ...o,
+      component: 'scheduler-extender',
+      onStartedLeading: (signal) => this.lead(signal),
+      onStoppedLeading: async (reason) => {
+        this.gate.stopLeading(reason);
+        o.log.warn({ reason }, reason === 'lost' ? 'lost the Lease: not serving' : 'stepped down: not serving');
+        await o.onStopped(reason);
+      },
+    });
+    this.gate = new LeadershipGate(this.elector, `Lease ${o.namespace ?? 'kube-system'}/${o.name}`);
+  }
+
+  /** Campaigns; a standby first takes the routing label off its own pod (left by an earlier process of it). */
+  start(): void {
+    if (this.o.pod) void this.setLabel(this.o.pod.name, false, new AbortController().signal, 'standby: routing label removed from own pod');
+    void this.elector.run();
+  }
+
+  /** Steps down (releases the Lease) and stops campaigning. */
+  stop(): Promise<void> {
+    return this.elector.stop();
+  }
+
+  private async lead(signal: AbortSignal): Promise<void> {
+    const term = this.gate.startLeading();
+    this.tookOverAt = Date.now();
+    const log = this.o.log;
+    log.info('leader: rebuilding the reservations from the pods before serving');
+    // until it succeeds or leadership ends: a leader that cannot list serves nothing
+    for (let attempt = 1; !signal.aborted; attempt++) {
+      try {
+        await this.o.rebuild(signal);
+        break;
+      } catch (err) {
+        log.warn({ err: (err as Error).message, attempt }, 'rebuild failed: retrying');
+        await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)));
+      }
+    }
+    if (signal.aborted || !this.gate.rebuilt(term)) return;
+    log.info({ rebuildMs: Date.now() - this.tookOverAt }, 'leader: state rebuilt, serving');
+    try {
+      await this.o.onServing?.();
+    } catch (err) {
+      log.error({ err: (err as Error).message }, 'starting the leader-only work failed');
+    }
+    if (this.o.pod) await this.route(this.o.pod, signal);
+  }
+
+  /** Routing label on our pod, then off every other pod that still has it (a dead or deposed leader). */
+  private async route(pod: { namespace: string; name: string }, signal: AbortSignal): Promise<void> {
+    await this.setLabel(pod.name, true, signal, 'leader: routing label set on own pod');
+    while (!signal.aborted) {
+      try {
+        const others = await this.client.request<{ items: Array<{ metadata?: { name?: string } }> }>('GET', `/api/v1/namespaces/${encodeURIComponent(pod.namespace)}/pods`, {
+          query: { labelSelector: `${LEADER_LABEL}=true` },
+          timeoutMs: 10_000,
+        });
+        for (const p of others.items) {
+          const name = p.metadata?.name;
+          if (name && name !== pod.name) await this.setLabel(name, false, signal, 'leader: routing label removed from a former leader');
+        }
+        return;
+      } catch (err) {
+        this.o.log.warn({ err: (err as Error).message }, 'could not list the pods holding the routing label: retrying');
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+  }
+
+  /** Sets or removes the routing label on a pod of our namespace; retried until done or `signal` aborts (a pod that is gone needs nothing). */
+  private async setLabel(name: string, on: boolean, signal: AbortSignal, done: string): Promise<void> {
+    const path = `/api/v1/namespaces/${encodeURIComponent(this.o.pod!.namespace)}/pods/${encodeURIComponent(name)}`;
+    for (let attempt = 1; !signal.aborted; attempt++) {
+      try {
+        await this.client.request('PATCH', path, { body: { metadata: { labels: { [LEADER_LABEL]: on ? 'true' : null } } }, contentType: 'application/merge-patch+json', timeoutMs: 10_000 });
+        this.o.log.info({ pod: name }, done);
+        return;
+      } catch (err) {
+        if ((err as { statusCode?: number }).statusCode === 404) return;
+        if (attempt >= 30) {
+          this.o.log.error({ pod: name, err: (err as Error).message }, 'giving up on the routing label');
+          return;
+        }
+        await new Promise((r) => setTimeout(r, Math.min(5000, 200 * attempt)));
+      }
+    }
+  }
+}
