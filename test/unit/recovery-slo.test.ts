@@ -114,7 +114,7 @@ class World {
     const out = new Map<string, { labels: Record<string, string | number>; count: number; sum: number }>();
     for (const v of m.values) {
       if (v.labels.namespace !== this.ns) continue;
-      const { le: _le, ...labels } = v.labels;
+      const { le: _le, ...labels } = v.labels as Record<string, string | number>;
       const k = JSON.stringify(labels);
       const e = out.get(k) ?? { labels, count: 0, sum: 0 };
       if (v.metricName === `${m.name}_count`) e.count = v.value;
