@@ -482,3 +482,16 @@ export function recoveryStatusPublisher(client: KubeClient, log: Logger, statusK
     },
   };
 }
+
+/** Count and sum of ulysses_critical_recovery_seconds over the series of a namespace (this process' registry). */
+export async function recoveryObservations(namespace: string): Promise<{ count: number; sum: number }> {
+  const m = await recoveryHistogram().get();
+  let count = 0;
+  let sum = 0;
+  for (const v of m.values) {
+    if (v.labels.namespace !== namespace) continue;
+    if (v.metricName === `${RECOVERY_METRIC}_count`) count += v.value;
+    else if (v.metricName === `${RECOVERY_METRIC}_sum`) sum += v.value;
+  }
+  return { count, sum };
+}

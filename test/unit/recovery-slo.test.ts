@@ -370,3 +370,22 @@ describe('spec.slo', () => {
     expect(() => setPatch('slo', 'fast', {})).toThrow(/criticalRecoverySeconds/);
   });
 });
+
+describe('failover harness: recovery metric vs Prio in EndpointSlice', () => {
+  it('one observation compared; none or two, or a difference over 50 ms, reported', async () => {
+    const { recoveryMetricCheck } = await import('../../experiments/harness/experiment.ts');
+    expect(recoveryMetricCheck({ count: 3, sum: 10 }, { count: 4, sum: 11.234 }, 1.25)).toEqual({ recoveryMetricS: 1.234, recoveryMetricDiffMs: 16 });
+    expect(recoveryMetricCheck({ count: 3, sum: 10 }, { count: 4, sum: 11.2 }, 1.26).problem).toMatch(/differ by 60 ms/);
+    expect(recoveryMetricCheck({ count: 3, sum: 10 }, { count: 3, sum: 10 }, 1.26)).toMatchObject({ recoveryMetricS: null, problem: expect.stringMatching(/observed 0 recoveries/) });
+    expect(recoveryMetricCheck({ count: 3, sum: 10 }, { count: 5, sum: 12 }, 1.26).recoveryMetricS).toBeNull();
+  });
+
+  it('the report table per configuration', async () => {
+    const { recoveryMetricTable } = await import('../../experiments/harness/report.ts');
+    const rep = (config: 1 | 5, diff: number | undefined, metric: number | null) => ({ config, dn: 1, podsPerNode: 0, rep: 0, events: {} as never, recoveryMetricS: metric, ...(diff === undefined ? {} : { recoveryMetricDiffMs: diff }) });
+    expect(recoveryMetricTable([rep(1, 5, 1)])).toContain('| 1 | 1 | 1 | 5.0 | 5.0 | 0 |');
+    const table = recoveryMetricTable([rep(5, 10, 1), rep(5, -70, 1), rep(5, 20, 1), rep(5, undefined, null)])!;
+    expect(table).toContain('| 5 | 3 | 2 | 10.0 | 70.0 | 1 |');
+    expect(recoveryMetricTable([{ ...rep(1, 0, 0), recoveryMetricS: undefined }])).toBeUndefined();
+  });
+});
