@@ -311,7 +311,7 @@ export class RecoveryTracker {
     }
     if (this.open.size >= this.maxOpen) {
       const oldest = this.open.values().next().value!;
-      this.drop(oldest, `more than ${this.maxOpen} open recoveries`);
+      this.drop(oldest, `more than ${this.maxOpen} open recoveries: the oldest is no longer measured`, 'warn');
     }
     const excluded = new Set<string>([uid]);
     for (const p of this.d.podsInNamespace(ns)) {
@@ -400,9 +400,9 @@ export class RecoveryTracker {
     this.d.publish?.([...this.recentList]);
   }
 
-  private drop(r: OpenRecovery, why: string): void {
+  private drop(r: OpenRecovery, why: string, level: 'info' | 'warn' = 'info'): void {
     this.close(r);
-    this.log.info({ key: `${r.namespace}/${r.lostName}`, owner: `${r.owner.kind}/${r.owner.name}`, cause: r.cause }, `recovery dropped: ${why}`);
+    this.log[level]({ key: `${r.namespace}/${r.lostName}`, owner: `${r.owner.kind}/${r.owner.name}`, cause: r.cause }, `recovery dropped: ${why}`);
   }
 
   private close(r: OpenRecovery): void {
