@@ -15,6 +15,7 @@ import { KubeClient, type KubeAccess } from '../core/kube.ts';
 import { componentLogger } from '../core/logging.ts';
 import { Gauge } from 'prom-client';
 import { EventRecorder } from '../core/events.ts';
+import { readRuntimeConfig } from '../core/runtime-config.ts';
 import { metricsRegistry, registeredMetric } from '../core/metrics.ts';
 import { objectKey } from '../core/objects.ts';
 import { AutoModeSwitch } from './auto-mode.ts';
@@ -352,6 +353,11 @@ export class ControllerManager {
   }
 
   async start(): Promise<void> {
+    if (this.recoveryPublisher) {
+      // the last recoveries reported by a previous process (restart, another leader) stay listed
+      const prev = await readRuntimeConfig(new KubeClient(this.o.kubeconfig)).catch(() => undefined);
+      this.recoveries.seedRecent(prev?.status?.components?.['controller-manager']?.recoveries);
+    }
     await Promise.all(this.informers().map((i) => i.start()));
     for (const r of this.running.values()) {
       r.afterSync?.();

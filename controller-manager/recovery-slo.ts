@@ -145,6 +145,15 @@ export class RecoveryTracker {
     return this.recentList;
   }
 
+  /**
+   * Continues the list of finished recoveries from a previous process (UlyssesConfig status), so a
+   * restart or a new leader does not wipe what `ulysses status` shows. Ignored once one finished here.
+   */
+  seedRecent(records: readonly RecoveryRecord[] | undefined): void {
+    if (this.recentList.length || !records?.length) return;
+    this.recentList.push(...records.slice(0, RECOVERY_STATUS_ENTRIES));
+  }
+
   /** Open recoveries (lost pod "namespace/name" and start, epoch ms). */
   openRecoveries(): Array<{ pod: string; owner: string; startMs: number; cause: string }> {
     return [...this.open.values()].map((r) => ({ pod: `${r.namespace}/${r.lostName}`, owner: `${r.owner.kind}/${r.owner.name}`, startMs: r.startMs, cause: r.cause }));

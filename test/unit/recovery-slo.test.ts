@@ -325,6 +325,19 @@ describe('recovery SLO tracker', () => {
     expect(formatRecoveries([...w.tracker.recent])).toMatch(/r-slo\s+Deployment\/prio\s+1\.500\s+1\s+MISSED\s+ready/);
   });
 
+  it('the list of a previous process continues (restart, new leader), newest first', () => {
+    const w = new World('r-seed');
+    const old = { namespace: 'r-seed', owner: 'Deployment/prio', pod: 'a', replacement: 'b', cause: 'deleted', seconds: 9, sloSeconds: null, missed: false, until: 'ready' as const, finishedAt: new Date(T0).toISOString() };
+    w.tracker.seedRecent([old]);
+    const rs = w.deployment('prio');
+    const lost = w.pod(rs, 'n1');
+    w.deleted(lost);
+    w.ready(w.pod(rs, 'n2', { ready: false }));
+    expect(w.tracker.recent.map((r) => r.seconds)).toEqual([0, 9]);
+    w.tracker.seedRecent([old]);
+    expect(w.tracker.recent).toHaveLength(2);
+  });
+
   it('bounded: beyond maxOpen the oldest open recovery is dropped; recoveries older than maxAgeMs too', () => {
     const w = new World('r-cap', { maxOpen: 2, maxAgeMs: 60_000 });
     const rss = [w.deployment('a'), w.deployment('b'), w.deployment('c')];
