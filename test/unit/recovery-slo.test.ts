@@ -402,3 +402,45 @@ describe('failover harness: recovery metric vs Prio in EndpointSlice', () => {
     expect(recoveryMetricTable([{ ...rep(1, 0, 0), recoveryMetricS: undefined }])).toBeUndefined();
   });
 });
+
+describe('ControllerManager wiring: its informers feed the tracker', () => {
+  it('node taint, pod delete, replacement Ready, slice: one recovery labelled by the Deployment', async () => {
+    const { KubeConfig } = await import('@kubernetes/client-node');
+    const { ControllerManager } = await import('../../controller-manager/manager.ts');
+    const kc = new KubeConfig();
+    kc.loadFromOptions({ clusters: [{ name: 'c', server: 'https://127.0.0.1:1' }], users: [{ name: 'u' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' });
+    const cm = new ControllerManager({ kubeconfig: kc, controllers: [], recoveryStatus: false, log: pino({ level: 'silent' }) });
+    // what the informers would have cached: ResilientInformer's cache, filled as a list/watch does
+    const put = <T extends KubernetesObject>(inf: { get(k: string): T | undefined; emit(e: string, o: T, old?: T): boolean }, o: T) => {
+      const k = `${o.metadata!.namespace ? `${o.metadata!.namespace}/` : ''}${o.metadata!.name}`;
+      const old = inf.get(k);
+      (inf as unknown as { cache: Map<string, T> }).cache.set(k, o);
+      inf.emit(old ? 'update' : 'add', o, old);
+    };
+    const remove = <T extends KubernetesObject>(inf: { emit(e: string, o: T): boolean }, o: T) => {
+      (inf as unknown as { cache: Map<string, T> }).cache.delete(`${o.metadata!.namespace}/${o.metadata!.name}`);
+      inf.emit('delete', o);
+    };
+    const w = new World('r-wiring'); // only for its object builders
+    const rs = w.deployment('prio');
+    put(cm.deployments, w.deployments.get('r-wiring/prio')!);
+    put(cm.replicaSets, rs);
+    put(cm.services, { metadata: { name: 'prio', namespace: 'r-wiring' }, spec: { selector: { app: 'prio-rs' } } } as V1Service);
+    const lost = w.pod(rs, 'n1');
+    put(cm.pods, lost);
+    put(cm.nodes, { metadata: { name: 'n1' }, spec: {} } as V1Node);
+    put(cm.nodes, { metadata: { name: 'n1' }, spec: { taints: [FAILURE] } } as V1Node);
+    expect(cm.recoveries.openRecoveries()).toEqual([expect.objectContaining({ owner: 'Deployment/prio', cause: `taint ${FAILURE.key}` })]);
+    remove(cm.pods, lost);
+    const repl = w.pod(rs, 'n2');
+    put(cm.pods, repl);
+    expect(cm.recoveries.recent).toHaveLength(0);
+    put(cm.endpointSlices, {
+      addressType: 'IPv4',
+      metadata: { name: 'prio-x', namespace: 'r-wiring', labels: { 'kubernetes.io/service-name': 'prio' } },
+      endpoints: [{ addresses: ['10.0.0.9'], conditions: { ready: true }, targetRef: { kind: 'Pod', name: repl.metadata!.name!, namespace: 'r-wiring', uid: repl.metadata!.uid! } }],
+    } as V1EndpointSlice);
+    expect(cm.recoveries.recent[0]).toMatchObject({ owner: 'Deployment/prio', replacement: repl.metadata!.name, until: 'endpointslice' });
+    await cm.stop();
+  });
+});
