@@ -290,7 +290,7 @@ const num = (name: string) => (v: string) => {
 
 program
   .command('status')
-  .description('runtime configuration: desired (UlyssesConfig spec) vs observed (what each component reports) per component and node')
+  .description('runtime configuration: desired (UlyssesConfig spec) vs observed (what each component reports) per component and node; the last critical-pod recoveries and SLO misses')
   .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, else the local testbed)')
   .option('--json', 'print the UlyssesConfig as JSON', false)
   .action(async (o) => {
@@ -309,9 +309,10 @@ program
       '  set controller-manager vanilla|multi-priority-async|multi-priority-periodic|auto [--controllers a,b] [--period-ms N] [--workers N] [--api-rate-limit on|off]\n' +
       '  set kubelet-shim vanilla|fixed|exponential-decay|adaptive [--node N | --selector k=v] [--param name=value ...]\n' +
       '  set scheduler-extender on|off [--plugins assurance,realtime,tdma]\n' +
-      '  set apf on|off [--namespaces ns1,ns2]',
+      '  set apf on|off [--namespaces ns1,ns2]\n' +
+      '  set slo <seconds>|off [--namespaces ns1,ns2]   (critical-pod recovery SLO: the default, or these namespaces)',
   )
-  .argument('<component>', 'controller-manager | kubelet-shim | scheduler-extender | apf')
+  .argument('<component>', 'controller-manager | kubelet-shim | scheduler-extender | apf | slo')
   .argument('<mode>', 'the mode or policy')
   .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, else the local testbed)')
   .option('--controllers <list>', 'controller-manager: controllers to switch (default: all failover-path ones)', list)
@@ -326,7 +327,7 @@ program
     return { ...acc, [m[1]!]: Number(m[2]) };
   })
   .option('--plugins <list>', 'scheduler-extender: plugins to switch', list)
-  .option('--namespaces <list>', 'apf: critical namespaces to exempt', list)
+  .option('--namespaces <list>', 'apf: critical namespaces to exempt; slo: namespaces whose SLO to set', list)
   .action(async (component: string, mode: string, o) => {
     const { patchRuntimeConfig, readRuntimeConfig } = await import('../core/runtime-config.ts');
     const { setPatch } = await import('../core/runtime-status.ts');

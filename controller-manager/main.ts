@@ -29,6 +29,7 @@ import { WorkerPoolConfigSchema } from './queue/index.ts';
 import { CONTROLLERS, ControllerManager } from './manager.ts';
 import { DEFAULT_CRITICAL_PATH_HOLD_MS } from './critical-path-hold.ts';
 import { controllerManagerRuntimeWatcher } from './runtime.ts';
+import { sloRuntimeWatcher } from './recovery-slo.ts';
 import { apfRuntimeWatcher } from '../apf-configs/runtime.ts';
 
 export const ControllerManagerConfigSchema = z
@@ -73,14 +74,15 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
   log.info({ metricsPort: metrics.port, identity }, 'serving /metrics');
   if (!['true', 'false'].includes(values['runtime-config']!)) throw new Error(`--runtime-config: expected true or false, got ${JSON.stringify(values['runtime-config'])}`);
   let cm: ControllerManager | undefined;
-  // UlyssesConfig/default: spec.controllerManager (modes per controller) and spec.apf (the APF
-  // exemption, hosted here because this process is leader-elected), applied live while leading
+  // UlyssesConfig/default: spec.controllerManager (modes per controller), spec.apf (the APF
+  // exemption, hosted here because this process is leader-elected) and spec.slo (the critical-recovery
+  // SLO this process measures, recovery-slo.ts), applied live while leading
   let watchers: Array<{ stop(): Promise<void> }> = [];
   const startControllers = async () => {
     cm = new ControllerManager({ kubeconfig, ...cfg, identity, log });
     await cm.start();
     if (values['runtime-config'] === 'true') {
-      const w = [controllerManagerRuntimeWatcher(kubeconfig, cm, cfg.controllers, log), apfRuntimeWatcher(kubeconfig, log)];
+      const w = [controllerManagerRuntimeWatcher(kubeconfig, cm, cfg.controllers, log), apfRuntimeWatcher(kubeconfig, log), sloRuntimeWatcher(kubeconfig, cm.recoveries, log)];
       watchers = w;
       for (const x of w) await x.start();
     }

@@ -15,10 +15,12 @@ import { KubeClient, type KubeAccess } from '../core/kube.ts';
 import { componentLogger } from '../core/logging.ts';
 import { Gauge } from 'prom-client';
 import { EventRecorder } from '../core/events.ts';
+import { readRuntimeConfig } from '../core/runtime-config.ts';
 import { metricsRegistry, registeredMetric } from '../core/metrics.ts';
 import { objectKey } from '../core/objects.ts';
 import { AutoModeSwitch } from './auto-mode.ts';
 import { CriticalPathHold } from './critical-path-hold.ts';
+import { RECOVERY_EVENT_SOURCE, RecoveryTracker, recoveryStatusPublisher } from './recovery-slo.ts';
 import { projectNode, projectPod } from './cache-projection.ts';
 import { ReplicaSetController } from './controllers/replicaset.ts';
 import { DeploymentController } from './controllers/deployment.ts';
@@ -58,6 +60,12 @@ export interface ControllerManagerOptions {
    * true). Implies stripManagedFields for them.
    */
   cacheProjection?: boolean;
+  /**
+   * report the last critical recoveries (recovery-slo.ts) in UlyssesConfig/default
+   * status.components.controller-manager.recoveries (default true; nothing is written while the
+   * object does not exist)
+   */
+  recoveryStatus?: boolean;
   /** called after every sync (benchmarks, experiments): controller, key, priority, mode, start, duration */
   observeSync?: (e: SyncObservation) => void;
   /** reportingInstance of Events and holder identity of leader election (default: hostname_pid) */
@@ -163,6 +171,9 @@ export class ControllerManager {
   private readonly autoControllers = new Map<ControllerName, Partial<WorkerPoolConfigInput>>();
   readonly autoSwitch: AutoModeSwitch;
   readonly criticalPathHold: CriticalPathHold;
+  /** the critical-recovery SLO measurement (recovery-slo.ts) */
+  readonly recoveries: RecoveryTracker;
+  private readonly recoveryPublisher: ReturnType<typeof recoveryStatusPublisher> | undefined;
 
   constructor(private readonly o: ControllerManagerOptions) {
     this.log = o.log ?? componentLogger('controller-manager');
@@ -184,12 +195,27 @@ export class ControllerManager {
     this.endpoints = new ResilientInformer<V1Endpoints>(kc, { path: '/api/v1/endpoints', log: this.log, transform });
     this.autoSwitch = new AutoModeSwitch({ holdMs: o.autoHoldMs, clock: realClock, onChange: (critical) => this.applyAuto(critical) });
     this.criticalPathHold = new CriticalPathHold({ maxHoldMs: o.criticalPathHoldMs, clock: realClock });
+    this.recoveryPublisher = o.recoveryStatus === false ? undefined : recoveryStatusPublisher(new KubeClient(kc), this.log);
+    const podsOf = (entries: Array<{ key: string }>) => entries.map((e) => this.pods.get(e.key)).filter((p): p is V1Pod => p !== undefined);
+    this.recoveries = new RecoveryTracker({
+      getPod: (key) => this.pods.get(key),
+      getReplicaSet: (key) => this.replicaSets.get(key),
+      getDeployment: (key) => this.deployments.get(key),
+      podsOnNode: (node) => podsOf(this.criticality.podsOnNode(node)),
+      podsInNamespace: (ns) => podsOf(this.criticality.podsInNamespace(ns)),
+      servicesInNamespace: (ns) => this.services.list().filter((s) => (s.metadata?.namespace ?? 'default') === ns),
+      priorityClassThreshold: o.priorityClassThreshold,
+      events: this.events.forComponent(RECOVERY_EVENT_SOURCE),
+      publish: this.recoveryPublisher?.publish,
+      log: this.log,
+    });
     // the index first, so every controller's handler sees the pod's current level
     const indexPod = (p: V1Pod) => {
       const { after } = this.criticality.upsertPod(p);
       const key = objectKey(p);
       this.autoSwitch.podChanged(key, after.level === 'high' && !after.terminal);
       this.criticalPathHold.podChanged(key, p, after.level === 'high');
+      this.recoveries.podChanged(p);
     };
     this.pods.on('add', indexPod);
     this.pods.on('update', indexPod);
@@ -198,7 +224,15 @@ export class ControllerManager {
       const key = objectKey(p);
       this.autoSwitch.podDeleted(key);
       this.criticalPathHold.podDeleted(key);
+      this.recoveries.podDeleted(p);
     });
+    this.nodes.on('add', (n) => this.recoveries.nodeChanged(n));
+    this.nodes.on('update', (n) => this.recoveries.nodeChanged(n));
+    this.nodes.on('delete', (n) => this.recoveries.nodeDeleted(n));
+    this.endpointSlices.on('add', (s) => this.recoveries.sliceChanged(s));
+    this.endpointSlices.on('update', (s) => this.recoveries.sliceChanged(s));
+    this.replicaSets.on('delete', (rs) => this.recoveries.ownerDeleted(rs));
+    this.deployments.on('delete', (d) => this.recoveries.ownerDeleted(d));
 
     for (const name of o.controllers ?? CONTROLLERS) this.build(name);
     for (const name of o.auto ?? []) if (this.running.has(name)) this.setMode(name, 'auto', this.o.pools?.[name]);
@@ -319,6 +353,11 @@ export class ControllerManager {
   }
 
   async start(): Promise<void> {
+    if (this.recoveryPublisher) {
+      // the last recoveries reported by a previous process (restart, another leader) stay listed
+      const prev = await readRuntimeConfig(new KubeClient(this.o.kubeconfig)).catch(() => undefined);
+      this.recoveries.seedRecent(prev?.status?.components?.['controller-manager']?.recoveries);
+    }
     await Promise.all(this.informers().map((i) => i.start()));
     for (const r of this.running.values()) {
       r.afterSync?.();
@@ -333,5 +372,6 @@ export class ControllerManager {
     await Promise.all([...this.running.values()].map((r) => r.pool.stop()));
     this.log.info('worker pools stopped; flushing events');
     await this.events.flush();
+    await this.recoveryPublisher?.flush();
   }
 }

@@ -22,6 +22,7 @@ import { hostname } from 'node:os';
 import type { KubeAccess } from './kube.ts';
 import type { z } from 'zod';
 import { ConfigError, validateConfig } from './config.ts';
+import type { RecoveryRecord } from './slo.ts';
 import { ResilientInformer } from './informer.ts';
 import { KubeClient, isNotFound } from './kube.ts';
 import { componentLogger, type Logger } from './logging.ts';
@@ -43,6 +44,8 @@ export interface UlyssesConfigSpec {
   kubeletShim?: unknown;
   schedulerExtender?: unknown;
   apf?: unknown;
+  /** the critical-recovery SLO (core/slo.ts), measured by the controller manager */
+  slo?: unknown;
 }
 
 export interface ComponentCondition {
@@ -59,6 +62,8 @@ export interface ComponentStatus {
   mode: string;
   conditions: ComponentCondition[];
   updateTime: string;
+  /** controller-manager only: the last critical-pod recoveries, newest first (core/slo.ts) */
+  recoveries?: RecoveryRecord[];
 }
 
 export interface UlyssesConfig {

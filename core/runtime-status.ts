@@ -4,8 +4,9 @@
  */
 import { CONTROLLERS } from './controllers.ts';
 import type { UlyssesConfig, UlyssesConfigSpec } from './runtime-config.ts';
+import { describeSlo, MAX_SLO_SECONDS, type RecoveryRecord, type SloConfig } from './slo.ts';
 
-export const COMPONENTS = ['controller-manager', 'kubelet-shim', 'scheduler-extender', 'apf'] as const;
+export const COMPONENTS = ['controller-manager', 'kubelet-shim', 'scheduler-extender', 'apf', 'slo'] as const;
 export type Component = (typeof COMPONENTS)[number];
 
 export const SPEC_FIELD: Record<Component, keyof UlyssesConfigSpec> = {
@@ -13,6 +14,7 @@ export const SPEC_FIELD: Record<Component, keyof UlyssesConfigSpec> = {
   'kubelet-shim': 'kubeletShim',
   'scheduler-extender': 'schedulerExtender',
   apf: 'apf',
+  slo: 'slo',
 };
 
 export interface StatusRow {
@@ -48,6 +50,8 @@ export function describeDesired(component: Component, section: unknown): string 
       const on = s.enabled === true;
       return on ? `exempt ${((s.exemptNamespaces ?? []) as string[]).join(',') || '(none)'}` : 'off';
     }
+    case 'slo':
+      return describeSlo({ namespaces: {}, ...(s as Partial<SloConfig>) });
   }
 }
 
@@ -86,7 +90,18 @@ export function formatStatus(obj: UlyssesConfig | undefined): string {
   const line = (r: Record<string, string>) => cols.map((c) => r[c]!.padEnd(w(c))).join('  ') + '  ' + r.sync + '  ' + r.message;
   const out = [line({ component: 'COMPONENT', desired: 'DESIRED', observed: 'OBSERVED', sync: 'SYNCED', message: 'MESSAGE' })];
   for (const r of rows) out.push(line({ ...r, sync: r.upToDate ? 'yes   ' : 'NO    ' } as never));
-  return `UlyssesConfig/default generation ${obj.metadata.generation ?? 0}\n` + out.join('\n');
+  return `UlyssesConfig/default generation ${obj.metadata.generation ?? 0}\n` + out.join('\n') + formatRecoveries(obj.status?.components?.['controller-manager']?.recoveries);
+}
+
+/** The controller manager's last critical recoveries (newest first), as a table after the components. */
+export function formatRecoveries(recoveries: RecoveryRecord[] | undefined): string {
+  if (!recoveries?.length) return '\n\nno critical-pod recovery measured yet (controller-manager)';
+  const missed = recoveries.filter((r) => r.missed).length;
+  const head = ['FINISHED', 'NAMESPACE', 'OWNER', 'SECONDS', 'SLO', 'MISSED', 'UNTIL', 'CAUSE'];
+  const rows = recoveries.map((r) => [r.finishedAt, r.namespace, r.owner, r.seconds.toFixed(3), r.sloSeconds === null ? '-' : `${r.sloSeconds}`, r.missed ? 'MISSED' : 'no', r.until, r.cause]);
+  const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(w[i]!)).join('  ').trimEnd();
+  return `\n\nlast ${recoveries.length} critical-pod recoveries (controller-manager), ${missed} over their SLO:\n` + [head, ...rows].map(line).join('\n');
 }
 
 export interface SetOptions {
@@ -138,6 +153,16 @@ export function setPatch(component: string, mode: string, o: SetOptions, current
       if (mode !== 'on' && mode !== 'off') throw new Error(`scheduler-extender mode must be "on" or "off", got "${mode}"`);
       const plugins = o.plugins?.length ? o.plugins : ['assurance', 'realtime', 'tdma'];
       return { schedulerExtender: { plugins: Object.fromEntries(plugins.map((p) => [p, mode === 'on'])) } };
+    }
+    case 'slo': {
+      // set slo <seconds>|off [--namespaces a,b]: the default, or those namespaces' overrides
+      let seconds: number | null = null;
+      if (mode !== 'off') {
+        seconds = Number(mode);
+        if (!Number.isFinite(seconds) || seconds <= 0 || seconds > MAX_SLO_SECONDS) throw new Error(`slo: criticalRecoverySeconds must be a number > 0 and <= ${MAX_SLO_SECONDS}, or "off", got "${mode}"`);
+      }
+      if (!o.namespaces?.length) return { slo: { criticalRecoverySeconds: seconds } };
+      return { slo: { namespaces: Object.fromEntries(o.namespaces.map((ns) => [ns, seconds === null ? null : { criticalRecoverySeconds: seconds }])) } };
     }
     case 'apf': {
       if (mode !== 'on' && mode !== 'off') throw new Error(`apf mode must be "on" or "off", got "${mode}"`);

@@ -134,6 +134,12 @@ export interface ExperimentOptions extends ScenarioOptions {
   nodeTrace?: (taintAtMs: number) => NodeTrace | null;
   /** the critical namespace's API writes after the taint at `taintAtMs` (local testbed: the apiserver's audit log, api-trace.ts) */
   apiTrace?: (taintAtMs: number) => ApiTrace;
+  /**
+   * The controller manager's ulysses_critical_recovery_seconds for the critical namespace (count and
+   * sum), when it runs in this process: each repetition compares its observation with Prio in
+   * EndpointSlice ({@link RECOVERY_METRIC_TOLERANCE_MS}).
+   */
+  recoveryMetric?: () => Promise<{ count: number; sum: number }>;
   /** CPU time per process group in the first ms after the taint (local testbed, --cpu-window-ms) */
   cpuWindow?: CpuWindowProbe;
   /** the machine's CPU from the taint to the last event, ours and everyone else's (local testbed) */
@@ -150,6 +156,26 @@ export interface ExperimentOptions extends ScenarioOptions {
    * of each configuration, which would inflate whichever cell runs first.
    */
   warmup?: boolean;
+}
+
+/** The controller manager's recovery metric and the harness' Prio in EndpointSlice must agree within this (issue 24). */
+export const RECOVERY_METRIC_TOLERANCE_MS = 50;
+
+/**
+ * The recovery metric's observation during a repetition (the difference of two snapshots; null
+ * unless exactly one recovery was observed) and its difference to the harness' Prio in EndpointSlice.
+ */
+export function recoveryMetricCheck(before: { count: number; sum: number }, after: { count: number; sum: number }, prioEndpointReady: number | null): { recoveryMetricS: number | null; recoveryMetricDiffMs?: number; problem?: string } {
+  const n = after.count - before.count;
+  if (n !== 1) return { recoveryMetricS: null, problem: `the controller manager's ulysses_critical_recovery_seconds observed ${n} recoveries in the critical namespace (expected 1)` };
+  const metric = Math.round((after.sum - before.sum) * 1e6) / 1e6;
+  if (prioEndpointReady === null) return { recoveryMetricS: metric, problem: 'Prio in EndpointSlice not seen: no comparison with the recovery metric' };
+  const diff = Math.round((prioEndpointReady - metric) * 1e4) / 10;
+  return {
+    recoveryMetricS: metric,
+    recoveryMetricDiffMs: diff,
+    ...(Math.abs(diff) > RECOVERY_METRIC_TOLERANCE_MS ? { problem: `recovery metric ${metric.toFixed(3)} s and Prio in EndpointSlice ${prioEndpointReady.toFixed(3)} s differ by ${diff} ms (> ${RECOVERY_METRIC_TOLERANCE_MS} ms)` } : {}),
+  };
 }
 
 export function machineNote(): string {
@@ -229,8 +255,14 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
       bar.update(progressLine({ done: all.length - todo.length + ran, total: all.length, skipped: all.length - todo.length, meanRepS: mean, what: `config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep + 1}/${o.plan.reps}` }));
       const started = Date.now();
       try {
+        const metricBefore = await o.recoveryMetric?.();
         const { outcome, prioPosition, repCpu } = await execute(r);
         const result: RepResult = { ...r, ...conditionFields(o.conditions), events: outcome.events, prioPosition, startedAt: new Date(started).toISOString(), durationS: 0, taintAt: new Date(outcome.taintAtMs).toISOString(), podReady: outcome.podReady };
+        if (metricBefore && o.recoveryMetric) {
+          const { problem, ...check } = recoveryMetricCheck(metricBefore, await o.recoveryMetric(), outcome.events.prioEndpointReady);
+          Object.assign(result, check);
+          if (problem) bar.log(`config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: ${problem}`);
+        }
         if (outcome.criticalTaintWrittenMs !== undefined) result.criticalTaintWrittenMs = outcome.criticalTaintWrittenMs;
         const trace = o.nodeTrace?.(outcome.taintAtMs);
         if (trace) result.prioNode = trace;

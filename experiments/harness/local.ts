@@ -23,6 +23,7 @@ import { KWOK_TOLERATION } from '../testbed/kwok.ts';
 import { kcmControllersFlag } from './configurator.ts';
 import { RuntimeConfigConfigurator } from './runtime-configurator.ts';
 import { controllerManagerRuntimeWatcher } from '../../controller-manager/runtime.ts';
+import { recoveryObservations } from '../../controller-manager/recovery-slo.ts';
 import { apfRuntimeWatcher } from '../../apf-configs/runtime.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { readRuntimeConfig } from '../../core/runtime-config.ts';
@@ -377,6 +378,8 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       warmup: o.warmup,
       nodeTrace,
       apiTrace,
+      // the in-process controller manager's own recovery measurement, checked against Prio in EndpointSlice
+      recoveryMetric: () => recoveryObservations(CRITICAL_NAMESPACE),
       cpuWindow: o.cpuWindowMs !== undefined ? new CpuWindowProbe(o.cpuWindowMs, o.cpuWindowProfile) : undefined,
       cpuAudit: o.kubeconfig ? undefined : new MachineCpuAudit(),
       repeatShared: o.repeatShared,

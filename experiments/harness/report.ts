@@ -168,6 +168,8 @@ export function renderReport(results: readonly RepResult[], rows: readonly Summa
   if (cpu) out.push(cpu, '');
   const machine = machineTable(results);
   if (machine) out.push(machine, '');
+  const metric = recoveryMetricTable(results);
+  if (metric) out.push(metric, '');
   const failed = results.filter((r) => r.error);
   if (failed.length) {
     out.push('## Repetitions with missing events', '');
@@ -387,4 +389,30 @@ export function renderVerdict(results: readonly RepResult[], rows: readonly Summ
     out.push(`  [${verdict}] ${c.what}: ${v} (target ${c.limit})`);
   }
   return out.join('\n');
+}
+
+/**
+ * The controller manager's own recovery measurement (ulysses_critical_recovery_seconds) against this
+ * harness' Prio in EndpointSlice, per configuration: they must agree within 50 ms (issue 24).
+ */
+export function recoveryMetricTable(results: readonly RepResult[]): string | undefined {
+  const withMetric = results.filter((r) => r.recoveryMetricS !== undefined);
+  if (!withMetric.length) return undefined;
+  const byConfig = new Map<string, RepResult[]>();
+  for (const r of withMetric) byConfig.set(configKey(r), [...(byConfig.get(configKey(r)) ?? []), r]);
+  const lines = [
+    '## Recovery metric of the controller manager vs Prio in EndpointSlice',
+    '',
+    'ulysses_critical_recovery_seconds (taint observed by the controller manager -> replacement Ready and in the EndpointSlice) against this harness\' watch (taint PATCH sent -> in the EndpointSlice); difference = harness - metric.',
+    '',
+    '| config | compared | within 50 ms | median difference (ms) | max abs difference (ms) | no single observation |',
+    '|---|---:|---:|---:|---:|---:|',
+  ];
+  for (const [c, rs] of [...byConfig].sort(([a], [b]) => a.localeCompare(b))) {
+    const d = rs.map((r) => r.recoveryMetricDiffMs).filter((x): x is number => x !== undefined).sort((a, b) => a - b);
+    const median = d.length ? (d.length % 2 ? d[(d.length - 1) / 2]! : (d[d.length / 2 - 1]! + d[d.length / 2]!) / 2) : null;
+    const maxAbs = d.length ? Math.max(...d.map(Math.abs)) : null;
+    lines.push(`| ${c} | ${d.length} | ${d.filter((x) => Math.abs(x) <= 50).length} | ${median === null ? '–' : median.toFixed(1)} | ${maxAbs === null ? '–' : maxAbs.toFixed(1)} | ${rs.filter((r) => r.recoveryMetricS === null).length} |`);
+  }
+  return lines.join('\n');
 }

@@ -98,6 +98,13 @@ export const RepResultSchema = z.object({
   criticalPathHoldMs: z.number().int().positive().optional(),
   /** t = 0 no earlier than this long after the critical pod's creation, ms (--min-critical-age-ms) */
   minCriticalAgeMs: z.number().int().positive().optional(),
+  /**
+   * the controller manager's own measurement of the critical pod's recovery (ulysses_critical_recovery_seconds,
+   * taint observed -> replacement Ready and in the EndpointSlice), s; null: it observed no single recovery
+   */
+  recoveryMetricS: z.number().finite().nonnegative().nullable().optional(),
+  /** Prio in EndpointSlice (this harness' watch) minus recoveryMetricS, ms: the two must agree within 50 ms */
+  recoveryMetricDiffMs: z.number().finite().optional(),
   /** seconds after the taint at which each of the moved pods became Ready, sorted (Fig 6.5 distributions) */
   podReady: z.array(z.number().finite().nonnegative()).optional(),
 });
