@@ -5,6 +5,10 @@
 # never rebuilt. Prints one progress line per binary.
 #
 #   build-binaries.sh [CACHE_DIR]          (default: ${ULYSSES_CACHE:-$HOME/.cache/ulysses})
+#
+# K8S_VERSION picks the release (a row of k8s-versions.txt; default: the row marked default).
+# ULYSSES_BUILD_ONLY="kubeadm kubelet ..." builds only the binaries it names (e.g. what the kubeadm
+# testbed needs, for a second release in CI); default: all of them.
 set -euo pipefail
 
 # etcd and CoreDNS follow the Kubernetes release: k8s-versions.txt (one row per release) says which
@@ -38,10 +42,14 @@ kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubele
 pod-security-admission sample-apiserver sample-cli-plugin sample-controller streaming"
 
 step() { printf '[ulysses build] %s\n' "$*" >&2; }
-have() { [ -x "$BIN/$1" ]; }
+ONLY="${ULYSSES_BUILD_ONLY:-}"
+# present, or not asked for (ULYSSES_BUILD_ONLY)
+have() { [ -x "$BIN/$1" ] || { [ -n "$ONLY" ] && ! wanted "$1"; }; }
+wanted() { [ -z "$ONLY" ] || [[ " $(echo $ONLY) " == *" $1 "* ]]; }
 # a cached etcd or CoreDNS of another version than the release's (e.g. built before its row changed)
 # is rebuilt: `etcd --version` prints "etcd Version: 3.6.8", `coredns -version` "CoreDNS-1.14.2"
 have_version() {
+  wanted "$1" || return 0
   have "$1" || return 1
   local got
   case "$1" in
@@ -105,7 +113,7 @@ if ! have kwok; then
 fi
 # kwok >= 0.8 needs Stage configs: keep its own general-purpose stages beside the binary
 # (experiments/testbed/kwok.ts sets their delays)
-if [ ! -f "$BIN/kwok-stages/pod-ready.yaml" ]; then
+if wanted kwok && [ ! -f "$BIN/kwok-stages/pod-ready.yaml" ]; then
   src="$(GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
   mkdir -p "$BIN/kwok-stages"
   cp "$src"/kustomize/stage/node/fast/node-initialize.yaml \
