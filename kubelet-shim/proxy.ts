@@ -52,7 +52,7 @@ export interface CriMethod {
 
 let packageDefinition: protoLoader.PackageDefinition | undefined;
 
-/** The CRI proto (Kubernetes 1.36, k8s.io/cri-api v0.36.3), loaded once; field names as in the proto. */
+/** The CRI proto (Kubernetes 1.37, k8s.io/cri-api v0.37.2; a wire superset of 1.36's), loaded once; field names as in the proto. */
 export function criPackageDefinition(): protoLoader.PackageDefinition {
   packageDefinition ??= protoLoader.loadSync(CRI_PROTO_FILE, { keepCase: true, longs: String, enums: String, defaults: false, oneofs: true });
   return packageDefinition;

@@ -5,13 +5,28 @@
 # never rebuilt. Prints one progress line per binary.
 #
 #   build-binaries.sh [CACHE_DIR]          (default: ${ULYSSES_CACHE:-$HOME/.cache/ulysses})
+#
+# K8S_VERSION picks the release (a row of k8s-versions.txt; default: the row marked default).
+# ULYSSES_BUILD_ONLY="kubeadm kubelet ..." builds only the binaries it names (e.g. what the kubeadm
+# testbed needs, for a second release in CI); default: all of them.
 set -euo pipefail
 
-K8S_VERSION="${K8S_VERSION:-v1.36.3}"
-ETCD_VERSION="${ETCD_VERSION:-v3.6.8}"        # the etcd client version Kubernetes 1.36 pins
+# etcd and CoreDNS follow the Kubernetes release: k8s-versions.txt (one row per release) says which
+# ones its kubeadm deploys. ETCD_VERSION / COREDNS_VERSION override the row (both are needed for a
+# release without a row).
+VERSIONS_FILE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/k8s-versions.txt"
+rows() { awk '!/^[[:space:]]*#/ && NF >= 5' "$VERSIONS_FILE"; }
+K8S_VERSION="${K8S_VERSION:-$(rows | awk '$5 == "default" { print $1; exit }')}"
+row="$(rows | awk -v v="$K8S_VERSION" '$1 == v')"
+if [ -z "$row" ] && { [ -z "${ETCD_VERSION:-}" ] || [ -z "${COREDNS_VERSION:-}" ]; }; then
+  echo "build-binaries.sh: K8S_VERSION=$K8S_VERSION has no row in $VERSIONS_FILE (known: $(rows | awk '{ print $1 }' | paste -sd' ')):" >&2
+  echo "  add one with the etcd, CoreDNS and pause versions its kubeadm deploys (cmd/kubeadm/app/constants), or set ETCD_VERSION and COREDNS_VERSION" >&2
+  exit 2
+fi
+ETCD_VERSION="${ETCD_VERSION:-$(echo "$row" | awk '{ print $2 }')}"
+COREDNS_VERSION="${COREDNS_VERSION:-$(echo "$row" | awk '{ print $3 }')}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
-COREDNS_VERSION="${COREDNS_VERSION:-v1.14.2}"  # the CoreDNS kubeadm 1.36 deploys
 
 CACHE="${1:-${ULYSSES_CACHE:-$HOME/.cache/ulysses}}"
 STAGING_VERSION="v0.${K8S_VERSION#v1.}"
@@ -27,7 +42,24 @@ kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubele
 pod-security-admission sample-apiserver sample-cli-plugin sample-controller streaming"
 
 step() { printf '[ulysses build] %s\n' "$*" >&2; }
-have() { [ -x "$BIN/$1" ]; }
+ONLY="${ULYSSES_BUILD_ONLY:-}"
+# present, or not asked for (ULYSSES_BUILD_ONLY)
+have() { [ -x "$BIN/$1" ] || { [ -n "$ONLY" ] && ! wanted "$1"; }; }
+wanted() { [ -z "$ONLY" ] || [[ " $(echo $ONLY) " == *" $1 "* ]]; }
+# a cached etcd or CoreDNS of another version than the release's (e.g. built before its row changed)
+# is rebuilt: `etcd --version` prints "etcd Version: 3.6.8", `coredns -version` "CoreDNS-1.14.2"
+have_version() {
+  wanted "$1" || return 0
+  have "$1" || return 1
+  local got
+  case "$1" in
+    etcd) got="$("$BIN/etcd" --version 2>/dev/null | sed -n 's/^etcd Version: //p')" ;;
+    coredns) got="$("$BIN/coredns" -version 2>/dev/null | sed -n 's/^CoreDNS-//p')" ;;
+  esac
+  [ "v$got" = "$2" ] && return 0
+  step "$1 in $BIN is ${got:-of unknown version}, $K8S_VERSION needs $2: rebuilding it"
+  return 1
+}
 elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
 
 # --- Kubernetes ----------------------------------------------------------------------------------
@@ -64,7 +96,7 @@ if [ -n "$missing" ]; then
 fi
 
 # --- etcd (Debian's etcd-server is 3.4.23, below the >= 3.5.13 Kubernetes requires) -------------
-if ! have etcd; then
+if ! have_version etcd "$ETCD_VERSION"; then
   mod="$WORK/etcd-$ETCD_VERSION"; mkdir -p "$mod"
   printf 'module ulysses.local/etcdbin\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" > "$mod/go.mod"
   t=$(date +%s); step "building etcd $ETCD_VERSION"
@@ -81,7 +113,7 @@ if ! have kwok; then
 fi
 # kwok >= 0.8 needs Stage configs: keep its own general-purpose stages beside the binary
 # (experiments/testbed/kwok.ts sets their delays)
-if [ ! -f "$BIN/kwok-stages/pod-ready.yaml" ]; then
+if wanted kwok && [ ! -f "$BIN/kwok-stages/pod-ready.yaml" ]; then
   src="$(GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
   mkdir -p "$BIN/kwok-stages"
   cp "$src"/kustomize/stage/node/fast/node-initialize.yaml \
@@ -102,8 +134,8 @@ for c in containerd containerd-shim-runc-v2 ctr; do
   fi
 done
 
-# --- CoreDNS for the kubeadm testbed: only the plugins of kubeadm's default Corefile ----------------
-if ! have coredns; then
+# --- CoreDNS for the kubeadm testbed: only the plugins of kubeadm's default Corefile --------------
+if ! have_version coredns "$COREDNS_VERSION"; then
   mod="$WORK/coredns-$COREDNS_VERSION"; mkdir -p "$mod"
   printf 'module ulysses.local/corednsbin\n\ngo 1.26\n\nrequire github.com/coredns/coredns %s\n' "$COREDNS_VERSION" > "$mod/go.mod"
   {

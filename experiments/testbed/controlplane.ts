@@ -9,7 +9,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { binaryPath } from './binaries.ts';
 import type { Pki } from './pki.ts';
-import { pollUntil, startProcess, tailFile, type TrackedProcess } from './processes.ts';
+import { FatalError, isAlive, pollUntil, startProcess, tailFile, type TrackedProcess } from './processes.ts';
 
 export const PORTS = {
   etcdClient: 23790,
@@ -132,6 +132,10 @@ export function apiserverSpec(o: ControlPlaneOptions) {
       `--etcd-servers=http://127.0.0.1:${PORTS.etcdClient}`,
       '--bind-address=127.0.0.1',
       '--advertise-address=127.0.0.1',
+      // a loopback address is no valid endpoint of the `kubernetes` Service: kube-apiserver 1.37
+      // refuses to start with it and the default lease reconciler, 1.36 failed each endpoint write.
+      // Nothing on the testbed reaches the apiserver through that Service (no kube-proxy, no in-cluster clients)
+      '--endpoint-reconciler-type=none',
       `--secure-port=${PORTS.apiserver}`,
       `--cert-dir=${join(o.runDir, 'pki')}`,
       `--tls-cert-file=${pki.apiserverCert}`,
@@ -207,6 +211,7 @@ export async function startEtcd(o: ControlPlaneOptions): Promise<TrackedProcess>
   await pollUntil(
     'etcd /health',
     async () => {
+      assertRunning(p);
       const res = await fetch(`http://127.0.0.1:${PORTS.etcdClient}/health`);
       return res.ok && (await res.text()).includes('true');
     },
@@ -215,27 +220,40 @@ export async function startEtcd(o: ControlPlaneOptions): Promise<TrackedProcess>
   return p;
 }
 
-export async function waitApiserverReady(o: ControlPlaneOptions, logFile: string, timeoutMs = 90_000): Promise<void> {
+/** Throws a FatalError (ends a poll at once) with the log tail when process `p` has exited. */
+function assertRunning(p: { name: string; pid: number; logFile: string } | undefined): void {
+  if (p && !isAlive(p.pid)) throw new FatalError(`${p.name} exited:\n${tailFile(p.logFile)}`);
+}
+
+/** Waits for /readyz; with `p` (the apiserver's process) a dead apiserver ends the wait at once. */
+export async function waitApiserverReady(o: ControlPlaneOptions, logFile: string, timeoutMs = 90_000, p?: TrackedProcess): Promise<void> {
   const admin = o.pki.client('admin');
   await pollUntil(
     'kube-apiserver /readyz',
-    async () => (await httpsGet(`${APISERVER_URL}/readyz`, { ca: o.pki.caCert, ...admin }))[0] === 200,
+    async () => {
+      assertRunning(p);
+      return (await httpsGet(`${APISERVER_URL}/readyz`, { ca: o.pki.caCert, ...admin }))[0] === 200;
+    },
     { timeoutMs, explain: () => tailFile(logFile) },
   );
 }
 
 export async function startApiserver(o: ControlPlaneOptions): Promise<TrackedProcess> {
   const p = startProcess(apiserverSpec(o));
-  await waitApiserverReady(o, p.logFile);
+  await waitApiserverReady(o, p.logFile, undefined, p);
   return p;
 }
 
 async function startSecureComponent(spec: ReturnType<typeof schedulerSpec>, port: number): Promise<TrackedProcess> {
   const p = startProcess(spec);
-  await pollUntil(`${spec.name} /healthz`, async () => (await httpsGet(`https://127.0.0.1:${port}/healthz`, { insecure: true }))[0] === 200, {
-    timeoutMs: 60_000,
-    explain: () => tailFile(p.logFile),
-  });
+  await pollUntil(
+    `${spec.name} /healthz`,
+    async () => {
+      assertRunning(p);
+      return (await httpsGet(`https://127.0.0.1:${port}/healthz`, { insecure: true }))[0] === 200;
+    },
+    { timeoutMs: 60_000, explain: () => tailFile(p.logFile) },
+  );
   return p;
 }
 

@@ -16,7 +16,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { binaryPath, cacheDir, K8S_VERSION } from './binaries.ts';
+import { binaryPath, builtVersion, cacheDir, k8sRelease, K8S_VERSION, VERSIONS_FILE, type K8sRelease } from './binaries.ts';
 import { buildTestImages } from './images/index.ts';
 import { writeOciImageTar, type OciFile } from './images/oci.ts';
 
@@ -41,6 +41,27 @@ export function kubeadmImageNames(version = K8S_VERSION): string[] {
 export function imageComponent(name: string): string {
   const last = name.slice(name.lastIndexOf('/') + 1);
   return last.includes(':') ? last.slice(0, last.indexOf(':')) : last;
+}
+
+/** The tag of an image name (after the last ':' of its last path element), '' without one. */
+export function imageTag(name: string): string {
+  const last = name.slice(name.lastIndexOf('/') + 1);
+  return last.includes(':') ? last.slice(last.indexOf(':') + 1) : '';
+}
+
+/**
+ * Where `kubeadm config images list` disagrees with the release's row of k8s-versions.txt (etcd
+ * `3.6.8-0` for v3.6.8, CoreDNS `v1.14.2`, pause `3.10.2`): one line per image, empty when they agree.
+ */
+export function releaseMismatches(names: string[], release: K8sRelease): string[] {
+  const want: Record<string, string> = { etcd: `${release.etcd.slice(1)}-0`, coredns: release.coredns, ...(release.pause ? { pause: release.pause } : {}) };
+  const out: string[] = [];
+  for (const [component, tag] of Object.entries(want)) {
+    const name = names.find((n) => imageComponent(n) === component);
+    if (!name) out.push(`kubeadm ${release.kubernetes} lists no ${component} image (expected tag ${tag})`);
+    else if (imageTag(name) !== tag) out.push(`kubeadm ${release.kubernetes} deploys ${name}, the row says ${component} ${tag}`);
+  }
+  return out;
 }
 
 function file(path: string, source: string, mode = 0o755): OciFile {
@@ -115,6 +136,14 @@ function stampKey(name: string, sources: string[]): string {
  */
 export async function buildKubeadmImages(log: (line: string) => void, skip: string[] = []): Promise<KubeadmImage[]> {
   const names = kubeadmImageNames();
+  const release = k8sRelease();
+  const mismatches = releaseMismatches(names, release);
+  if (mismatches.length) throw new Error(`${mismatches.join('; ')}: correct the ${K8S_VERSION} row of ${VERSIONS_FILE} (from cmd/kubeadm/app/constants of that release), then rebuild with experiments/testbed/build-binaries.sh`);
+  const built: Array<'etcd' | 'coredns'> = skip.includes('coredns') ? ['etcd'] : ['etcd', 'coredns'];
+  for (const b of built) {
+    const got = builtVersion(b);
+    if (got !== release[b]) throw new Error(`${binaryPath(b)} is ${got || 'of unknown version'}, kubeadm ${K8S_VERSION} deploys ${release[b]}: run K8S_VERSION=${K8S_VERSION} bash experiments/testbed/build-binaries.sh`);
+  }
   const dir = join(cacheDir(), 'images', `kubeadm-${K8S_VERSION}`);
   await mkdir(dir, { recursive: true });
   const pause = join(cacheDir(), 'images', 'pause');

@@ -374,7 +374,7 @@ export async function restartComponent(name: 'kube-apiserver', opts: { runDir?: 
   const p = startProcess(spec);
   state.processes[idx] = p;
   saveState(state);
-  await waitApiserverReady(cp, p.logFile);
+  await waitApiserverReady(cp, p.logFile, undefined, p);
 }
 
 /**

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import * as testbed from '../../experiments/testbed/testbed.ts';
+import { K8S_VERSION } from '../../experiments/testbed/binaries.ts';
 import { applyDeployment, deployment, ensureNamespace, podReady, taintNoExecute, udpFirstAnswer } from '../../experiments/workloads.ts';
 import { FatalError, pollUntil } from '../../experiments/testbed/processes.ts';
 import { PodStartWatch } from '../../experiments/pod-start.ts';
@@ -37,7 +38,7 @@ describe('testbed: 2 real nodes + 10 KWOK nodes', () => {
     expect(kwok).toHaveLength(10);
     expect([...real, ...kwok].every(ready)).toBe(true);
     for (const n of real) {
-      expect(n.status?.nodeInfo?.kubeletVersion).toBe('v1.36.3');
+      expect(n.status?.nodeInfo?.kubeletVersion).toBe(K8S_VERSION);
       expect(n.status?.nodeInfo?.containerRuntimeVersion).toMatch(/^containerd:\/\/2\./);
     }
   });
