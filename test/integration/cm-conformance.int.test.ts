@@ -105,7 +105,7 @@ async function scenario(t: TestbedContext): Promise<unknown> {
 
   const extra = await extraScenarios(t);
   const base = normalize(t, await apps.listNamespacedDeployment({ namespace: ns }).then((l) => l.items), await apps.listNamespacedReplicaSet({ namespace: ns }).then((l) => l.items), (await core.listNamespacedPod({ namespace: ns })).items, await slicesOf(), await readyIps('web'), await endpointsIps());
-  const quota = await quotaLifted(moreCtx(t));
+  const quota = await outcome('quotaLifted', () => quotaLifted(moreCtx(t)));
   const more = await moreRun;
   if ('e' in more) throw more.e;
   return { ...(base as object), extra, more: { ...more.v, quotaLifted: quota } };
@@ -732,6 +732,16 @@ async function quotaLifted(c: MoreCtx): Promise<unknown> {
   });
 }
 
+/** A scenario's outcome; one that fails is recorded as such (its first line) and logged whole: the others still count. */
+async function outcome(name: string, run: () => Promise<unknown>): Promise<unknown> {
+  try {
+    return await run();
+  } catch (err) {
+    console.log(`scenario ${name} failed: ${(err as Error).stack}`);
+    return { failed: (err as Error).message.split('\n')[0]!.replace(/ \(last error.*$/, '').replace(/timed out after \d+ ms/, 'timed out') };
+  }
+}
+
 /** Starts the independent scenarios (extra KWOK nodes first); `quotaLifted` needs extraScenarios' quota first. */
 async function moreScenarios(t: TestbedContext): Promise<Record<string, unknown>> {
   await ensureNamespace(t.core, MORE);
@@ -762,13 +772,7 @@ async function moreScenarios(t: TestbedContext): Promise<Record<string, unknown>
     ['terminating', () => terminating(c)],
   ];
   const out: Record<string, unknown> = {};
-  await Promise.all(named.map(async ([k, run]) => {
-    try {
-      out[k] = await run();
-    } catch (err) {
-      throw new Error(`scenario ${k}: ${(err as Error).message}`);
-    }
-  }));
+  await Promise.all(named.map(async ([k, run]) => (out[k] = await outcome(k, run))));
   // results with two outcomes are flattened: each outcome is one compared scenario
   const flat: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(out)) {
@@ -895,6 +899,12 @@ describe('comparison', () => {
     const known = Object.entries(KNOWN_DIFFERENCES);
     console.log(`${mode}: ${scenarioNames(results.kcm).length} scenarios compared; known differences left out: ${known.length ? known.map(([k, why]) => `${k} (${why})`).join('; ') : 'none'}`);
     expect(comparable(results[mode])).toEqual(comparable(results.kcm));
+  });
+
+  it('every scenario ran to its end on kube-controller-manager', () => {
+    expect(results.kcm).toBeDefined();
+    const more = (results.kcm as { more: Record<string, { failed?: string }> }).more;
+    expect(Object.entries(more).filter(([, v]) => v && typeof v === 'object' && 'failed' in v)).toEqual([]);
   });
 
   it('there are at least 20 compared scenarios', () => {
