@@ -77,6 +77,37 @@ describe('deployment helpers', () => {
     expect([...down.values()]).toEqual([0, 0]);
   });
 
+  it('proportional scaling: the rolling update of the conformance scenario (10 -> 20, 25 % surge) gives old 15, new 10', () => {
+    // 10 replicas, surge ceil(2.5) = 3: the rollout stops at old 8 + new 5 (max-replicas 13); at 20 (surge 5): 25
+    // allowed, 12 to add, old round(8 * 25 / 13) = 15, new round(5 * 25 / 13) = 10
+    const d = dep(20, '25%', '25%');
+    const sizes = proportionalSizes(d, [rs('old', 8, '2020-01-01', 13), rs('new', 5, '2020-01-02', 13)]);
+    expect(Object.fromEntries(sizes)).toEqual({ old: 15, new: 10 });
+  });
+
+  // upstream TestScale (pkg/controller/deployment/sync_test.go), the cases that reach proportional
+  // scaling (two or more active ReplicaSets, the new one not saturated): the old Deployment's size and
+  // surge give each ReplicaSet's max-replicas annotation; newDeployment's surge and unavailable default to 0.
+  it.each([
+    // name, [old replicas, old surge], [new replicas, new surge], RSs newest first [name, size], expected sizes
+    ['proportional scaling: 5 -> 10', [5, 0], [10, 0], [['foo-v2', 2], ['foo-v1', 3]], { 'foo-v2': 4, 'foo-v1': 6 }],
+    ['proportional scaling: 5 -> 3', [5, 0], [3, 0], [['foo-v2', 2], ['foo-v1', 3]], { 'foo-v2': 1, 'foo-v1': 2 }],
+    ['proportional scaling: 9 -> 4', [9, 0], [4, 0], [['foo-v2', 8], ['foo-v1', 1]], { 'foo-v2': 4, 'foo-v1': 0 }],
+    ['proportional scaling: 7 -> 10', [7, 0], [10, 0], [['foo-v3', 2], ['foo-v2', 3], ['foo-v1', 2]], { 'foo-v3': 3, 'foo-v2': 4, 'foo-v1': 3 }],
+    ['proportional scaling: 13 -> 8', [13, 0], [8, 0], [['foo-v3', 2], ['foo-v2', 8], ['foo-v1', 3]], { 'foo-v3': 1, 'foo-v2': 5, 'foo-v1': 2 }],
+    ['leftover distribution: 3 -> 4', [3, 0], [4, 0], [['foo-v3', 1], ['foo-v2', 1], ['foo-v1', 1]], { 'foo-v3': 2, 'foo-v2': 1, 'foo-v1': 1 }],
+    ['leftover distribution: 3 -> 2', [3, 0], [2, 0], [['foo-v3', 1], ['foo-v2', 1], ['foo-v1', 1]], { 'foo-v3': 1, 'foo-v2': 1, 'foo-v1': 0 }],
+    ['proportional scaling (no new rs): 4 -> 5', [4, 0], [5, 0], [['foo-v2', 2], ['foo-v1', 2]], { 'foo-v2': 3, 'foo-v1': 2 }],
+    ['proportional scaling: 6 -> 0', [6, 0], [0, 0], [['foo-v3', 3], ['foo-v2', 2], ['foo-v1', 1]], { 'foo-v3': 0, 'foo-v2': 0, 'foo-v1': 0 }],
+    ['deployment with surge pods', [10, 2], [20, 2], [['foo-v2', 6], ['foo-v1', 6]], { 'foo-v2': 11, 'foo-v1': 11 }],
+    ['change both surge and size', [10, 3], [50, 6], [['foo-v2', 5], ['foo-v1', 8]], { 'foo-v2': 22, 'foo-v1': 34 }],
+    ['change both size and template', [10, 0], [14, 0], [['foo-v2', 7], ['foo-v1', 3]], { 'foo-v2': 10, 'foo-v1': 4 }],
+  ] as const)('upstream TestScale: %s', (_name, [oldReplicas, oldSurge], [replicas, surge], sets, expected) => {
+    const days = sets.length;
+    const all = sets.map(([name, size], i) => rs(name, size, `2016-05-${String(20 + days - i).padStart(2, '0')}`, oldReplicas + oldSurge));
+    expect(Object.fromEntries(proportionalSizes(dep(replicas, surge, 0), all))).toEqual(expected);
+  });
+
   it('old ReplicaSets of a rolling update: unhealthy replicas first, then available ones beyond minAvailable, oldest first; never scaled up', () => {
     const withStatus = (r: V1ReplicaSet, available: number) => ({ ...r, status: { replicas: r.spec!.replicas!, availableReplicas: available } });
     const d = dep(4, 1, 0);
