@@ -360,7 +360,7 @@ function moreCtx(t: TestbedContext): MoreCtx {
 
 const dep = (name: string, replicas: number, node = 'kwok-2', labels?: Record<string, string>) =>
   pinned(deployment({ namespace: MORE, name, replicas, criticality: 'low', image: 'http-server', labels }), node);
-const svcBody = (name: string, spec: Record<string, unknown>, labels?: Record<string, string>) => ({ metadata: { name, ...(labels ? { labels } : {}) }, spec });
+const svcBody = (name: string, spec: Record<string, unknown>, labels?: Record<string, string>) => ({ metadata: { name, ...(labels ? { labels } : {}) }, spec }) as V1Service;
 /** sets a pod's Ready condition to False (KWOK leaves a Running pod's conditions alone) */
 async function markNotReady(t: TestbedContext, p: V1Pod): Promise<void> {
   const i = (p.status?.conditions ?? []).findIndex((c) => c.type === 'Ready');
@@ -626,7 +626,8 @@ async function nodeDeletion(c: MoreCtx): Promise<Record<string, unknown>> {
   const afterDelete = await c.poll('gone-new / gone-pub reconciled', async () => {
     const nw = await c.slices('gone-new');
     const pub = await c.slices('gone-pub');
-    return managedSlices(nw).length === 1 && sliceEndpoints(pub) === 2 && epCounts(await c.endpoints('gone-new')).ready === 2 && epCounts(await c.endpoints('gone-pub')).ready === 2 && {
+    const live = (await c.pods('app=gone')).filter((p) => p.status?.podIP && !isTerminating(p)).length;
+    return managedSlices(nw).length === 1 && sliceEndpoints(pub) === live && epCounts(await c.endpoints('gone-new')).ready === live && epCounts(await c.endpoints('gone-pub')).ready === live && {
       newService: await c.service('gone-new', 'app=gone'),
       publishNotReady: await c.service('gone-pub', 'app=gone'),
     };
@@ -928,5 +929,12 @@ describe('comparison', () => {
     expect(x.quota.deployment.unavailableReplicas).toBe(1);
     expect(x.quota.deployment.conditions.some((c: string) => c.startsWith('ReplicaFailure=True'))).toBe(true);
     expect(x.twoTolerations).toEqual({ keptPods: 2, disruptionTargets: 0 });
+    const m = (results.kcm as { more: Record<string, any> }).more;
+    // upstream GetMatchingTolerations / getMinTolerationTime, per pod: the first toleration matching each taint
+    expect(m.severalTolerations).toEqual([
+      'a-only: evicted', 'any-effect: kept', 'both-forever: kept', 'hour-equal: kept', 'mixed-1s: evicted', 'negative-seconds: evicted',
+      'noschedule-only: evicted', 'none: evicted', 'ref: evicted', 'wildcard: kept', 'wrong-value: evicted', 'zero-seconds: evicted',
+    ]);
+    expect(m.orphanAndReadopt.sameReplicaSet && m.orphanAndReadopt.samePods).toBe(true);
   });
 });
