@@ -188,3 +188,54 @@ describe('fenceposts (upstream TestResolveFenceposts)', () => {
     expect(() => resolveFenceposts(dep(10, s, u), 10)).toThrow(/Deployment ns\/d: spec\.strategy\.rollingUpdate\.max(Surge|Unavailable): invalid value/);
   });
 });
+
+describe('progress deadline (upstream syncRolloutStatus, requeueStuckDeployment)', () => {
+  // a Deployment whose 2 new pods never schedule, as the API returns it: zero counts omitted
+  const T = Date.parse('2026-01-01T00:00:02Z');
+  const stuck = (): V1Deployment => ({
+    metadata: { name: 'd', namespace: 'n', generation: 1 },
+    spec: { replicas: 2, progressDeadlineSeconds: 2, selector: { matchLabels: { a: 'b' } }, strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: '25%' as never, maxUnavailable: '25%' as never } }, template: {} },
+    status: {
+      observedGeneration: 1,
+      replicas: 2,
+      updatedReplicas: 2,
+      unavailableReplicas: 2,
+      terminatingReplicas: 0,
+      conditions: [
+        { type: 'Available', status: 'False', reason: 'MinimumReplicasUnavailable', message: 'Deployment does not have minimum availability.', lastUpdateTime: new Date(T - 2000), lastTransitionTime: new Date(T - 2000) },
+        { type: 'Progressing', status: 'True', reason: 'ReplicaSetUpdated', message: 'ReplicaSet "d-1" is progressing.', lastUpdateTime: new Date(T), lastTransitionTime: new Date(T - 2000) },
+      ],
+    },
+  });
+  const newRS = { metadata: { name: 'd-1' }, spec: { replicas: 2, selector: {} }, status: { replicas: 2, fullyLabeledReplicas: 2, observedGeneration: 1, terminatingReplicas: 0 } } as V1ReplicaSet;
+  const controller = async (now: number) => {
+    const { DeploymentController } = await import('../../controller-manager/controllers/deployment.ts');
+    const { pino } = await import('pino');
+    const c = new DeploymentController({ client: {} as never, deployments: {} as never, replicaSets: {} as never, pods: {} as never, criticality: {} as never, enqueue: () => {}, log: pino({ level: 'silent' }), now: () => now });
+    const puts: V1Deployment['status'][] = [];
+    (c as unknown as { putStatus: (d: V1Deployment, s: V1Deployment['status']) => Promise<void> }).putStatus = async (_d, s) => void puts.push(s);
+    const sync = (d: V1Deployment) => (c as unknown as { syncRolloutStatus: (d: V1Deployment, all: V1ReplicaSet[], n: V1ReplicaSet) => Promise<{ requeueAfterMs?: number } | void> }).syncRolloutStatus(d, [newRS], newRS);
+    return { sync, puts };
+  };
+
+  it('an unchanged status (zero counts omitted by the API) is not written; the key comes back after the deadline (+1 s)', async () => {
+    const { sync, puts } = await controller(T + 500);
+    expect(await sync(stuck())).toEqual({ requeueAfterMs: 2500 });
+    expect(puts).toEqual([]);
+  });
+
+  it('past the deadline: Progressing=False, ProgressDeadlineExceeded', async () => {
+    const { sync, puts } = await controller(T + 3000);
+    expect(await sync(stuck())).toBeUndefined();
+    expect(puts).toHaveLength(1);
+    expect(puts[0]!.conditions!.find((c) => c.type === 'Progressing')).toMatchObject({ status: 'False', reason: 'ProgressDeadlineExceeded', message: 'ReplicaSet "d-1" has timed out progressing.' });
+  });
+
+  it('deploymentStatusEqual: omitted zero counts and empty strings equal their zero values; pointers (terminatingReplicas) and times do not', async () => {
+    const { deploymentStatusEqual } = await import('../../controller-manager/controllers/deployment.ts');
+    expect(deploymentStatusEqual({ replicas: 0, readyReplicas: 0, conditions: [{ type: 'A', status: 'True', message: '' }] }, { conditions: [{ type: 'A', status: 'True' }] })).toBe(true);
+    expect(deploymentStatusEqual({ terminatingReplicas: 0 }, {})).toBe(false);
+    expect(deploymentStatusEqual({ conditions: [{ type: 'A', status: 'True', lastUpdateTime: '2026-01-01T00:00:00Z' as never }] }, { conditions: [{ type: 'A', status: 'True', lastUpdateTime: new Date('2026-01-01T00:00:00Z') }] })).toBe(true);
+    expect(deploymentStatusEqual({ conditions: [{ type: 'A', status: 'True', lastUpdateTime: new Date(1000) }] }, { conditions: [{ type: 'A', status: 'True', lastUpdateTime: new Date(2000) }] })).toBe(false);
+  });
+});
