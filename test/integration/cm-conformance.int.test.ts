@@ -603,7 +603,7 @@ async function selectorless(c: MoreCtx): Promise<unknown> {
   return {
     endpoints: ep && { labels: ep.metadata?.labels, subsets: ep.subsets },
     slices: (await c.slices('manual'))
-      .map((s) => JSON.stringify({ managedBy: s.metadata?.labels?.['endpointslice.kubernetes.io/managed-by'], name: s.metadata?.name === 'manual-user' ? s.metadata.name : 'generated', endpoints: (s.endpoints ?? []).map((e) => [e.addresses, e.conditions]), ports: s.ports }))
+      .map((s) => JSON.stringify({ managedBy: s.metadata?.labels?.['endpointslice.kubernetes.io/managed-by'], name: s.metadata?.name === 'manual-user' ? s.metadata.name : 'generated', endpoints: (s.endpoints ?? []).map((e) => JSON.stringify([e.addresses, e.conditions])).sort(), // the mirroring controller's order is Go map order ports: s.ports }))
       .sort(),
   };
 }
@@ -933,8 +933,10 @@ describe('comparison', () => {
     // upstream GetMatchingTolerations / getMinTolerationTime, per pod: the first toleration matching each taint
     expect(m.severalTolerations).toEqual([
       'a-only: evicted', 'any-effect: kept', 'both-forever: kept', 'hour-equal: kept', 'mixed-1s: evicted', 'negative-seconds: evicted',
-      'noschedule-only: evicted', 'none: evicted', 'ref: evicted', 'wildcard: kept', 'wrong-value: evicted', 'zero-seconds: evicted',
+      'none: evicted', 'noschedule-only: evicted', 'ref: evicted', 'wildcard: kept', 'wrong-value: evicted', 'zero-seconds: evicted',
     ]);
     expect(m.orphanAndReadopt.sameReplicaSet && m.orphanAndReadopt.samePods).toBe(true);
+    // upstream RepackSubsets: ports with the same address set share a subset
+    expect(m.namedPorts.endpoints.subsets.map((x: string) => JSON.parse(x)).map((x: { ports: string[]; ready: number }) => [x.ports.map((p) => JSON.parse(p).port), x.ready])).toEqual([[[9090], 3], [[8080], 1], [[8081], 1]]);
   });
 });
