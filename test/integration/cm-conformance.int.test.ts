@@ -600,10 +600,11 @@ async function selectorless(c: MoreCtx): Promise<unknown> {
     return mirrored && managedSlices(await c.slices('manual-barrier')).length === 1 && !!(await c.endpoints('manual-barrier'));
   });
   const ep = await c.endpoints('manual');
+  // endpoints sorted: the mirroring controller's order is Go map order
   return {
     endpoints: ep && { labels: ep.metadata?.labels, subsets: ep.subsets },
     slices: (await c.slices('manual'))
-      .map((s) => JSON.stringify({ managedBy: s.metadata?.labels?.['endpointslice.kubernetes.io/managed-by'], name: s.metadata?.name === 'manual-user' ? s.metadata.name : 'generated', endpoints: (s.endpoints ?? []).map((e) => JSON.stringify([e.addresses, e.conditions])).sort(), // the mirroring controller's order is Go map order ports: s.ports }))
+      .map((s) => JSON.stringify({ managedBy: s.metadata?.labels?.['endpointslice.kubernetes.io/managed-by'], name: s.metadata?.name === 'manual-user' ? s.metadata.name : 'generated', endpoints: (s.endpoints ?? []).map((e) => JSON.stringify([e.addresses, e.conditions])).sort(), ports: s.ports }))
       .sort(),
   };
 }
