@@ -457,8 +457,12 @@ async function progressDeadline(c: MoreCtx): Promise<unknown> {
   d.spec!.progressDeadlineSeconds = 2;
   d.spec!.template.spec!.nodeSelector = { 'conf.ulysses.io/nowhere': 'true' };
   await c.create(d);
-  await c.poll('deadline: ProgressDeadlineExceeded', async () => (await c.t.apps.readNamespacedDeployment({ name: 'deadline', namespace: MORE })).status?.conditions?.some((x) => x.reason === 'ProgressDeadlineExceeded'));
-  await c.poll('deadline: 2 pending pods', async () => (await c.pods('app=deadline')).length === 2);
+  // the end state: both pods counted (a count that grows after the deadline is progress: upstream
+  // sets ReplicaSetUpdated again, then times out anew) and the deadline exceeded
+  await c.poll('deadline: 2 pending pods counted, ProgressDeadlineExceeded', async () => {
+    const s = (await c.t.apps.readNamespacedDeployment({ name: 'deadline', namespace: MORE })).status;
+    return s?.replicas === 2 && s.updatedReplicas === 2 && s.conditions?.some((x) => x.reason === 'ProgressDeadlineExceeded') && (await c.pods('app=deadline')).length === 2;
+  });
   return c.appState('deadline');
 }
 
