@@ -30,6 +30,7 @@ import { compileLabelSelector } from '../../core/labels.ts';
 import { objectKey } from '../../core/objects.ts';
 import { TerminalError, type ReconcileResult } from '../queue/index.ts';
 import { claimObjects, controllerRef } from './claim.ts';
+import { semanticEqual } from './semantic.ts';
 
 export const POD_TEMPLATE_HASH_LABEL = 'pod-template-hash';
 export const REVISION_ANNOTATION = 'deployment.kubernetes.io/revision';
@@ -283,6 +284,27 @@ export function getCondition(status: V1DeploymentStatus | undefined, type: strin
 function condition(type: string, status: 'True' | 'False' | 'Unknown', reason: string, message: string, nowMs: number): V1DeploymentCondition {
   const t = new Date(Math.floor(nowMs / 1000) * 1000).toISOString() as never;
   return { type, status, reason, message, lastUpdateTime: t, lastTransitionTime: t };
+}
+
+/**
+ * reflect.DeepEqual of two DeploymentStatus as upstream compares them before a write: the API omits
+ * zero int32/int64 fields (replicas, readyReplicas, ...: not pointers in Go, so absent = 0) and
+ * empty condition strings; times compare by instant. (terminatingReplicas and collisionCount are
+ * pointers: absent differs from 0.) Treating an omitted 0 as a change would PUT an unchanged status
+ * (a no-op for the API: no watch event follows) instead of requeueing at the progress deadline.
+ */
+export function deploymentStatusEqual(a: V1DeploymentStatus | undefined, b: V1DeploymentStatus | undefined): boolean {
+  const norm = (s: V1DeploymentStatus | undefined) => ({
+    ...s,
+    observedGeneration: s?.observedGeneration ?? 0,
+    replicas: s?.replicas ?? 0,
+    updatedReplicas: s?.updatedReplicas ?? 0,
+    readyReplicas: s?.readyReplicas ?? 0,
+    availableReplicas: s?.availableReplicas ?? 0,
+    unavailableReplicas: s?.unavailableReplicas ?? 0,
+    conditions: (s?.conditions ?? []).map((c) => ({ ...c, reason: c.reason ?? '', message: c.message ?? '' })),
+  });
+  return semanticEqual(norm(a), norm(b));
 }
 
 /** upstream DeploymentComplete */
@@ -744,7 +766,7 @@ export class DeploymentController {
   private async syncStatusOnly(dep: V1Deployment, allRSs: V1ReplicaSet[], newRS?: V1ReplicaSet): Promise<void> {
     newRS ??= this.split(dep, allRSs).newRS;
     const status = this.calculateStatus(dep, allRSs, newRS);
-    if (canonicalJson(status) !== canonicalJson(dep.status ?? {})) await this.putStatus(dep, status);
+    if (!deploymentStatusEqual(status, dep.status)) await this.putStatus(dep, status);
   }
 
   /** upstream syncRolloutStatus: status + Progressing condition, requeue at the progress deadline. */
@@ -770,7 +792,7 @@ export class DeploymentController {
     const failure = allRSs.flatMap((rs) => rs.status?.conditions ?? []).find((c) => c.type === 'ReplicaFailure' && c.status === 'True');
     if (failure) setCondition(status, { type: 'ReplicaFailure', status: 'True', reason: failure.reason, message: failure.message, lastTransitionTime: failure.lastTransitionTime, lastUpdateTime: failure.lastTransitionTime });
     else status.conditions = (status.conditions ?? []).filter((c) => c.type !== 'ReplicaFailure');
-    if (canonicalJson(status) !== canonicalJson(dep.status ?? {})) {
+    if (!deploymentStatusEqual(status, dep.status)) {
       await this.putStatus(dep, status);
       return;
     }

@@ -68,7 +68,18 @@ const byIp = (a: V1EndpointAddress, b: V1EndpointAddress) => (a.ip < b.ip ? -1 :
 
 /** The subsets of a Service's Endpoints (upstream syncService + RepackSubsets), and whether they were truncated. */
 export function desiredSubsets(svc: V1Service, pods: V1Pod[]): { subsets: V1EndpointSubset[]; truncated: boolean } {
-  const groups = new Map<string, { ports: CoreV1EndpointPort[]; ready: V1EndpointAddress[]; notReady: V1EndpointAddress[] }>();
+  // upstream RepackSubsets: every port maps to the set of addresses that offer it; ports with the same
+  // set of addresses (and readiness) form one subset. A pod whose named
+  // port is missing is in the subsets of the ports it has only (2 pods with web:8080 / web:8081 and a
+  // third with metrics only give {3 pods: metrics}, {pod a: web 8080}, {pod b: web 8081}).
+  type Entry = { addr: V1EndpointAddress; ready: boolean };
+  const byPort = new Map<string, { port: CoreV1EndpointPort | undefined; addrs: Map<string, Entry> }>();
+  const offer = (port: CoreV1EndpointPort | undefined, e: Entry) => {
+    const key = port ? JSON.stringify([port.name ?? '', port.port, port.protocol ?? '', port.appProtocol ?? '']) : '';
+    let p = byPort.get(key);
+    if (!p) byPort.set(key, (p = { port, addrs: new Map() }));
+    p.addrs.set(`${e.addr.ip}/${e.addr.targetRef?.uid ?? ''}`, e);
+  };
   const tolerateUnready = !!svc.spec?.publishNotReadyAddresses;
   for (const pod of pods) {
     if (!podInEndpoints(pod, svc)) continue;
@@ -80,31 +91,36 @@ export function desiredSubsets(svc: V1Service, pods: V1Pod[]): { subsets: V1Endp
       targetRef: { kind: 'Pod', namespace: pod.metadata!.namespace, name: pod.metadata!.name, uid: pod.metadata!.uid },
     };
     if (shouldSetHostname(pod, svc)) addr.hostname = pod.spec!.hostname;
-    const ports: CoreV1EndpointPort[] = [];
+    const entry = { addr, ready: tolerateUnready || isPodReady(pod) };
     const svcPorts = svc.spec?.ports ?? [];
-    // a Service without ports has endpoints only when headless
-    if (svcPorts.length === 0 && svc.spec?.clusterIP !== 'None') continue;
+    // a Service without ports has endpoints only when headless (upstream's sentinel port)
+    if (svcPorts.length === 0) {
+      if (svc.spec?.clusterIP === 'None') offer(undefined, entry);
+      continue;
+    }
     for (const sp of svcPorts) {
       const port = resolvePort(pod, sp);
       if (port === undefined) continue; // upstream: "Failed to find port for service" -> skipped
-      ports.push({ ...(sp.name ? { name: sp.name } : {}), port, protocol: sp.protocol ?? 'TCP', ...(sp.appProtocol ? { appProtocol: sp.appProtocol } : {}) });
+      offer({ ...(sp.name ? { name: sp.name } : {}), port, protocol: sp.protocol ?? 'TCP', ...(sp.appProtocol ? { appProtocol: sp.appProtocol } : {}) }, entry);
     }
-    // a Service with ports, none of which resolves for this pod: the pod is not an endpoint
-    if (svcPorts.length > 0 && ports.length === 0) continue;
-    ports.sort((a, b) => ((a.name ?? '') < (b.name ?? '') ? -1 : (a.name ?? '') > (b.name ?? '') ? 1 : a.port - b.port));
-    const key = JSON.stringify(ports);
+  }
+  // ports with the same address set (addresses and their readiness) share a subset
+  const groups = new Map<string, { ports: CoreV1EndpointPort[]; entries: Entry[] }>();
+  for (const { port, addrs } of byPort.values()) {
+    const entries = [...addrs.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const key = JSON.stringify(entries.map(([k, e]) => [k, e.ready]));
     let g = groups.get(key);
-    if (!g) groups.set(key, (g = { ports, ready: [], notReady: [] }));
-    if (tolerateUnready || isPodReady(pod)) g.ready.push(addr);
-    else g.notReady.push(addr);
+    if (!g) groups.set(key, (g = { ports: [], entries: entries.map(([, e]) => e) }));
+    if (port) g.ports.push(port);
   }
   const subsets: V1EndpointSubset[] = [];
-  for (const g of [...groups.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => v)) {
-    g.ready.sort(byIp);
-    g.notReady.sort(byIp);
+  for (const [, g] of [...groups.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    g.ports.sort((a, b) => ((a.name ?? '') < (b.name ?? '') ? -1 : (a.name ?? '') > (b.name ?? '') ? 1 : a.port - b.port));
+    const ready = g.entries.filter((e) => e.ready).map((e) => e.addr).sort(byIp);
+    const notReady = g.entries.filter((e) => !e.ready).map((e) => e.addr).sort(byIp);
     subsets.push({
-      ...(g.ready.length ? { addresses: g.ready } : {}),
-      ...(g.notReady.length ? { notReadyAddresses: g.notReady } : {}),
+      ...(ready.length ? { addresses: ready } : {}),
+      ...(notReady.length ? { notReadyAddresses: notReady } : {}),
       ...(g.ports.length ? { ports: g.ports } : {}),
     });
   }

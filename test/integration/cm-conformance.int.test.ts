@@ -21,11 +21,13 @@
  */
 import { writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import type { V1Deployment, V1Endpoints, V1EndpointSlice, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
+import type { V1Deployment, V1Endpoints, V1EndpointSlice, V1Node, V1Pod, V1ReplicaSet, V1Service } from '@kubernetes/client-node';
 import { useTestbed, type TestbedContext } from './harness.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { deployment, ensureNamespace, taintNoExecute, untaint } from '../../experiments/workloads.ts';
-import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
+import { KWOK_ANNOTATION, kwokNode } from '../../experiments/testbed/kwok.ts';
+import { TEST_IMAGES } from '../../experiments/testbed/images/index.ts';
+import { KubeClient } from '../../core/kube.ts';
 
 const runDir = '/tmp/ulysses-it-cm-conformance';
 const ns = 'conf';
@@ -57,6 +59,8 @@ function complete(d: V1Deployment): boolean {
 
 async function scenario(t: TestbedContext): Promise<unknown> {
   const { core, apps, discovery } = t;
+  // the further scenarios share nothing with these: they run alongside (a failure is reported at the end)
+  const moreRun = moreScenarios(t).then((v) => ({ v }), (e: unknown) => ({ e }));
   const read = (name: string) => apps.readNamespacedDeployment({ name, namespace: ns });
   const waitComplete = (name: string, generation: number, timeoutMs = 120_000) =>
     pollUntil(`${name} complete (generation ${generation})`, async () => {
@@ -101,7 +105,10 @@ async function scenario(t: TestbedContext): Promise<unknown> {
 
   const extra = await extraScenarios(t);
   const base = normalize(t, await apps.listNamespacedDeployment({ namespace: ns }).then((l) => l.items), await apps.listNamespacedReplicaSet({ namespace: ns }).then((l) => l.items), (await core.listNamespacedPod({ namespace: ns })).items, await slicesOf(), await readyIps('web'), await endpointsIps());
-  return { ...(base as object), extra };
+  const quota = await outcome('quotaLifted', () => quotaLifted(moreCtx(t)));
+  const more = await moreRun;
+  if ('e' in more) throw more.e;
+  return { ...(base as object), extra, more: { ...more.v, quotaLifted: quota } };
 }
 
 const isReady = (p: V1Pod) => !p.metadata?.deletionTimestamp && !!p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
@@ -271,6 +278,516 @@ async function extraScenarios(t: TestbedContext): Promise<Record<string, unknown
   return out;
 }
 
+// ---------------------------------------------------------------------------------------------
+// More scenarios (issue 25's list): each in namespace `conf-more` (quotaLifted: `conf-quota`), on
+// KWOK nodes of their own where a node is deleted or tainted, all started together with the ones
+// above (they share no objects) so the testbed's time is spent once.
+
+const MORE = 'conf-more';
+/** NoSchedule taint of the extra KWOK nodes: only the scenarios pinned to them tolerate it */
+const RESERVED = 'conf.ulysses.io/reserved';
+/** the two NoExecute taints of severalTolerations */
+const TAINT_A = 'conf.ulysses.io/a';
+const TAINT_B = 'conf.ulysses.io/b';
+
+const kwokTolerations = () => [
+  { key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' },
+  { key: TOL_KEY, operator: 'Exists', effect: 'NoExecute' },
+  { key: RESERVED, operator: 'Exists', effect: 'NoSchedule' },
+];
+/** a Deployment's pods on one KWOK node */
+const pinned = (d: V1Deployment, node: string) => {
+  d.spec!.template.spec!.tolerations = kwokTolerations();
+  d.spec!.template.spec!.nodeSelector = { 'kubernetes.io/hostname': node };
+  d.spec!.template.spec!.containers[0]!.ports = [{ name: 'http', containerPort: 8080, protocol: 'TCP' }];
+  return d;
+};
+const conds = (cs?: { type: string; status: string; reason?: string }[]) => (cs ?? []).map((c) => `${c.type}=${c.status}/${c.reason}`).sort();
+const isTerminating = (p: V1Pod) => !!p.metadata?.deletionTimestamp;
+
+interface MoreCtx {
+  t: TestbedContext;
+  /** the Deployment `name` in MORE complete at `generation` */
+  waitComplete: (name: string, generation: number, namespace?: string) => Promise<V1Deployment>;
+  /** normalized Deployment (with its ReplicaSets) and pods of app `app` */
+  appState: (app: string, namespace?: string) => Promise<unknown>;
+  pods: (selector: string, namespace?: string) => Promise<V1Pod[]>;
+  service: (svc: string, podSelector: string) => Promise<ReturnType<typeof normalizeService>>;
+  slices: (svc: string) => Promise<V1EndpointSlice[]>;
+  endpoints: (svc: string) => Promise<V1Endpoints | undefined>;
+  create: (d: V1Deployment) => Promise<unknown>;
+  patchDeployment: (name: string, ops: unknown[], namespace?: string) => Promise<unknown>;
+  poll: <T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs?: number) => Promise<T>;
+}
+
+function moreCtx(t: TestbedContext): MoreCtx {
+  const { core, apps, discovery } = t;
+  const pods = async (selector: string, namespace = MORE) => (await core.listNamespacedPod({ namespace, labelSelector: selector })).items;
+  const slices = async (svc: string) => (await discovery.listNamespacedEndpointSlice({ namespace: MORE, labelSelector: `kubernetes.io/service-name=${svc}` })).items;
+  const endpoints = (svc: string) => core.readNamespacedEndpoints({ name: svc, namespace: MORE }).catch(() => undefined);
+  const poll: MoreCtx['poll'] = (what, check, timeoutMs = 120_000) => {
+    let last: unknown;
+    return pollUntil(what, async () => {
+      const v = await check();
+      last = v;
+      return v;
+    }, { timeoutMs, explain: () => `last: ${JSON.stringify(last)}` });
+  };
+  return {
+    t,
+    pods,
+    slices,
+    endpoints,
+    poll,
+    waitComplete: (name, generation, namespace = MORE) => {
+      let last: V1Deployment | undefined;
+      return pollUntil(`${namespace}/${name} complete (generation ${generation})`, async () => {
+        const d = (last = await apps.readNamespacedDeployment({ name, namespace }));
+        return (d.metadata?.generation ?? 0) >= generation && complete(d) && d;
+      }, { timeoutMs: 120_000, explain: () => `last status: ${JSON.stringify(last?.status)}` });
+    },
+    appState: async (app, namespace = MORE) => {
+      const deps = (await apps.listNamespacedDeployment({ namespace })).items.filter((d) => d.metadata!.name === app);
+      const rss = (await apps.listNamespacedReplicaSet({ namespace })).items;
+      const n = normalize(t, deps, rss, await pods(`app=${app}`, namespace), [], [], []) as { deployments: unknown[]; pods: unknown[] };
+      return { deployments: n.deployments, pods: n.pods };
+    },
+    service: async (svc, podSelector) => normalizeService(await slices(svc), await endpoints(svc), await pods(podSelector)),
+    create: (d) => apps.createNamespacedDeployment({ namespace: d.metadata!.namespace!, body: d }),
+    patchDeployment: (name, ops, namespace = MORE) => apps.patchNamespacedDeployment({ name, namespace, body: ops }, undefined),
+  };
+}
+
+const dep = (name: string, replicas: number, node = 'kwok-2', labels?: Record<string, string>) =>
+  pinned(deployment({ namespace: MORE, name, replicas, criticality: 'low', image: 'http-server', labels }), node);
+const svcBody = (name: string, spec: Record<string, unknown>, labels?: Record<string, string>) => ({ metadata: { name, ...(labels ? { labels } : {}) }, spec }) as V1Service;
+/** sets a pod's Ready condition to False (KWOK leaves a Running pod's conditions alone) */
+async function markNotReady(t: TestbedContext, p: V1Pod): Promise<void> {
+  const i = (p.status?.conditions ?? []).findIndex((c) => c.type === 'Ready');
+  await t.core.patchNamespacedPodStatus({ name: p.metadata!.name!, namespace: p.metadata!.namespace!, body: [{ op: 'replace', path: `/status/conditions/${i}/status`, value: 'False' }] }, undefined);
+}
+const epCounts = (ep?: V1Endpoints) => ({
+  ready: (ep?.subsets ?? []).reduce((n, s) => n + (s.addresses ?? []).length, 0),
+  notReady: (ep?.subsets ?? []).reduce((n, s) => n + (s.notReadyAddresses ?? []).length, 0),
+});
+const managedSlices = (s: V1EndpointSlice[]) => s.filter((x) => x.metadata?.labels?.['endpointslice.kubernetes.io/managed-by'] === 'endpointslice-controller.k8s.io');
+const sliceEndpoints = (s: V1EndpointSlice[]) => managedSlices(s).reduce((n, x) => n + (x.endpoints ?? []).length, 0);
+
+/** Rolling update with percentages stuck on unschedulable new pods, then a resize: proportional scaling. */
+async function percentAndProportional(c: MoreCtx): Promise<Record<string, unknown>> {
+  const d = dep('pct', 10, 'kwok-5');
+  d.spec!.strategy = { type: 'RollingUpdate', rollingUpdate: { maxSurge: '25%' as never, maxUnavailable: '25%' as never } };
+  await c.create(d);
+  await c.waitComplete('pct', 1);
+  await c.patchDeployment('pct', [{ op: 'add', path: '/spec/template/spec/nodeSelector/conf.ulysses.io~1nowhere', value: 'true' }]);
+  const sizes = async () => {
+    const rss = (await c.t.apps.listNamespacedReplicaSet({ namespace: MORE, labelSelector: 'app=pct' })).items;
+    const dd = await c.t.apps.readNamespacedDeployment({ name: 'pct', namespace: MORE });
+    return { rs: rss.map((r) => `${r.metadata!.annotations!['deployment.kubernetes.io/revision']}:${r.spec!.replicas}/${r.status?.replicas ?? 0}/${r.status?.availableReplicas ?? 0}`).sort(), d: dd };
+  };
+  // upstream: surge ceil(2.5) = 3, unavailable floor(2.5) = 2: new 3, old 8, then new 5 (13 pods, 8 available)
+  await c.poll('pct stuck at old 8 / new 5', async () => {
+    const s = await sizes();
+    return s.d.status?.observedGeneration === 2 && s.d.status.replicas === 13 && s.d.status.availableReplicas === 8 && JSON.stringify(s.rs) === JSON.stringify(['1:8/8/8', '2:5/5/0']) && s;
+  });
+  const rollout = await c.appState('pct');
+  // resize to 20 mid-rollout: 12 more (25 = 20 + 25%) shared by size, old 8 -> 15, new 5 -> 10
+  await c.patchDeployment('pct', [{ op: 'replace', path: '/spec/replicas', value: 20 }]);
+  await c.poll('pct scaled proportionally to old 15 / new 10', async () => {
+    const s = await sizes();
+    return s.d.status?.observedGeneration === 3 && s.d.status.replicas === 25 && s.d.status.availableReplicas === 15 && JSON.stringify(s.rs) === JSON.stringify(['1:15/15/15', '2:10/10/0']) && s;
+  });
+  return { percentRollout: rollout, proportionalScaling: await c.appState('pct') };
+}
+
+/** A paused Deployment: template change without a rollout, a resize that still applies, resume. */
+async function paused(c: MoreCtx): Promise<unknown> {
+  await c.create(dep('paused', 2));
+  await c.waitComplete('paused', 1);
+  await c.patchDeployment('paused', [{ op: 'add', path: '/spec/paused', value: true }]);
+  await c.patchDeployment('paused', [{ op: 'add', path: '/spec/template/metadata/annotations', value: { rollout: '2' } }]);
+  const read = () => c.t.apps.readNamespacedDeployment({ name: 'paused', namespace: MORE });
+  await c.poll('paused: generation 3 observed, DeploymentPaused', async () => {
+    const d = await read();
+    return d.status?.observedGeneration === 3 && d.status.conditions?.some((x) => x.reason === 'DeploymentPaused') && d.status;
+  });
+  const whilePaused = await c.appState('paused');
+  await c.patchDeployment('paused', [{ op: 'replace', path: '/spec/replicas', value: 3 }]);
+  await c.poll('paused: resized to 3 while paused', async () => {
+    const d = await read();
+    return d.status?.observedGeneration === 4 && d.status.replicas === 3 && d.status.availableReplicas === 3 && d.status;
+  });
+  const scaledWhilePaused = await c.appState('paused');
+  await c.patchDeployment('paused', [{ op: 'replace', path: '/spec/paused', value: false }]);
+  await c.waitComplete('paused', 5);
+  return { whilePaused, scaledWhilePaused, resumed: await c.appState('paused') };
+}
+
+/** rollout undo: the template goes back to revision 1's, whose ReplicaSet becomes revision 3 */
+async function rollback(c: MoreCtx): Promise<unknown> {
+  const d = dep('undo', 2);
+  d.spec!.strategy = { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1 as never, maxUnavailable: 0 as never } };
+  await c.create(d);
+  await c.waitComplete('undo', 1);
+  await c.patchDeployment('undo', [{ op: 'add', path: '/spec/template/metadata/annotations', value: { rollout: '2' } }]);
+  await c.waitComplete('undo', 2);
+  await c.patchDeployment('undo', [{ op: 'remove', path: '/spec/template/metadata/annotations' }]);
+  await c.waitComplete('undo', 3);
+  await c.poll('undo: old pods gone', async () => (await c.pods('app=undo')).length === 2);
+  return c.appState('undo');
+}
+
+/** revisionHistoryLimit 1: after two rollouts only the newest old ReplicaSet is kept */
+async function historyLimit(c: MoreCtx): Promise<unknown> {
+  const d = dep('hist', 1);
+  d.spec!.revisionHistoryLimit = 1;
+  await c.create(d);
+  await c.waitComplete('hist', 1);
+  for (const [gen, v] of [[2, '2'], [3, '3']] as const) {
+    await c.patchDeployment('hist', [{ op: 'add', path: '/spec/template/metadata/annotations', value: { rollout: v } }]);
+    await c.waitComplete('hist', gen);
+  }
+  await c.poll('hist: 2 ReplicaSets left, 1 pod', async () => (await c.t.apps.listNamespacedReplicaSet({ namespace: MORE, labelSelector: 'app=hist' })).items.length === 2 && (await c.pods('app=hist')).length === 1);
+  return c.appState('hist');
+}
+
+/** new pods that never schedule: Progressing=False/ProgressDeadlineExceeded after 2 s */
+async function progressDeadline(c: MoreCtx): Promise<unknown> {
+  const d = dep('deadline', 2);
+  d.spec!.progressDeadlineSeconds = 2;
+  d.spec!.template.spec!.nodeSelector = { 'conf.ulysses.io/nowhere': 'true' };
+  await c.create(d);
+  // the end state: both pods counted (a count that grows after the deadline is progress: upstream
+  // sets ReplicaSetUpdated again, then times out anew) and the deadline exceeded
+  await c.poll('deadline: 2 pending pods counted, ProgressDeadlineExceeded', async () => {
+    const s = (await c.t.apps.readNamespacedDeployment({ name: 'deadline', namespace: MORE })).status;
+    return s?.replicas === 2 && s.updatedReplicas === 2 && s.conditions?.some((x) => x.reason === 'ProgressDeadlineExceeded') && (await c.pods('app=deadline')).length === 2;
+  });
+  return c.appState('deadline');
+}
+
+/** orphans adopted by a new ReplicaSet (not the pod another controller owns); a relabelled pod released */
+async function adoption(c: MoreCtx): Promise<Record<string, unknown>> {
+  const { core, apps } = c.t;
+  const cm = await core.createNamespacedConfigMap({ namespace: MORE, body: { metadata: { name: 'adopt-owner' } } });
+  const bare = (name: string, owned: boolean): V1Pod => ({
+    metadata: {
+      name,
+      labels: { app: 'adopt' },
+      ...(owned ? { ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'adopt-owner', uid: cm.metadata!.uid!, controller: true }] } : {}),
+    },
+    spec: { nodeName: 'kwok-2', tolerations: kwokTolerations(), containers: [{ name: 'c', image: TEST_IMAGES.httpServer.name, imagePullPolicy: 'Never' }] },
+  });
+  for (const [n, owned] of [['adopt-a', false], ['adopt-b', false], ['adopt-foreign', true]] as const) await core.createNamespacedPod({ namespace: MORE, body: bare(n, owned) });
+  await c.poll('3 orphan candidates running', async () => (await c.pods('app=adopt')).filter(isReady).length === 3);
+  const rs = await apps.createNamespacedReplicaSet({
+    namespace: MORE,
+    body: {
+      metadata: { name: 'adopt' },
+      spec: { replicas: 3, selector: { matchLabels: { app: 'adopt' } }, template: { metadata: { labels: { app: 'adopt' } }, spec: { tolerations: kwokTolerations(), nodeSelector: { 'kubernetes.io/hostname': 'kwok-2' }, terminationGracePeriodSeconds: 1, containers: [{ name: 'c', image: TEST_IMAGES.httpServer.name, imagePullPolicy: 'Never' }] } } },
+    },
+  });
+  const uid = rs.metadata!.uid!;
+  const state = async () => {
+    const r = await apps.readNamespacedReplicaSet({ name: 'adopt', namespace: MORE });
+    const ps = [...(await c.pods('app=adopt')), ...(await c.pods('app=released'))];
+    return {
+      replicaSet: { replicas: r.status?.replicas, ready: r.status?.readyReplicas, available: r.status?.availableReplicas, fullyLabeled: r.status?.fullyLabeledReplicas, observedGeneration: r.status?.observedGeneration },
+      pods: ps
+        .filter((p) => !isTerminating(p))
+        .map((p) => JSON.stringify({ name: p.metadata!.generateName ? `${p.metadata!.generateName}*` : p.metadata!.name, app: p.metadata!.labels!.app, owners: (p.metadata!.ownerReferences ?? []).map((o) => ({ kind: o.kind, ours: o.uid === uid, controller: o.controller, blockOwnerDeletion: o.blockOwnerDeletion })) }))
+        .sort(),
+    };
+  };
+  const ownedReady = async () => (await c.pods('app=adopt')).filter((p) => isReady(p) && p.metadata?.ownerReferences?.some((o) => o.uid === uid)).length;
+  const adopted = await c.poll('adopt: 3 ready pods owned by the ReplicaSet', async () => {
+    const s = await state();
+    return (await ownedReady()) === 3 && s.replicaSet.available === 3 && s;
+  });
+  await core.patchNamespacedPod({ name: 'adopt-a', namespace: MORE, body: [{ op: 'replace', path: '/metadata/labels/app', value: 'released' }] }, undefined);
+  const released = await c.poll('adopt: adopt-a released, replaced', async () => {
+    const s = await state();
+    const a = await core.readNamespacedPod({ name: 'adopt-a', namespace: MORE });
+    return !(a.metadata?.ownerReferences ?? []).some((o) => o.uid === uid) && (await ownedReady()) === 3 && s.replicaSet.available === 3 && s;
+  });
+  return { adoption: adopted, release: released };
+}
+
+/** a Deployment deleted with propagationPolicy Orphan, then created again: it adopts its ReplicaSet */
+async function orphanAndReadopt(c: MoreCtx): Promise<unknown> {
+  const { apps } = c.t;
+  await c.create(dep('orph', 2));
+  await c.waitComplete('orph', 1);
+  const rsBefore = (await apps.listNamespacedReplicaSet({ namespace: MORE, labelSelector: 'app=orph' })).items;
+  const podsBefore = (await c.pods('app=orph')).map((p) => p.metadata!.uid).sort();
+  await apps.deleteNamespacedDeployment({ name: 'orph', namespace: MORE, propagationPolicy: 'Orphan' });
+  await c.poll('orph: Deployment gone, ReplicaSet orphaned', async () => {
+    const gone = await apps.readNamespacedDeployment({ name: 'orph', namespace: MORE }).then(() => false, () => true);
+    const rss = (await apps.listNamespacedReplicaSet({ namespace: MORE, labelSelector: 'app=orph' })).items;
+    return gone && rss.length === 1 && !(rss[0]!.metadata?.ownerReferences ?? []).length;
+  });
+  const orphaned = await c.appState('orph');
+  await c.create(dep('orph', 2));
+  const d = await c.waitComplete('orph', 1);
+  await c.poll('orph: ReplicaSet owned again', async () => (await apps.listNamespacedReplicaSet({ namespace: MORE, labelSelector: 'app=orph' })).items.every((r) => r.metadata?.ownerReferences?.[0]?.uid === d.metadata!.uid));
+  const rsAfter = (await apps.listNamespacedReplicaSet({ namespace: MORE, labelSelector: 'app=orph' })).items;
+  return {
+    orphaned,
+    sameReplicaSet: rsAfter.length === 1 && rsAfter[0]!.metadata!.uid === rsBefore[0]!.metadata!.uid,
+    samePods: JSON.stringify((await c.pods('app=orph')).map((p) => p.metadata!.uid).sort()) === JSON.stringify(podsBefore),
+    readopted: await c.appState('orph'),
+  };
+}
+
+/** not-ready pods behind a Service with publishNotReadyAddresses and one without */
+async function publishNotReady(c: MoreCtx): Promise<unknown> {
+  const { core } = c.t;
+  await c.create(dep('nr', 2));
+  await core.createNamespacedService({ namespace: MORE, body: svcBody('nr-pub', { publishNotReadyAddresses: true, selector: { app: 'nr' }, ports: [{ name: 'http', port: 80, targetPort: 'http' }] }) });
+  await core.createNamespacedService({ namespace: MORE, body: svcBody('nr-plain', { selector: { app: 'nr' }, ports: [{ name: 'http', port: 80, targetPort: 'http' }] }) });
+  await c.waitComplete('nr', 1);
+  for (const p of await c.pods('app=nr')) await markNotReady(c.t, p);
+  await c.poll('nr: both Services show 2 not-ready pods', async () => {
+    const pub = await c.service('nr-pub', 'app=nr');
+    const plain = await c.service('nr-plain', 'app=nr');
+    const pubEp = epCounts(await c.endpoints('nr-pub'));
+    const plainEp = epCounts(await c.endpoints('nr-plain'));
+    const notServing = async (svc: string) => managedSlices(await c.slices(svc)).flatMap((s) => s.endpoints ?? []).every((e) => e.conditions?.serving === false);
+    return pub.readyPods === 0 && pub.slicesHoldAllPodIps && plain.slicesHoldAllPodIps && pubEp.ready === 2 && plainEp.notReady === 2 && (await notServing('nr-pub')) && (await notServing('nr-plain'));
+  });
+  return { published: await c.service('nr-pub', 'app=nr'), plain: await c.service('nr-plain', 'app=nr'), workload: await c.appState('nr') };
+}
+
+/** headless Service without ports */
+async function headlessNoPorts(c: MoreCtx): Promise<unknown> {
+  await c.t.core.createNamespacedService({ namespace: MORE, body: svcBody('bare', { clusterIP: 'None', selector: { app: 'bare' } }) });
+  await c.create(dep('bare', 2));
+  return c.poll('bare: 2 ready pods in slices and Endpoints', async () => {
+    const s = await c.service('bare', 'app=bare');
+    return s.readyPods === 2 && s.servingEqualsReady && s.slicesHoldAllPodIps && s.endpointsHoldAllPodIps && s;
+  });
+}
+
+/** a named targetPort that is 8080 on some pods, 8081 on others, missing on a third kind */
+async function namedPorts(c: MoreCtx): Promise<unknown> {
+  const group = { group: 'np' };
+  await c.t.core.createNamespacedService({ namespace: MORE, body: svcBody('np', { selector: group, ports: [{ name: 'web', port: 80, targetPort: 'http' }, { name: 'metrics', port: 9090, targetPort: 9090 }] }) });
+  const a = dep('np-a', 1, 'kwok-2', group);
+  const b = dep('np-b', 1, 'kwok-2', group);
+  b.spec!.template.spec!.containers[0]!.ports = [{ name: 'http', containerPort: 8081, protocol: 'TCP' }];
+  const n = dep('np-c', 1, 'kwok-2', group);
+  n.spec!.template.spec!.containers[0]!.ports = [{ containerPort: 8080, protocol: 'TCP' }];
+  await Promise.all([c.create(a), c.create(b), c.create(n)]);
+  // upstream: every pod is in a slice (np-c with the metrics port only); Endpoints skip a pod per missing port
+  return c.poll('np: 3 pods in slices, Endpoints settled', async () => {
+    const s = await c.service('np', 'group=np');
+    const ep = await c.endpoints('np');
+    const epPorts = (ep?.subsets ?? []).reduce((k, x) => k + (x.addresses ?? []).length * (x.ports ?? []).length, 0);
+    return s.readyPods === 3 && s.servingEqualsReady && s.slicesHoldAllPodIps && epPorts === 5 && s;
+  });
+}
+
+/** a Service without selector: user Endpoints (mirrored by kcm) and a user EndpointSlice stay as written */
+async function selectorless(c: MoreCtx): Promise<unknown> {
+  const { core, discovery } = c.t;
+  await core.createNamespacedService({ namespace: MORE, body: svcBody('manual', { ports: [{ name: 'http', port: 80, targetPort: 9376 }] }) });
+  await core.createNamespacedEndpoints({ namespace: MORE, body: { metadata: { name: 'manual', labels: { source: 'user' } }, subsets: [{ addresses: [{ ip: '10.251.0.1' }, { ip: '10.251.0.2' }], notReadyAddresses: [{ ip: '10.251.0.3' }], ports: [{ name: 'http', port: 9376, protocol: 'TCP' }] }] } });
+  await discovery.createNamespacedEndpointSlice({
+    namespace: MORE,
+    body: { metadata: { name: 'manual-user', labels: { 'kubernetes.io/service-name': 'manual', 'endpointslice.kubernetes.io/managed-by': 'user.example.com' } }, addressType: 'IPv4', endpoints: [{ addresses: ['10.251.0.9'], conditions: { ready: true } }], ports: [{ name: 'http', port: 9376, protocol: 'TCP' }] },
+  });
+  // a Service change, then a barrier: a later Service the same controllers reconcile
+  await core.patchNamespacedService({ name: 'manual', namespace: MORE, body: [{ op: 'add', path: '/metadata/labels', value: { touched: 'yes' } }] }, undefined);
+  await core.createNamespacedService({ namespace: MORE, body: svcBody('manual-barrier', { selector: { app: 'manual-none' }, ports: [{ name: 'http', port: 80 }] }) });
+  await c.poll('manual: mirrored slice present, barrier reconciled', async () => {
+    const mirrored = (await c.slices('manual')).some((s) => s.metadata?.labels?.['endpointslice.kubernetes.io/managed-by'] === 'endpointslicemirroring-controller.k8s.io');
+    return mirrored && managedSlices(await c.slices('manual-barrier')).length === 1 && !!(await c.endpoints('manual-barrier'));
+  });
+  const ep = await c.endpoints('manual');
+  // endpoints sorted: the mirroring controller's order is Go map order
+  return {
+    endpoints: ep && { labels: ep.metadata?.labels, subsets: ep.subsets },
+    slices: (await c.slices('manual'))
+      .map((s) => JSON.stringify({ managedBy: s.metadata?.labels?.['endpointslice.kubernetes.io/managed-by'], name: s.metadata?.name === 'manual-user' ? s.metadata.name : 'generated', endpoints: (s.endpoints ?? []).map((e) => JSON.stringify([e.addresses, e.conditions])).sort(), ports: s.ports }))
+      .sort(),
+  };
+}
+
+/** pods on a Node that is deleted: their slice entries (a new Service's) and their replacements once pod GC removed them */
+async function nodeDeletion(c: MoreCtx): Promise<Record<string, unknown>> {
+  const { core } = c.t;
+  await c.create(dep('gone', 2, 'kwok-3'));
+  await core.createNamespacedService({ namespace: MORE, body: svcBody('gone', { selector: { app: 'gone' }, ports: [{ name: 'http', port: 80, targetPort: 'http' }] }) });
+  await c.waitComplete('gone', 1);
+  await c.poll('gone: 2 ready pods in slices and Endpoints', async () => {
+    const s = await c.service('gone', 'app=gone');
+    return s.readyPods === 2 && s.slicesHoldAllPodIps && s.endpointsHoldAllPodIps;
+  });
+  await core.deleteNode({ name: 'kwok-3' });
+  await c.poll('kwok-3 gone', async () => core.readNode({ name: 'kwok-3' }).then(() => false, () => true));
+  // Services created after the Node is gone: the slices skip its pods unless publishNotReadyAddresses
+  await core.createNamespacedService({ namespace: MORE, body: svcBody('gone-new', { selector: { app: 'gone' }, ports: [{ name: 'http', port: 80, targetPort: 'http' }] }) });
+  await core.createNamespacedService({ namespace: MORE, body: svcBody('gone-pub', { publishNotReadyAddresses: true, selector: { app: 'gone' }, ports: [{ name: 'http', port: 80, targetPort: 'http' }] }) });
+  const afterDelete = await c.poll('gone-new / gone-pub reconciled', async () => {
+    const nw = await c.slices('gone-new');
+    const pub = await c.slices('gone-pub');
+    const live = (await c.pods('app=gone')).filter((p) => p.status?.podIP && !isTerminating(p)).length;
+    return managedSlices(nw).length === 1 && sliceEndpoints(pub) === live && epCounts(await c.endpoints('gone-new')).ready === live && epCounts(await c.endpoints('gone-pub')).ready === live && {
+      newService: await c.service('gone-new', 'app=gone'),
+      publishNotReady: await c.service('gone-pub', 'app=gone'),
+    };
+  });
+  // pod GC deletes the pods of the missing node (after its 40 s quarantine); replacements stay Pending
+  const replaced = await c.poll('gone: pods replaced after pod GC', async () => {
+    const ps = await c.pods('app=gone');
+    return ps.length === 2 && ps.every((p) => !p.spec?.nodeName) && sliceEndpoints(await c.slices('gone')) === 0 && epCounts(await c.endpoints('gone')).ready === 0 && ps;
+  }, 150_000);
+  void replaced;
+  return {
+    afterDelete,
+    replaced: { workload: await c.appState('gone'), service: await c.service('gone', 'app=gone'), newService: await c.service('gone-new', 'app=gone') },
+  };
+}
+
+/** bare pods on a node given two NoExecute taints, with tolerations of every shape */
+async function severalTolerations(c: MoreCtx): Promise<unknown> {
+  const { core } = c.t;
+  type Tol = { key?: string; operator: string; value?: string; effect?: string; tolerationSeconds?: number };
+  const bothForever: Tol[] = [{ key: TAINT_A, operator: 'Exists', effect: 'NoExecute' }, { key: TAINT_B, operator: 'Exists', effect: 'NoExecute' }];
+  const cases: Record<string, Tol[]> = {
+    none: [],
+    wildcard: [{ operator: 'Exists' }],
+    'both-forever': bothForever,
+    'a-only': [{ key: TAINT_A, operator: 'Exists', effect: 'NoExecute' }],
+    'mixed-1s': [{ key: TAINT_A, operator: 'Equal', value: 'x', effect: 'NoExecute', tolerationSeconds: 3600 }, { key: TAINT_B, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 1 }],
+    'zero-seconds': [{ key: TAINT_A, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 0 }, bothForever[1]!],
+    'wrong-value': [{ key: TAINT_A, operator: 'Equal', value: 'y', effect: 'NoExecute' }, bothForever[1]!],
+    'any-effect': [{ key: TAINT_A, operator: 'Exists' }, bothForever[1]!],
+    'hour-equal': [{ key: TAINT_A, operator: 'Equal', value: 'x', effect: 'NoExecute', tolerationSeconds: 3600 }, bothForever[1]!],
+    'noschedule-only': [{ key: TAINT_A, operator: 'Exists', effect: 'NoSchedule' }, bothForever[1]!],
+    'negative-seconds': [{ key: TAINT_A, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: -5 }, bothForever[1]!],
+    // the reference: evicted after 4 s; by then every 1 s toleration has run out too
+    ref: [{ key: TAINT_A, operator: 'Exists', effect: 'NoExecute' }, { key: TAINT_B, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 4 }],
+  };
+  for (const [name, tols] of Object.entries(cases)) {
+    await core.createNamespacedPod({
+      namespace: MORE,
+      body: { metadata: { name: `tl-${name}`, labels: { app: 'tl' } }, spec: { nodeName: 'kwok-4', terminationGracePeriodSeconds: 1, tolerations: [...kwokTolerations(), ...tols] as never, containers: [{ name: 'c', image: TEST_IMAGES.httpServer.name, imagePullPolicy: 'Never' }] } },
+    });
+  }
+  const n = Object.keys(cases).length;
+  await c.poll(`${n} tl pods ready`, async () => (await c.pods('app=tl')).filter(isReady).length === n);
+  const client = new KubeClient(c.t.kc);
+  const node = await client.get<V1Node>('/api/v1/nodes/kwok-4');
+  await client.mergePatch('/api/v1/nodes/kwok-4', { spec: { taints: [...(node.spec?.taints ?? []), { key: TAINT_A, value: 'x', effect: 'NoExecute' }, { key: TAINT_B, effect: 'NoExecute' }] } });
+  await c.poll('tl-ref evicted', async () => {
+    const ref = await core.readNamespacedPod({ name: 'tl-ref', namespace: MORE }).catch(() => undefined);
+    return !ref || isTerminating(ref);
+  }, 60_000);
+  const ps = await c.pods('app=tl');
+  return Object.keys(cases)
+    .sort()
+    .map((k) => {
+      const p = ps.find((x) => x.metadata!.name === `tl-${k}`);
+      return `${k}: ${!p || isTerminating(p) ? 'evicted' : 'kept'}`;
+    });
+}
+
+/** terminating pods (one ready, one not) held by a finalizer: replacements, status counts, slices */
+async function terminating(c: MoreCtx): Promise<unknown> {
+  const { core, apps } = c.t;
+  await core.createNamespacedService({ namespace: MORE, body: svcBody('term', { selector: { app: 'term' }, ports: [{ name: 'http', port: 80, targetPort: 'http' }] }) });
+  await c.create(dep('term', 3));
+  await c.waitComplete('term', 1);
+  const [a, b] = (await c.pods('app=term')).sort((x, y) => x.metadata!.name!.localeCompare(y.metadata!.name!));
+  await markNotReady(c.t, a!);
+  for (const p of [a!, b!]) {
+    await core.patchNamespacedPod({ name: p.metadata!.name!, namespace: MORE, body: [{ op: 'add', path: '/metadata/finalizers', value: ['conf.ulysses.io/hold'] }] }, undefined);
+    await core.deleteNamespacedPod({ name: p.metadata!.name!, namespace: MORE });
+  }
+  const state = async () => {
+    const rs = (await apps.listNamespacedReplicaSet({ namespace: MORE, labelSelector: 'app=term' })).items[0]!;
+    const d = await apps.readNamespacedDeployment({ name: 'term', namespace: MORE });
+    return {
+      replicaSet: { spec: rs.spec?.replicas, ...rs.status, conditions: conds(rs.status?.conditions) },
+      deployment: { ...d.status, conditions: conds(d.status?.conditions) },
+      service: await c.service('term', 'app=term'),
+      endpoints: epCounts(await c.endpoints('term')),
+    };
+  };
+  return c.poll('term: 3 ready replacements, 2 terminating pods in the slices only', async () => {
+    const ps = await c.pods('app=term');
+    const s = await state();
+    return ps.filter(isReady).length === 3 && ps.filter(isTerminating).length === 2 && complete(await apps.readNamespacedDeployment({ name: 'term', namespace: MORE })) && sliceEndpoints(await c.slices('term')) === 5 && s.endpoints.ready === 3 && s.endpoints.notReady === 0 && s.replicaSet.readyReplicas === 3 && s;
+  });
+}
+
+/** the quota scenario's Deployment after its quota is raised and it is resized: the failure conditions go */
+async function quotaLifted(c: MoreCtx): Promise<unknown> {
+  const { core, apps } = c.t;
+  const qns = `${ns}-quota`;
+  await core.patchNamespacedResourceQuota({ name: 'pods', namespace: qns, body: [{ op: 'replace', path: '/spec/hard/pods', value: '4' }] }, undefined);
+  await c.poll('quota raised', async () => (await core.readNamespacedResourceQuota({ name: 'pods', namespace: qns })).status?.hard?.pods === '4');
+  await c.patchDeployment('quota', [{ op: 'replace', path: '/spec/replicas', value: 4 }], qns);
+  await c.waitComplete('quota', 2, qns);
+  return c.poll('quota: no ReplicaFailure left', async () => {
+    const d = await apps.readNamespacedDeployment({ name: 'quota', namespace: qns });
+    const rss = (await apps.listNamespacedReplicaSet({ namespace: qns })).items;
+    const none = !d.status?.conditions?.some((x) => x.type === 'ReplicaFailure') && rss.every((r) => !r.status?.conditions?.some((x) => x.type === 'ReplicaFailure'));
+    return none && c.appState('quota', qns);
+  });
+}
+
+/** A scenario's outcome; one that fails is recorded as such (its first line) and logged whole: the others still count. */
+async function outcome(name: string, run: () => Promise<unknown>): Promise<unknown> {
+  try {
+    return await run();
+  } catch (err) {
+    console.log(`scenario ${name} failed: ${(err as Error).stack}`);
+    return { failed: (err as Error).message.split('\n')[0]!.replace(/ \(last error.*$/, '').replace(/timed out after \d+ ms/, 'timed out') };
+  }
+}
+
+/** Starts the independent scenarios (extra KWOK nodes first); `quotaLifted` needs extraScenarios' quota first. */
+async function moreScenarios(t: TestbedContext): Promise<Record<string, unknown>> {
+  await ensureNamespace(t.core, MORE);
+  for (const name of ['kwok-3', 'kwok-4', 'kwok-5']) {
+    const n = kwokNode(name);
+    n.spec!.taints = [...(n.spec!.taints ?? []), { key: RESERVED, effect: 'NoSchedule' }];
+    await t.core.createNode({ body: n });
+  }
+  await pollUntil('kwok-3..5 Ready', async () => {
+    const nodes = await Promise.all(['kwok-3', 'kwok-4', 'kwok-5'].map((name) => t.core.readNode({ name })));
+    return nodes.every((n) => n.status?.conditions?.some((x) => x.type === 'Ready' && x.status === 'True'));
+  }, { timeoutMs: 60_000 });
+  const c = moreCtx(t);
+  const named: [string, () => Promise<unknown>][] = [
+    ['percentAndProportional', () => percentAndProportional(c)],
+    ['paused', () => paused(c)],
+    ['rollback', () => rollback(c)],
+    ['historyLimit', () => historyLimit(c)],
+    ['progressDeadline', () => progressDeadline(c)],
+    ['adoption', () => adoption(c)],
+    ['orphanAndReadopt', () => orphanAndReadopt(c)],
+    ['publishNotReady', () => publishNotReady(c)],
+    ['headlessNoPorts', () => headlessNoPorts(c)],
+    ['namedPorts', () => namedPorts(c)],
+    ['selectorless', () => selectorless(c)],
+    ['nodeDeletion', () => nodeDeletion(c)],
+    ['severalTolerations', () => severalTolerations(c)],
+    ['terminating', () => terminating(c)],
+  ];
+  const out: Record<string, unknown> = {};
+  await Promise.all(named.map(async ([k, run]) => (out[k] = await outcome(k, run))));
+  // results with two outcomes are flattened: each outcome is one compared scenario
+  const flat: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(out)) {
+    if (k === 'percentAndProportional' || k === 'adoption') Object.assign(flat, v as object);
+    else flat[k] = v;
+  }
+  return flat;
+}
+
 function normalize(t: TestbedContext, deps: V1Deployment[], rss: V1ReplicaSet[], pods: V1Pod[], slices: V1EndpointSlice[], webReadyIps: string[], epIps: string[]): unknown {
   void t;
   const byName = <T extends { metadata?: { name?: string } }>(a: T, b: T) => a.metadata!.name!.localeCompare(b.metadata!.name!);
@@ -362,12 +879,43 @@ for (const mode of MODES) {
   });
 }
 
+/**
+ * Outcomes left out of the comparison, each a difference from kube-controller-manager listed in
+ * controller-manager/README.md "Differences": key of `more` -> why. Printed on every run.
+ */
+const KNOWN_DIFFERENCES: Record<string, string> = {};
+
+/** a result without the known differences (the outcomes themselves are kept in the JSON dump) */
+function comparable(r: unknown): unknown {
+  const { more, ...rest } = r as { more?: Record<string, unknown> };
+  return { ...rest, more: Object.fromEntries(Object.entries(more ?? {}).filter(([k]) => !(k in KNOWN_DIFFERENCES))) };
+}
+
+/** names of the compared scenarios: the first three steps, the extra ones, the further ones */
+function scenarioNames(r: unknown): string[] {
+  const x = r as { extra: Record<string, unknown>; more: Record<string, unknown> };
+  return ['scaleUp', 'rollingUpdate', 'taintEviction', ...Object.keys(x.extra), ...Object.keys(x.more)];
+}
+
 describe('comparison', () => {
   it.each(MODES)('Ulysses in %s mode reaches the same normalized end state as kube-controller-manager', (mode) => {
     expect(results.kcm).toBeDefined();
     expect(results[mode]).toBeDefined();
     writeFileSync(`${runDir}-normalized.json`, JSON.stringify(results, null, 2));
-    expect(results[mode]).toEqual(results.kcm);
+    const known = Object.entries(KNOWN_DIFFERENCES);
+    console.log(`${mode}: ${scenarioNames(results.kcm).length} scenarios compared; known differences left out: ${known.length ? known.map(([k, why]) => `${k} (${why})`).join('; ') : 'none'}`);
+    expect(comparable(results[mode])).toEqual(comparable(results.kcm));
+  });
+
+  it('every scenario ran to its end on kube-controller-manager', () => {
+    expect(results.kcm).toBeDefined();
+    const more = (results.kcm as { more: Record<string, { failed?: string }> }).more;
+    expect(Object.entries(more).filter(([, v]) => v && typeof v === 'object' && 'failed' in v)).toEqual([]);
+  });
+
+  it('there are at least 20 compared scenarios', () => {
+    expect(results.kcm).toBeDefined();
+    expect(scenarioNames(results.kcm).filter((k) => !(k in KNOWN_DIFFERENCES)).length).toBeGreaterThanOrEqual(20);
   });
 
   it('the compared state is the scenarios\' (kcm shows what each scenario is about)', () => {
@@ -386,5 +934,14 @@ describe('comparison', () => {
     expect(x.quota.deployment.unavailableReplicas).toBe(1);
     expect(x.quota.deployment.conditions.some((c: string) => c.startsWith('ReplicaFailure=True'))).toBe(true);
     expect(x.twoTolerations).toEqual({ keptPods: 2, disruptionTargets: 0 });
+    const m = (results.kcm as { more: Record<string, any> }).more;
+    // upstream GetMatchingTolerations / getMinTolerationTime, per pod: the first toleration matching each taint
+    expect(m.severalTolerations).toEqual([
+      'a-only: evicted', 'any-effect: kept', 'both-forever: kept', 'hour-equal: kept', 'mixed-1s: evicted', 'negative-seconds: evicted',
+      'none: evicted', 'noschedule-only: evicted', 'ref: evicted', 'wildcard: kept', 'wrong-value: evicted', 'zero-seconds: evicted',
+    ]);
+    expect(m.orphanAndReadopt.sameReplicaSet && m.orphanAndReadopt.samePods).toBe(true);
+    // upstream RepackSubsets: ports with the same address set share a subset
+    expect(m.namedPorts.endpoints.subsets.map((x: string) => JSON.parse(x)).map((x: { ports: string[]; ready: number }) => [x.ports.map((p) => JSON.parse(p).port), x.ready])).toEqual([[[9090], 3], [[8080], 1], [[8081], 1]]);
   });
 });

@@ -77,6 +77,37 @@ describe('deployment helpers', () => {
     expect([...down.values()]).toEqual([0, 0]);
   });
 
+  it('proportional scaling: the rolling update of the conformance scenario (10 -> 20, 25 % surge) gives old 15, new 10', () => {
+    // 10 replicas, surge ceil(2.5) = 3: the rollout stops at old 8 + new 5 (max-replicas 13); at 20 (surge 5): 25
+    // allowed, 12 to add, old round(8 * 25 / 13) = 15, new round(5 * 25 / 13) = 10
+    const d = dep(20, '25%', '25%');
+    const sizes = proportionalSizes(d, [rs('old', 8, '2020-01-01', 13), rs('new', 5, '2020-01-02', 13)]);
+    expect(Object.fromEntries(sizes)).toEqual({ old: 15, new: 10 });
+  });
+
+  // upstream TestScale (pkg/controller/deployment/sync_test.go), the cases that reach proportional
+  // scaling (two or more active ReplicaSets, the new one not saturated): the old Deployment's size and
+  // surge give each ReplicaSet's max-replicas annotation; newDeployment's surge and unavailable default to 0.
+  it.each([
+    // name, [old replicas, old surge], [new replicas, new surge], RSs newest first [name, size], expected sizes
+    ['proportional scaling: 5 -> 10', [5, 0], [10, 0], [['foo-v2', 2], ['foo-v1', 3]], { 'foo-v2': 4, 'foo-v1': 6 }],
+    ['proportional scaling: 5 -> 3', [5, 0], [3, 0], [['foo-v2', 2], ['foo-v1', 3]], { 'foo-v2': 1, 'foo-v1': 2 }],
+    ['proportional scaling: 9 -> 4', [9, 0], [4, 0], [['foo-v2', 8], ['foo-v1', 1]], { 'foo-v2': 4, 'foo-v1': 0 }],
+    ['proportional scaling: 7 -> 10', [7, 0], [10, 0], [['foo-v3', 2], ['foo-v2', 3], ['foo-v1', 2]], { 'foo-v3': 3, 'foo-v2': 4, 'foo-v1': 3 }],
+    ['proportional scaling: 13 -> 8', [13, 0], [8, 0], [['foo-v3', 2], ['foo-v2', 8], ['foo-v1', 3]], { 'foo-v3': 1, 'foo-v2': 5, 'foo-v1': 2 }],
+    ['leftover distribution: 3 -> 4', [3, 0], [4, 0], [['foo-v3', 1], ['foo-v2', 1], ['foo-v1', 1]], { 'foo-v3': 2, 'foo-v2': 1, 'foo-v1': 1 }],
+    ['leftover distribution: 3 -> 2', [3, 0], [2, 0], [['foo-v3', 1], ['foo-v2', 1], ['foo-v1', 1]], { 'foo-v3': 1, 'foo-v2': 1, 'foo-v1': 0 }],
+    ['proportional scaling (no new rs): 4 -> 5', [4, 0], [5, 0], [['foo-v2', 2], ['foo-v1', 2]], { 'foo-v2': 3, 'foo-v1': 2 }],
+    ['proportional scaling: 6 -> 0', [6, 0], [0, 0], [['foo-v3', 3], ['foo-v2', 2], ['foo-v1', 1]], { 'foo-v3': 0, 'foo-v2': 0, 'foo-v1': 0 }],
+    ['deployment with surge pods', [10, 2], [20, 2], [['foo-v2', 6], ['foo-v1', 6]], { 'foo-v2': 11, 'foo-v1': 11 }],
+    ['change both surge and size', [10, 3], [50, 6], [['foo-v2', 5], ['foo-v1', 8]], { 'foo-v2': 22, 'foo-v1': 34 }],
+    ['change both size and template', [10, 0], [14, 0], [['foo-v2', 7], ['foo-v1', 3]], { 'foo-v2': 10, 'foo-v1': 4 }],
+  ] as const)('upstream TestScale: %s', (_name, [oldReplicas, oldSurge], [replicas, surge], sets, expected) => {
+    const days = sets.length;
+    const all = sets.map(([name, size], i) => rs(name, size, `2016-05-${String(20 + days - i).padStart(2, '0')}`, oldReplicas + oldSurge));
+    expect(Object.fromEntries(proportionalSizes(dep(replicas, surge, 0), all))).toEqual(expected);
+  });
+
   it('old ReplicaSets of a rolling update: unhealthy replicas first, then available ones beyond minAvailable, oldest first; never scaled up', () => {
     const withStatus = (r: V1ReplicaSet, available: number) => ({ ...r, status: { replicas: r.spec!.replicas!, availableReplicas: available } });
     const d = dep(4, 1, 0);
@@ -155,5 +186,56 @@ describe('fenceposts (upstream TestResolveFenceposts)', () => {
     ['5', '1'],
   ])('maxSurge %s maxUnavailable %s: an error naming the field', (s, u) => {
     expect(() => resolveFenceposts(dep(10, s, u), 10)).toThrow(/Deployment ns\/d: spec\.strategy\.rollingUpdate\.max(Surge|Unavailable): invalid value/);
+  });
+});
+
+describe('progress deadline (upstream syncRolloutStatus, requeueStuckDeployment)', () => {
+  // a Deployment whose 2 new pods never schedule, as the API returns it: zero counts omitted
+  const T = Date.parse('2026-01-01T00:00:02Z');
+  const stuck = (): V1Deployment => ({
+    metadata: { name: 'd', namespace: 'n', generation: 1 },
+    spec: { replicas: 2, progressDeadlineSeconds: 2, selector: { matchLabels: { a: 'b' } }, strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: '25%' as never, maxUnavailable: '25%' as never } }, template: {} },
+    status: {
+      observedGeneration: 1,
+      replicas: 2,
+      updatedReplicas: 2,
+      unavailableReplicas: 2,
+      terminatingReplicas: 0,
+      conditions: [
+        { type: 'Available', status: 'False', reason: 'MinimumReplicasUnavailable', message: 'Deployment does not have minimum availability.', lastUpdateTime: new Date(T - 2000), lastTransitionTime: new Date(T - 2000) },
+        { type: 'Progressing', status: 'True', reason: 'ReplicaSetUpdated', message: 'ReplicaSet "d-1" is progressing.', lastUpdateTime: new Date(T), lastTransitionTime: new Date(T - 2000) },
+      ],
+    },
+  });
+  const newRS = { metadata: { name: 'd-1' }, spec: { replicas: 2, selector: {} }, status: { replicas: 2, fullyLabeledReplicas: 2, observedGeneration: 1, terminatingReplicas: 0 } } as V1ReplicaSet;
+  const controller = async (now: number) => {
+    const { DeploymentController } = await import('../../controller-manager/controllers/deployment.ts');
+    const { pino } = await import('pino');
+    const c = new DeploymentController({ client: {} as never, deployments: {} as never, replicaSets: {} as never, pods: {} as never, criticality: {} as never, enqueue: () => {}, log: pino({ level: 'silent' }), now: () => now });
+    const puts: V1Deployment['status'][] = [];
+    (c as unknown as { putStatus: (d: V1Deployment, s: V1Deployment['status']) => Promise<void> }).putStatus = async (_d, s) => void puts.push(s);
+    const sync = (d: V1Deployment) => (c as unknown as { syncRolloutStatus: (d: V1Deployment, all: V1ReplicaSet[], n: V1ReplicaSet) => Promise<{ requeueAfterMs?: number } | void> }).syncRolloutStatus(d, [newRS], newRS);
+    return { sync, puts };
+  };
+
+  it('an unchanged status (zero counts omitted by the API) is not written; the key comes back after the deadline (+1 s)', async () => {
+    const { sync, puts } = await controller(T + 500);
+    expect(await sync(stuck())).toEqual({ requeueAfterMs: 2500 });
+    expect(puts).toEqual([]);
+  });
+
+  it('past the deadline: Progressing=False, ProgressDeadlineExceeded', async () => {
+    const { sync, puts } = await controller(T + 3000);
+    expect(await sync(stuck())).toBeUndefined();
+    expect(puts).toHaveLength(1);
+    expect(puts[0]!.conditions!.find((c) => c.type === 'Progressing')).toMatchObject({ status: 'False', reason: 'ProgressDeadlineExceeded', message: 'ReplicaSet "d-1" has timed out progressing.' });
+  });
+
+  it('deploymentStatusEqual: omitted zero counts and empty strings equal their zero values; pointers (terminatingReplicas) and times do not', async () => {
+    const { deploymentStatusEqual } = await import('../../controller-manager/controllers/deployment.ts');
+    expect(deploymentStatusEqual({ replicas: 0, readyReplicas: 0, conditions: [{ type: 'A', status: 'True', message: '' }] }, { conditions: [{ type: 'A', status: 'True' }] })).toBe(true);
+    expect(deploymentStatusEqual({ terminatingReplicas: 0 }, {})).toBe(false);
+    expect(deploymentStatusEqual({ conditions: [{ type: 'A', status: 'True', lastUpdateTime: '2026-01-01T00:00:00Z' as never }] }, { conditions: [{ type: 'A', status: 'True', lastUpdateTime: new Date('2026-01-01T00:00:00Z') }] })).toBe(true);
+    expect(deploymentStatusEqual({ conditions: [{ type: 'A', status: 'True', lastUpdateTime: new Date(1000) }] }, { conditions: [{ type: 'A', status: 'True', lastUpdateTime: new Date(2000) }] })).toBe(false);
   });
 });

@@ -140,3 +140,40 @@ describe('EndpointsController', () => {
     await expect(h.c.reconcile('ns/foo')).resolves.toBeUndefined();
   });
 });
+
+describe('subsets packed as upstream RepackSubsets (pkg/api/v1/endpoints TestPackSubsets): ports with the same address set share a subset', () => {
+  const withPorts = (name: string, ip: string, ready: boolean, ports: [string, number][]): V1Pod => {
+    const p = pod(name, 'Running', ready, false, [ip]);
+    p.spec!.containers[0]!.ports = ports.map(([n, containerPort]) => ({ name: n, containerPort, protocol: 'TCP' }));
+    return p;
+  };
+  const named = (...names: string[]) => svc({ ports: names.map((n, i) => ({ name: n, port: 80 + i, protocol: 'TCP', targetPort: n as never })) });
+  const shape = (subsets: V1EndpointSubset[]) =>
+    subsets.map((s) => ({ ready: (s.addresses ?? []).map((a) => a.ip), notReady: (s.notReadyAddresses ?? []).map((a) => a.ip), ports: (s.ports ?? []).map((p) => p.port) })).sort((a, b) => a.ports[0]! - b.ports[0]!);
+
+  it('"four sets, three ips, three ports, jumbled": {1.2.3.4, 1.2.3.6: 111}, {1.2.3.5: 222, 333}', () => {
+    const pods = [withPorts('a', '1.2.3.4', true, [['p1', 111]]), withPorts('b', '1.2.3.5', true, [['p2', 222], ['p3', 333]]), withPorts('c', '1.2.3.6', true, [['p1', 111]])];
+    expect(shape(desiredSubsets(named('p1', 'p2', 'p3'), pods).subsets)).toEqual([
+      { ready: ['1.2.3.4', '1.2.3.6'], notReady: [], ports: [111] },
+      { ready: ['1.2.3.5'], notReady: [], ports: [222, 333] },
+    ]);
+  });
+
+  it('"four sets, three mixed ips, three ports, jumbled": the not-ready address keeps its two ports in one subset', () => {
+    const pods = [withPorts('a', '1.2.3.4', true, [['p1', 111]]), withPorts('b', '1.2.3.5', false, [['p2', 222], ['p3', 333]]), withPorts('c', '1.2.3.6', true, [['p1', 111]])];
+    expect(shape(desiredSubsets(named('p1', 'p2', 'p3'), pods).subsets)).toEqual([
+      { ready: ['1.2.3.4', '1.2.3.6'], notReady: [], ports: [111] },
+      { ready: [], notReady: ['1.2.3.5'], ports: [222, 333] },
+    ]);
+  });
+
+  it('a named port with another number per pod and missing on a third pod (the conformance scenario namedPorts)', () => {
+    const s = svc({ ports: [{ name: 'web', port: 80, protocol: 'TCP', targetPort: 'http' as never }, { name: 'metrics', port: 9090, protocol: 'TCP', targetPort: 9090 as never }] });
+    const pods = [withPorts('a', '10.0.0.1', true, [['http', 8080]]), withPorts('b', '10.0.0.2', true, [['http', 8081]]), withPorts('c', '10.0.0.3', true, [['other', 7000]])];
+    expect(shape(desiredSubsets(s, pods).subsets)).toEqual([
+      { ready: ['10.0.0.1'], notReady: [], ports: [8080] },
+      { ready: ['10.0.0.2'], notReady: [], ports: [8081] },
+      { ready: ['10.0.0.1', '10.0.0.2', '10.0.0.3'], notReady: [], ports: [9090] },
+    ]);
+  });
+});
