@@ -117,7 +117,7 @@ describe('deployment helpers', () => {
     // the new pod not available yet: nothing may go (maxUnavailable 0)
     expect(sizes(planOldReplicaSets(d, [withStatus(rs('old', 4, '2026-01-01'), 4)], withStatus(rs('new', 1, '2026-01-02'), 0)))).toEqual({});
     // the CI case: old scaled 4 -> 3 by us, its status still says 4 available; new 2/2 available.
-    // Cleanup used to compute min(1, 3 - 4) = -1 and scale the old ReplicaSet back UP to 4 (6 in total).
+    // a cleanup computing min(1, 3 - 4) = -1 from the stale status would scale the old ReplicaSet back UP to 4 (6 in total)
     const stale = withStatus(rs('old', 3, '2026-01-01'), 4);
     expect(planOldReplicaSets(d, [stale], withStatus(rs('new', 2, '2026-01-02'), 2))).toEqual({ staleStatus: stale });
     // unhealthy old replicas are cleaned up within what the new ReplicaSet's unavailable pods leave
