@@ -244,7 +244,7 @@ describe('UlyssesConfig on the apiserver', () => {
     const r = await kubectl(['get', 'ulyssesconfigs', ULYSSES_CONFIG_NAME]);
     expect(r.code).toBe(0);
     const [head, row] = r.stdout.trim().split('\n').map((l) => l.trim().split(/\s+/));
-    expect(head).toEqual(['NAME', 'REPLICASET', 'SHIM', 'ASSURANCE', 'REALTIME', 'TDMA', 'APF', 'AGE']);
+    expect(head).toEqual(['NAME', 'REPLICASET', 'SHIM', 'ASSURANCE', 'REALTIME', 'TDMA', 'APF', 'SLO', 'AGE']);
     expect(row!.slice(0, 7)).toEqual(['default', 'vanilla', 'vanilla', 'false', 'false', 'false', 'true']);
   });
 });

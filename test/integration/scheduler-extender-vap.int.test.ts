@@ -30,10 +30,14 @@ function collection(o: { apiVersion: string; kind: string; metadata: { namespace
     ServiceAccount: `/api/v1/namespaces/${o.metadata.namespace}/serviceaccounts`,
     ClusterRole: '/apis/rbac.authorization.k8s.io/v1/clusterroles',
     ClusterRoleBinding: '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
+    Role: `/apis/rbac.authorization.k8s.io/v1/namespaces/${o.metadata.namespace}/roles`,
+    RoleBinding: `/apis/rbac.authorization.k8s.io/v1/namespaces/${o.metadata.namespace}/rolebindings`,
     ValidatingAdmissionPolicy: '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies',
     ValidatingAdmissionPolicyBinding: '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings',
   };
-  return paths[o.kind]!;
+  const path = paths[o.kind];
+  if (!path) throw new Error(`${DIR}: no collection path for kind ${o.kind}`);
+  return path;
 }
 
 function pod(name: string, annotations: Record<string, string> = {}): V1Pod {
