@@ -37,3 +37,18 @@ export function isPodAvailable(p: V1Pod, minReadySeconds: number, now: number): 
   const since = c.lastTransitionTime ? new Date(c.lastTransitionTime).getTime() : 0;
   return since > 0 && since + minReadySeconds * 1000 <= now;
 }
+
+/** Container waiting reasons that no retry fixes by itself (the image is missing, the config is wrong). */
+export const FATAL_WAITING_REASONS: ReadonlySet<string> = new Set([
+  'ErrImageNeverPull',
+  'ErrImagePull',
+  'ImagePullBackOff',
+  'InvalidImageName',
+  'CreateContainerConfigError',
+  'CreateContainerError',
+]);
+
+/** The first container (init containers included) of `p` waiting for a {@link FATAL_WAITING_REASONS} reason. */
+export function fatallyWaitingContainer(p: V1Pod) {
+  return [...(p.status?.initContainerStatuses ?? []), ...(p.status?.containerStatuses ?? [])].find((s) => s.state?.waiting?.reason && FATAL_WAITING_REASONS.has(s.state.waiting.reason));
+}

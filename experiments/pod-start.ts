@@ -6,18 +6,10 @@
  * reason, instead of timing out minutes later.
  */
 import type { CoreV1Api, CoreV1Event, V1Pod } from '@kubernetes/client-node';
-import { isPodReady } from '../core/objects.ts';
+import { fatallyWaitingContainer, isPodReady } from '../core/objects.ts';
 import { FatalError } from './testbed/processes.ts';
 
-/** Container waiting reasons that end the wait: none of them resolves by itself on this testbed. */
-export const FATAL_WAITING_REASONS: ReadonlySet<string> = new Set([
-  'ErrImageNeverPull',
-  'ErrImagePull',
-  'ImagePullBackOff',
-  'InvalidImageName',
-  'CreateContainerConfigError',
-  'CreateContainerError',
-]);
+export { FATAL_WAITING_REASONS } from '../core/objects.ts';
 
 /** Warning events that end the wait once a pod has had this many of them. */
 export const FATAL_EVENT_REASONS: Readonly<Record<string, number>> = { FailedCreatePodSandBox: 3 };
@@ -34,8 +26,7 @@ export function podStartProblems(pods: readonly V1Pod[], events: readonly CoreV1
   for (const p of pods) {
     const key = podKey(p.metadata?.namespace, p.metadata?.name);
     if (!waiting.has(key)) continue;
-    const statuses = [...(p.status?.initContainerStatuses ?? []), ...(p.status?.containerStatuses ?? [])];
-    const stuck = statuses.find((s) => s.state?.waiting?.reason && FATAL_WAITING_REASONS.has(s.state.waiting.reason));
+    const stuck = fatallyWaitingContainer(p);
     if (stuck) out.push(`pod ${key} on ${p.spec?.nodeName ?? '(unscheduled)'}: container ${stuck.name} ${stuck.state!.waiting!.reason}: ${stuck.state!.waiting!.message ?? ''}`.trimEnd());
   }
   const counted = new Map<string, { n: number; reason: string; message: string }>();

@@ -18,19 +18,19 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, DiscoveryV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
-import { parse as parseYaml, parseAllDocuments, stringify as stringifyYaml } from 'yaml';
-import { isNodeReady, isPodReady } from '../core/objects.ts';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { fatallyWaitingContainer, isNodeReady, isPodReady } from '../core/objects.ts';
 import { FatalError, pollUntil } from '../core/poll.ts';
 import type { UlyssesConfig } from '../core/runtime-config.ts';
 import { statusRows } from '../core/runtime-status.ts';
-import { COMPONENT_OBJECTS, MANIFESTS_DIR, objectId, ULYSSES_CONFIG_NAME, ULYSSES_NAMESPACE, type Component, type K8sObject } from './overlays.ts';
+import { COMPONENT_OBJECTS, kcmControllersFromPatch, MANIFESTS_DIR, objectId, renderOverlay, ULYSSES_CONFIG_NAME, ULYSSES_NAMESPACE, type Component, type K8sObject } from './overlays.ts';
 
 /** Install order; uninstall is the reverse. */
 export const INSTALL_ORDER: readonly Component[] = ['apf', 'controller-manager', 'scheduler-extender', 'kubelet-shim'];
 
 /** The flag manifests/kubeadm/patches/control-plane/kube-controller-manager+json.yaml adds. */
-export const KCM_CONTROLLERS_FLAG = '--controllers=*,bootstrapsigner,tokencleaner,-replicaset-controller,-deployment-controller,-endpoints-controller,-endpointslice-controller,-taint-eviction-controller';
-export const SCHEDULER_CONFIG_FLAG = '--config=/etc/kubernetes/ulysses/kube-scheduler-config.yaml';
+export const KCM_CONTROLLERS_FLAG = `--controllers=${kcmControllersFromPatch()}`;
+
 
 /** Paths on a node (as the node sees them). */
 export const NODE_PATHS = {
@@ -42,6 +42,7 @@ export const NODE_PATHS = {
   shimKubeconfig: '/etc/ulysses/kubelet-shim.kubeconfig',
   kubeletEndpointsBackup: '/etc/ulysses/kubelet-endpoints.yaml',
 } as const;
+export const SCHEDULER_CONFIG_FLAG = `--config=${NODE_PATHS.schedulerConfig}`;
 
 export interface InstallNode {
   name: string;
@@ -131,11 +132,8 @@ const RBAC_KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding
 const NOT_INSTALLED = new Set(['DaemonSet/ulysses-kubelet-shim']);
 
 /** The objects of `overlays/kubeadm` rendered by kubectl, with `image` set on every Ulysses container. */
-export async function renderInstall(o: Pick<InstallOptions, 'kubeconfig' | 'kubectl' | 'image'>): Promise<K8sObject[]> {
-  const yaml = await kubectl(o, ['kustomize', join(MANIFESTS_DIR, 'overlays', 'kubeadm')]);
-  const objects = parseAllDocuments(yaml)
-    .map((d) => d.toJS({ maxAliasCount: 0 }) as K8sObject | null)
-    .filter((x): x is K8sObject => !!x);
+export async function renderInstall(o: Pick<InstallOptions, 'kubectl' | 'image'>): Promise<K8sObject[]> {
+  const { objects } = await renderOverlay('kubeadm', o.kubectl ?? 'kubectl');
   if (o.image) {
     for (const obj of objects) {
       const spec = (obj as { spec?: { template?: { spec?: { containers?: Array<{ image?: string }> } } } }).spec?.template?.spec;
@@ -279,14 +277,11 @@ function podState(p: V1Pod): string {
   return `${p.status?.phase ?? 'no phase'}${isPodReady(p) ? ', Ready' : ''}${waiting.length ? ` (${waiting.join(', ')})` : ''}`;
 }
 
-/** Reasons a container will not start by itself (the image is missing, the command is wrong). */
-const FATAL_WAITING = new Set(['ErrImageNeverPull', 'ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'CreateContainerConfigError', 'CreateContainerError']);
 function stuckReason(p: V1Pod): string | undefined {
-  for (const c of p.status?.containerStatuses ?? []) {
-    const w = c.state?.waiting;
-    if (w?.reason && FATAL_WAITING.has(w.reason)) return `${p.metadata?.name}: ${w.reason}: ${w.message ?? ''}`.trim();
-    if (w?.reason === 'CrashLoopBackOff' && (c.restartCount ?? 0) >= 3) return `${p.metadata?.name}: CrashLoopBackOff (${c.restartCount} restarts; kubectl -n ${ULYSSES_NAMESPACE} logs ${p.metadata?.name} --previous)`;
-  }
+  const fatal = fatallyWaitingContainer(p);
+  if (fatal) return `${p.metadata?.name}: ${fatal.state!.waiting!.reason}: ${fatal.state!.waiting!.message ?? ''}`.trim();
+  const looping = (p.status?.containerStatuses ?? []).find((c) => c.state?.waiting?.reason === 'CrashLoopBackOff' && (c.restartCount ?? 0) >= 3);
+  if (looping) return `${p.metadata?.name}: CrashLoopBackOff (${looping.restartCount} restarts; kubectl -n ${ULYSSES_NAMESPACE} logs ${p.metadata?.name} --previous)`;
   return undefined;
 }
 
