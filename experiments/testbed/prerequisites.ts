@@ -26,6 +26,8 @@ export interface HostProbe {
   /** A command on PATH. */
   onPath(cmd: string): boolean;
   fileContains(path: string, text: string): boolean;
+  /** A file (of any kind) at this absolute path. */
+  exists(path: string): boolean;
 }
 
 export const hostProbe: HostProbe = {
@@ -44,6 +46,9 @@ export const hostProbe: HostProbe = {
   fileContains(path, text) {
     return existsSync(path) && readFileSync(path, 'utf8').includes(text);
   },
+  exists(path) {
+    return existsSync(path);
+  },
 };
 
 const CNI_DIR = '/usr/lib/cni';
@@ -60,6 +65,8 @@ export const TESTBED_PREREQUISITES: readonly Prerequisite[] = [
   { what: 'ip (iproute2)', present: (h) => h.onPath('ip'), debianPackage: 'iproute2' },
   { what: 'openssl', present: (h) => h.onPath('openssl'), debianPackage: 'openssl' },
   { what: 'gcc (builds the static test images)', present: (h) => h.onPath(process.env.CC ?? 'gcc'), debianPackage: 'gcc' },
+  // gcc without its recommended libc6-dev has no headers and no static libc to link the images with
+  { what: 'C library headers and static libc (/usr/include/errno.h)', present: (h) => h.exists('/usr/include/errno.h'), debianPackage: 'libc6-dev' },
   { what: 'taskset (util-linux)', present: (h) => h.onPath('taskset'), debianPackage: 'util-linux' },
   {
     what: 'the overlay filesystem (containerd snapshotter)',

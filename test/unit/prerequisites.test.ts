@@ -20,11 +20,12 @@ function fakeHost(o: { root?: boolean; files?: string[]; cmds?: string[]; overla
     executable: (p) => files.has(p),
     onPath: (c) => cmds.has(c),
     fileContains: (p, t) => (p === '/proc/filesystems' && t === 'overlay' ? o.overlay ?? true : p === '/proc/mounts' ? o.cgroups ?? true : false),
+    exists: (p) => files.has(p),
   };
 }
 
 const complete = {
-  files: ['/usr/sbin/runc', '/usr/lib/cni/bridge', '/usr/lib/cni/host-local', '/usr/lib/cni/loopback'],
+  files: ['/usr/sbin/runc', '/usr/lib/cni/bridge', '/usr/lib/cni/host-local', '/usr/lib/cni/loopback', '/usr/include/errno.h'],
   cmds: ['ip', 'openssl', 'gcc', 'taskset', 'go', 'apt-get'],
 };
 
@@ -35,7 +36,7 @@ describe('testbed prerequisites', () => {
   });
 
   it('the fresh machine of the newcomer report: runc and the CNI plugins missing -> two packages, once each', () => {
-    const host = fakeHost({ ...complete, files: [] });
+    const host = fakeHost({ ...complete, files: complete.files.filter((f) => !f.startsWith('/usr/sbin') && !f.startsWith('/usr/lib/cni')) });
     const plan = planPrerequisites(TESTBED_PREREQUISITES, host);
     expect(plan.missing.map((m) => m.what)).toEqual([
       'runc (/usr/sbin/runc)',
@@ -48,7 +49,7 @@ describe('testbed prerequisites', () => {
   });
 
   it('as root with apt-get: installs the packages, prints what, and checks again', () => {
-    const host = fakeHost({ ...complete, files: [] });
+    const host = fakeHost({ ...complete, files: ['/usr/include/errno.h'] });
     const calls: string[][] = [];
     const logs: string[] = [];
     ensurePrerequisites(TESTBED_PREREQUISITES, {
@@ -65,8 +66,14 @@ describe('testbed prerequisites', () => {
     expect(logs.join('\n')).toContain('installing missing Debian packages: runc containernetworking-plugins');
   });
 
+  it('a fresh minimal Debian: gcc without libc6-dev (the static images need its headers and libc.a)', () => {
+    const host = fakeHost({ ...complete, files: complete.files.filter((f) => f !== '/usr/include/errno.h'), cmds: complete.cmds.filter((c) => c !== 'gcc') });
+    const plan = planPrerequisites(TESTBED_PREREQUISITES, host);
+    expect(plan.packages).toEqual(['gcc', 'libc6-dev']);
+  });
+
   it('a package that installs but does not provide the piece still fails, naming it', () => {
-    const host = fakeHost({ ...complete, files: ['/usr/sbin/runc'] });
+    const host = fakeHost({ ...complete, files: ['/usr/sbin/runc', '/usr/include/errno.h'] });
     expect(() => ensurePrerequisites(TESTBED_PREREQUISITES, { probe: host, install: true, log: () => undefined, apt: () => undefined })).toThrow(
       /CNI plugin bridge \(\/usr\/lib\/cni\/bridge\): apt-get install -y containernetworking-plugins/,
     );
