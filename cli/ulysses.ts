@@ -132,22 +132,11 @@ experiment
   .option('--sources <nodes>', 'with --kubeconfig: nodes that fail (comma-separated)', list)
   .option('--destinations <nodes>', 'with --kubeconfig: destination nodes, at least max(--dn)', list)
   .option('--shim-config <file>', 'kubelet-shim config of the paced configurations (2-5)')
-  .option('--freeze-source <what>', "local testbed: what of the failed node stops at t=0: node (kubelet, kubelet-shim, containerd, containerd-shims), kubelet (the kubelet only; the node's containerd keeps working)", 'node')
-  .option('--no-freeze-source', "local testbed: keep the source node running after the taint (its kubelet then tears its pods down on the shared CPUs)")
-  .option('--rep-timeout <s>', 'seconds to wait for all events after the taint', int('--rep-timeout'), 180)
   .option('--kwok-nodes <n>', 'scale run: a local testbed of this many KWOK nodes only (control plane only, no UDP client, no kubelet pacing)', int('--kwok-nodes'))
   .option('--kwok-sources <n>', 'with --kwok-nodes: KWOK nodes that fail (kwok-1..kwok-N); the destinations are the next --dn nodes', int('--kwok-sources'), 10)
   .option('--shim-policies <list>', 'kubelet policy comparison (thesis Fig 6.5): run each configuration with each kubelet-shim policy, e.g. vanilla,fixed,exponential-decay (or name=config.yaml)', list)
-  .option('--no-rate-limit', "\"rate limiting off\" (thesis §4.3.3, Fig 6.4): the controller manager's client-side limiter off in every configuration")
-  .option('--no-neutral-setup', "apply each repetition's configuration before its setup (default: set up in configuration 1, switch right before the taint)")
-  .option('--no-warmup', 'skip the unrecorded warm-up repetitions (one per configuration, widest DN, heaviest load) that run before the first recorded one')
   .option('--scenario <name>', 'failover, or 5g: UPF stand-in (UDP echo) + multi-service low-priority app (thesis §6.1.2)', 'failover')
-  .option('--critical-path-hold-ms <ms>', "configuration 5: the controller manager's low-priority periodic work waits while a critical pod is on its way to Ready, at most this long per pod (default 1500, the installed default; 0: off)", int('--critical-path-hold-ms'))
-  .option('--min-critical-age-ms <ms>', "t = 0 no earlier than this long after the critical pod's creation: a failure in steady state, past the apiserver's 30 s LimitRanger live-lookup cache of the setup (35000 for every cell)", int('--min-critical-age-ms'))
-  .option('--pin-cpus', 'local testbed: control plane and harness on CPU 0, nodes (kubelet, shim, containerd, runc; or kwok) on CPU 1 (stand-in for separate machines)', false)
-  .option('--cpu-window-ms <ms>', 'local testbed: record the CPU time of every process group in the first MS after the taint (results cpuWindow, report table)', int('--cpu-window-ms'))
-  .option('--repeat-shared <n>', 'local testbed: run a repetition again (at most N times) when other work used the CPUs during it (more than 1% of a CPU outside the testbed)', int('--repeat-shared'), 2)
-  .option('--cpu-window-profile', "with --cpu-window-ms: also sample the harness' own JavaScript in the window (V8 profiler; self time per package and function)", false)
+  .option('--profile <file>', 'run conditions a study varies (YAML: freezeSource, repTimeoutSeconds, clientRateLimit, neutralSetup, warmup, criticalPathHoldMs, minCriticalAgeMs, pinCpus, cpuWindowMs, cpuWindowProfile, repeatShared); examples in experiments/profiles/')
   .action(async (o) => {
     const { runFailoverExperiment, resolveShimPolicies } = await import('../experiments/harness/local.ts');
     if (!['failover', '5g'].includes(o.scenario)) throw new InvalidArgumentError(`--scenario: "${o.scenario}" is not failover or 5g`);
@@ -156,27 +145,19 @@ experiment
     const podsPerNode = [...new Set([...(o.idle ? [0] : []), ...o.podsPerNode])].sort((a, b) => a - b);
     const policyItems: string[] | undefined = o.shimPolicies;
     const shimPolicyFiles = policyItems?.length ? resolveShimPolicies(policyItems) : undefined;
+    const { loadRunProfile, runProfileOptions } = await import('../experiments/harness/profile.ts');
+    const profile = o.profile ? runProfileOptions(loadRunProfile(o.profile)) : {};
     const r = await runFailoverExperiment({
       plan: { configs: o.config, dns: o.dn, podsPerNode, reps: o.reps, ...(shimPolicyFiles ? { shimPolicies: Object.keys(shimPolicyFiles) } : {}) },
       shimPolicyFiles,
-      clientRateLimit: o.rateLimit,
       scenario: o.scenario,
-      neutralSetup: o.neutralSetup,
-      warmup: o.warmup,
-      pinCpus: o.pinCpus,
-      criticalPathHoldMs: o.criticalPathHoldMs,
-      minCriticalAgeMs: o.minCriticalAgeMs,
-      cpuWindowMs: o.cpuWindowMs,
-      cpuWindowProfile: o.cpuWindowProfile,
-      repeatShared: o.repeatShared,
+      ...profile,
       out: o.out,
       runDir: o.runDir,
       kubeconfig: o.kubeconfig ? await loadKubeConfig(o.kubeconfig) : undefined,
       sources: o.sources,
       destinations: o.destinations,
       pacedShimConfig: o.shimConfig,
-      repTimeoutMs: o.repTimeout * 1000,
-      freezeSource: o.freezeSource,
       kwokNodes: o.kwokNodes,
       kwokSources: o.kwokSources,
       command: `npx tsx cli/ulysses.ts experiment report --out ${o.out}`,

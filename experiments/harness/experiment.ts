@@ -62,13 +62,13 @@ export interface RunConditions {
   /** false: "rate limiting off" (thesis §4.3.3 Fig 4.10, §6.1 Fig 6.4) */
   clientRateLimit?: boolean;
   scenario?: ScenarioName;
-  /** true: control plane and nodes on separate CPUs (--pin-cpus) */
+  /** true: control plane and nodes on separate CPUs (profile pinCpus) */
   pinnedCpus?: boolean;
-  /** the controller manager's CriticalPathHold in configuration 5 (--critical-path-hold-ms) */
+  /** the controller manager's CriticalPathHold in configuration 5 (profile criticalPathHoldMs) */
   criticalPathHoldMs?: number;
-  /** local testbed: what of the failed node is stopped at t = 0 (--freeze-source; absent in results.jsonl = kubelet, the older runs' setting) */
+  /** local testbed: what of the failed node is stopped at t = 0 (profile freezeSource; absent in results.jsonl = kubelet, the older runs' setting) */
   sourceFreeze?: 'node' | 'kubelet' | 'none';
-  /** t = 0 no earlier than this long after the critical pod's creation (--min-critical-age-ms) */
+  /** t = 0 no earlier than this long after the critical pod's creation (profile minCriticalAgeMs) */
   minCriticalAgeMs?: number;
 }
 
@@ -140,7 +140,7 @@ export interface ExperimentOptions extends ScenarioOptions {
    * EndpointSlice ({@link RECOVERY_METRIC_TOLERANCE_MS}).
    */
   recoveryMetric?: () => Promise<{ count: number; sum: number }>;
-  /** CPU time per process group in the first ms after the taint (local testbed, --cpu-window-ms) */
+  /** CPU time per process group in the first ms after the taint (local testbed, profile cpuWindowMs) */
   cpuWindow?: CpuWindowProbe;
   /** the machine's CPU from the taint to the last event, ours and everyone else's (local testbed) */
   cpuAudit?: MachineCpuAudit;
@@ -196,13 +196,13 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
   const setupNote =
     (o.neutralSetup ?? true)
       ? "setup in configuration 1 (vanilla); the repetition's configuration is switched on once the workload runs on the sources, its Deployments' status is up to date and the controllers are idle, right before the taint"
-      : "setup in the repetition's configuration (--no-neutral-setup; a paced kubelet-shim then starts the critical pod first on the source, which can put it first in the vanilla taint-eviction order)";
+      : "setup in the repetition's configuration (profile neutralSetup: false; a paced kubelet-shim then starts the critical pod first on the source, which can put it first in the vanilla taint-eviction order)";
   const warmup = o.warmup ?? true;
   const maxDn = Math.max(...o.plan.dns);
   const warmups = warmupReps(o.plan);
   const warmupNote = warmup
     ? `each invocation of the run starts with ${warmups.length} unrecorded warm-up repetition(s), one per configuration (${warmups.map(configKey).join(', ')}) on DN ${maxDn} with ${warmups[0]?.podsPerNode} pods per node: the first pod creations on fresh nodes, and the first repetitions of a configuration, are slower`
-    : 'no warm-up repetition (--no-warmup)';
+    : 'no warm-up repetition (profile warmup: false)';
   const meta: ReportMeta = { title: o.title, notes: [machineNote(), ...(o.notes ?? []), setupNote, warmupNote, ...o.configurator.describe()], command: o.command, inflationTargets: o.inflationTargets };
   writeFileSync(join(o.out, META_FILE), JSON.stringify(meta, null, 2));
 

@@ -85,15 +85,15 @@ export function experimentTestbedOptions(runDir: string, maxDn: number, pinCpus 
 /** Testbed topology: real-1 fails, real-2 .. real-(DN+1) receive. */
 export const testbedTopology = (dn: number): Topology => ({ sources: ['real-1'], destinations: Array.from({ length: dn }, (_, i) => `real-${i + 2}`) });
 
-/** What of a failed testbed node is stopped at t = 0 (--freeze-source). */
+/** What of a failed testbed node is stopped at t = 0 (profile freezeSource). */
 export const SOURCE_FREEZES = ['node', 'kubelet', 'none'] as const;
 export type SourceFreeze = (typeof SOURCE_FREEZES)[number];
 
-/** --freeze-source as given (absent or true: node; false: none) -> what to stop. */
+/** The profile's freezeSource as given (absent or true: node; false: none) -> what to stop. */
 export function sourceFreeze(v: boolean | SourceFreeze | undefined): SourceFreeze {
   if (v === undefined || v === true) return 'node';
   if (v === false) return 'none';
-  if (!SOURCE_FREEZES.includes(v)) throw new Error(`--freeze-source: "${v}" is not one of ${SOURCE_FREEZES.join(', ')}`);
+  if (!SOURCE_FREEZES.includes(v)) throw new Error(`freezeSource: "${v}" is not one of ${SOURCE_FREEZES.join(', ')}`);
   return v;
 }
 
@@ -144,7 +144,7 @@ export function testbedFrozenNode(runDir: string, what: Exclude<SourceFreeze, 'n
     description:
       what === 'node'
         ? "the source node's kubelet, kubelet-shim, containerd and containerd-shims are stopped (SIGSTOP) at t=0 and resumed for the cleanup: a failed machine does nothing on the destinations' CPUs"
-        : "the source node's kubelet is stopped (SIGSTOP) at t=0 and resumed for the cleanup (--freeze-source kubelet: its containerd keeps running)",
+        : "the source node's kubelet is stopped (SIGSTOP) at t=0 and resumed for the cleanup (profile freezeSource: kubelet; its containerd keeps running)",
     async freeze(nodes) {
       for (const n of nodes) {
         const pids = pidsOf(n);
@@ -198,7 +198,7 @@ export async function ensureExperimentTestbed(runDir: string, maxDn: number, kwo
     if (existing.options.kwokNodes < (want.kwokNodes ?? 0)) problems.push(`kwokNodes ${existing.options.kwokNodes} (need ${want.kwokNodes})`);
     if (existing.options.controllers !== want.controllers) problems.push(`controllers "${existing.options.controllers}" (need "${want.controllers}")`);
     if (want.kubeletShimConfig && !existing.options.kubeletShimConfig) problems.push('no kubelet-shim on the real nodes');
-    if (Boolean(existing.options.pinCpus) !== Boolean(want.pinCpus)) problems.push(existing.options.pinCpus ? 'pinned CPUs (this run: not pinned)' : 'unpinned CPUs (this run: --pin-cpus)');
+    if (Boolean(existing.options.pinCpus) !== Boolean(want.pinCpus)) problems.push(existing.options.pinCpus ? 'pinned CPUs (this run: not pinned)' : 'unpinned CPUs (this run: profile pinCpus)');
     else if (want.pinCpus && (existing.options.kwokCpus ?? 'control-plane') !== want.kwokCpus && kwokNodes) problems.push(`kwok on the ${existing.options.kwokCpus ?? 'control-plane'} CPU (need ${want.kwokCpus})`);
     if (problems.length) throw new Error(`testbed in ${runDir} was started with ${problems.join(', ')}: run \`ulysses testbed down --run-dir ${runDir}\` first`);
     return existing;
@@ -318,13 +318,13 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
         `kube-controller-manager --controllers=${state.options.controllers}`,
     );
   }
-  if (o.cpuWindowProfile && o.cpuWindowMs === undefined) throw new Error('--cpu-window-profile needs --cpu-window-ms');
-  if (o.cpuWindowMs !== undefined && o.kubeconfig) throw new Error('--cpu-window-ms reads this machine\'s /proc: it needs the local testbed, not --kubeconfig');
+  if (o.cpuWindowProfile && o.cpuWindowMs === undefined) throw new Error('cpuWindowProfile needs cpuWindowMs');
+  if (o.cpuWindowMs !== undefined && o.kubeconfig) throw new Error("profile cpuWindowMs reads this machine's /proc: it needs the local testbed, not --kubeconfig");
   if (o.pinCpus) {
-    if (o.kubeconfig) throw new Error('--pin-cpus pins the local testbed: do not combine it with --kubeconfig');
+    if (o.kubeconfig) throw new Error('profile pinCpus pins the local testbed: do not combine it with --kubeconfig');
     pinThisProcess('0');
     notes.push(
-      `CPUs pinned (--pin-cpus): control plane and the harness (in-process controller manager, watches, UDP client) on CPU 0; ${o.kwokNodes ? 'kwok' : 'every node (kubelet, kubelet-shim, containerd, containerd-shim, runc, CNI; not the idle processes inside the containers)'} on CPU 1 — a stand-in for separate control-plane and worker machines`,
+      `CPUs pinned (profile pinCpus): control plane and the harness (in-process controller manager, watches, UDP client) on CPU 0; ${o.kwokNodes ? 'kwok' : 'every node (kubelet, kubelet-shim, containerd, containerd-shim, runc, CNI; not the idle processes inside the containers)'} on CPU 1 — a stand-in for separate control-plane and worker machines`,
     );
   }
   const cmLog = pino({ level: process.env.ULYSSES_LOG_LEVEL ?? 'info' }, pino.destination({ dest: join(o.out, 'controller-manager.log'), mkdir: true, sync: false }));
@@ -411,7 +411,7 @@ function runNotes(o: Pick<FailoverExperimentOptions, 'plan' | 'clientRateLimit' 
   ];
   if (o.minCriticalAgeMs)
     notes.push(
-      `t = 0 no earlier than ${o.minCriticalAgeMs / 1000} s after the critical pod's creation (--min-critical-age-ms): a failure in steady state, in every cell; right after a short setup (the idle cells) the apiserver's LimitRanger still had the critical namespace's live lookup cached (30 s), so the idle replacement's creation skipped a LIST of LimitRanges that the load cells' creation paid`,
+      `t = 0 no earlier than ${o.minCriticalAgeMs / 1000} s after the critical pod's creation (profile minCriticalAgeMs): a failure in steady state, in every cell; right after a short setup (the idle cells) the apiserver's LimitRanger still had the critical namespace's live lookup cached (30 s), so the idle replacement's creation skipped a LIST of LimitRanges that the load cells' creation paid`,
     );
   if (o.plan.shimPolicies?.length) notes.push(`kubelet policy comparison: each configuration runs with the kubelet-shim policies ${o.plan.shimPolicies.join(', ')} (configuration key "<config>/<policy>"), switched at runtime through spec.kubeletShim`);
   if (o.clientRateLimit === false)

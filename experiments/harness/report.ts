@@ -203,7 +203,7 @@ function med(values: Array<number | null | undefined>, digits = 2): string {
 }
 
 /**
- * Who used the CPUs in the first ms after the taint (results' `cpuWindow`, --cpu-window-ms):
+ * Who used the CPUs in the first ms after the taint (results' `cpuWindow`, profile cpuWindowMs):
  * one column per cell, one row per process group (the `rows` largest by their largest median, then
  * per-node totals), medians of CPU milliseconds over the cell's repetitions (0 where a repetition
  * did not see the group). Shows what a load adds on the machine while the critical pod starts.
@@ -264,11 +264,11 @@ export function machineTable(results: readonly RepResult[]): string | undefined 
     shared.length
       ? `**${shared.length} of ${audited.length} repetitions shared the machine** (their events include other work's CPU): ${shared.map((r) => `config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: ${r.repCpu!.outsideCpuS.toFixed(2)} CPU-s (${formatOutside(r.repCpu!)})`).join('; ')}.`
       : `No repetition shared the machine: outside the testbed at most ${Math.max(...audited.map((r) => r.repCpu!.outsideCpuS)).toFixed(2)} CPU-s per repetition.`,
-    ...(repeated.length ? ['', `${repeated.length} repetition(s) were run again because other work shared the machine (--repeat-shared; the recorded run is the last): ${repeated.map((r) => `config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep} (${r.sharedRepeats}x)`).join('; ')}.`] : []),
+    ...(repeated.length ? ['', `${repeated.length} repetition(s) were run again because other work shared the machine (profile repeatShared; the recorded run is the last): ${repeated.map((r) => `config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep} (${r.sharedRepeats}x)`).join('; ')}.`] : []),
   ].join('\n');
 }
 
-/** With --cpu-window-profile: the harness' self time per code origin, medians per cell ("–": no profiled repetition). */
+/** With the profile's cpuWindowProfile: the harness' self time per code origin, medians per cell ("–": no profiled repetition). */
 function harnessProfileRows(cells: RepResult[][], rows = 8): string[] {
   const profiles = cells.map((reps) => reps.flatMap((r) => (r.cpuWindow?.harnessProfile ? [r.cpuWindow.harnessProfile.byPackage] : [])));
   const origins = [...new Set(profiles.flat().flatMap((p) => Object.keys(p)))];

@@ -76,7 +76,7 @@ export const RepResultSchema = z.object({
   criticalTaintWrittenMs: z.number().finite().nonnegative().optional(),
   /** the critical namespace's pod and EndpointSlice writes after the taint, from the apiserver's audit log (local testbed) */
   apiTrace: ApiTraceSchema.optional(),
-  /** CPU time per process group in the first windowMs after the taint (local testbed, --cpu-window-ms) */
+  /** CPU time per process group in the first windowMs after the taint (local testbed, profile cpuWindowMs) */
   cpuWindow: CpuWindowSchema.optional(),
   /** the machine from the taint to the last event: busy, stolen, testbed's and everyone else's CPU (local testbed) */
   repCpu: RepCpuSchema.optional(),
@@ -90,13 +90,13 @@ export const RepResultSchema = z.object({
   clientRateLimit: z.boolean().optional(),
   /** the scenario ("5g": UPF stand-in + multi-service low-priority app); absent: failover */
   scenario: z.enum(SCENARIOS).optional(),
-  /** true: control plane and nodes on separate CPUs (--pin-cpus) */
+  /** true: control plane and nodes on separate CPUs (profile pinCpus) */
   pinnedCpus: z.boolean().optional(),
-  /** local testbed: what of the failed node was stopped at t = 0 (--freeze-source); absent: its kubelet only */
+  /** local testbed: what of the failed node was stopped at t = 0 (profile freezeSource); absent: its kubelet only */
   sourceFreeze: z.enum(['node', 'none']).optional(),
-  /** the controller manager's CriticalPathHold in configuration 5, ms (--critical-path-hold-ms) */
+  /** the controller manager's CriticalPathHold in configuration 5, ms (profile criticalPathHoldMs) */
   criticalPathHoldMs: z.number().int().positive().optional(),
-  /** t = 0 no earlier than this long after the critical pod's creation, ms (--min-critical-age-ms) */
+  /** t = 0 no earlier than this long after the critical pod's creation, ms (profile minCriticalAgeMs) */
   minCriticalAgeMs: z.number().int().positive().optional(),
   /**
    * the controller manager's own measurement of the critical pod's recovery (ulysses_critical_recovery_seconds,

@@ -229,7 +229,7 @@ describe('the machine table of the report', () => {
     expect(table).toContain('config 5, DN 3, 20 pods/node, rep 1: 3.50 CPU-s (bash 3000 ms, node 400 ms)');
     expect(table).not.toContain('run again');
     const again = machineTable(parseResults(JSON.stringify({ ...rep(2, 0.03, {}), sharedRepeats: 1 })))!;
-    expect(again).toContain('1 repetition(s) were run again because other work shared the machine (--repeat-shared; the recorded run is the last): config 5, DN 3, 20 pods/node, rep 2 (1x).');
+    expect(again).toContain('1 repetition(s) were run again because other work shared the machine (profile repeatShared; the recorded run is the last): config 5, DN 3, 20 pods/node, rep 2 (1x).');
   });
   it('says so when no repetition shared it, and is absent without audits', () => {
     expect(machineTable(parseResults(JSON.stringify(rep(0, 0.02, {}))))).toContain('No repetition shared the machine: outside the testbed at most 0.02 CPU-s');

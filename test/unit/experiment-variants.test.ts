@@ -210,7 +210,7 @@ describe('rate limiting off in the controller manager', () => {
     expect(conditionMismatch(onLimited, {})).toBeUndefined();
     expect(conditionMismatch(onLimited, { clientRateLimit: false })).toMatch(/client rate limit on, scenario failover, this run is client rate limit off/);
     expect(conditionMismatch([rep(undefined, 0, 0, all(1), { scenario: '5g' })], { scenario: '5g' })).toBeUndefined();
-    // CPU layout (--pin-cpus) is a condition too: pinned and unpinned repetitions never mix
+    // CPU layout (profile pinCpus) is a condition too: pinned and unpinned repetitions never mix
     expect(conditionFields({ pinnedCpus: true })).toEqual({ pinnedCpus: true });
     expect(conditionMismatch(onLimited, { pinnedCpus: true })).toMatch(/this run is client rate limit on, scenario failover, CPUs pinned/);
     expect(conditionMismatch([rep(undefined, 0, 0, all(1), { pinnedCpus: true })], { pinnedCpus: true })).toBeUndefined();

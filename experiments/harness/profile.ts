@@ -1,0 +1,84 @@
+/**
+ * Run conditions of `ulysses experiment failover` that a study varies but a user of the harness
+ * leaves at their settled defaults: one YAML file (`--profile`) instead of a flag each. Unknown
+ * fields are errors naming the file and the field; the file's size and YAML aliases are bounded.
+ */
+import { readFileSync, statSync } from 'node:fs';
+import { parse } from 'yaml';
+import { z } from 'zod';
+import { SOURCE_FREEZES, type FailoverExperimentOptions } from './local.ts';
+
+const MAX_PROFILE_BYTES = 64 * 1024;
+
+const ms = z.number().int().nonnegative();
+export const RunProfileSchema = z
+  .object({
+    /** local testbed: what of the failed node stops at t = 0 (default node) */
+    freezeSource: z.enum(SOURCE_FREEZES),
+    /** seconds to wait for all events after the taint (default 180) */
+    repTimeoutSeconds: z.number().int().positive().max(3600),
+    /** false: "rate limiting off" (thesis §4.3.3, Fig 6.4), the controller manager's client-side limiter off in every configuration */
+    clientRateLimit: z.boolean(),
+    /** false: each repetition's configuration applied before its setup instead of right before the taint */
+    neutralSetup: z.boolean(),
+    /** false: no unrecorded warm-up repetition per configuration */
+    warmup: z.boolean(),
+    /** configuration 5: the controller manager's CriticalPathHold per critical pod (default: the installed default; 0: off) */
+    criticalPathHoldMs: ms.max(60_000),
+    /** t = 0 no earlier than this long after the critical pod's creation */
+    minCriticalAgeMs: ms.max(600_000),
+    /** local testbed: control plane and harness on CPU 0, nodes on CPU 1 */
+    pinCpus: z.boolean(),
+    /** local testbed: CPU time of every process group in the first ms after the taint */
+    cpuWindowMs: z.number().int().positive().max(600_000),
+    /** with cpuWindowMs: also sample the harness' own JavaScript in the window */
+    cpuWindowProfile: z.boolean(),
+    /** run a repetition again, at most this many times, when other work shared the machine (default 2) */
+    repeatShared: z.number().int().nonnegative().max(10),
+  })
+  .partial()
+  .strict();
+export type RunProfile = z.infer<typeof RunProfileSchema>;
+
+/** The profile's text (YAML or JSON) checked against the schema; `name` is the file named in errors. */
+export function parseRunProfile(text: string, name: string): RunProfile {
+  if (Buffer.byteLength(text) > MAX_PROFILE_BYTES) throw new Error(`profile ${name}: larger than ${MAX_PROFILE_BYTES} bytes`);
+  let doc: unknown;
+  try {
+    doc = parse(text, { maxAliasCount: 0 }) ?? {};
+  } catch (err) {
+    throw new Error(`profile ${name}: not YAML: ${(err as Error).message.split('\n')[0]}`);
+  }
+  const r = RunProfileSchema.safeParse(doc);
+  if (!r.success) {
+    const i = r.error.issues[0]!;
+    const field = i.path.join('.');
+    const detail = i.code === 'unrecognized_keys' ? `unknown field(s) ${i.keys.join(', ')} (known: ${Object.keys(RunProfileSchema.shape).join(', ')})` : i.message;
+    throw new Error(`profile ${name}${field ? `: field ${field}` : ''}: ${detail}`);
+  }
+  if (r.data.cpuWindowProfile && r.data.cpuWindowMs === undefined) throw new Error(`profile ${name}: field cpuWindowProfile needs cpuWindowMs`);
+  return r.data;
+}
+
+export function loadRunProfile(file: string): RunProfile {
+  const size = statSync(file).size;
+  if (size > MAX_PROFILE_BYTES) throw new Error(`profile ${file}: larger than ${MAX_PROFILE_BYTES} bytes`);
+  return parseRunProfile(readFileSync(file, 'utf8'), file);
+}
+
+/** The experiment options a profile sets (absent fields stay at the harness' defaults). */
+export function runProfileOptions(p: RunProfile): Partial<FailoverExperimentOptions> {
+  const o: Partial<FailoverExperimentOptions> = {};
+  if (p.freezeSource !== undefined) o.freezeSource = p.freezeSource;
+  if (p.repTimeoutSeconds !== undefined) o.repTimeoutMs = p.repTimeoutSeconds * 1000;
+  if (p.clientRateLimit !== undefined) o.clientRateLimit = p.clientRateLimit;
+  if (p.neutralSetup !== undefined) o.neutralSetup = p.neutralSetup;
+  if (p.warmup !== undefined) o.warmup = p.warmup;
+  if (p.criticalPathHoldMs !== undefined) o.criticalPathHoldMs = p.criticalPathHoldMs;
+  if (p.minCriticalAgeMs !== undefined) o.minCriticalAgeMs = p.minCriticalAgeMs;
+  if (p.pinCpus !== undefined) o.pinCpus = p.pinCpus;
+  if (p.cpuWindowMs !== undefined) o.cpuWindowMs = p.cpuWindowMs;
+  if (p.cpuWindowProfile !== undefined) o.cpuWindowProfile = p.cpuWindowProfile;
+  if (p.repeatShared !== undefined) o.repeatShared = p.repeatShared;
+  return o;
+}
