@@ -8,7 +8,7 @@
  */
 import type { V1Deployment, V1EndpointSlice, V1Endpoints, V1Node, V1Pod, V1ReplicaSet, V1Service } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { CONTROLLERS, type ControllerName } from '../core/controllers.ts';
+import { CONTROLLERS, EVENT_SOURCE_NAMES, type ControllerName } from '../core/controllers.ts';
 import { CriticalityIndex } from '../core/criticality.ts';
 import { ResilientInformer, stripManagedFields } from '../core/informer.ts';
 import { KubeClient, type KubeAccess } from '../core/kube.ts';
@@ -100,15 +100,6 @@ const DEFAULT_POOLS: Record<ControllerName, WorkerPoolConfigInput & { periodMs: 
 export function defaultPeriodMs(controller: ControllerName): number {
   return DEFAULT_POOLS[controller].periodMs;
 }
-
-/** upstream controller names: Events' source.component */
-const UPSTREAM_NAMES: Record<ControllerName, string> = {
-  replicaset: 'replicaset-controller',
-  deployment: 'deployment-controller',
-  'taint-eviction': 'taint-eviction-controller',
-  endpointslice: 'endpoint-slice-controller',
-  endpoints: 'endpoint-controller',
-};
 
 /** Events' reportingComponent */
 export const REPORTING_CONTROLLER = 'ulysses-controller-manager';
@@ -260,7 +251,7 @@ export class ControllerManager {
     // the queue is created with the pool below; controllers only enqueue after register()
     const enqueue: Enqueue = (key, priority, afterMs) => (afterMs ? pool.queue.addAfter(key, afterMs, priority) : pool.queue.add(key, priority));
     // Events through the controller's client, so they share its limiter as in kcm
-    const events = this.events.forComponent(UPSTREAM_NAMES[name], client);
+    const events = this.events.forComponent(EVENT_SOURCE_NAMES[name], client);
     const deps: ControllerDeps = { client, informers: this.informers, criticality: this.criticality, enqueue, log, events };
     const controller: Controller = (() => {
       switch (name) {
