@@ -23,7 +23,7 @@
 import type { V1Deployment, V1DeploymentCondition, V1DeploymentStatus, V1OwnerReference, V1PodTemplateSpec, V1ReplicaSet } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { criticalityRank } from '../../core/criticality.ts';
-import type { Priority } from '../../core/priority.ts';
+import { PRIORITY_NONE, type Priority } from '../../core/priority.ts';
 import { NO_EVENTS, type ComponentEventRecorder } from '../../core/events.ts';
 import { ApiError, isConflict, isNotFound } from '../../core/kube.ts';
 import { compileLabelSelector } from '../../core/labels.ts';
@@ -372,7 +372,7 @@ export class DeploymentController {
     const { deployments, replicaSets, pods } = this.d.informers;
     deployments.on('add', (dep) => this.enqueueDeployment(dep));
     deployments.on('update', (dep) => this.enqueueDeployment(dep));
-    deployments.on('delete', (dep) => this.d.enqueue(objectKey(dep), 0));
+    deployments.on('delete', (dep) => this.d.enqueue(objectKey(dep), PRIORITY_NONE));
     const onRs = (rs: V1ReplicaSet, old?: V1ReplicaSet) => {
       const owner = this.ownerOf(rs);
       const oldOwner = old && this.ownerOf(old);

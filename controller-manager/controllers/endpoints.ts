@@ -16,6 +16,7 @@
  */
 import type { CoreV1EndpointPort, V1EndpointAddress, V1EndpointSubset, V1Endpoints, V1Pod, V1Service } from '@kubernetes/client-node';
 import { criticalityRank, serviceSelector } from '../../core/criticality.ts';
+import { PRIORITY_NONE } from '../../core/priority.ts';
 import { isNotFound } from '../../core/kube.ts';
 import { isIPv6 } from 'node:net';
 import { isPodReady, objectKey } from '../../core/objects.ts';
@@ -168,7 +169,7 @@ export class EndpointsController {
     const { pods, services, endpoints } = this.d.informers;
     services.on('add', (s) => this.enqueueService(s));
     services.on('update', (s) => this.enqueueService(s));
-    services.on('delete', (s) => this.d.enqueue(objectKey(s), 0));
+    services.on('delete', (s) => this.d.enqueue(objectKey(s), PRIORITY_NONE));
     const onPod = (p: V1Pod, old?: V1Pod) => {
       const svcs = new Map<string, V1Service>();
       for (const s of this.servicesFor(p)) svcs.set(objectKey(s), s);

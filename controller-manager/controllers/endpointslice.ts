@@ -27,6 +27,7 @@
 import type { V1EndpointSlice, V1Endpoint, V1Node, V1Pod, V1Service, V1ServicePort, DiscoveryV1EndpointPort } from '@kubernetes/client-node';
 import { isIPv6 } from 'node:net';
 import { criticalityRank, serviceSelector } from '../../core/criticality.ts';
+import { PRIORITY_NONE } from '../../core/priority.ts';
 import { isPodReady, objectKey } from '../../core/objects.ts';
 import { isConflict, isNotFound } from '../../core/kube.ts';
 import { NO_EVENTS } from '../../core/events.ts';
@@ -382,7 +383,7 @@ export class EndpointSliceController {
     const { pods, services, endpointSlices: slices } = this.d.informers;
     services.on('add', (s) => this.enqueueService(s));
     services.on('update', (s) => this.enqueueService(s));
-    services.on('delete', (s) => this.d.enqueue(objectKey(s), 0));
+    services.on('delete', (s) => this.d.enqueue(objectKey(s), PRIORITY_NONE));
     const onPod = (p: V1Pod, old?: V1Pod) => {
       const svcs = new Map<string, V1Service>();
       for (const s of this.servicesFor(p)) svcs.set(objectKey(s), s);
