@@ -8,7 +8,7 @@
  */
 import type { V1Deployment, V1EndpointSlice, V1Endpoints, V1Node, V1Pod, V1ReplicaSet, V1Service } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { CONTROLLERS, type ControllerName } from '../core/controllers.ts';
+import { CONTROLLERS, EVENT_SOURCE_NAMES, type ControllerName } from '../core/controllers.ts';
 import { CriticalityIndex } from '../core/criticality.ts';
 import { ResilientInformer, stripManagedFields } from '../core/informer.ts';
 import { KubeClient, type KubeAccess } from '../core/kube.ts';
@@ -18,6 +18,7 @@ import { EventRecorder } from '../core/events.ts';
 import { readRuntimeConfig } from '../core/runtime-config.ts';
 import { metricsRegistry, registeredMetric } from '../core/metrics.ts';
 import { objectKey } from '../core/objects.ts';
+import type { Priority } from '../core/priority.ts';
 import { AutoModeSwitch } from './auto-mode.ts';
 import { CriticalPathHold } from './critical-path-hold.ts';
 import { RECOVERY_EVENT_SOURCE, RecoveryTracker, recoveryStatusPublisher } from './recovery-slo.ts';
@@ -27,6 +28,7 @@ import { DeploymentController } from './controllers/deployment.ts';
 import { EndpointsController } from './controllers/endpoints.ts';
 import { TaintEvictionController } from './controllers/taint-eviction.ts';
 import { EndpointSliceController } from './controllers/endpointslice.ts';
+import type { ControllerDeps, Enqueue, SharedInformers } from './controllers/deps.ts';
 import { KCM_API_BURST, KCM_API_QPS, realClock, THESIS_PERIODS_MS, TokenBucket, WorkerPool, type Reconciler, type WorkerMode, type WorkerPoolConfigInput } from './queue/index.ts';
 
 export { CONTROLLERS, type ControllerName } from '../core/controllers.ts';
@@ -99,15 +101,6 @@ export function defaultPeriodMs(controller: ControllerName): number {
   return DEFAULT_POOLS[controller].periodMs;
 }
 
-/** upstream controller names: Events' source.component */
-const UPSTREAM_NAMES: Record<ControllerName, string> = {
-  replicaset: 'replicaset-controller',
-  deployment: 'deployment-controller',
-  'taint-eviction': 'taint-eviction-controller',
-  endpointslice: 'endpoint-slice-controller',
-  endpoints: 'endpoint-controller',
-};
-
 /** Events' reportingComponent */
 export const REPORTING_CONTROLLER = 'ulysses-controller-manager';
 
@@ -121,7 +114,7 @@ interface Controller {
 export interface SyncObservation {
   controller: ControllerName;
   key: string;
-  priority: number;
+  priority: Priority;
   mode: WorkerMode;
   /** performance.now() when the reconcile started */
   startedAt: number;
@@ -155,6 +148,8 @@ export class ControllerManager {
   readonly services: ResilientInformer<V1Service>;
   readonly endpointSlices: ResilientInformer<V1EndpointSlice>;
   readonly endpoints: ResilientInformer<V1Endpoints>;
+  /** the same informers, as every controller gets them (ControllerDeps.informers) */
+  readonly informers: SharedInformers;
   /**
    * kube-controller-manager's client-side limiters, one per controller: each controller gets a
    * clientset of its own (ControllerClientBuilder.ClientOrDie(name)), and client-go's NewForConfig
@@ -193,6 +188,15 @@ export class ControllerManager {
     this.services = new ResilientInformer<V1Service>(kc, { path: '/api/v1/services', log: this.log, transform });
     this.endpointSlices = new ResilientInformer<V1EndpointSlice>(kc, { path: '/apis/discovery.k8s.io/v1/endpointslices', log: this.log, transform });
     this.endpoints = new ResilientInformer<V1Endpoints>(kc, { path: '/api/v1/endpoints', log: this.log, transform });
+    this.informers = {
+      pods: this.pods,
+      nodes: this.nodes,
+      replicaSets: this.replicaSets,
+      deployments: this.deployments,
+      services: this.services,
+      endpointSlices: this.endpointSlices,
+      endpoints: this.endpoints,
+    };
     this.autoSwitch = new AutoModeSwitch({ holdMs: o.autoHoldMs, clock: realClock, onChange: (critical) => this.applyAuto(critical) });
     this.criticalPathHold = new CriticalPathHold({ maxHoldMs: o.criticalPathHoldMs, clock: realClock });
     this.recoveryPublisher = o.recoveryStatus === false ? undefined : recoveryStatusPublisher(new KubeClient(kc), this.log);
@@ -245,23 +249,22 @@ export class ControllerManager {
     const client = new KubeClient(this.o.kubeconfig);
     const log = this.log.child({ controller: name });
     // the queue is created with the pool below; controllers only enqueue after register()
-    const enqueue = (key: string, priority: number, afterMs?: number) => (afterMs ? pool.queue.addAfter(key, afterMs, priority) : pool.queue.add(key, priority));
+    const enqueue: Enqueue = (key, priority, afterMs) => (afterMs ? pool.queue.addAfter(key, afterMs, priority) : pool.queue.add(key, priority));
     // Events through the controller's client, so they share its limiter as in kcm
-    const events = this.events.forComponent(UPSTREAM_NAMES[name], client);
-    const common = { client, pods: this.pods, nodes: this.nodes, criticality: this.criticality, enqueue, log, events };
+    const events = this.events.forComponent(EVENT_SOURCE_NAMES[name], client);
+    const deps: ControllerDeps = { client, informers: this.informers, criticality: this.criticality, enqueue, log, events };
     const controller: Controller = (() => {
       switch (name) {
         case 'replicaset':
-          return new ReplicaSetController({ ...common, replicaSets: this.replicaSets });
+          return new ReplicaSetController(deps);
         case 'deployment':
-          return new DeploymentController({ ...common, deployments: this.deployments, replicaSets: this.replicaSets });
+          return new DeploymentController(deps);
         case 'endpointslice':
-          return new EndpointSliceController({ ...common, services: this.services, slices: this.endpointSlices });
+          return new EndpointSliceController(deps);
         case 'endpoints':
-          return new EndpointsController({ ...common, services: this.services, endpoints: this.endpoints });
+          return new EndpointsController(deps);
         case 'taint-eviction':
-          return new TaintEvictionController({
-            ...common,
+          return new TaintEvictionController(deps, {
             onCriticalEviction: (p) => this.criticalPathHold.podEvicting(objectKey(p), p),
             onNoExecuteTaint: () => this.criticalPathHold.nodeTainted(),
           });
@@ -348,8 +351,8 @@ export class ControllerManager {
     }
   }
 
-  private informers() {
-    return [this.pods, this.replicaSets, this.deployments, this.nodes, this.services, this.endpointSlices, this.endpoints];
+  private allInformers() {
+    return Object.values(this.informers);
   }
 
   async start(): Promise<void> {
@@ -358,7 +361,7 @@ export class ControllerManager {
       const prev = await readRuntimeConfig(new KubeClient(this.o.kubeconfig)).catch(() => undefined);
       this.recoveries.seedRecent(prev?.status?.components?.['controller-manager']?.recoveries);
     }
-    await Promise.all(this.informers().map((i) => i.start()));
+    await Promise.all(this.allInformers().map((i) => i.start()));
     for (const r of this.running.values()) {
       r.afterSync?.();
       r.pool.start();
@@ -368,7 +371,7 @@ export class ControllerManager {
 
   async stop(): Promise<void> {
     this.autoSwitch.stop();
-    for (const i of this.informers()) i.stop();
+    for (const i of this.allInformers()) i.stop();
     await Promise.all([...this.running.values()].map((r) => r.pool.stop()));
     this.log.info('worker pools stopped; flushing events');
     await this.events.flush();

@@ -16,6 +16,18 @@ export const KCM_CONTROLLER_NAMES: Readonly<Record<ControllerName, string>> = Ob
   endpoints: 'endpoints-controller',
 });
 
+/**
+ * The `source.component` of each controller's Events, as upstream's recorders name it (not always
+ * its --controllers name: `endpoint-slice-controller`, `endpoint-controller`).
+ */
+export const EVENT_SOURCE_NAMES: Readonly<Record<ControllerName, string>> = Object.freeze({
+  replicaset: 'replicaset-controller',
+  deployment: 'deployment-controller',
+  'taint-eviction': 'taint-eviction-controller',
+  endpointslice: 'endpoint-slice-controller',
+  endpoints: 'endpoint-controller',
+});
+
 export function isControllerName(name: string): name is ControllerName {
   return (CONTROLLERS as readonly string[]).includes(name);
 }

@@ -37,6 +37,7 @@ import type {
 } from '@kubernetes/client-node';
 import { objectKey as keyOf } from './objects.ts';
 import { compileLabelSelector, labelValue, selectorFromMap, type LabelMatcher, type Labels } from './labels.ts';
+import { PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NONE, type Priority } from './priority.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Levels
@@ -54,10 +55,10 @@ export const CRITICALITY_LABEL = 'ulysses.io/criticality';
 /** The label an EndpointSlice uses to name its Service. */
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
 
-const RANK: Readonly<Record<Criticality, 0 | 1 | 2>> = Object.freeze({ none: 0, low: 1, high: 2 });
+const RANK: Readonly<Record<Criticality, Priority>> = Object.freeze({ none: PRIORITY_NONE, low: PRIORITY_LOW, high: PRIORITY_HIGH });
 
-/** Numeric queue priority of a level: none 0, low 1, high 2. */
-export function criticalityRank(level: Criticality): 0 | 1 | 2 {
+/** The queue priority of a level (thesis §3.1: queue priority = criticality): none 0, low 1, high 2. Also its rank for sorting. */
+export function criticalityRank(level: Criticality): Priority {
   return RANK[level];
 }
 

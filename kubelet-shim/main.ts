@@ -50,6 +50,8 @@ export interface ShimOptions {
   backend?: string;
   configFile?: string;
   metricsPort?: number;
+  /** address /metrics listens on (default the config file's `metrics.host`, else 127.0.0.1) */
+  metricsHost?: string;
   implementation?: ProxyImplementation;
   log?: Logger;
 }
@@ -63,7 +65,11 @@ export async function startShim(opts: ShimOptions): Promise<RunningShim> {
     ...(opts.listen ? { listen: opts.listen } : {}),
     ...(opts.backend ? { backend: opts.backend } : {}),
     ...(opts.implementation ? { implementation: opts.implementation } : {}),
-    metrics: { ...fromFile.metrics, ...(opts.metricsPort !== undefined ? { port: opts.metricsPort } : {}) },
+    metrics: {
+      ...fromFile.metrics,
+      ...(opts.metricsPort !== undefined ? { port: opts.metricsPort } : {}),
+      ...(opts.metricsHost !== undefined ? { host: opts.metricsHost } : {}),
+    },
   }, 'kubelet-shim flags');
   if (!config.listen) throw new ConfigError('kubelet-shim flags', [{ field: 'listen', message: 'required (--listen or `listen:` in the config file)' }]);
   if (!config.backend) throw new ConfigError('kubelet-shim flags', [{ field: 'backend', message: 'required (--backend or `backend:` in the config file)' }]);
@@ -132,15 +138,16 @@ async function main(argv: string[]): Promise<void> {
     .option('--backend <socket>', "containerd's unix socket")
     .option('--config <file>', 'YAML/JSON config file (pacing policy etc.); SIGHUP reloads its pacing section')
     .option('--metrics-port <n>', 'serve /metrics on this port (0: any free port)', nonNegativeInt('--metrics-port'))
+    .option('--metrics-host <address>', "address /metrics listens on (default the config file's metrics.host, else 127.0.0.1; the DaemonSet's pod IP for a Prometheus to scrape)")
     .addOption(new Option('--implementation <impl>', 'proxy implementation (default: the config file\'s, else splice)').choices(PROXY_IMPLEMENTATIONS))
     .option('--kubeconfig <file>', 'kubeconfig to watch UlyssesConfig/default (spec.kubeletShim) and report status; without it only the file config applies')
     .option('--node-name <name>', 'this node (selects the spec.kubeletShim entry; default $NODE_NAME)', process.env.NODE_NAME)
     .parse(argv);
-  const o = program.opts<{ listen?: string; backend?: string; config?: string; metricsPort?: number; implementation?: ProxyImplementation; kubeconfig?: string; nodeName?: string }>();
+  const o = program.opts<{ listen?: string; backend?: string; config?: string; metricsPort?: number; metricsHost?: string; implementation?: ProxyImplementation; kubeconfig?: string; nodeName?: string }>();
   const log = componentLogger('kubelet-shim');
   let shim: RunningShim;
   try {
-    shim = await startShim({ listen: o.listen, backend: o.backend, configFile: o.config, metricsPort: o.metricsPort, implementation: o.implementation, log });
+    shim = await startShim({ listen: o.listen, backend: o.backend, configFile: o.config, metricsPort: o.metricsPort, metricsHost: o.metricsHost, implementation: o.implementation, log });
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(err.message);

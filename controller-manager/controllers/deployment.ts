@@ -20,15 +20,16 @@
  * What is ours (thesis §5.3.1): keys carry the Deployment's criticality (core/criticality.ts
  * deploymentCriticality: own label, template, pods of its ReplicaSets) as queue priority.
  */
-import type { V1Deployment, V1DeploymentCondition, V1DeploymentStatus, V1OwnerReference, V1Pod, V1PodTemplateSpec, V1ReplicaSet } from '@kubernetes/client-node';
+import type { V1Deployment, V1DeploymentCondition, V1DeploymentStatus, V1OwnerReference, V1PodTemplateSpec, V1ReplicaSet } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { criticalityRank, type CriticalityIndex } from '../../core/criticality.ts';
+import { criticalityRank } from '../../core/criticality.ts';
+import { PRIORITY_NONE, type Priority } from '../../core/priority.ts';
 import { NO_EVENTS, type ComponentEventRecorder } from '../../core/events.ts';
-import type { ResilientInformer } from '../../core/informer.ts';
-import { ApiError, isConflict, isNotFound, type KubeClient } from '../../core/kube.ts';
+import { ApiError, isConflict, isNotFound } from '../../core/kube.ts';
 import { compileLabelSelector } from '../../core/labels.ts';
 import { objectKey } from '../../core/objects.ts';
 import { TerminalError, type ReconcileResult } from '../queue/index.ts';
+import type { ControllerDeps } from './deps.ts';
 import { claimObjects, controllerRef } from './claim.ts';
 import { semanticEqual } from './semantic.ts';
 
@@ -330,18 +331,6 @@ const hasProgressDeadline = (d: V1Deployment) => {
 // Controller
 // ---------------------------------------------------------------------------------------------
 
-export interface DeploymentControllerDeps {
-  client: KubeClient;
-  deployments: ResilientInformer<V1Deployment>;
-  replicaSets: ResilientInformer<V1ReplicaSet>;
-  pods: ResilientInformer<V1Pod>;
-  criticality: CriticalityIndex;
-  enqueue: (key: string, priority: number, afterMs?: number) => void;
-  log: Logger;
-  events?: ComponentEventRecorder;
-  now?: () => number;
-}
-
 const rsBase = (ns: string) => `/apis/apps/v1/namespaces/${ns}/replicasets`;
 const dPath = (ns: string, name: string) => `/apis/apps/v1/namespaces/${ns}/deployments/${name}`;
 const asDeployment = (d: V1Deployment) => ({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: d.metadata });
@@ -350,15 +339,15 @@ export class DeploymentController {
   private readonly now: () => number;
   private readonly events: ComponentEventRecorder;
 
-  constructor(private readonly d: DeploymentControllerDeps) {
+  constructor(private readonly d: ControllerDeps) {
     this.now = d.now ?? Date.now;
     this.events = d.events ?? NO_EVENTS;
   }
 
   /** Priority of a Deployment key: its aggregated criticality (thesis §5.3). */
-  priorityOf(dep: V1Deployment): number {
+  priorityOf(dep: V1Deployment): Priority {
     const ns = dep.metadata?.namespace;
-    return criticalityRank(this.d.criticality.deploymentCriticality(dep, this.d.replicaSets.list().filter((rs) => rs.metadata?.namespace === ns)));
+    return criticalityRank(this.d.criticality.deploymentCriticality(dep, this.d.informers.replicaSets.list().filter((rs) => rs.metadata?.namespace === ns)));
   }
 
   private enqueueDeployment(dep: V1Deployment, afterMs?: number): void {
@@ -368,22 +357,22 @@ export class DeploymentController {
   private ownerOf(rs: V1ReplicaSet): V1Deployment | undefined {
     const ref = controllerRef(rs.metadata);
     if (!ref || ref.kind !== 'Deployment') return undefined;
-    const dep = this.d.deployments.get(`${rs.metadata?.namespace}/${ref.name}`);
+    const dep = this.d.informers.deployments.get(`${rs.metadata?.namespace}/${ref.name}`);
     return dep?.metadata?.uid === ref.uid ? dep : undefined;
   }
 
   /** Deployments of the RS's namespace whose selector matches it (for orphans, upstream getDeploymentsForReplicaSet). */
   private matching(rs: V1ReplicaSet): V1Deployment[] {
-    return this.d.deployments
+    return this.d.informers.deployments
       .list()
       .filter((dep) => dep.metadata?.namespace === rs.metadata?.namespace && compileLabelSelector(dep.spec?.selector).matches(rs.metadata?.labels ?? {}));
   }
 
   register(): void {
-    const { deployments, replicaSets, pods } = this.d;
+    const { deployments, replicaSets, pods } = this.d.informers;
     deployments.on('add', (dep) => this.enqueueDeployment(dep));
     deployments.on('update', (dep) => this.enqueueDeployment(dep));
-    deployments.on('delete', (dep) => this.d.enqueue(objectKey(dep), 0));
+    deployments.on('delete', (dep) => this.d.enqueue(objectKey(dep), PRIORITY_NONE));
     const onRs = (rs: V1ReplicaSet, old?: V1ReplicaSet) => {
       const owner = this.ownerOf(rs);
       const oldOwner = old && this.ownerOf(old);
@@ -409,7 +398,7 @@ export class DeploymentController {
 
   /** syncDeployment */
   reconcile = async (key: string): Promise<ReconcileResult | void> => {
-    const cached = this.d.deployments.get(key);
+    const cached = this.d.informers.deployments.get(key);
     if (!cached) return;
     const dep = structuredClone(cached);
     const log = this.d.log.child({ deployment: key });
@@ -432,7 +421,7 @@ export class DeploymentController {
       const rsList = await claimObjects({
         client: this.d.client,
         owner: { apiVersion: 'apps/v1', kind: 'Deployment', metadata: dep.metadata },
-        candidates: this.d.replicaSets.list(),
+        candidates: this.d.informers.replicaSets.list(),
         matches: selector.matches,
         path: (rs) => `${rsBase(rs.metadata!.namespace!)}/${rs.metadata!.name}`,
         noun: 'ReplicaSet',
@@ -516,7 +505,7 @@ export class DeploymentController {
     } catch (err) {
       if (err instanceof ApiError && err.statusCode === 409 && err.reason === 'AlreadyExists') {
         alreadyExists = true;
-        const found = this.d.replicaSets.get(`${ns}/${name}`) ?? (await this.d.client.get<V1ReplicaSet>(`${rsBase(ns)}/${name}`));
+        const found = this.d.informers.replicaSets.get(`${ns}/${name}`) ?? (await this.d.client.get<V1ReplicaSet>(`${rsBase(ns)}/${name}`));
         const ref = controllerRef(found.metadata);
         if (ref?.uid === dep.metadata!.uid && equalIgnoreHash(found.spec?.template, dep.spec?.template)) {
           createdRS = found;
@@ -662,7 +651,7 @@ export class DeploymentController {
     if (scaled) return this.syncRolloutStatus(dep, all(), newRS);
     // upstream oldPodsRunning: wait until no pod of an old ReplicaSet is running (or pending)
     const oldUids = new Set(oldRSs.map((rs) => rs.metadata!.uid));
-    const running = this.d.pods
+    const running = this.d.informers.pods
       .list()
       .some((p) => p.metadata?.namespace === dep.metadata?.namespace && oldUids.has(controllerRef(p.metadata)?.uid) && p.status?.phase !== 'Failed' && p.status?.phase !== 'Succeeded');
     if (running || oldRSs.some((rs) => (rs.status?.replicas ?? 0) > 0)) {

@@ -15,14 +15,14 @@
  * What is ours: keys carry the Service's criticality (thesis §5.3.1); period 50 ms (§6.1.1).
  */
 import type { CoreV1EndpointPort, V1EndpointAddress, V1EndpointSubset, V1Endpoints, V1Pod, V1Service } from '@kubernetes/client-node';
-import type { Logger } from 'pino';
-import { criticalityRank, serviceSelector, type CriticalityIndex } from '../../core/criticality.ts';
-import type { ResilientInformer } from '../../core/informer.ts';
-import { isNotFound, type KubeClient } from '../../core/kube.ts';
+import { criticalityRank, serviceSelector } from '../../core/criticality.ts';
+import { PRIORITY_NONE } from '../../core/priority.ts';
+import { isNotFound } from '../../core/kube.ts';
 import { isIPv6 } from 'node:net';
 import { isPodReady, objectKey } from '../../core/objects.ts';
-import { NO_EVENTS, type ComponentEventRecorder } from '../../core/events.ts';
+import { NO_EVENTS } from '../../core/events.ts';
 import type { ReconcileResult } from '../queue/index.ts';
+import type { ControllerDeps } from './deps.ts';
 import { hasSelector, resolvePort, shouldPodBeInEndpoints, shouldSetHostname } from './endpointslice.ts';
 import { isNamespaceTerminating, semanticEqual } from './semantic.ts';
 import { setTriggerTime, TriggerTimeTracker } from './trigger-time.ts';
@@ -33,18 +33,6 @@ export const ENDPOINTS_MANAGED_BY = 'endpoint-controller';
 export const OVER_CAPACITY_ANNOTATION = 'endpoints.kubernetes.io/over-capacity';
 export { LAST_CHANGE_TRIGGER_TIME_ANNOTATION } from './trigger-time.ts';
 const HEADLESS_LABEL = 'service.kubernetes.io/headless';
-
-export interface EndpointsDeps {
-  client: KubeClient;
-  pods: ResilientInformer<V1Pod>;
-  services: ResilientInformer<V1Service>;
-  endpoints: ResilientInformer<V1Endpoints>;
-  criticality: CriticalityIndex;
-  enqueue: (key: string, priority: number, afterMs?: number) => void;
-  log: Logger;
-  /** upstream event FailedToUpdateEndpoint on the Service */
-  events?: ComponentEventRecorder;
-}
 
 /** upstream: ShouldPodBeInEndpoints(pod, includeTerminating = publishNotReadyAddresses) */
 const podInEndpoints = (pod: V1Pod, svc: V1Service) => shouldPodBeInEndpoints(pod, !!svc.spec?.publishNotReadyAddresses);
@@ -167,21 +155,21 @@ const epPath = (ns: string) => `/api/v1/namespaces/${ns}/endpoints`;
 export class EndpointsController {
   private readonly triggerTimes = new TriggerTimeTracker();
 
-  constructor(private readonly d: EndpointsDeps) {}
+  constructor(private readonly d: ControllerDeps) {}
 
   private enqueueService(svc: V1Service): void {
     this.d.enqueue(objectKey(svc), criticalityRank(this.d.criticality.serviceCriticality(svc)));
   }
 
   private servicesFor(pod: V1Pod): V1Service[] {
-    return this.d.services.list().filter((s) => s.metadata?.namespace === pod.metadata?.namespace && hasSelector(s) && serviceSelector(s)(pod.metadata?.labels ?? {}));
+    return this.d.informers.services.list().filter((s) => s.metadata?.namespace === pod.metadata?.namespace && hasSelector(s) && serviceSelector(s)(pod.metadata?.labels ?? {}));
   }
 
   register(): void {
-    const { pods, services, endpoints } = this.d;
+    const { pods, services, endpoints } = this.d.informers;
     services.on('add', (s) => this.enqueueService(s));
     services.on('update', (s) => this.enqueueService(s));
-    services.on('delete', (s) => this.d.enqueue(objectKey(s), 0));
+    services.on('delete', (s) => this.d.enqueue(objectKey(s), PRIORITY_NONE));
     const onPod = (p: V1Pod, old?: V1Pod) => {
       const svcs = new Map<string, V1Service>();
       for (const s of this.servicesFor(p)) svcs.set(objectKey(s), s);
@@ -202,8 +190,8 @@ export class EndpointsController {
 
   reconcile = async (key: string): Promise<ReconcileResult | void> => {
     const [ns, name] = key.split('/') as [string, string];
-    const svc = this.d.services.get(key);
-    const current = this.d.endpoints.get(key);
+    const svc = this.d.informers.services.get(key);
+    const current = this.d.informers.endpoints.get(key);
     if (!svc) {
       // upstream deletes the Endpoints of a deleted Service unconditionally: the cache may not hold
       // an Endpoints that a sync of a moment ago created
@@ -218,7 +206,7 @@ export class EndpointsController {
     // ExternalName and selector-less Services: their Endpoints belong to someone else, left alone
     if (svc.spec?.type === 'ExternalName' || !hasSelector(svc)) return;
     const matches = serviceSelector(svc);
-    const pods = this.d.pods.list().filter((p) => p.metadata?.namespace === ns && matches(p.metadata?.labels ?? {}));
+    const pods = this.d.informers.pods.list().filter((p) => p.metadata?.namespace === ns && matches(p.metadata?.labels ?? {}));
     // computed on every sync, so the tracker's state moves on even when nothing is written (as upstream)
     const trigger = this.triggerTimes.compute(svc, pods);
     const { subsets, truncated } = desiredSubsets(svc, pods);

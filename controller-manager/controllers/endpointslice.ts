@@ -26,13 +26,13 @@
  */
 import type { V1EndpointSlice, V1Endpoint, V1Node, V1Pod, V1Service, V1ServicePort, DiscoveryV1EndpointPort } from '@kubernetes/client-node';
 import { isIPv6 } from 'node:net';
-import type { Logger } from 'pino';
-import { criticalityRank, serviceSelector, type CriticalityIndex } from '../../core/criticality.ts';
-import type { ResilientInformer } from '../../core/informer.ts';
+import { criticalityRank, serviceSelector } from '../../core/criticality.ts';
+import { PRIORITY_NONE } from '../../core/priority.ts';
 import { isPodReady, objectKey } from '../../core/objects.ts';
-import { isConflict, isNotFound, type KubeClient } from '../../core/kube.ts';
-import { NO_EVENTS, type ComponentEventRecorder } from '../../core/events.ts';
+import { isConflict, isNotFound } from '../../core/kube.ts';
+import { NO_EVENTS } from '../../core/events.ts';
 import type { ReconcileResult } from '../queue/index.ts';
+import type { ControllerDeps } from './deps.ts';
 import { isNamespaceTerminating, semanticEqual } from './semantic.ts';
 import { setTriggerTime, TriggerTimeTracker } from './trigger-time.ts';
 
@@ -46,17 +46,9 @@ const RESERVED_LABELS = new Set([SERVICE_NAME_LABEL, MANAGED_BY_LABEL, HEADLESS_
 
 export type AddressType = 'IPv4' | 'IPv6';
 
-export interface EndpointSliceDeps {
-  client: KubeClient;
-  pods: ResilientInformer<V1Pod>;
-  services: ResilientInformer<V1Service>;
-  slices: ResilientInformer<V1EndpointSlice>;
-  nodes: ResilientInformer<V1Node>;
-  criticality: CriticalityIndex;
-  enqueue: (key: string, priority: number, afterMs?: number) => void;
-  log: Logger;
-  /** upstream event FailedToUpdateEndpointSlices on the Service */
-  events?: ComponentEventRecorder;
+/** The EndpointSlice controller's own setting (upstream --max-endpoints-per-slice). */
+export interface EndpointSliceOptions {
+  /** endpoints per slice, default MAX_ENDPOINTS_PER_SLICE (100) */
   maxEndpointsPerSlice?: number;
 }
 
@@ -371,7 +363,10 @@ export class EndpointSliceController {
   private readonly written = new Map<string, Map<string, number | 'deleted'>>();
   private readonly triggerTimes = new TriggerTimeTracker();
 
-  constructor(private readonly d: EndpointSliceDeps) {}
+  constructor(
+    private readonly d: ControllerDeps,
+    private readonly opts: EndpointSliceOptions = {},
+  ) {}
 
   private enqueueService(svc: V1Service): void {
     this.d.enqueue(objectKey(svc), criticalityRank(this.d.criticality.serviceCriticality(svc)));
@@ -379,16 +374,16 @@ export class EndpointSliceController {
 
   /** Services in the pod's namespace whose selector matches the pod's labels. */
   private servicesFor(pod: V1Pod): V1Service[] {
-    return this.d.services
+    return this.d.informers.services
       .list()
       .filter((s) => s.metadata?.namespace === pod.metadata?.namespace && hasSelector(s) && serviceSelector(s)(pod.metadata?.labels ?? {}));
   }
 
   register(): void {
-    const { pods, services, slices } = this.d;
+    const { pods, services, endpointSlices: slices } = this.d.informers;
     services.on('add', (s) => this.enqueueService(s));
     services.on('update', (s) => this.enqueueService(s));
-    services.on('delete', (s) => this.d.enqueue(objectKey(s), 0));
+    services.on('delete', (s) => this.d.enqueue(objectKey(s), PRIORITY_NONE));
     const onPod = (p: V1Pod, old?: V1Pod) => {
       const svcs = new Map<string, V1Service>();
       for (const s of this.servicesFor(p)) svcs.set(objectKey(s), s);
@@ -411,7 +406,7 @@ export class EndpointSliceController {
 
   /** The slices of a service in the cache (ours only). */
   private ownedSlices(ns: string, name: string): V1EndpointSlice[] {
-    return this.d.slices.list().filter((s) => s.metadata?.namespace === ns && s.metadata?.labels?.[SERVICE_NAME_LABEL] === name && s.metadata?.labels?.[MANAGED_BY_LABEL] === MANAGED_BY);
+    return this.d.informers.endpointSlices.list().filter((s) => s.metadata?.namespace === ns && s.metadata?.labels?.[SERVICE_NAME_LABEL] === name && s.metadata?.labels?.[MANAGED_BY_LABEL] === MANAGED_BY);
   }
 
   /** Is the cache behind what we wrote for this service? (upstream endpointSliceTracker.StaleSlices) */
@@ -419,7 +414,7 @@ export class EndpointSliceController {
     const w = this.written.get(key);
     if (!w) return false;
     for (const [sliceKey, gen] of w) {
-      const cached = this.d.slices.get(sliceKey);
+      const cached = this.d.informers.endpointSlices.get(sliceKey);
       if (gen === 'deleted' ? cached !== undefined : (cached?.metadata?.generation ?? 0) < gen) return true;
     }
     return false;
@@ -427,7 +422,7 @@ export class EndpointSliceController {
 
   reconcile = async (key: string): Promise<ReconcileResult | void> => {
     const [ns, name] = key.split('/') as [string, string];
-    const svc = this.d.services.get(key);
+    const svc = this.d.informers.services.get(key);
     if (!svc) {
       // the garbage collector removes the slices of a deleted Service through ownerReferences
       this.written.delete(key);
@@ -438,7 +433,7 @@ export class EndpointSliceController {
     if (svc.spec?.type === 'ExternalName' || !hasSelector(svc)) return;
     if (this.stale(key)) return { requeueAfterMs: 100 };
     const matches = serviceSelector(svc);
-    const pods = this.d.pods.list().filter((p) => p.metadata?.namespace === ns && matches(p.metadata?.labels ?? {}));
+    const pods = this.d.informers.pods.list().filter((p) => p.metadata?.namespace === ns && matches(p.metadata?.labels ?? {}));
     const triggerTime = this.triggerTimes.compute(svc, pods);
     const w = this.written.get(key) ?? new Map<string, number | 'deleted'>();
     this.written.set(key, w);
@@ -450,8 +445,8 @@ export class EndpointSliceController {
     const skipped: string[] = [];
     try {
       for (const t of types) {
-        const groups = desiredEndpoints(svc, pods, (n) => this.d.nodes.get(n), t, skipped);
-        const plan = planSlices(svc, groups, existing.filter((s) => s.addressType === t), t, this.d.maxEndpointsPerSlice ?? MAX_ENDPOINTS_PER_SLICE);
+        const groups = desiredEndpoints(svc, pods, (n) => this.d.informers.nodes.get(n), t, skipped);
+        const plan = planSlices(svc, groups, existing.filter((s) => s.addressType === t), t, this.opts.maxEndpointsPerSlice ?? MAX_ENDPOINTS_PER_SLICE);
         if (!(await this.apply(svc, plan, triggerTime, w))) return;
       }
       for (const sl of existing) if (!types.includes(sl.addressType as AddressType)) await this.deleteSlice(key, sl);

@@ -11,16 +11,17 @@
  */
 import type { V1OwnerReference, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { criticalityRank, type CriticalityIndex } from '../../core/criticality.ts';
-import type { ResilientInformer } from '../../core/informer.ts';
+import { criticalityRank } from '../../core/criticality.ts';
+import type { Priority } from '../../core/priority.ts';
 import { isPodActive, isPodAvailable, isPodReady, objectKey, podReadyCondition } from '../../core/objects.ts';
-import { isConflict, isNotFound, type KubeClient } from '../../core/kube.ts';
+import { isConflict, isNotFound } from '../../core/kube.ts';
 import { compileLabelSelector } from '../../core/labels.ts';
 import { NO_EVENTS, type ComponentEventRecorder } from '../../core/events.ts';
 import { ControllerExpectations } from '../expectations.ts';
 import { claimObjects, controllerRef } from './claim.ts';
 import { isNamespaceTerminating, semanticEqual } from './semantic.ts';
 import type { ReconcileResult } from '../queue/index.ts';
+import type { ControllerDeps } from './deps.ts';
 
 /** upstream: burstReplicas = 500 creations/deletions per sync */
 export const BURST_REPLICAS = 500;
@@ -28,19 +29,6 @@ export const BURST_REPLICAS = 500;
 const SLOW_START_INITIAL_BATCH = 1;
 /** upstream: statusUpdateRetries */
 const STATUS_UPDATE_RETRIES = 1;
-
-export interface ReplicaSetControllerDeps {
-  client: KubeClient;
-  pods: ResilientInformer<V1Pod>;
-  replicaSets: ResilientInformer<V1ReplicaSet>;
-  criticality: CriticalityIndex;
-  /** enqueue a ReplicaSet key with a priority (0 none .. 2 high) */
-  enqueue: (key: string, priority: number, afterMs?: number) => void;
-  log: Logger;
-  /** upstream events: SuccessfulCreate/FailedCreate/SuccessfulDelete/FailedDelete on the ReplicaSet */
-  events?: ComponentEventRecorder;
-  now?: () => number;
-}
 
 const asReplicaSet = (rs: V1ReplicaSet) => ({ apiVersion: 'apps/v1', kind: 'ReplicaSet', metadata: rs.metadata });
 
@@ -146,14 +134,14 @@ export class ReplicaSetController {
   private readonly now: () => number;
   private readonly events: ComponentEventRecorder;
 
-  constructor(private readonly d: ReplicaSetControllerDeps) {
+  constructor(private readonly d: ControllerDeps) {
     this.expectations = new ControllerExpectations(d.now);
     this.now = d.now ?? Date.now;
     this.events = d.events ?? NO_EVENTS;
   }
 
   /** Priority of a ReplicaSet key: its aggregated criticality. */
-  priorityOf(rs: V1ReplicaSet): number {
+  priorityOf(rs: V1ReplicaSet): Priority {
     return criticalityRank(this.d.criticality.replicaSetCriticality(rs));
   }
 
@@ -163,7 +151,7 @@ export class ReplicaSetController {
 
   /** The ReplicaSets in the pod's namespace whose selector matches it (for orphans). */
   private matchingReplicaSets(pod: V1Pod): V1ReplicaSet[] {
-    return this.d.replicaSets
+    return this.d.informers.replicaSets
       .list()
       .filter((rs) => rs.metadata?.namespace === pod.metadata?.namespace && compileLabelSelector(rs.spec?.selector).matches(pod.metadata?.labels ?? {}));
   }
@@ -171,13 +159,13 @@ export class ReplicaSetController {
   private ownerOf(pod: V1Pod): V1ReplicaSet | undefined {
     const ref = controllerRef(pod.metadata);
     if (!ref || ref.kind !== 'ReplicaSet') return undefined;
-    const rs = this.d.replicaSets.get(`${pod.metadata?.namespace}/${ref.name}`);
+    const rs = this.d.informers.replicaSets.get(`${pod.metadata?.namespace}/${ref.name}`);
     return rs?.metadata?.uid === ref.uid ? rs : undefined;
   }
 
   /** Wires informer events to queue keys (upstream addPod/updatePod/deletePod/addRS/updateRS/deleteRS). */
   register(): void {
-    const { pods, replicaSets } = this.d;
+    const { pods, replicaSets } = this.d.informers;
     replicaSets.on('add', (rs) => this.enqueueRs(rs));
     replicaSets.on('update', (rs) => this.enqueueRs(rs));
     replicaSets.on('delete', (rs) => {
@@ -223,7 +211,7 @@ export class ReplicaSetController {
 
   /** syncReplicaSet */
   reconcile = async (key: string): Promise<ReconcileResult | void> => {
-    const rs = this.d.replicaSets.get(key);
+    const rs = this.d.informers.replicaSets.get(key);
     if (!rs) {
       this.expectations.delete(key);
       return;
@@ -240,7 +228,7 @@ export class ReplicaSetController {
     const pods = await claimObjects({
       client: this.d.client,
       owner: asReplicaSet(rs),
-      candidates: this.d.pods.list(),
+      candidates: this.d.informers.pods.list(),
       matches: selector.matches,
       path: (p) => `${podsPath(p.metadata!.namespace!)}/${p.metadata!.name}`,
       noun: 'pod',
@@ -316,8 +304,8 @@ export class ReplicaSetController {
     const ref = controllerRef(rs.metadata);
     if (!ref) return [];
     const ns = rs.metadata?.namespace;
-    const uids = new Set(this.d.replicaSets.list().filter((x) => x.metadata?.namespace === ns && controllerRef(x.metadata)?.uid === ref.uid).map((x) => x.metadata!.uid));
-    return this.d.pods.list().filter((p) => p.metadata?.namespace === ns && uids.has(controllerRef(p.metadata)?.uid));
+    const uids = new Set(this.d.informers.replicaSets.list().filter((x) => x.metadata?.namespace === ns && controllerRef(x.metadata)?.uid === ref.uid).map((x) => x.metadata!.uid));
+    return this.d.informers.pods.list().filter((p) => p.metadata?.namespace === ns && uids.has(controllerRef(p.metadata)?.uid));
   }
 
   private async createPod(rs: V1ReplicaSet): Promise<void> {

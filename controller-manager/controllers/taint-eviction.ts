@@ -8,13 +8,12 @@
  * multi-priority modes critical pods are evicted (and thus respawned) first (thesis §5.3.1).
  */
 import type { V1Node, V1Pod, V1Taint, V1Toleration } from '@kubernetes/client-node';
-import type { Logger } from 'pino';
-import { criticalityRank, podCriticality, type CriticalityIndex } from '../../core/criticality.ts';
-import type { ResilientInformer } from '../../core/informer.ts';
+import { criticalityRank, podCriticality } from '../../core/criticality.ts';
 import { objectKey } from '../../core/objects.ts';
-import { isNotFound, type KubeClient } from '../../core/kube.ts';
-import { NO_EVENTS, type ComponentEventRecorder } from '../../core/events.ts';
+import { isNotFound } from '../../core/kube.ts';
+import { NO_EVENTS } from '../../core/events.ts';
 import type { ReconcileResult } from '../queue/index.ts';
+import type { ControllerDeps } from './deps.ts';
 
 /** upstream v1helper.TolerationsTolerateTaint / Toleration.ToleratesTaint */
 export function toleratesTaint(t: V1Toleration, taint: V1Taint): boolean {
@@ -52,16 +51,8 @@ export function evictionDecision(tolerations: V1Toleration[] | undefined, taints
   return { action: 'after', afterMs: min * 1000 };
 }
 
-export interface TaintEvictionDeps {
-  client: KubeClient;
-  pods: ResilientInformer<V1Pod>;
-  nodes: ResilientInformer<V1Node>;
-  criticality: CriticalityIndex;
-  enqueue: (key: string, priority: number, afterMs?: number) => void;
-  log: Logger;
-  /** upstream event TaintManagerEviction on the pod */
-  events?: ComponentEventRecorder;
-  now?: () => number;
+/** What the taint-eviction controller tells the manager's CriticalPathHold (critical-path-hold.ts). */
+export interface CriticalPathSignals {
   /**
    * A high-criticality pod is about to be evicted (called when it is queued for an immediate
    * eviction, and again right before the eviction): the manager's CriticalPathHold starts holding the
@@ -79,15 +70,18 @@ export class TaintEvictionController {
   private readonly taintSeen = new Map<string, number>();
   private readonly now: () => number;
 
-  constructor(private readonly d: TaintEvictionDeps) {
+  constructor(
+    private readonly d: ControllerDeps,
+    private readonly signals: CriticalPathSignals = {},
+  ) {
     this.now = d.now ?? Date.now;
   }
 
   /** Queues pod `p` of tainted node `node`; a high pod due for eviction now starts the CriticalPathHold. */
   private enqueuePod(p: V1Pod, node: V1Node): void {
     const level = podCriticality(p).level;
-    if (level === 'high' && this.d.onCriticalEviction && !p.metadata?.deletionTimestamp && evictionDecision(p.spec?.tolerations, node.spec?.taints).action === 'evict') {
-      this.d.onCriticalEviction(p);
+    if (level === 'high' && this.signals.onCriticalEviction && !p.metadata?.deletionTimestamp && evictionDecision(p.spec?.tolerations, node.spec?.taints).action === 'evict') {
+      this.signals.onCriticalEviction(p);
     }
     this.d.enqueue(objectKey(p), criticalityRank(level));
   }
@@ -104,7 +98,7 @@ export class TaintEvictionController {
   }
 
   register(): void {
-    const { pods, nodes } = this.d;
+    const { pods, nodes } = this.d.informers;
     const onPod = (p: V1Pod, old?: V1Pod) => {
       if (!p.spec?.nodeName) return;
       if (old && old.spec?.nodeName === p.spec.nodeName && JSON.stringify(old.spec?.tolerations) === JSON.stringify(p.spec.tolerations)) return;
@@ -123,7 +117,7 @@ export class TaintEvictionController {
       // a running node that just got a new NoExecute taint: a failure (burst) begins
       if (before && now.some((t) => !before.includes(t))) {
         this.taintSeen.set(n.metadata!.name!, this.now());
-        this.d.onNoExecuteTaint?.(n);
+        this.signals.onNoExecuteTaint?.(n);
       }
       if (!now.length) this.taintSeen.delete(n.metadata!.name!);
       // every pod on the node, highest criticality first (the queue orders them in the priority modes)
@@ -141,10 +135,10 @@ export class TaintEvictionController {
 
   /** After the informers synced: pods already exposed when we started (events may have raced). */
   afterSync(): void {
-    for (const n of this.d.nodes.list()) {
+    for (const n of this.d.informers.nodes.list()) {
       if (!n.spec?.taints?.some((t) => t.effect === 'NoExecute')) continue;
       for (const p of this.d.criticality.podsOnNode(n.metadata!.name!)) {
-        const pod = this.d.pods.get(p.key);
+        const pod = this.d.informers.pods.get(p.key);
         if (!pod) continue;
         this.track(pod, n);
         this.enqueuePod(pod, n);
@@ -153,12 +147,12 @@ export class TaintEvictionController {
   }
 
   reconcile = async (key: string): Promise<ReconcileResult | void> => {
-    const pod = this.d.pods.get(key);
+    const pod = this.d.informers.pods.get(key);
     if (!pod || pod.metadata?.deletionTimestamp || !pod.spec?.nodeName) {
       this.exposedSince.delete(key);
       return;
     }
-    const node = this.d.nodes.get(pod.spec.nodeName);
+    const node = this.d.informers.nodes.get(pod.spec.nodeName);
     const decision = evictionDecision(pod.spec.tolerations, node?.spec?.taints);
     if (decision.action === 'keep') {
       this.exposedSince.delete(key);
@@ -170,7 +164,7 @@ export class TaintEvictionController {
       const remaining = since + decision.afterMs - this.now();
       if (remaining > 0) return { requeueAfterMs: remaining };
     }
-    if (podCriticality(pod).level === 'high') this.d.onCriticalEviction?.(pod);
+    if (podCriticality(pod).level === 'high') this.signals.onCriticalEviction?.(pod);
     await this.evict(pod);
     this.exposedSince.delete(key);
   };

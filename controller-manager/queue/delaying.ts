@@ -7,7 +7,7 @@
 import type { Timer } from '../../core/clock.ts';
 import { MinHeap } from '../../core/heap.ts';
 import { WorkQueue, type WorkQueueOptions } from './queue.ts';
-import { toPriority, type Priority, type PriorityLike } from './priority.ts';
+import { toPriority, type Priority, type PriorityLike } from '../../core/priority.ts';
 
 interface Waiting {
   readyAt: number;

@@ -12,7 +12,7 @@ export {
   type WorkerPoolConfig,
   type WorkerPoolConfigInput,
 } from './pool-config.ts';
-export { PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NAMES, PRIORITY_NONE, priorityName, toPriority, type Priority, type PriorityLike, type PriorityName } from './priority.ts';
+export { PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NAMES, PRIORITY_NONE, priorityName, toPriority, type Priority, type PriorityLike, type PriorityName } from '../../core/priority.ts';
 export { WorkQueue, type GetOptions, type PriorityAdmission, type QueueItem, type WorkQueueOptions } from './queue.ts';
 export {
   BucketRateLimiter,

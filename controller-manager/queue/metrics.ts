@@ -8,7 +8,7 @@
  */
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { metricsRegistry, registeredMetric } from '../../core/metrics.ts';
-import { PRIORITY_LEVELS, priorityName, type Priority } from './priority.ts';
+import { PRIORITIES, priorityName, type Priority } from '../../core/priority.ts';
 
 type QueueLabel = 'name' | 'priority';
 
@@ -47,7 +47,7 @@ function collectFrom(gauge: Gauge<QueueLabel>, pick: (s: QueueSnapshot) => numbe
   }
   gauge.reset();
   for (const [name, values] of byName) {
-    for (let p = 0; p < PRIORITY_LEVELS; p++) gauge.set({ name, priority: priorityName(p as Priority) }, values[p] ?? 0);
+    for (const p of PRIORITIES) gauge.set({ name, priority: priorityName(p) }, values[p] ?? 0);
   }
 }
 

@@ -11,7 +11,7 @@
  *  - add(key) of a key already dirty is merged into it (duplicates collapse); the merged key keeps
  *    the HIGHEST priority requested. add(key) of a key being processed marks it dirty only: it is
  *    queued once, when done(key) is called, with the highest priority requested meanwhile.
- *  - Priorities: 0 none (also unknown/unspecified), 1 low, 2 high (priority.ts).
+ *  - Priorities: 0 none (also unknown/unspecified), 1 low, 2 high (core/priority.ts).
  *    Ordering `priority`: highest priority first, FIFO (push order) within a priority. Ordering
  *    `fifo`: push order, priority ignored but remembered. setOrdering() switches at runtime and
  *    keeps every queued key (and, back in `priority`, the FIFO order within each priority).
@@ -38,7 +38,7 @@
  */
 import { realClock, type Clock } from '../../core/clock.ts';
 import { noQueueMetrics, queueMetrics, type QueueMetrics, type QueueSnapshot } from './metrics.ts';
-import { PRIORITY_LEVELS, toPriority, type Priority, type PriorityLike, type PriorityName } from './priority.ts';
+import { PRIORITY_LEVELS, toPriority, type Priority, type PriorityLike, type PriorityName } from '../../core/priority.ts';
 import { createStorage, drainInto, type Ordering, type QueueEntry, type QueueStorage } from './storage.ts';
 
 export interface WorkQueueOptions {

@@ -3,7 +3,7 @@
  * rate_limiting_queue.go), i.e. the full queue a controller uses. See queue.ts for the contract.
  */
 import { DelayingWorkQueue } from './delaying.ts';
-import type { PriorityLike } from './priority.ts';
+import type { PriorityLike } from '../../core/priority.ts';
 import type { WorkQueueOptions } from './queue.ts';
 import { defaultControllerRateLimiter, type RateLimiter } from './rate-limiters.ts';
 

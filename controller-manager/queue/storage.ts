@@ -8,7 +8,7 @@
  * every entry and, in `priority`, the relative order of equal priorities.
  */
 import { MinHeap } from '../../core/heap.ts';
-import { PRIORITY_LEVELS, type Priority } from './priority.ts';
+import { PRIORITY_LEVELS, type Priority } from '../../core/priority.ts';
 
 export type Ordering = 'fifo' | 'priority';
 

@@ -32,7 +32,7 @@ import { componentLogger } from '../../core/logging.ts';
 import { realClock, sleepUntil, type Clock } from '../../core/clock.ts';
 import { workerMetrics } from './metrics.ts';
 import { parseWorkerPoolConfig, WORKER_MODES, type WorkerMode, type WorkerPoolConfig, type WorkerPoolConfigInput } from './pool-config.ts';
-import { PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NONE, priorityName, type Priority } from './priority.ts';
+import { PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NONE, priorityName, type Priority } from '../../core/priority.ts';
 import type { QueueItem } from './queue.ts';
 import type { RateLimiter } from './rate-limiters.ts';
 import { PriorityWorkQueue } from './rate-limiting.ts';

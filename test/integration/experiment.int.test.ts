@@ -57,7 +57,7 @@ describe('failover experiment on the real testbed', () => {
     const report = readFileSync(join(out, 'report.md'), 'utf8');
     expect(report).toContain('Ratios vs configuration 1');
     expect(report).toContain('switched by patching UlyssesConfig/default');
-    // the warm-up repetitions ran (one per configuration, every session) but are not among the results
+    // the warm-up repetitions ran (one per configuration, in every run) but are not among the results
     expect(report).toContain('2 unrecorded warm-up repetition(s), one per configuration (1, 5) on DN 1 with 4 pods per node');
     expect(readFileSync(join(out, 'fig6.1-prioUp.svg'), 'utf8')).toContain('<svg');
 
@@ -104,8 +104,8 @@ describe('failover experiment on the real testbed', () => {
     }
     // the critical pod's sandbox went to its node inside the window: the node's processes show up in
     // the window's CPU, in at least one repetition (CPU is counted in 10 ms ticks per process, and in
-    // one configuration-1 window of 2026-11-25 the harness' vanilla controllers took both CPUs for
-    // the whole window: 600 ms of 600, the node's work stayed under a tick)
+    // a configuration-1 window the harness' vanilla controllers can take both CPUs for the whole
+    // window, leaving the node's work under a tick)
     const inWindow = recorded.filter((r) => (r.prioNode?.sandboxForwarded ?? Infinity) < r.cpuWindow!.windowMs / 1000);
     expect(inWindow.length).toBeGreaterThan(0);
     expect(inWindow.some((r) => Object.keys(r.cpuWindow!.byGroup).some((g) => g.startsWith('real-2/'))), JSON.stringify(inWindow.map((r) => r.cpuWindow!.byGroup))).toBe(true);

@@ -128,8 +128,8 @@ describe('real kubelet through the kubelet-shim', () => {
     const vanilla = await burst('v');
     await deleteAll();
     // thesis edge parameters (1.5 s x0.6: the lows spread over ~3.7 s) plus Ulysses' critical-path
-    // protection; with the cloud ones (0.7 s x0.5, ~1.4 s) a critical request that reached the shim
-    // late under the full suite found 19 of the 20 lows already forwarded (2026-11-25)
+    // protection; the cloud ones (0.7 s x0.5) spread them over only ~1.4 s, and a critical request
+    // that reaches the shim late (a busy machine) can find 19 of the 20 lows already forwarded
     await setPolicy({ type: 'exponential-decay', initialWaitMs: 1500, factor: 0.6, resetAfterMs: 5000 }, { holdLowsDuringHighMs: 2000 });
     const decay = await burst('d');
     console.log(`critical pod time to Ready after a burst of 20 low pods on one node: vanilla ${vanilla.highReadyMs} ms, exponential-decay ${decay.highReadyMs} ms (${(decay.highReadyMs / vanilla.highReadyMs).toFixed(2)}x); lows forwarded after the critical sandbox: vanilla ${vanilla.lowsForwardedAfterHigh}, decay ${decay.lowsForwardedAfterHigh}`);

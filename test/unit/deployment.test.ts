@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { V1Deployment, V1ReplicaSet } from '@kubernetes/client-node';
+import { controllerDeps } from './fake-cluster.ts';
 import {
   computeHash,
   equalIgnoreHash,
@@ -160,8 +161,7 @@ describe('deployment helpers', () => {
 describe('deployment status (upstream calculateStatus)', () => {
   it('unavailableReplicas = sum of the ReplicaSets spec.replicas minus available (pods that cannot be created are unavailable)', async () => {
     const { DeploymentController } = await import('../../controller-manager/controllers/deployment.ts');
-    const { pino } = await import('pino');
-    const c = new DeploymentController({ client: {} as never, deployments: {} as never, replicaSets: {} as never, pods: {} as never, criticality: {} as never, enqueue: () => {}, log: pino({ level: 'silent' }), now: () => 0 });
+    const c = new DeploymentController(controllerDeps({ now: () => 0 }));
     const d = dep(5);
     // quota blocks creation: the new RS wants 5, has 2 pods, 2 available
     const newRS = { ...rs('new', 5, '2026-01-01T00:00:00Z'), status: { replicas: 2, readyReplicas: 2, availableReplicas: 2 } };
@@ -210,8 +210,7 @@ describe('progress deadline (upstream syncRolloutStatus, requeueStuckDeployment)
   const newRS = { metadata: { name: 'd-1' }, spec: { replicas: 2, selector: {} }, status: { replicas: 2, fullyLabeledReplicas: 2, observedGeneration: 1, terminatingReplicas: 0 } } as V1ReplicaSet;
   const controller = async (now: number) => {
     const { DeploymentController } = await import('../../controller-manager/controllers/deployment.ts');
-    const { pino } = await import('pino');
-    const c = new DeploymentController({ client: {} as never, deployments: {} as never, replicaSets: {} as never, pods: {} as never, criticality: {} as never, enqueue: () => {}, log: pino({ level: 'silent' }), now: () => now });
+    const c = new DeploymentController(controllerDeps({ now: () => now }));
     const puts: V1Deployment['status'][] = [];
     (c as unknown as { putStatus: (d: V1Deployment, s: V1Deployment['status']) => Promise<void> }).putStatus = async (_d, s) => void puts.push(s);
     const sync = (d: V1Deployment) => (c as unknown as { syncRolloutStatus: (d: V1Deployment, all: V1ReplicaSet[], n: V1ReplicaSet) => Promise<{ requeueAfterMs?: number } | void> }).syncRolloutStatus(d, [newRS], newRS);

@@ -3,11 +3,9 @@
  * TestTruncateEndpoints, TestSyncServiceAddresses) and its syncService.
  */
 import { describe, expect, it } from 'vitest';
-import { pino } from 'pino';
 import type { KubernetesObject, V1EndpointAddress, V1Endpoints, V1EndpointSubset, V1Pod, V1Service } from '@kubernetes/client-node';
 import { desiredSubsets, endpointIP, EndpointsController, truncateSubsets } from '../../controller-manager/controllers/endpoints.ts';
-import { CriticalityIndex } from '../../core/criticality.ts';
-import { FakeInformer, fakeClient } from './fake-cluster.ts';
+import { controllerDeps, FakeInformer, fakeClient } from './fake-cluster.ts';
 
 const T0 = '2026-01-01T10:00:00Z';
 const svc = (extra: Partial<V1Service['spec']> = {}): V1Service => ({
@@ -84,7 +82,7 @@ function controller(objs: { pods?: V1Pod[]; services?: V1Service[]; endpoints?: 
   const services = new FakeInformer(objs.services ?? [svc()]);
   const endpoints = new FakeInformer(objs.endpoints ?? []);
   const f = fakeClient({ endpoints: endpoints as unknown as FakeInformer<KubernetesObject> }, fail);
-  const c = new EndpointsController({ client: f.client as never, pods: pods as never, services: services as never, endpoints: endpoints as never, criticality: new CriticalityIndex(), enqueue: () => {}, log: pino({ level: 'silent' }) });
+  const c = new EndpointsController(controllerDeps({ client: f.client, informers: { pods, services, endpoints } }));
   return { c, pods, services, endpoints, ...f };
 }
 

@@ -3,7 +3,6 @@
  * util/endpointset.go, util/trigger_time_tracker.go) and pkg/api/v1/pod FindPort.
  */
 import { describe, expect, it } from 'vitest';
-import { pino } from 'pino';
 import type { V1EndpointSlice, V1Node, V1Pod, V1Service, KubernetesObject } from '@kubernetes/client-node';
 import {
   addressTypesFor,
@@ -14,8 +13,7 @@ import {
   resolvePort,
   sliceLabels,
 } from '../../controller-manager/controllers/endpointslice.ts';
-import { CriticalityIndex } from '../../core/criticality.ts';
-import { FakeInformer, fakeClient } from './fake-cluster.ts';
+import { controllerDeps, FakeInformer, fakeClient } from './fake-cluster.ts';
 
 const T0 = '2026-01-01T10:00:00Z';
 const svc = (extra: Partial<V1Service['spec']> = {}, labels?: Record<string, string>): V1Service => ({
@@ -197,7 +195,7 @@ function controller(objs: { pods?: V1Pod[]; services?: V1Service[]; slices?: V1E
   const slices = new FakeInformer(objs.slices ?? []);
   const nodeInf = new FakeInformer([...nodes.values()]);
   const f = fakeClient({ endpointslices: slices as unknown as FakeInformer<KubernetesObject> }, fail);
-  const c = new EndpointSliceController({ client: f.client as never, pods: pods as never, services: services as never, slices: slices as never, nodes: nodeInf as never, criticality: new CriticalityIndex(), enqueue: () => {}, log: pino({ level: 'silent' }) });
+  const c = new EndpointSliceController(controllerDeps({ client: f.client, informers: { pods, services, endpointSlices: slices, nodes: nodeInf } }));
   return { c, pods, services, slices, ...f };
 }
 

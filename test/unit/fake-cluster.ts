@@ -1,10 +1,14 @@
 /**
- * Fakes for controller unit tests: an informer-shaped store (get/list/on + emit) and a client that
- * applies POST/PUT/DELETE/PATCH to those stores and records every request.
+ * Fakes for controller unit tests: an informer-shaped store (get/list/on + emit), a client that
+ * applies POST/PUT/DELETE/PATCH to those stores and records every request, and the ControllerDeps
+ * built from them.
  */
 import { EventEmitter } from 'node:events';
 import type { KubernetesObject } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { CriticalityIndex } from '../../core/criticality.ts';
 import { ApiError } from '../../core/kube.ts';
+import type { ControllerDeps, Enqueue, SharedInformers } from '../../controller-manager/controllers/deps.ts';
 
 export class FakeInformer<T extends KubernetesObject> extends EventEmitter {
   readonly items = new Map<string, T>();
@@ -87,4 +91,40 @@ export function fakeClient(routes: Record<string, FakeInformer<KubernetesObject>
     mergePatch: <T>(p: string, body: unknown) => request<T>('PATCH', p, { body }),
   };
   return { client, calls, writes: () => calls.filter((c) => c.method !== 'GET') };
+}
+
+/** What a controller unit test gives: fakes shaped like the real parts (informer-like stores, a client-like object). */
+export interface FakeDeps extends Omit<ControllerDeps, 'client' | 'informers' | 'criticality' | 'enqueue' | 'log'> {
+  client?: object;
+  informers?: Partial<Record<keyof SharedInformers, object>>;
+  criticality?: CriticalityIndex;
+  enqueue?: Enqueue;
+  log?: ControllerDeps['log'];
+}
+
+/**
+ * ControllerDeps for a controller unit test. An informer the test does not give is absent: using it
+ * throws, naming it (the controller read an informer the test did not expect it to).
+ */
+export function controllerDeps(f: FakeDeps = {}): ControllerDeps {
+  const absent = (what: string) =>
+    new Proxy(
+      {},
+      {
+        get: (_t, prop) => {
+          throw new Error(`${what} is not given to this test (read .${String(prop)})`);
+        },
+      },
+    );
+  const names: (keyof SharedInformers)[] = ['pods', 'nodes', 'replicaSets', 'deployments', 'services', 'endpointSlices', 'endpoints'];
+  const informers = Object.fromEntries(names.map((n) => [n, f.informers?.[n] ?? absent(`informer ${n}`)]));
+  return {
+    ...f,
+    // the fakes have the methods the controllers call, not the real classes' private state
+    client: (f.client ?? absent('client')) as ControllerDeps['client'],
+    informers: informers as unknown as SharedInformers,
+    criticality: f.criticality ?? new CriticalityIndex(),
+    enqueue: f.enqueue ?? (() => {}),
+    log: f.log ?? pino({ level: 'silent' }),
+  };
 }

@@ -1,8 +1,9 @@
 /**
  * The repository's layering (.dependency-cruiser.cjs), checked with dependency-cruiser's own API:
  * core/ imports no component; each component imports only core/ and itself (named exceptions in the
- * config); only experiments/, test/ and cli/ import the lab. The second case cruises a small tree
- * with one violation of each kind, so a rule set that let everything pass would fail here.
+ * config); only experiments/, test/ and cli/ import the lab; the generic queue imports no domain
+ * module. The second case cruises a small tree with one violation of each kind, so a rule set that
+ * let everything pass would fail here.
  */
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -52,6 +53,9 @@ describe('layering (dependency-cruiser)', () => {
       'apf-configs/runtime.ts': 'export const toggle = 1;\n',
       'core/criticality.ts': "export type Criticality = 'high';\n",
       'controller-manager/queue/q.ts': "import type { Criticality } from '../../core/criticality.ts';\nexport const q: Criticality = 'high';\n",
+      'core/priority.ts': 'export type Priority = 0 | 1 | 2;\n',
+      // the generic queue may use core/priority.ts, not a controller of its own component
+      'controller-manager/queue/p.ts': "import type { Priority } from '../../core/priority.ts';\nimport { d } from '../d.ts';\nexport const p: Priority = d ? 1 : 0;\n",
       'apf-configs/apply.ts': 'export const apply = 1;\n',
       'experiments/lab.ts': "import { b } from '../kubelet-shim/b.ts';\nexport type Lab = number;\nexport const lab = 1 + 0 * b;\n",
       'test/t.ts': "import { lab } from '../experiments/lab.ts';\nexport const t = lab;\n",
@@ -77,6 +81,7 @@ describe('layering (dependency-cruiser)', () => {
         'nothing-imports-tests: controller-manager/d.ts -> test/t.ts',
         'not-to-unresolvable: cli/c.ts -> ../core/gone.ts',
         'generic-queue-knows-no-domain: controller-manager/queue/q.ts -> core/criticality.ts',
+        'generic-queue-knows-no-domain: controller-manager/queue/p.ts -> controller-manager/d.ts',
       ].sort(),
     );
   }, 60_000);

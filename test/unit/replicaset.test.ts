@@ -3,12 +3,10 @@
  * TestSortingActivePodsWithRanks) and replica_set.go (getPodsToDelete, calculateStatus, claimPods).
  */
 import { describe, expect, it } from 'vitest';
-import { pino } from 'pino';
 import type { KubernetesObject, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
 import { deletesBefore, podDeletionCost, podsToDelete, ReplicaSetController } from '../../controller-manager/controllers/replicaset.ts';
 import { ApiError } from '../../core/kube.ts';
-import { CriticalityIndex } from '../../core/criticality.ts';
-import { FakeInformer, fakeClient, type Call } from './fake-cluster.ts';
+import { controllerDeps, FakeInformer, fakeClient, type Call } from './fake-cluster.ts';
 
 const now = Date.UTC(2026, 5, 15, 12);
 const H = 3600_000;
@@ -123,7 +121,7 @@ function setup(o: { rs?: Partial<V1ReplicaSet>; pods?: V1Pod[]; fail?: (c: Call)
   const pods = new FakeInformer<V1Pod>(o.pods ?? []);
   const rss = new FakeInformer<V1ReplicaSet>([rs]);
   const f = fakeClient({ '/pods': pods as unknown as FakeInformer<KubernetesObject>, '/replicasets': rss as unknown as FakeInformer<KubernetesObject> }, o.fail);
-  const c = new ReplicaSetController({ client: f.client as never, pods: pods as never, replicaSets: rss as never, criticality: new CriticalityIndex(), enqueue: () => {}, log: pino({ level: 'silent' }), now: () => t });
+  const c = new ReplicaSetController(controllerDeps({ client: f.client, informers: { pods, replicaSets: rss }, now: () => t }));
   return { c, pods, rss, ...f, tick: (ms: number) => (t += ms) };
 }
 

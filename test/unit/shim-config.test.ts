@@ -101,6 +101,20 @@ describe('kubelet-shim config', () => {
     await expect(startShim({ backend: '/x.sock', log: pino({ level: 'silent' }) })).rejects.toThrow(/listen/);
   });
 
+  it('startShim: metricsHost (--metrics-host) wins over the file\'s metrics.host, and /metrics listens there only', async () => {
+    const file = join(dir, 'shim-metrics.yaml');
+    writeFileSync(file, `backend: /nonexistent/containerd.sock\nmetrics: { port: 0, host: 127.0.0.1 }\n`);
+    const shim = await startShim({ listen: join(dir, 'metrics-host.sock'), configFile: file, metricsHost: '127.0.0.2', log: pino({ level: 'silent' }) });
+    try {
+      expect(shim.config.metrics).toEqual({ port: 0, host: '127.0.0.2' });
+      const text = await (await fetch(`http://127.0.0.2:${shim.metricsPort}/metrics`)).text();
+      expect(text).toMatch(/^ulysses_cri_pacing_queue_length 0$/m);
+      await expect(fetch(`http://127.0.0.1:${shim.metricsPort}/metrics`)).rejects.toThrow();
+    } finally {
+      await shim.stop();
+    }
+  });
+
   it('main.ts as a process: bad config exits 2 naming the field; SIGHUP reloads; /metrics served; SIGTERM cleans up', async () => {
     const main = join(shimDir, 'main.ts');
     const run = (args: string[]) => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { EventEmitter } from 'node:events';
 import { pino } from 'pino';
+import { controllerDeps } from './fake-cluster.ts';
 import type { V1Node, V1Pod, V1Taint } from '@kubernetes/client-node';
 import { TaintEvictionController, evictionDecision, toleratesTaint } from '../../controller-manager/controllers/taint-eviction.ts';
 import { CriticalityIndex } from '../../core/criticality.ts';
@@ -60,7 +61,7 @@ describe('TaintEvictionController toleration clock (upstream processPodOnNode)',
     const nodeInformer = Object.assign(new EventEmitter(), { get: (k: string) => nodes.get(k) });
     const criticality = new CriticalityIndex();
     criticality.upsertPod(pod);
-    const c = new TaintEvictionController({ client: {} as never, pods: podInformer as never, nodes: nodeInformer as never, criticality, enqueue: () => {}, log: pino({ level: 'silent' }), now: () => now });
+    const c = new TaintEvictionController(controllerDeps({ informers: { pods: podInformer, nodes: nodeInformer }, criticality, now: () => now }));
     c.register();
     const setNode = (taints: V1Taint[]) => {
       const old = nodes.get('n1') ?? { metadata: { name: 'n1' }, spec: {} };
@@ -119,13 +120,7 @@ describe('TaintEvictionController hands a critical eviction to the CriticalPathH
     const queued: [string, number][] = [];
     const evicting: string[] = [];
     const tainted: string[] = [];
-    const c = new TaintEvictionController({
-      client: {} as never,
-      pods: podInformer as never,
-      nodes: nodeInformer as never,
-      criticality,
-      enqueue: (key, priority) => queued.push([key, priority]),
-      log: pino({ level: 'silent' }),
+    const c = new TaintEvictionController(controllerDeps({ informers: { pods: podInformer, nodes: nodeInformer }, criticality, enqueue: (key, priority) => queued.push([key, priority]) }), {
       onCriticalEviction: (p) => evicting.push(p.metadata!.name!),
       onNoExecuteTaint: (n) => tainted.push(`${n.metadata!.name} before ${queued.length} queued`),
     });
@@ -167,7 +162,7 @@ describe('TaintEvictionController logs where an eviction spent its time', () => 
     const log = pino({ level: 'info' }, { write: (s: string) => lines.push(JSON.parse(s)) });
     const criticality = new CriticalityIndex();
     criticality.upsertPod(pod);
-    const c = new TaintEvictionController({ client: client as never, pods: podInformer as never, nodes: nodeInformer as never, criticality, enqueue: () => {}, log, now: () => now });
+    const c = new TaintEvictionController(controllerDeps({ client, informers: { pods: podInformer, nodes: nodeInformer }, criticality, log, now: () => now }));
     c.register();
     nodes.set('n1', tainted);
     nodeInformer.emit('update', tainted, { metadata: { name: 'n1' }, spec: {} });

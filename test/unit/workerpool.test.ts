@@ -4,7 +4,7 @@ import { ConfigError } from '../../core/config.ts';
 import { metricsRegistry } from '../../core/metrics.ts';
 import { FakeClock, settle, sleepUntil } from '../../core/clock.ts';
 import type { WorkerMode, WorkerPoolConfigInput } from '../../controller-manager/queue/pool-config.ts';
-import type { Priority } from '../../controller-manager/queue/priority.ts';
+import type { Priority } from '../../core/priority.ts';
 import { TokenBucket } from '../../core/token-bucket.ts';
 import { TerminalError, WorkerPool, type ReconcileContext, type ReconcileResult } from '../../controller-manager/queue/worker-pool.ts';
 

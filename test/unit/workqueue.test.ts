@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { metricsRegistry } from '../../core/metrics.ts';
 import { FakeClock, settle } from '../../core/clock.ts';
 import { MinHeap } from '../../core/heap.ts';
-import { PRIORITY_NAMES, priorityName, toPriority, type Priority } from '../../controller-manager/queue/priority.ts';
+import { PRIORITY_NAMES, priorityName, toPriority, type Priority } from '../../core/priority.ts';
 import { CRITICALITY_LEVELS, criticalityRank } from '../../core/criticality.ts';
 import type { QueueItem } from '../../controller-manager/queue/queue.ts';
 import {
@@ -515,7 +515,7 @@ describe('model check', () => {
     add(k: string, p: Priority) {
       const d = this.dirty.get(k);
       if (d) {
-        d.p = Math.max(d.p, p) as Priority;
+        d.p = toPriority(Math.max(d.p, p));
         return;
       }
       const queued = !this.processing.has(k);
