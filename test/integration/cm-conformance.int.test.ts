@@ -59,6 +59,7 @@ function complete(d: V1Deployment): boolean {
 
 async function scenario(t: TestbedContext): Promise<unknown> {
   const { core, apps, discovery } = t;
+  const start = Date.now();
   await ensureNamespace(core, SYNC);
   // the further scenarios share nothing with these: they run alongside (a failure is reported at the end)
   const moreRun = moreScenarios(t).then((v) => ({ v }), (e: unknown) => ({ e }));
@@ -104,7 +105,9 @@ async function scenario(t: TestbedContext): Promise<unknown> {
   };
   await pollUntil('every kwok workload evicted to kwok-2 and complete again', async () => (await settledOnKwok2('victim')) && (await settledOnKwok2('scale')) && complete(await read('victim')) && complete(await read('scale')), { timeoutMs: 120_000 });
 
+  console.log(`scale-up, rolling update, taint eviction done after ${((Date.now() - start) / 1000).toFixed(1)} s`);
   const extra = await extraScenarios(t);
+  console.log(`extra scenarios done after ${((Date.now() - start) / 1000).toFixed(1)} s`);
   // every Deployment of the namespace settled (rollouts complete, old ReplicaSets at 0, no pod terminating)
   const names = (await apps.listNamespacedDeployment({ namespace: ns })).items.map((d) => d.metadata!.name!);
   const base = await settleApps(t, ns, names, { complete: true, oldAtZero: true }, async () =>
@@ -904,8 +907,11 @@ async function quotaLifted(c: MoreCtx): Promise<unknown> {
 
 /** A scenario's outcome; one that fails is recorded as such (its first line) and logged whole: the others still count. */
 async function outcome(name: string, run: () => Promise<unknown>): Promise<unknown> {
+  const start = Date.now();
   try {
-    return await run();
+    const v = await run();
+    console.log(`scenario ${name} settled after ${((Date.now() - start) / 1000).toFixed(1)} s`);
+    return v;
   } catch (err) {
     console.log(`scenario ${name} failed: ${(err as Error).stack}`);
     return { failed: (err as Error).message.split('\n')[0]!.replace(/ \(last error.*$/, '').replace(/timed out after \d+ ms/, 'timed out') };
