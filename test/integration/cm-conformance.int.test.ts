@@ -16,8 +16,17 @@
  * publishNotReadyAddresses, creation blocked by a ResourceQuota (ReplicaFailure on the ReplicaSet and
  * the Deployment, unavailableReplicas from spec), scale-down choosing the pod with the lowest
  * controller.kubernetes.io/pod-deletion-cost, and a NoExecute taint matched by two tolerations (the
- * first one's tolerationSeconds counts). Ulysses runs them in each serving mode: the mode may change
- * when things happen, never what.
+ * first one's tolerationSeconds counts). Seventeen more run alongside in namespaces and on KWOK
+ * nodes of their own (percent rollout, proportional scaling, pause, rollback, history limit, progress
+ * deadline, adoption, release, orphaning, not-ready and headless Services, named ports, selectorless
+ * Services, node deletion, tolerations of every shape, terminating pods, quota lifted). Ulysses runs
+ * them in each serving mode: the mode may change when things happen, never what.
+ *
+ * Every end state is captured once settled, by the same conditions on both sides (see `settle`):
+ * facts of the objects (Deployment status equal to its ReplicaSets', ReplicaSet status equal to its
+ * active pods, generations observed, no pod left terminating unless the scenario holds one, old
+ * ReplicaSets at 0 after a rollout, endpoint sets equal to the pods, the scenario's own conditions
+ * for stuck states) that stay unchanged (resourceVersions) across a sync marker.
  */
 import { writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
