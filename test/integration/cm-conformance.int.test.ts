@@ -70,8 +70,12 @@ async function scenario(t: TestbedContext): Promise<unknown> {
   const { core, apps, discovery } = t;
   const start = Date.now();
   await ensureNamespace(core, SYNC);
-  // the further scenarios share nothing with these: they run alongside (a failure is reported at the end)
-  const moreRun = moreScenarios(t).then((v) => ({ v }), (e: unknown) => ({ e }));
+  // the further scenarios share nothing with these: they run alongside (a failure is reported at the
+  // end), after nodeDeletion's first end state, which runs alone
+  let firstCaptured!: () => void;
+  const alone = new Promise<void>((resolve) => (firstCaptured = resolve));
+  const moreRun = moreScenarios(t, firstCaptured).then((v) => ({ v }), (e: unknown) => ({ e })).finally(firstCaptured);
+  await alone;
   const read = (name: string) => apps.readNamespacedDeployment({ name, namespace: ns });
   const waitComplete = (name: string, generation: number, timeoutMs = 120_000) =>
     pollUntil(`${name} complete (generation ${generation})`, async () => {
@@ -338,8 +342,10 @@ let markerSeq = 0;
 /**
  * A sync marker: a Deployment with 0 replicas and a Service selecting nothing, created now; done
  * once the Deployment, ReplicaSet, EndpointSlice and Endpoints controllers have each written their
- * object (Deployment status, the new ReplicaSet's status, an EndpointSlice, Endpoints). Work that
- * was queued before it has been picked up by then.
+ * object (Deployment status, the new ReplicaSet's status, an EndpointSlice, Endpoints): a write to
+ * Deployments, ReplicaSets or Services made before it has reached those controllers by then (their
+ * informers see one watch stream per kind in order). Pod events are covered by the facts instead:
+ * each ReplicaSet's status must equal its pods as read from the API.
  */
 async function syncMarker(t: TestbedContext): Promise<void> {
   const name = `m${++markerSeq}`;
@@ -391,7 +397,8 @@ async function settle<T>(t: TestbedContext, what: string, scope: Scope, facts: (
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (let round = 1; ; round++) {
-    await pollUntil(what, async () => (last = await facts()), { timeoutMs: Math.max(1_000, deadline - Date.now()), explain: () => `last: ${JSON.stringify(last)}` });
+    // 500 ms between checks: many scenarios poll at once, and Ulysses' controllers share this process
+    await pollUntil(what, async () => (last = await facts()), { timeoutMs: Math.max(1_000, deadline - Date.now()), intervalMs: 500, explain: () => `last: ${JSON.stringify(last)}` });
     const before = await snapshot(t, scope);
     await syncMarker(t);
     const v = await facts();
@@ -466,10 +473,15 @@ async function workloadFacts(t: TestbedContext, namespace: string, app: string, 
   return bad;
 }
 
-/** all of `apps` settled as `o` says (plus `extra`), quiet across a sync marker; returns `capture()` */
-function settleApps<T>(t: TestbedContext, namespace: string, apps: string[], o: WorkloadExpect, capture: () => Promise<T>, extra: () => Promise<boolean> = async () => true, more: Omit<Scope, 'namespace' | 'apps'> = {}): Promise<T> {
+/**
+ * all of `apps` settled as `o` says (plus `extra`), quiet across a sync marker; returns `capture()`.
+ * `guard` runs first on every check (it throws a FatalError when the awaited state can no longer come).
+ */
+function settleApps<T>(t: TestbedContext, namespace: string, apps: string[], o: WorkloadExpect, capture: () => Promise<T>, extra: () => Promise<boolean> = async () => true, more: Omit<Scope, 'namespace' | 'apps'> & { guard?: () => Promise<void> } = {}): Promise<T> {
   let problems: string[] = [];
-  return settle(t, `${namespace}/${apps.join(',')} settled`, { namespace, apps, ...more }, async () => {
+  const { guard, ...scope } = more;
+  return settle(t, `${namespace}/${apps.join(',')} settled`, { namespace, apps, ...scope }, async () => {
+    await guard?.();
     problems = (await Promise.all(apps.map((a) => workloadFacts(t, namespace, a, o)))).flat();
     return problems.length === 0 && (await extra()) && { v: await capture() };
   }).then((x) => x.v, (err: Error) => {
@@ -787,8 +799,13 @@ async function selectorless(c: MoreCtx): Promise<unknown> {
   }
 }
 
-/** pods on a Node that is deleted: their slice entries (a new Service's) and their replacements once pod GC removed them */
-async function nodeDeletion(c: MoreCtx): Promise<Record<string, unknown>> {
+/**
+ * pods on a Node that is deleted: their slice entries (a new Service's) and their replacements once
+ * pod GC removed them. The first end state exists only until pod GC's 40 s quarantine of the missing
+ * node runs out: `captured` is called once it is captured, and the other further scenarios start
+ * only then (their load would stretch this window).
+ */
+async function nodeDeletion(c: MoreCtx, captured: () => void): Promise<Record<string, unknown>> {
   const { core } = c.t;
   await c.create(dep('gone', 2, 'kwok-3'));
   await core.createNamespacedService({ namespace: MORE, body: svcBody('gone', { selector: { app: 'gone' }, ports: [{ name: 'http', port: 80, targetPort: 'http' }] }) });
@@ -798,12 +815,16 @@ async function nodeDeletion(c: MoreCtx): Promise<Record<string, unknown>> {
     return s.readyPods === 2 && s.slicesHoldAllPodIps && s.endpointsHoldAllPodIps;
   });
   const onNode = (await c.pods('app=gone')).map((p) => p.metadata!.uid!).sort();
+  const deletedAt = Date.now();
   await core.deleteNode({ name: 'kwok-3' });
   await c.poll('kwok-3 gone', async () => core.readNode({ name: 'kwok-3' }).then(() => false, () => true));
   // Services created after the Node is gone: the slices skip its pods unless publishNotReadyAddresses
   await core.createNamespacedService({ namespace: MORE, body: svcBody('gone-new', { selector: { app: 'gone' }, ports: [{ name: 'http', port: 80, targetPort: 'http' }] }) });
   await core.createNamespacedService({ namespace: MORE, body: svcBody('gone-pub', { publishNotReadyAddresses: true, selector: { app: 'gone' }, ports: [{ name: 'http', port: 80, targetPort: 'http' }] }) });
   // captured while the node's 2 pods are still there (pod GC's 40 s quarantine has not run out)
+  const podGcRanFirst = async () => {
+    if (JSON.stringify((await c.pods('app=gone')).map((p) => p.metadata!.uid!).sort()) !== JSON.stringify(onNode)) throw new FatalError(`gone: pod GC replaced the node's pods before gone-new / gone-pub settled`);
+  };
   const afterDelete = await settleApps(c.t, MORE, ['gone'], { complete: true }, async () => ({
     newService: await c.service('gone-new', 'app=gone'),
     publishNotReady: await c.service('gone-pub', 'app=gone'),
@@ -812,10 +833,10 @@ async function nodeDeletion(c: MoreCtx): Promise<Record<string, unknown>> {
     const nw = await c.slices('gone-new');
     const pub = await c.slices('gone-pub');
     const live = ps.filter((p) => p.status?.podIP && !isTerminating(p)).length;
-    const same = JSON.stringify(ps.map((p) => p.metadata!.uid!).sort()) === JSON.stringify(onNode);
-    if (!same) throw new FatalError(`gone: the node's pods were replaced before gone-new / gone-pub were reconciled`);
     return live === 2 && managedSlices(nw).length === 1 && sliceEndpoints(nw) === 0 && sliceEndpoints(pub) === live && epCounts(await c.endpoints('gone-new')).ready === live && epCounts(await c.endpoints('gone-pub')).ready === live;
-  }, { services: ['gone-new', 'gone-pub'] });
+  }, { services: ['gone-new', 'gone-pub'], guard: podGcRanFirst });
+  console.log(`nodeDeletion: first end state captured ${((Date.now() - deletedAt) / 1000).toFixed(1)} s after the Node was deleted (pod GC: 40 s or more)`);
+  captured();
   // pod GC deletes the pods of the missing node (after its 40 s quarantine); replacements stay Pending
   const replaced = await settleApps(c.t, MORE, ['gone'], {}, async () => ({
     workload: await c.appState('gone'), service: await c.service('gone', 'app=gone'), newService: await c.service('gone-new', 'app=gone'),
@@ -927,8 +948,13 @@ async function outcome(name: string, run: () => Promise<unknown>): Promise<unkno
   }
 }
 
-/** Starts the independent scenarios (extra KWOK nodes first); `quotaLifted` needs extraScenarios' quota first. */
-async function moreScenarios(t: TestbedContext): Promise<Record<string, unknown>> {
+/**
+ * Starts the independent scenarios (extra KWOK nodes first); `quotaLifted` needs extraScenarios' quota
+ * first. `firstCaptured` is called once nodeDeletion's first end state is captured: everything else
+ * (these scenarios and the caller's) starts only then, so that state is reached well within pod GC's
+ * 40 s quarantine however busy the machine is.
+ */
+async function moreScenarios(t: TestbedContext, firstCaptured: () => void): Promise<Record<string, unknown>> {
   await ensureNamespace(t.core, MORE);
   for (const name of ['kwok-3', 'kwok-4', 'kwok-5']) {
     const n = kwokNode(name);
@@ -952,12 +978,17 @@ async function moreScenarios(t: TestbedContext): Promise<Record<string, unknown>
     ['headlessNoPorts', () => headlessNoPorts(c)],
     ['namedPorts', () => namedPorts(c)],
     ['selectorless', () => selectorless(c)],
-    ['nodeDeletion', () => nodeDeletion(c)],
     ['severalTolerations', () => severalTolerations(c)],
     ['terminating', () => terminating(c)],
   ];
   const out: Record<string, unknown> = {};
-  await Promise.all(named.map(async ([k, run]) => (out[k] = await outcome(k, run))));
+  // nodeDeletion's first end state lasts only until pod GC: the others start once it is captured
+  let captured!: () => void;
+  const nodeDeletionCaptured = new Promise<void>((resolve) => (captured = resolve));
+  const gone = outcome('nodeDeletion', () => nodeDeletion(c, captured)).then((v) => (out.nodeDeletion = v)).finally(captured);
+  await nodeDeletionCaptured;
+  firstCaptured();
+  await Promise.all([gone, ...named.map(async ([k, run]) => (out[k] = await outcome(k, run)))]);
   // results with two outcomes are flattened: each outcome is one compared scenario
   const flat: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(out)) {
