@@ -189,116 +189,127 @@ async function extraScenarios(t: TestbedContext): Promise<Record<string, unknown
     mutate(d);
     return apps.createNamespacedDeployment({ namespace: ns, body: d });
   };
-  /** the Service's slices and Endpoints hold every (non-terminating) pod of the app, which has n ready pods */
+  /** the Service's slices and Endpoints hold every (non-terminating) pod of the app, which has n ready pods; the app settled */
   const settled = (svc: string, n: number, app = svc) =>
-    pollUntil(`${svc}: ${n} ready pods in its EndpointSlices and Endpoints`, async () => {
+    settleApps(t, ns, [app], { complete: true }, () => service(svc, app), async () => {
       const s = await service(svc, app);
-      return s.readyPods === n && s.servingEqualsReady && s.slicesHoldAllPodIps && s.endpointsHoldAllPodIps && s;
-    }, { timeoutMs: 90_000 });
+      return s.readyPods === n && s.servingEqualsReady && s.slicesHoldAllPodIps && s.endpointsHoldAllPodIps;
+    }, { services: [svc] });
 
-  // hostname: pods with spec.hostname and spec.subdomain = a headless Service's name
-  await core.createNamespacedService({ namespace: ns, body: { metadata: { name: 'hn' }, spec: { clusterIP: 'None', selector: { app: 'hn' }, ports: [{ name: 'http', port: 80, targetPort: 'http' as never }] } } });
-  await kwokApp('hn', 2, (d) => Object.assign(d.spec!.template.spec!, { hostname: 'member', subdomain: 'hn' }));
-  out.hostname = await settled('hn', 2);
+  // independent of one another (their own objects; every KWOK pod of theirs tolerates the NoExecute
+  // taint of twoTolerations): they run alongside
+  await Promise.all([
+    (async () => {
+      // hostname: pods with spec.hostname and spec.subdomain = a headless Service's name
+      await core.createNamespacedService({ namespace: ns, body: { metadata: { name: 'hn' }, spec: { clusterIP: 'None', selector: { app: 'hn' }, ports: [{ name: 'http', port: 80, targetPort: 'http' as never }] } } });
+      await kwokApp('hn', 2, (d) => Object.assign(d.spec!.template.spec!, { hostname: 'member', subdomain: 'hn' }));
+      out.hostname = await settled('hn', 2);
+    })(),
+    (async () => {
+      // named targetPort on a native sidecar (init container with restartPolicy Always)
+      await core.createNamespacedService({ namespace: ns, body: { metadata: { name: 'side' }, spec: { selector: { app: 'side' }, ports: [{ name: 'proxy', port: 80, targetPort: 'proxy' as never }] } } });
+      await kwokApp('side', 2, (d) => {
+        d.spec!.template.spec!.initContainers = [{ name: 'proxy', image: d.spec!.template.spec!.containers[0]!.image, restartPolicy: 'Always', ports: [{ name: 'proxy', containerPort: 15001, protocol: 'TCP' }] }];
+      });
+      out.sidecarPort = await settled('side', 2);
+    })(),
+    (async () => {
+      // two ports (one by name, one by number), publishNotReadyAddresses
+      await core.createNamespacedService({ namespace: ns, body: { metadata: { name: 'multi', labels: { tier: 'back' } }, spec: { publishNotReadyAddresses: true, selector: { app: 'multi' }, ports: [{ name: 'http', port: 80, targetPort: 'http' as never }, { name: 'admin', port: 81, targetPort: 9000 as never }] } } });
+      await kwokApp('multi', 3);
+      out.multiPort = await settled('multi', 3);
+    })(),
+    (async () => {
+      // a Service that loses its selector: kcm leaves its EndpointSlices and Endpoints alone
+      await core.createNamespacedService({ namespace: ns, body: { metadata: { name: 'nosel' }, spec: { selector: { app: 'nosel' }, ports: [{ name: 'http', port: 80, targetPort: 'http' as never }] } } });
+      await kwokApp('nosel', 2);
+      await settled('nosel', 2);
+      await core.patchNamespacedService({ name: 'nosel', namespace: ns, body: [{ op: 'remove', path: '/spec/selector' }] }, undefined);
+      // barrier: a later Service change handled by the same controllers
+      await core.createNamespacedService({ namespace: ns, body: { metadata: { name: 'barrier' }, spec: { selector: { app: 'nosel' }, ports: [{ name: 'http', port: 80, targetPort: 'http' as never }] } } });
+      await settled('barrier', 2, 'nosel');
+      out.selectorRemoved = await service('nosel');
+    })(),
+    (async () => {
+      // creation blocked by a ResourceQuota: ReplicaFailure, unavailableReplicas from the ReplicaSets' spec
+      const qns = `${ns}-quota`;
+      await ensureNamespace(core, qns);
+      await core.createNamespacedResourceQuota({ namespace: qns, body: { metadata: { name: 'pods' }, spec: { hard: { pods: '2' } } } });
+      await pollUntil('quota status computed', async () => !!(await core.readNamespacedResourceQuota({ name: 'pods', namespace: qns })).status?.hard, { timeoutMs: 30_000 });
+      const q = onKwok(deployment({ namespace: qns, name: 'quota', replicas: 3, criticality: 'low', image: 'http-server' }));
+      await apps.createNamespacedDeployment({ namespace: qns, body: q });
+      const conds = (cs?: { type: string; status: string; reason?: string }[]) => (cs ?? []).map((c) => `${c.type}=${c.status}/${c.reason}`).sort();
+      // a stuck state: settled once the ReplicaFailure conditions are there and nothing changes across a sync marker
+      const quotaState = async () => {
+        const d = await apps.readNamespacedDeployment({ name: 'quota', namespace: qns });
+        const rss = (await apps.listNamespacedReplicaSet({ namespace: qns })).items;
+        return {
+          deployment: { replicas: d.status?.replicas, updatedReplicas: d.status?.updatedReplicas, availableReplicas: d.status?.availableReplicas, unavailableReplicas: d.status?.unavailableReplicas, conditions: conds(d.status?.conditions) },
+          replicaSets: rss.map((rs) => ({ replicas: rs.spec?.replicas, status: rs.status?.replicas, conditions: conds(rs.status?.conditions) })),
+        };
+      };
+      out.quota = await settleApps(t, qns, ['quota'], {}, quotaState, async () => {
+        const d = await apps.readNamespacedDeployment({ name: 'quota', namespace: qns });
+        const rss = (await apps.listNamespacedReplicaSet({ namespace: qns })).items;
+        return d.status?.availableReplicas === 2 && !!d.status.conditions?.some((c) => c.type === 'ReplicaFailure') && !!rss[0]?.status?.conditions?.some((c) => c.type === 'ReplicaFailure');
+      });
+    })(),
+    (async () => {
+      // scale-down: the pod with the lowest pod-deletion-cost goes first
+      await kwokApp('cost', 4);
+      const costPods = await pollUntil('4 ready cost pods', async () => {
+        const ps = (await pods('cost')).filter(isReady);
+        return ps.length === 4 && ps;
+      }, { timeoutMs: 90_000 });
+      const cheap = costPods.sort((a, b) => a.metadata!.name!.localeCompare(b.metadata!.name!))[2]!;
+      for (const p of costPods) {
+        const cost = p === cheap ? '-100' : '100';
+        await core.patchNamespacedPod({ name: p.metadata!.name!, namespace: ns, body: [{ op: 'add', path: '/metadata/annotations', value: { 'controller.kubernetes.io/pod-deletion-cost': cost } }] }, undefined);
+      }
+      await apps.patchNamespacedDeployment({ name: 'cost', namespace: ns, body: [{ op: 'replace', path: '/spec/replicas', value: 3 }] }, undefined);
+      const left = await pollUntil('cost scaled down to 3', async () => {
+        const ps = (await pods('cost')).filter((p) => !p.metadata?.deletionTimestamp);
+        return ps.length === 3 && ps;
+      }, { timeoutMs: 60_000 });
+      out.deletionCost = { cheapestDeleted: !left.some((p) => p.metadata!.uid === cheap.metadata!.uid), left: left.length };
 
-  // named targetPort on a native sidecar (init container with restartPolicy Always)
-  await core.createNamespacedService({ namespace: ns, body: { metadata: { name: 'side' }, spec: { selector: { app: 'side' }, ports: [{ name: 'proxy', port: 80, targetPort: 'proxy' as never }] } } });
-  await kwokApp('side', 2, (d) => {
-    d.spec!.template.spec!.initContainers = [{ name: 'proxy', image: d.spec!.template.spec!.containers[0]!.image, restartPolicy: 'Always', ports: [{ name: 'proxy', containerPort: 15001, protocol: 'TCP' }] }];
-  });
-  out.sidecarPort = await settled('side', 2);
-
-  // two ports (one by name, one by number), publishNotReadyAddresses
-  await core.createNamespacedService({ namespace: ns, body: { metadata: { name: 'multi', labels: { tier: 'back' } }, spec: { publishNotReadyAddresses: true, selector: { app: 'multi' }, ports: [{ name: 'http', port: 80, targetPort: 'http' as never }, { name: 'admin', port: 81, targetPort: 9000 as never }] } } });
-  await kwokApp('multi', 3);
-  out.multiPort = await settled('multi', 3);
-
-  // a Service that loses its selector: kcm leaves its EndpointSlices and Endpoints alone
-  await core.createNamespacedService({ namespace: ns, body: { metadata: { name: 'nosel' }, spec: { selector: { app: 'nosel' }, ports: [{ name: 'http', port: 80, targetPort: 'http' as never }] } } });
-  await kwokApp('nosel', 2);
-  await settled('nosel', 2);
-  await core.patchNamespacedService({ name: 'nosel', namespace: ns, body: [{ op: 'remove', path: '/spec/selector' }] }, undefined);
-  // barrier: a later Service change handled by the same controllers
-  await core.createNamespacedService({ namespace: ns, body: { metadata: { name: 'barrier' }, spec: { selector: { app: 'nosel' }, ports: [{ name: 'http', port: 80, targetPort: 'http' as never }] } } });
-  await settled('barrier', 2, 'nosel');
-  out.selectorRemoved = await service('nosel');
-
-  // scale-down: the pod with the lowest pod-deletion-cost goes first
-  await kwokApp('cost', 4);
-  const costPods = await pollUntil('4 ready cost pods', async () => {
-    const ps = (await pods('cost')).filter(isReady);
-    return ps.length === 4 && ps;
-  }, { timeoutMs: 90_000 });
-  const cheap = costPods.sort((a, b) => a.metadata!.name!.localeCompare(b.metadata!.name!))[2]!;
-  for (const p of costPods) {
-    const cost = p === cheap ? '-100' : '100';
-    await core.patchNamespacedPod({ name: p.metadata!.name!, namespace: ns, body: [{ op: 'add', path: '/metadata/annotations', value: { 'controller.kubernetes.io/pod-deletion-cost': cost } }] }, undefined);
-  }
-  await apps.patchNamespacedDeployment({ name: 'cost', namespace: ns, body: [{ op: 'replace', path: '/spec/replicas', value: 3 }] }, undefined);
-  const left = await pollUntil('cost scaled down to 3', async () => {
-    const ps = (await pods('cost')).filter((p) => !p.metadata?.deletionTimestamp);
-    return ps.length === 3 && ps;
-  }, { timeoutMs: 60_000 });
-  out.deletionCost = { cheapestDeleted: !left.some((p) => p.metadata!.uid === cheap.metadata!.uid), left: left.length };
-
-  // creation blocked by a ResourceQuota: ReplicaFailure, unavailableReplicas from the ReplicaSets' spec
-  const qns = `${ns}-quota`;
-  await ensureNamespace(core, qns);
-  await core.createNamespacedResourceQuota({ namespace: qns, body: { metadata: { name: 'pods' }, spec: { hard: { pods: '2' } } } });
-  await pollUntil('quota status computed', async () => !!(await core.readNamespacedResourceQuota({ name: 'pods', namespace: qns })).status?.hard, { timeoutMs: 30_000 });
-  const q = onKwok(deployment({ namespace: qns, name: 'quota', replicas: 3, criticality: 'low', image: 'http-server' }));
-  await apps.createNamespacedDeployment({ namespace: qns, body: q });
-  const conds = (cs?: { type: string; status: string; reason?: string }[]) => (cs ?? []).map((c) => `${c.type}=${c.status}/${c.reason}`).sort();
-  // a stuck state: settled once the ReplicaFailure conditions are there and nothing changes across a sync marker
-  const quotaState = async () => {
-    const d = await apps.readNamespacedDeployment({ name: 'quota', namespace: qns });
-    const rss = (await apps.listNamespacedReplicaSet({ namespace: qns })).items;
-    return {
-      deployment: { replicas: d.status?.replicas, updatedReplicas: d.status?.updatedReplicas, availableReplicas: d.status?.availableReplicas, unavailableReplicas: d.status?.unavailableReplicas, conditions: conds(d.status?.conditions) },
-      replicaSets: rss.map((rs) => ({ replicas: rs.spec?.replicas, status: rs.status?.replicas, conditions: conds(rs.status?.conditions) })),
-    };
-  };
-  out.quota = await settleApps(t, qns, ['quota'], {}, quotaState, async () => {
-    const d = await apps.readNamespacedDeployment({ name: 'quota', namespace: qns });
-    const rss = (await apps.listNamespacedReplicaSet({ namespace: qns })).items;
-    return d.status?.availableReplicas === 2 && !!d.status.conditions?.some((c) => c.type === 'ReplicaFailure') && !!rss[0]?.status?.conditions?.some((c) => c.type === 'ReplicaFailure');
-  });
-
-  // a NoExecute taint two tolerations match: the first one (1 h) counts, not the smaller second (1 s)
-  const tolNode = (await pods('cost'))[0]!.spec!.nodeName!;
-  await kwokApp('tol', 2, (d) => {
-    d.spec!.template.spec!.tolerations = [
-      { key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' },
-      { key: TOL_KEY, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 3600 },
-      { key: TOL_KEY, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 1 },
-    ];
-    d.spec!.template.spec!.nodeSelector = { 'kubernetes.io/hostname': tolNode };
-  });
-  const tolPods = await pollUntil('2 ready tol pods', async () => {
-    const ps = (await pods('tol')).filter(isReady);
-    return ps.length === 2 && ps;
-  }, { timeoutMs: 90_000 });
-  // the reference: a bare pod tolerating the taint for 2 s; once it is gone, 1 s has passed for the others too
-  await core.createNamespacedPod({
-    namespace: ns,
-    body: {
-      metadata: { name: 'tolref', labels: { app: 'tolref' } },
-      spec: {
-        nodeName: tolNode,
-        tolerations: [{ key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' }, { key: TOL_KEY, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 2 }],
-        containers: [{ name: 'c', image: q.spec!.template.spec!.containers[0]!.image }],
-      },
-    },
-  });
-  await pollUntil('tolref ready', async () => (await pods('tolref')).some(isReady), { timeoutMs: 60_000 });
-  await taintNoExecute(t.kc, tolNode, TOL_KEY);
-  await pollUntil('tolref evicted after its 2 s', async () => (await pods('tolref')).length === 0, { timeoutMs: 60_000 });
-  const tolAfter = await pods('tol');
-  out.twoTolerations = {
-    keptPods: tolAfter.filter((p) => !p.metadata?.deletionTimestamp && tolPods.some((o) => o.metadata!.uid === p.metadata!.uid)).length,
-    disruptionTargets: tolAfter.filter((p) => p.status?.conditions?.some((c) => c.type === 'DisruptionTarget')).length,
-  };
-  await untaint(t.kc, tolNode, TOL_KEY);
+      // a NoExecute taint two tolerations match: the first one (1 h) counts, not the smaller second (1 s)
+      const tolNode = (await pods('cost'))[0]!.spec!.nodeName!;
+      await kwokApp('tol', 2, (d) => {
+        d.spec!.template.spec!.tolerations = [
+          { key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' },
+          { key: TOL_KEY, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 3600 },
+          { key: TOL_KEY, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 1 },
+        ];
+        d.spec!.template.spec!.nodeSelector = { 'kubernetes.io/hostname': tolNode };
+      });
+      const tolPods = await pollUntil('2 ready tol pods', async () => {
+        const ps = (await pods('tol')).filter(isReady);
+        return ps.length === 2 && ps;
+      }, { timeoutMs: 90_000 });
+      // the reference: a bare pod tolerating the taint for 2 s; once it is gone, 1 s has passed for the others too
+      await core.createNamespacedPod({
+        namespace: ns,
+        body: {
+          metadata: { name: 'tolref', labels: { app: 'tolref' } },
+          spec: {
+            nodeName: tolNode,
+            tolerations: [{ key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' }, { key: TOL_KEY, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 2 }],
+            containers: [{ name: 'c', image: TEST_IMAGES.httpServer.name }],
+          },
+        },
+      });
+      await pollUntil('tolref ready', async () => (await pods('tolref')).some(isReady), { timeoutMs: 60_000 });
+      await taintNoExecute(t.kc, tolNode, TOL_KEY);
+      await pollUntil('tolref evicted after its 2 s', async () => (await pods('tolref')).length === 0, { timeoutMs: 60_000 });
+      const tolAfter = await pods('tol');
+      out.twoTolerations = {
+        keptPods: tolAfter.filter((p) => !p.metadata?.deletionTimestamp && tolPods.some((o) => o.metadata!.uid === p.metadata!.uid)).length,
+        disruptionTargets: tolAfter.filter((p) => p.status?.conditions?.some((c) => c.type === 'DisruptionTarget')).length,
+      };
+      await untaint(t.kc, tolNode, TOL_KEY);
+    })(),
+  ]);
   return out;
 }
 
