@@ -218,7 +218,9 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
     const neutral = o.neutralSetup ?? true;
     const execute = async (r: PlannedRep) => {
       const applyRep = () => o.configurator.apply(r.config, r.shimPolicy);
-      await (neutral ? o.configurator.apply(1) : applyRep());
+      o.configurator.takeSwitch?.();
+      await (neutral ? o.configurator.apply(o.configurator.setupConfig?.(r.config) ?? 1) : applyRep());
+      const configSwitch = o.configurator.takeSwitch?.();
       // the critical Deployment's place in creation order: pseudo-random per (DN, load, rep), same for every configuration
       const prioPosition = criticalPosition(r.rep * 10_007 + r.dn * 101 + r.podsPerNode, loadDeployments(r.podsPerNode * r.dn).length);
       const outcome = await runRep(o.kubeconfig, {
@@ -235,7 +237,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
           o.cpuWindow?.arm(before);
         },
       });
-      return { outcome, prioPosition, repCpu: o.cpuAudit?.finish() ?? null };
+      return { outcome, prioPosition, repCpu: o.cpuAudit?.finish() ?? null, configSwitch: configSwitch ?? o.configurator.takeSwitch?.() };
     };
     for (const w of warmup ? warmups : []) {
       bar.update(progressLine({ done: all.length - todo.length, total: all.length, skipped: all.length - todo.length, what: `warm-up (config ${configKey(w)}, DN ${w.dn}, ${w.podsPerNode} pods/node, not recorded)` }));
@@ -256,8 +258,9 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
       const started = Date.now();
       try {
         const metricBefore = await o.recoveryMetric?.();
-        const { outcome, prioPosition, repCpu } = await execute(r);
+        const { outcome, prioPosition, repCpu, configSwitch } = await execute(r);
         const result: RepResult = { ...r, ...conditionFields(o.conditions), events: outcome.events, prioPosition, startedAt: new Date(started).toISOString(), durationS: 0, taintAt: new Date(outcome.taintAtMs).toISOString(), podReady: outcome.podReady };
+        if (configSwitch) result.configSwitch = configSwitch;
         if (metricBefore && o.recoveryMetric) {
           const { problem, ...check } = recoveryMetricCheck(metricBefore, await o.recoveryMetric(), outcome.events.prioEndpointReady);
           Object.assign(result, check);
