@@ -11,7 +11,7 @@
  *   5      | exponential decay   | on                           | multi-priority-periodic
  */
 import type { WorkerMode } from '../../controller-manager/queue/index.ts';
-import type { ConfigId, UlyssesConfigId } from './results.ts';
+import type { ConfigId, RepResult, UlyssesConfigId } from './results.ts';
 
 export type ShimPolicy = 'vanilla' | 'paced';
 
@@ -46,6 +46,8 @@ export interface ClusterConfigurator {
   setupConfig?(config: ConfigId): ConfigId;
   /** The reinstall the last apply() made, if any (recorded with the repetition), and forgets it. */
   takeSwitch?(): { to: string; seconds: number } | undefined;
+  /** What of the cluster is on the failover path now (recorded with each repetition, after its events). */
+  inspect?(): Promise<NonNullable<RepResult['cluster']>>;
 }
 
 /** kube-controller-manager --controllers that leaves the given controllers to Ulysses (core/controllers.ts). */

@@ -237,7 +237,8 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
           o.cpuWindow?.arm(before);
         },
       });
-      return { outcome, prioPosition, repCpu: o.cpuAudit?.finish() ?? null, configSwitch: configSwitch ?? o.configurator.takeSwitch?.() };
+      const repCpu = o.cpuAudit?.finish() ?? null;
+      return { outcome, prioPosition, repCpu, configSwitch: configSwitch ?? o.configurator.takeSwitch?.(), cluster: await o.configurator.inspect?.() };
     };
     for (const w of warmup ? warmups : []) {
       bar.update(progressLine({ done: all.length - todo.length, total: all.length, skipped: all.length - todo.length, what: `warm-up (config ${configKey(w)}, DN ${w.dn}, ${w.podsPerNode} pods/node, not recorded)` }));
@@ -258,9 +259,10 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
       const started = Date.now();
       try {
         const metricBefore = await o.recoveryMetric?.();
-        const { outcome, prioPosition, repCpu, configSwitch } = await execute(r);
+        const { outcome, prioPosition, repCpu, configSwitch, cluster } = await execute(r);
         const result: RepResult = { ...r, ...conditionFields(o.conditions), events: outcome.events, prioPosition, startedAt: new Date(started).toISOString(), durationS: 0, taintAt: new Date(outcome.taintAtMs).toISOString(), podReady: outcome.podReady };
         if (configSwitch) result.configSwitch = configSwitch;
+        if (cluster) result.cluster = cluster;
         if (metricBefore && o.recoveryMetric) {
           const { problem, ...check } = recoveryMetricCheck(metricBefore, await o.recoveryMetric(), outcome.events.prioEndpointReady);
           Object.assign(result, check);

@@ -17,10 +17,13 @@
  */
 import { appendFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { install, uninstall, KCM_CONTROLLERS_FLAG, type InstallOptions } from '../../manifests/install.ts';
+import { CoreV1Api, FlowcontrolApiserverV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { parse as parseYaml } from 'yaml';
+import { install, uninstall, KCM_CONTROLLERS_FLAG, NODE_PATHS, SCHEDULER_CONFIG_FLAG, type InstallOptions } from '../../manifests/install.ts';
+import { ULYSSES_NAMESPACE } from '../../manifests/overlays.ts';
+import { DEFAULT_FLOW_SCHEMA_NAME } from '../../apf-configs/flowschemas.ts';
 import type { ClusterConfigurator } from './configurator.ts';
-import { UPSTREAM, isUlyssesConfig, type ConfigId } from './results.ts';
+import { UPSTREAM, isUlyssesConfig, type ConfigId, type RepResult } from './results.ts';
 import type { NodeFailure, Topology } from './scenario.ts';
 import { containerdShimPids, CRITICAL_NAMESPACE, DEFAULT_PACED_SHIM_CONFIG, experimentTitle, LOAD_NAMESPACE, runNotes, sourceFreeze, ULYSSES_CONTROLLERS, type FailoverExperimentOptions } from './local.ts';
 import { RuntimeConfigConfigurator } from './runtime-configurator.ts';
@@ -72,6 +75,35 @@ export class KubeadmConfigurator implements ClusterConfigurator {
     const core = this.o.kubeconfig.makeApiClient(CoreV1Api);
     const kcm = (await core.listNamespacedPod({ namespace: 'kube-system', labelSelector: 'component=kube-controller-manager' })).items;
     return kcm.some((p) => (p.spec?.containers?.[0]?.command ?? []).includes(KCM_CONTROLLERS_FLAG)) ? 'ulysses' : 'upstream';
+  }
+
+  async inspect(): Promise<NonNullable<RepResult['cluster']>> {
+    const core = this.o.kubeconfig.makeApiClient(CoreV1Api);
+    const system = (await core.listNamespacedPod({ namespace: 'kube-system' })).items;
+    const command = (component: string) => system.filter((p) => p.metadata?.labels?.component === component).flatMap((p) => p.spec?.containers?.[0]?.command ?? []);
+    const controllers = command('kube-controller-manager').find((a) => a.startsWith('--controllers='));
+    const nodes = this.o.install.nodes;
+    const kubeletRuntime = Object.fromEntries(
+      nodes.nodes().map((n) => {
+        const cfg = parseYaml(readFileSync(nodes.hostPath(n.name, NODE_PATHS.kubeletConfig), 'utf8')) as { containerRuntimeEndpoint?: string };
+        return [n.name, cfg.containerRuntimeEndpoint ?? 'default'];
+      }),
+    );
+    const cm = (await core.listNamespacedPod({ namespace: ULYSSES_NAMESPACE, labelSelector: 'app.kubernetes.io/name=ulysses-controller-manager' }).catch(() => ({ items: [] }))).items;
+    let apfExemption = true;
+    try {
+      await this.o.kubeconfig.makeApiClient(FlowcontrolApiserverV1Api).readFlowSchema({ name: DEFAULT_FLOW_SCHEMA_NAME });
+    } catch (err) {
+      if ((err as { code?: number }).code !== 404) throw err;
+      apfExemption = false;
+    }
+    return {
+      kcmControllers: controllers ? controllers.slice('--controllers='.length) : 'all',
+      schedulerExtender: command('kube-scheduler').includes(SCHEDULER_CONFIG_FLAG),
+      kubeletRuntime,
+      ulyssesControllerManagerPods: cm.filter((p) => p.status?.phase === 'Running' && !p.metadata?.deletionTimestamp).length,
+      apfExemption,
+    };
   }
 
   async apply(config: ConfigId, shimPolicy?: string): Promise<void> {

@@ -103,6 +103,21 @@ export const RepResultSchema = z.object({
    * steps) and how long it took, s; absent when the repetition ran in the family of the one before
    */
   configSwitch: z.object({ to: z.string(), seconds: z.number().finite().nonnegative() }).strict().optional(),
+  /**
+   * kubeadm: what was on the failover path in this repetition, read after its events (the configurator's
+   * inspect()): kcm's --controllers ("all": stock), kube-scheduler with the extender, each kubelet's CRI
+   * endpoint, the running Ulysses controller manager pods, the APF exemption FlowSchema
+   */
+  cluster: z
+    .object({
+      kcmControllers: z.string(),
+      schedulerExtender: z.boolean(),
+      kubeletRuntime: z.record(z.string(), z.string()),
+      ulyssesControllerManagerPods: z.number().int().min(0),
+      apfExemption: z.boolean(),
+    })
+    .strict()
+    .optional(),
   /** why some event stayed null (e.g. a timeout) */
   error: z.string().optional(),
   /** kubelet-shim policy overriding the configuration's (kubelet policy comparison) */
