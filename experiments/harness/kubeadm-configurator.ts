@@ -70,18 +70,30 @@ export class KubeadmConfigurator implements ClusterConfigurator {
     return s;
   }
 
-  /** Whether Ulysses is on the path now, from kube-controller-manager's static pod (its --controllers). */
-  async detect(): Promise<'upstream' | 'ulysses'> {
-    const core = this.o.kubeconfig.makeApiClient(CoreV1Api);
-    const kcm = (await core.listNamespacedPod({ namespace: 'kube-system', labelSelector: 'component=kube-controller-manager' })).items;
-    return kcm.some((p) => (p.spec?.containers?.[0]?.command ?? []).includes(KCM_CONTROLLERS_FLAG)) ? 'ulysses' : 'upstream';
+  /**
+   * What is on the path now (inspect()): `upstream` when nothing of Ulysses is, `ulysses` when all of
+   * it is, undefined when mixed (e.g. an interrupted switch: the first apply() then runs every step).
+   * Taken as the starting point, so the first switch is skipped when the cluster is already there.
+   */
+  async detect(): Promise<'upstream' | 'ulysses' | undefined> {
+    const c = await this.inspect();
+    const onShim = Object.values(c.kubeletRuntime).map((e) => e.includes('kubelet-shim'));
+    const ulysses = [c.kcmControllers !== 'all', c.schedulerExtender, c.ulyssesControllerManagerPods > 0, ...onShim];
+    this.mode = ulysses.every((v) => !v) && !c.apfExemption ? 'upstream' : ulysses.every(Boolean) ? 'ulysses' : undefined;
+    return this.mode;
   }
 
   async inspect(): Promise<NonNullable<RepResult['cluster']>> {
     const core = this.o.kubeconfig.makeApiClient(CoreV1Api);
     const system = (await core.listNamespacedPod({ namespace: 'kube-system' })).items;
     const command = (component: string) => system.filter((p) => p.metadata?.labels?.component === component).flatMap((p) => p.spec?.containers?.[0]?.command ?? []);
-    const controllers = command('kube-controller-manager').find((a) => a.startsWith('--controllers='));
+    // kubeadm passes --controllers=*,bootstrapsigner,tokencleaner; the install patch appends a second
+    // occurrence disabling the controllers Ulysses replaces ("-name")
+    const disabled = command('kube-controller-manager')
+      .filter((a) => a.startsWith('--controllers='))
+      .flatMap((a) => a.slice('--controllers='.length).split(','))
+      .filter((c) => c.startsWith('-'))
+      .map((c) => c.slice(1));
     const nodes = this.o.install.nodes;
     const kubeletRuntime = Object.fromEntries(
       nodes.nodes().map((n) => {
@@ -98,7 +110,7 @@ export class KubeadmConfigurator implements ClusterConfigurator {
       apfExemption = false;
     }
     return {
-      kcmControllers: controllers ? controllers.slice('--controllers='.length) : 'all',
+      kcmControllers: disabled.length ? `all but ${disabled.join(',')}` : 'all',
       schedulerExtender: command('kube-scheduler').includes(SCHEDULER_CONFIG_FLAG),
       kubeletRuntime,
       ulyssesControllerManagerPods: cm.filter((p) => p.status?.phase === 'Running' && !p.metadata?.deletionTimestamp).length,
@@ -301,10 +313,10 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
     process.off('SIGTERM', onSignal);
     // leave the cluster as found: stock (everything of Ulysses removed), or Ulysses in configuration 1
     try {
-      if (initially === 'upstream') await uninstall(installOptions);
+      if (initially !== 'ulysses') await uninstall(installOptions);
       else await configurator.apply(1);
     } catch (err) {
-      log(`could not return the cluster to ${initially === 'upstream' ? 'stock Kubernetes' : 'configuration 1'}: ${(err as Error).message}`);
+      log(`could not return the cluster to ${initially !== 'ulysses' ? 'stock Kubernetes' : 'configuration 1'}: ${(err as Error).message}`);
     }
   }
 }
