@@ -249,7 +249,7 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
     kubectl: existsSync(binaryPath('kubectl')) ? binaryPath('kubectl') : 'kubectl',
     image: `ulysses:${img.name.split(':').pop()}`,
     nodes: kubeadm.kubeadmNodeAccess(state),
-    nodeSelector: { 'kubernetes.io/hostname': kubeadm.CONTROL_PLANE_NAME },
+    nodeSelector: { 'node-role.kubernetes.io/control-plane': '' },
     // the step lines go to a file of the run; the totals to the progress log
     log: (l) => {
       appendFileSync(join(o.out, 'install.log'), `${new Date().toISOString()} ${l}\n`);
@@ -290,6 +290,8 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
       minCriticalAgeMs: o.minCriticalAgeMs,
       // through kube-proxy as a client reaches it; only meaningful when the old pod stops answering at t = 0
       serviceProbe: freeze === 'node',
+      // the controller manager's pods are replaced at each switch: not part of the initial state
+      baselineIgnoresNamespaces: [ULYSSES_NAMESPACE],
       notes: [
         `kubeadm testbed (Kubernetes ${state.version}: static-pod control plane, kube-proxy, ${workers.length} workers; source kubeadm-worker-1, destinations kubeadm-worker-2..kubeadm-worker-${maxDn + 1}); Ulysses ${img.name} installed from manifests/ (overlays/kubeadm), its Deployments on ${kubeadm.CONTROL_PLANE_NAME}`,
         ...runNotes(o),

@@ -79,6 +79,12 @@ export interface ScenarioOptions {
    * pods stop answering at t = 0 (a frozen node): any answer then comes from the replacement.
    */
   serviceProbe?: boolean;
+  /**
+   * Namespaces whose pods are not part of the initial state (compared before every repetition with
+   * the baseline): e.g. ulysses-system on a kubeadm cluster, whose controller manager pods are
+   * replaced whenever the run switches between upstream and Ulysses.
+   */
+  baselineIgnoresNamespaces?: string[];
   /** failover (default) or 5g: the UPF stand-in and a multi-service low-priority app (one Service per Deployment) */
   scenario?: ScenarioName;
   /**
@@ -437,7 +443,7 @@ export async function initialStateDiff(kc: KubeConfig, o: ScenarioOptions & { to
 
 function otherPods(pods: V1Pod[], o: ScenarioOptions): string[] {
   return pods
-    .filter((p) => ![o.criticalNamespace, o.loadNamespace].includes(p.metadata?.namespace ?? ''))
+    .filter((p) => ![o.criticalNamespace, o.loadNamespace, ...(o.baselineIgnoresNamespaces ?? [])].includes(p.metadata?.namespace ?? ''))
     .map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`)
     .sort();
 }
