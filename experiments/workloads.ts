@@ -179,7 +179,9 @@ export function udpFirstAnswerFresh(ip: string, port = ECHO_PORT, opts: { interv
         if (msg.equals(payload)) finish(undefined, Date.now());
       });
       sock.on('error', () => undefined); // ICMP unreachable: the next datagram tries again
-      sock.bind(0, () => sock.send(payload, port, ip, () => undefined));
+      sock.bind(0, () => {
+        if (open.has(sock)) sock.send(payload, port, ip, () => undefined); // not closed meanwhile
+      });
       setTimeout(() => {
         if (open.delete(sock)) sock.close();
       }, opts.socketTtlMs ?? 1000).unref();
