@@ -19,7 +19,7 @@ import { appendFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CoreV1Api, FlowcontrolApiserverV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { parse as parseYaml } from 'yaml';
-import { install, uninstall, KCM_CONTROLLERS_FLAG, NODE_PATHS, SCHEDULER_CONFIG_FLAG, type InstallOptions } from '../../manifests/install.ts';
+import { install, uninstall, NODE_PATHS, SCHEDULER_CONFIG_FLAG, type InstallOptions } from '../../manifests/install.ts';
 import { ULYSSES_NAMESPACE } from '../../manifests/overlays.ts';
 import { DEFAULT_FLOW_SCHEMA_NAME } from '../../apf-configs/flowschemas.ts';
 import type { ClusterConfigurator } from './configurator.ts';
@@ -137,7 +137,7 @@ export class KubeadmConfigurator implements ClusterConfigurator {
     return [
       'configuration upstream: stock kube-controller-manager (all its controllers), kube-scheduler without the extender, every kubelet on containerd directly, no APF exemption, the Ulysses controller manager scaled to 0 and no kubelet-shim running (manifests/install.ts uninstall, keeping the objects)',
       'Ulysses configurations: the controller manager installed as pods (Deployment, 2 replicas, leader election), kube-controller-manager --controllers without the failover-path controllers, kube-scheduler with the extender, a kubelet-shim per node (manifests/install.ts install), on the control-plane node only; the configuration then switched through UlyssesConfig',
-      'a switch between upstream and Ulysses runs once per change of family, before the repetition\'s setup (its duration in results.jsonl switchS and the report)',
+      'a switch between upstream and Ulysses runs once per change of family, before the repetition\'s setup (its duration in results.jsonl configSwitch and the report)',
       ...this.o.runtime.describe(),
     ];
   }
