@@ -83,6 +83,10 @@ describe('report against upstream', () => {
     const close = results.map((r) => (r.config === 1 ? { ...r, events: events(r.events.prioReady! - 0.9, r.events.lastReady!) } : r));
     const g = fidelityTable(close, new SummaryIndex(summarize(close)))!;
     expect(g).toContain('agrees with upstream within 15%');
+    expect(g).not.toContain('Inconclusive');
+    // one repetition of config 1 far off: the median stays close, the interval reaches past 15%
+    const spread = close.map((r) => (r.config === 1 && r.rep === 0 ? { ...r, events: events(6, 10) } : r));
+    expect(fidelityTable(spread, new SummaryIndex(summarize(spread)))).toMatch(/Inconclusive: the 90% interval of Prio ready at DN 1, 5 pods\/node/);
   });
   it('the report carries both tables and the switch durations; runs without upstream have neither', () => {
     const md = renderReport(results, summarize(results));
