@@ -111,17 +111,26 @@ const intList = (name: string, min: number) => (v: string) =>
     if (!x.trim() || !Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name}: "${x}" is not an integer >= ${min} (comma-separated list expected, e.g. 1,2,3)`);
     return n;
   });
-const configList = (v: string) => {
-  const configs = v === 'all' ? [1, 2, 3, 4, 5] : v.includes('..') ? (([a, b]) => Array.from({ length: b! - a! + 1 }, (_, i) => a! + i))(v.split('..').map(Number)) : intList('--config', 1)(v);
-  for (const c of configs) if (!Number.isInteger(c) || c < 1 || c > 5) throw new InvalidArgumentError(`--config: ${c} is not one of Table 6.1's configurations 1..5 (or "all")`);
-  return configs;
+/** --config: Table 6.1 ids, "all", a range 1..5, and `upstream` (stock Kubernetes, kubeadm clusters) in a list. */
+const configList = (v: string): Array<number | 'upstream'> => {
+  if (v === 'all') return [1, 2, 3, 4, 5];
+  if (v.includes('..')) {
+    const [a, b] = v.split('..').map(Number);
+    const configs = Array.from({ length: b! - a! + 1 }, (_, i) => a! + i);
+    for (const c of configs) if (!Number.isInteger(c) || c < 1 || c > 5) throw new InvalidArgumentError(`--config: ${c} is not one of Table 6.1's configurations 1..5 (or "all")`);
+    return configs;
+  }
+  const configs = v.split(',').map((x) => x.trim());
+  for (const c of configs) if (c !== 'upstream' && !/^[1-5]$/.test(c)) throw new InvalidArgumentError(`--config: "${c}" is not upstream or one of Table 6.1's configurations 1..5 (or "all")`);
+  return configs.map((c) => (c === 'upstream' ? 'upstream' : Number(c)));
 };
 
 const experiment = program.command('experiment').description('experiments of the thesis (§6.1) on the local testbed or any cluster');
 experiment
   .command('failover')
   .description('failover timing (thesis §4.3.2, Table 6.1): critical UDP echo pod + low-priority load, source node tainted NoExecute; resumable')
-  .option('--config <list>', 'Table 6.1 configurations: 1..5, "all", or a list like 1,5', configList, [1, 5])
+  .option('--config <list>', 'Table 6.1 configurations: 1..5, "all", or a list like 1,5; upstream (stock Kubernetes, with --kubeadm) as in upstream,1,5 (default: 1,5; with --kubeadm upstream,1,5)', configList)
+  .option('--kubeadm', 'run on the kubeadm testbed (brought up with 1 + max(--dn) workers if none is up): Ulysses installed as pods and switched with stock Kubernetes (configuration upstream) by the install/uninstall steps', false)
   .option('--dn <list>', 'destination node counts', intList('--dn', 1), [1])
   .option('--pods-per-node <list>', 'low-priority pods per destination node (an idle cell, 0, is added unless --no-idle)', intList('--pods-per-node', 0), [5, 10, 15, 20])
   .option('--no-idle', 'do not add the idle cell (0 pods per node)')
@@ -142,19 +151,26 @@ experiment
     if (!['failover', '5g'].includes(o.scenario)) throw new InvalidArgumentError(`--scenario: "${o.scenario}" is not failover or 5g`);
     if (o.kwokNodes !== undefined && o.kubeconfig) throw new InvalidArgumentError('--kwok-nodes is a local testbed mode: do not combine it with --kubeconfig');
     const { loadKubeConfig } = await import('../core/kubeconfig.ts');
+    // --kubeconfig of the kubeadm testbed: its node steps are reachable, so it runs as --kubeadm
+    const kubeadmState = kubeadmTestbed.readKubeadmState();
+    const { resolve } = await import('node:path');
+    const kubeadm = o.kubeadm || Boolean(o.kubeconfig && kubeadmState && resolve(o.kubeconfig) === resolve(kubeadmState.kubeconfig));
+    if (o.kubeadm && o.kubeconfig && !kubeadm) throw new InvalidArgumentError(`--kubeadm with --kubeconfig ${o.kubeconfig}: not the kubeadm testbed's kubeconfig (${kubeadmState?.kubeconfig ?? 'none is up'})`);
+    const configs = o.config ?? (kubeadm ? ['upstream', 1, 5] : [1, 5]);
     const podsPerNode = [...new Set([...(o.idle ? [0] : []), ...o.podsPerNode])].sort((a, b) => a - b);
     const policyItems: string[] | undefined = o.shimPolicies;
     const shimPolicyFiles = policyItems?.length ? resolveShimPolicies(policyItems) : undefined;
     const { loadRunProfile, runProfileOptions } = await import('../experiments/harness/profile.ts');
     const profile = o.profile ? runProfileOptions(loadRunProfile(o.profile)) : {};
     const r = await runFailoverExperiment({
-      plan: { configs: o.config, dns: o.dn, podsPerNode, reps: o.reps, ...(shimPolicyFiles ? { shimPolicies: Object.keys(shimPolicyFiles) } : {}) },
+      plan: { configs, dns: o.dn, podsPerNode, reps: o.reps, ...(shimPolicyFiles ? { shimPolicies: Object.keys(shimPolicyFiles) } : {}) },
       shimPolicyFiles,
       scenario: o.scenario,
       ...profile,
       out: o.out,
       runDir: o.runDir,
-      kubeconfig: o.kubeconfig ? await loadKubeConfig(o.kubeconfig) : undefined,
+      kubeconfig: o.kubeconfig && !kubeadm ? await loadKubeConfig(o.kubeconfig) : undefined,
+      kubeadm,
       sources: o.sources,
       destinations: o.destinations,
       pacedShimConfig: o.shimConfig,

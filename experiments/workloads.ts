@@ -151,6 +151,46 @@ export const podReady: (p: V1Pod) => boolean = isPodReady;
  * Sends a datagram to ip:port every `intervalMs` until one is echoed back; resolves with the time
  * (Date.now()) of the first answer. Rejects after `timeoutMs`. Only ever targets the given pod IP.
  */
+/**
+ * Like udpFirstAnswer, but every datagram from a socket of its own (a new source port): each one is a
+ * new conntrack flow, so a Service's ClusterIP routes it by kube-proxy's rules of that moment instead
+ * of the backend an earlier datagram of the same flow was pinned to. Sockets live `socketTtlMs`.
+ */
+export function udpFirstAnswerFresh(ip: string, port = ECHO_PORT, opts: { intervalMs?: number; timeoutMs?: number; socketTtlMs?: number } = {}): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const payload = Buffer.from(`ulysses-probe ${process.pid}`);
+    const open = new Set<dgram.Socket>();
+    let done = false;
+    const finish = (err: Error | undefined, t?: number) => {
+      if (done) return;
+      done = true;
+      clearInterval(timer);
+      clearTimeout(deadline);
+      for (const s of open) s.close();
+      open.clear();
+      if (err) reject(err);
+      else resolve(t!);
+    };
+    const deadline = setTimeout(() => finish(new Error(`no UDP echo through ${ip}:${port} within ${opts.timeoutMs ?? 60_000} ms`)), opts.timeoutMs ?? 60_000);
+    const send = () => {
+      const sock = dgram.createSocket('udp4');
+      open.add(sock);
+      sock.on('message', (msg) => {
+        if (msg.equals(payload)) finish(undefined, Date.now());
+      });
+      sock.on('error', () => undefined); // ICMP unreachable: the next datagram tries again
+      sock.bind(0, () => {
+        if (open.has(sock)) sock.send(payload, port, ip, () => undefined); // not closed meanwhile
+      });
+      setTimeout(() => {
+        if (open.delete(sock)) sock.close();
+      }, opts.socketTtlMs ?? 1000).unref();
+    };
+    send();
+    const timer = setInterval(send, opts.intervalMs ?? 50);
+  });
+}
+
 export function udpFirstAnswer(ip: string, port = ECHO_PORT, opts: { intervalMs?: number; timeoutMs?: number } = {}): Promise<number> {
   return new Promise((resolve, reject) => {
     const sock = dgram.createSocket('udp4');

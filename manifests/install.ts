@@ -84,6 +84,19 @@ export interface InstallOptions {
   log?: (line: string) => void;
   /** bound of each wait (default 180 s) */
   timeoutMs?: number;
+  /**
+   * A nodeSelector for the Deployments (controller manager, scheduler extender), e.g. the
+   * control-plane node's hostname, to keep them off the nodes an experiment fails.
+   */
+  nodeSelector?: Record<string, string>;
+  /**
+   * uninstall only: take Ulysses off the path but keep its objects, so that `install` puts it back
+   * cheaply — the controller manager's Deployment is scaled to 0 instead of deleted, the extender's
+   * Deployment, the RBAC, the CRD, the namespace and UlyssesConfig stay (kube-scheduler no longer
+   * calls the extender, the kubelets talk to containerd, the kubelet-shims stop, kcm runs all its
+   * controllers, the APF FlowSchema is deleted).
+   */
+  keepObjects?: boolean;
 }
 
 /** A failing install/uninstall step: its name and what explains it. */
@@ -132,8 +145,15 @@ const RBAC_KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding
 const NOT_INSTALLED = new Set(['DaemonSet/ulysses-kubelet-shim']);
 
 /** The objects of `overlays/kubeadm` rendered by kubectl, with `image` set on every Ulysses container. */
-export async function renderInstall(o: Pick<InstallOptions, 'kubectl' | 'image'>): Promise<K8sObject[]> {
+export async function renderInstall(o: Pick<InstallOptions, 'kubectl' | 'image' | 'nodeSelector'>): Promise<K8sObject[]> {
   const { objects } = await renderOverlay('kubeadm', o.kubectl ?? 'kubectl');
+  if (o.nodeSelector) {
+    for (const obj of objects) {
+      if (obj.kind !== 'Deployment') continue;
+      const spec = (obj as { spec?: { template?: { spec?: { nodeSelector?: Record<string, string> } } } }).spec?.template?.spec;
+      if (spec) spec.nodeSelector = { ...spec.nodeSelector, ...o.nodeSelector };
+    }
+  }
   if (o.image) {
     for (const obj of objects) {
       const spec = (obj as { spec?: { template?: { spec?: { containers?: Array<{ image?: string }> } } } }).spec?.template?.spec;
@@ -239,6 +259,24 @@ class Installer {
         return has === present && isPodReady(p) && !(p.status?.containerStatuses ?? []).some((c) => !c.state?.running);
       },
       { timeoutMs: this.timeoutMs, intervalMs: 500, explain: () => `last seen: ${last}` },
+    );
+  }
+
+  /** Scales a Deployment of the namespace to 0 and waits until none of its pods is left. */
+  async scaleToZero(name: string): Promise<void> {
+    try {
+      await this.apps.patchNamespacedDeploymentScale({ name, namespace: ULYSSES_NAMESPACE, body: [{ op: 'replace', path: '/spec/replicas', value: 0 }] });
+    } catch (err) {
+      if ((err as { code?: number }).code !== 404) throw err; // never installed: nothing to scale
+    }
+    let left = 0;
+    await pollUntil(
+      `no pod of Deployment ${ULYSSES_NAMESPACE}/${name}`,
+      async () => {
+        left = (await this.core.listNamespacedPod({ namespace: ULYSSES_NAMESPACE, labelSelector: `app.kubernetes.io/name=${name}` })).items.length;
+        return left === 0;
+      },
+      { timeoutMs: this.timeoutMs, intervalMs: 250, explain: () => `${left} pod(s) left` },
     );
   }
 
@@ -473,7 +511,7 @@ export async function uninstall(o: InstallOptions): Promise<void> {
             i.remove(n.name, NODE_PATHS.shimKubeconfig);
           });
         }
-        await i.step('kubelet-shim: RBAC', () => i.delete(own));
+        if (!o.keepObjects) await i.step('kubelet-shim: RBAC', () => i.delete(own));
         break;
       case 'scheduler-extender':
         for (const n of i.controlPlaneNodes()) {
@@ -484,7 +522,7 @@ export async function uninstall(o: InstallOptions): Promise<void> {
             i.remove(n.name, NODE_PATHS.schedulerConfig);
           });
         }
-        await i.step('scheduler-extender: objects', () => i.delete(own));
+        if (!o.keepObjects) await i.step('scheduler-extender: objects', () => i.delete(own));
         break;
       case 'controller-manager':
         for (const n of i.controlPlaneNodes()) {
@@ -494,14 +532,15 @@ export async function uninstall(o: InstallOptions): Promise<void> {
             await i.staticPodWith('kube-controller-manager', n.name, KCM_CONTROLLERS_FLAG, false);
           });
         }
-        await i.step('controller-manager: objects', () => i.delete(own));
+        if (o.keepObjects) await i.step('controller-manager: Deployment scaled to 0', () => i.scaleToZero('ulysses-controller-manager'));
+        else await i.step('controller-manager: objects', () => i.delete(own));
         break;
       case 'apf':
         await i.step('apf: FlowSchema', () => i.delete(own));
         break;
     }
   }
-  if (i.components.length === INSTALL_ORDER.length) {
+  if (i.components.length === INSTALL_ORDER.length && !o.keepObjects) {
     await i.step('CRD and namespace', async () => {
       await i.delete(objects.filter((x) => COMMON_KINDS.has(x.kind)).reverse());
       for (const n of o.nodes.nodes().filter((x) => x.controlPlane)) {
@@ -509,5 +548,5 @@ export async function uninstall(o: InstallOptions): Promise<void> {
       }
     });
   }
-  i.log(`Ulysses uninstalled (${i.components.join(', ')}) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  i.log(`Ulysses ${o.keepObjects ? 'taken off the path' : 'uninstalled'} (${i.components.join(', ')}) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }

@@ -11,7 +11,7 @@
  *   5      | exponential decay   | on                           | multi-priority-periodic
  */
 import type { WorkerMode } from '../../controller-manager/queue/index.ts';
-import type { ConfigId } from './results.ts';
+import type { ConfigId, RepResult, UlyssesConfigId } from './results.ts';
 
 export type ShimPolicy = 'vanilla' | 'paced';
 
@@ -21,7 +21,7 @@ export interface ConfigurationSpec {
   controllerManager: WorkerMode;
 }
 
-export const TABLE_6_1: Record<ConfigId, ConfigurationSpec> = {
+export const TABLE_6_1: Record<UlyssesConfigId, ConfigurationSpec> = {
   1: { shim: 'vanilla', apf: false, controllerManager: 'vanilla' },
   2: { shim: 'paced', apf: false, controllerManager: 'vanilla' },
   3: { shim: 'paced', apf: true, controllerManager: 'vanilla' },
@@ -38,6 +38,16 @@ export interface ClusterConfigurator {
   apply(config: ConfigId, shimPolicy?: string): Promise<void>;
   /** One line per toggle mechanism, for the report. */
   describe(): string[];
+  /**
+   * The configuration a repetition of `config` sets its workload up in with a neutral setup (default
+   * 1): a configurator whose switches reinstall components (kubeadm: upstream <-> Ulysses) keeps the
+   * setup in the repetition's family, where only its runtime toggles differ.
+   */
+  setupConfig?(config: ConfigId): ConfigId;
+  /** The reinstall the last apply() made, if any (recorded with the repetition), and forgets it. */
+  takeSwitch?(): { to: string; seconds: number } | undefined;
+  /** What of the cluster is on the failover path now (recorded with each repetition, after its events). */
+  inspect?(): Promise<NonNullable<RepResult['cluster']>>;
 }
 
 /** kube-controller-manager --controllers that leaves the given controllers to Ulysses (core/controllers.ts). */

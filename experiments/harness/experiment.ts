@@ -201,8 +201,8 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
   const maxDn = Math.max(...o.plan.dns);
   const warmups = warmupReps(o.plan);
   const warmupNote = warmup
-    ? `each invocation of the run starts with ${warmups.length} unrecorded warm-up repetition(s), one per configuration (${warmups.map(configKey).join(', ')}) on DN ${maxDn} with ${warmups[0]?.podsPerNode} pods per node: the first pod creations on fresh nodes, and the first repetitions of a configuration, are slower`
-    : 'no warm-up repetition (profile warmup: false)';
+    ? `each invocation of the run starts with ${warmups.length} unrecorded warm-up repetition(s), one per configuration (${warmups.map(configKey).join(', ')}) on DN ${maxDn} with ${warmups[0]?.podsPerNode} pods per node: the first pod creations on fresh nodes, and the first repetitions of a configuration, are slower${o.configurator.takeSwitch ? '; the first repetition after each switch between upstream and Ulysses (restarted kube-scheduler, kcm, kubelets) is unrecorded too and run again' : ''}`
+    : `no warm-up repetition (profile warmup: false)${o.configurator.takeSwitch ? ': the repetitions right after a switch between upstream and Ulysses run on freshly restarted kube-scheduler, kcm and kubelets' : ''}`;
   const meta: ReportMeta = { title: o.title, notes: [machineNote(), ...(o.notes ?? []), setupNote, warmupNote, ...o.configurator.describe()], command: o.command, inflationTargets: o.inflationTargets };
   writeFileSync(join(o.out, META_FILE), JSON.stringify(meta, null, 2));
 
@@ -218,7 +218,9 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
     const neutral = o.neutralSetup ?? true;
     const execute = async (r: PlannedRep) => {
       const applyRep = () => o.configurator.apply(r.config, r.shimPolicy);
-      await (neutral ? o.configurator.apply(1) : applyRep());
+      o.configurator.takeSwitch?.();
+      await (neutral ? o.configurator.apply(o.configurator.setupConfig?.(r.config) ?? 1) : applyRep());
+      const configSwitch = o.configurator.takeSwitch?.();
       // the critical Deployment's place in creation order: pseudo-random per (DN, load, rep), same for every configuration
       const prioPosition = criticalPosition(r.rep * 10_007 + r.dn * 101 + r.podsPerNode, loadDeployments(r.podsPerNode * r.dn).length);
       const outcome = await runRep(o.kubeconfig, {
@@ -235,7 +237,8 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
           o.cpuWindow?.arm(before);
         },
       });
-      return { outcome, prioPosition, repCpu: o.cpuAudit?.finish() ?? null };
+      const repCpu = o.cpuAudit?.finish() ?? null;
+      return { outcome, prioPosition, repCpu, configSwitch: configSwitch ?? o.configurator.takeSwitch?.(), cluster: await o.configurator.inspect?.() };
     };
     for (const w of warmup ? warmups : []) {
       bar.update(progressLine({ done: all.length - todo.length, total: all.length, skipped: all.length - todo.length, what: `warm-up (config ${configKey(w)}, DN ${w.dn}, ${w.podsPerNode} pods/node, not recorded)` }));
@@ -250,14 +253,29 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
     }
     const queue = [...todo];
     const repeats = new Map<string, number>();
+    // the reinstall a repetition run again after it (warm-up after a switch) is recorded with
+    let carriedSwitch: { to: string; seconds: number } | undefined;
     for (let r = queue.shift(); r; r = queue.shift()) {
       const mean = durations.length ? durations.reduce((a, b) => a + b, 0) / durations.length : undefined;
       bar.update(progressLine({ done: all.length - todo.length + ran, total: all.length, skipped: all.length - todo.length, meanRepS: mean, what: `config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep + 1}/${o.plan.reps}` }));
       const started = Date.now();
       try {
         const metricBefore = await o.recoveryMetric?.();
-        const { outcome, prioPosition, repCpu } = await execute(r);
+        const { outcome, prioPosition, repCpu, configSwitch: switched, cluster } = await execute(r);
+        if (switched && warmup) {
+          // a reinstall (kubeadm: upstream <-> Ulysses) restarts kube-scheduler, kcm and every kubelet:
+          // the first repetition on them is as cold as the first of a run, so it is a warm-up too
+          bar.log(`config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: first repetition after the switch to ${switched.to} (${switched.seconds} s), not recorded: running it again`);
+          carriedSwitch = switched;
+          await restoreInitialState(o.kubeconfig, scope, baseline);
+          queue.unshift(r);
+          continue;
+        }
+        const configSwitch = switched ?? carriedSwitch;
+        carriedSwitch = undefined;
         const result: RepResult = { ...r, ...conditionFields(o.conditions), events: outcome.events, prioPosition, startedAt: new Date(started).toISOString(), durationS: 0, taintAt: new Date(outcome.taintAtMs).toISOString(), podReady: outcome.podReady };
+        if (configSwitch) result.configSwitch = configSwitch;
+        if (cluster) result.cluster = cluster;
         if (metricBefore && o.recoveryMetric) {
           const { problem, ...check } = recoveryMetricCheck(metricBefore, await o.recoveryMetric(), outcome.events.prioEndpointReady);
           Object.assign(result, check);

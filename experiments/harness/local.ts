@@ -224,6 +224,12 @@ export interface FailoverExperimentOptions {
   freezeSource?: boolean | SourceFreeze;
   /** KWOK mode: a testbed of this many KWOK nodes only (no real node, no UDP client) */
   kwokNodes?: number;
+  /**
+   * The kubeadm testbed (kubeadm-configurator.ts): Ulysses installed as pods, configuration
+   * `upstream` (stock Kubernetes) possible; kubeadmRunDir: its run dir (default ULYSSES_KUBEADM_RUN_DIR)
+   */
+  kubeadm?: boolean;
+  kubeadmRunDir?: string;
   /** KWOK mode: how many of them fail (default 10) */
   kwokSources?: number;
   command?: string;
@@ -262,6 +268,8 @@ function pinThisProcess(cpus: string): void {
 }
 
 export async function runFailoverExperiment(o: FailoverExperimentOptions) {
+  if (o.kubeadm) return (await import('./kubeadm-configurator.ts')).runKubeadmFailoverExperiment(o);
+  if (o.plan.configs.includes('upstream')) throw new Error('configuration upstream (stock Kubernetes) needs a kubeadm cluster whose components the harness can switch: --kubeadm (or --kubeconfig of the kubeadm testbed)');
   const maxDn = Math.max(...o.plan.dns);
   const pacedConfig = o.pacedShimConfig ?? DEFAULT_PACED_SHIM_CONFIG;
   const freeze = sourceFreeze(o.freezeSource); // a bad value is an error before anything starts
@@ -399,13 +407,13 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
   }
 }
 
-function experimentTitle(o: Pick<FailoverExperimentOptions, 'plan' | 'clientRateLimit' | 'scenario'>): string {
+export function experimentTitle(o: Pick<FailoverExperimentOptions, 'plan' | 'clientRateLimit' | 'scenario'>): string {
   const parts = [o.scenario === '5g' ? '5G failover (thesis §6.1.2; UPF = UDP echo stand-in)' : o.plan.shimPolicies?.length ? 'Kubelet policy comparison (thesis §6.1, Fig 6.5)' : 'Failover experiment (thesis §4.3.2, Table 6.1)'];
   if (o.clientRateLimit === false) parts.push('rate limiting off');
   return parts.join(', ');
 }
 
-function runNotes(o: Pick<FailoverExperimentOptions, 'plan' | 'clientRateLimit' | 'scenario' | 'minCriticalAgeMs'>): string[] {
+export function runNotes(o: Pick<FailoverExperimentOptions, 'plan' | 'clientRateLimit' | 'scenario' | 'minCriticalAgeMs'>): string[] {
   const notes: string[] = [
     `the critical pod's events (Prio scheduled, Prio ready) also from a watch of the namespace ${CRITICAL_NAMESPACE} of its own: in the watch of every experiment pod its binding queues behind the low pods' events, an observer's delay that grows with the load`,
   ];

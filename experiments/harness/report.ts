@@ -3,7 +3,7 @@
  * configuration 1 in the same run, the critical-path inflation T(load)/T(idle), and the issue's
  * targets (thesis §6.1: config 5 cuts the critical orchestration time and keeps it flat under load).
  */
-import { EVENTS, EVENT_LABELS, cellKey, compareConfigurations, configKey, configLabel, parseConfigKey, type Cell, type ConfigKey, type EventName, type RepResult } from './results.ts';
+import { EVENTS, EVENT_LABELS, SERVICE_EVENT, UPSTREAM, cellKey, compareConfigurations, configKey, configLabel, parseConfigKey, type Cell, type ConfigKey, type EventName, type RepResult } from './results.ts';
 import { SummaryIndex, bootstrapMedianRatio, cellValues, quantile, ratio, type SummaryRow } from './stats.ts';
 import { formatOutside, sharedMachine, type RepCpu } from './cpu-window.ts';
 import { API_PATH_LABELS, API_PATH_PARTS, criticalApiPath } from './api-trace.ts';
@@ -131,9 +131,13 @@ export function renderReport(results: readonly RepResult[], rows: readonly Summa
   if (meta.command) out.push('', `Regenerate: \`${meta.command}\``);
   out.push('', '## Configurations (Table 6.1)', '', ...index.configs.map((c) => `- **${c}** ${configLabel(parseConfigKey(c)).slice(c.length + 2)} (${reps.get(c) ?? 0} repetitions)`));
 
+  const upstream = upstreamTable(results, index);
+  if (upstream) out.push('', upstream);
+  const fidelity = fidelityTable(results, index);
+  if (fidelity) out.push('', fidelity);
   const { cell, checks } = checkTargets(index, meta.inflationTargets, results);
   if (cell) {
-    out.push('', `## Targets at the heaviest load (DN ${cell.dn}, ${cell.podsPerNode} pods/node)`, '', '| target | measured | 90% interval | limit | |', '|---|---:|---:|---:|---|');
+    out.push('', `## Targets at the heaviest load (DN ${cell.dn}, ${cell.podsPerNode} pods/node${upstream ? ', against configuration 1' : ''})`, '', '| target | measured | 90% interval | limit | |', '|---|---:|---:|---:|---|');
     for (const c of checks) {
       const pct = c.what.includes('reduction');
       const v = (m: number) => (pct ? `${(m * 100).toFixed(1)}%` : `${m.toFixed(2)}x`);
@@ -148,7 +152,7 @@ export function renderReport(results: readonly RepResult[], rows: readonly Summa
   }
 
   out.push('', '## Events per configuration and load', '');
-  for (const e of EVENTS) out.push(eventTable(index, e), '');
+  for (const e of [...EVENTS, ...(index.rows.some((r) => r.event === SERVICE_EVENT) ? [SERVICE_EVENT] : [])]) out.push(eventTable(index, e), '');
 
   const base = index.baselineKey();
   const others = index.configs.filter((c) => c !== base);
@@ -168,6 +172,8 @@ export function renderReport(results: readonly RepResult[], rows: readonly Summa
   if (cpu) out.push(cpu, '');
   const machine = machineTable(results);
   if (machine) out.push(machine, '');
+  const switches = switchTable(results);
+  if (switches) out.push(switches, '');
   const metric = recoveryMetricTable(results);
   if (metric) out.push(metric, '');
   const failed = results.filter((r) => r.error);
@@ -413,6 +419,117 @@ export function recoveryMetricTable(results: readonly RepResult[]): string | und
     const median = d.length ? (d.length % 2 ? d[(d.length - 1) / 2]! : (d[d.length / 2 - 1]! + d[d.length / 2]!) / 2) : null;
     const maxAbs = d.length ? Math.max(...d.map(Math.abs)) : null;
     lines.push(`| ${c} | ${d.length} | ${d.filter((x) => Math.abs(x) <= 50).length} | ${median === null ? '–' : median.toFixed(1)} | ${maxAbs === null ? '–' : maxAbs.toFixed(1)} | ${rs.filter((r) => r.recoveryMetricS === null).length} |`);
+  }
+  return lines.join('\n');
+}
+
+/** Configuration 1 differs from upstream by more than this on Prio ready or Last ready: it is not stock Kubernetes. */
+export const FIDELITY_LIMIT = 0.15;
+
+/** Events of the table against upstream (Prio up through the ClusterIP where it was measured). */
+function upstreamEvents(index: SummaryIndex): EventName[] {
+  const withService = index.rows.some((r) => r.event === SERVICE_EVENT && r.median !== null);
+  return ['prioScheduled', 'prioReady', 'prioUp', ...(withService ? [SERVICE_EVENT] : []), 'prioEndpointReady', 'lastReady'] as EventName[];
+}
+
+const ci = (v: [number, number] | null | undefined) => (v ? `${v[0].toFixed(2)}–${v[1].toFixed(2)}x` : '–');
+
+/**
+ * The headline of a run with configuration `upstream` (stock Kubernetes on a kubeadm cluster): per
+ * cell and event the medians of upstream, 1 and 5, the ratio 5 : upstream and its 90% bootstrap
+ * interval; then the issue's targets against upstream at the heaviest load.
+ */
+export function upstreamTable(results: readonly RepResult[], index: SummaryIndex): string | undefined {
+  if (!index.configs.includes(UPSTREAM)) return undefined;
+  const shown = ['upstream', '1', '5'].filter((c) => index.configs.includes(c));
+  const has5 = index.configs.includes('5');
+  const lines = [
+    '## Against stock Kubernetes (configuration upstream)',
+    '',
+    `Medians in seconds after the taint (n = repetitions per cell); ratio 5 : upstream with its 90% interval (percentile bootstrap of the ratio of medians, 2000 resamples).`,
+    '',
+    `| DN, pods/node | event | ${shown.map((c) => (c === UPSTREAM ? 'upstream' : `config ${c}`)).join(' | ')} | 5 : upstream | 90% interval |`,
+    `|---|---|${shown.map(() => '---:').join('|')}|---:|---:|`,
+  ];
+  for (const c of cellsOf(index)) {
+    const n = (k: string) => index.get({ ...c, ...parseConfigKey(k) }, 'prioReady')?.n ?? 0;
+    for (const e of upstreamEvents(index)) {
+      const up: Cell = { ...c, config: UPSTREAM };
+      const five: Cell = { ...c, config: 5 };
+      const r = has5 ? ratio(index.median(five, e), index.median(up, e)) : null;
+      const interval = has5 ? bootstrapMedianRatio(cellValues(results, five, e), cellValues(results, up, e)) : null;
+      lines.push(`| DN ${c.dn}, ${c.podsPerNode} (n=${shown.map(n).join('/')}) | ${EVENT_LABELS[e]} | ${shown.map((k) => s(index.median({ ...c, ...parseConfigKey(k) }, e))).join(' | ')} | ${x(r)} | ${ci(interval)} |`);
+    }
+  }
+  const dn = Math.max(...index.dns);
+  const podsPerNode = Math.max(...index.podsPerNode);
+  if (has5) {
+    const five: Cell = { config: 5, dn, podsPerNode };
+    const up: Cell = { config: UPSTREAM, dn, podsPerNode };
+    lines.push('', `Targets against upstream at DN ${dn}, ${podsPerNode} pods/node:`, '', '| target | measured | 90% interval | limit | |', '|---|---:|---:|---:|---|');
+    const row = (what: string, measured: number | null, interval: [number, number] | null, limit: string, ok: (v: number) => boolean, pct: boolean) => {
+      const v = (m: number) => (pct ? `${(m * 100).toFixed(1)}%` : `${m.toFixed(2)}x`);
+      const verdict = measured === null ? 'n/a' : (ok(measured) ? 'met' : '**missed**') + (interval && ok(interval[0]) !== ok(interval[1]) ? ' (inconclusive)' : '');
+      lines.push(`| ${what} | ${measured === null ? '–' : v(measured)} | ${interval ? `${v(interval[0])}–${v(interval[1])}` : '–'} | ${limit} | ${verdict} |`);
+    };
+    for (const e of ['prioReady', 'prioUp', ...(upstreamEvents(index).includes(SERVICE_EVENT) ? [SERVICE_EVENT] : [])] as EventName[]) {
+      const r = ratio(index.median(five, e), index.median(up, e));
+      const iv = bootstrapMedianRatio(cellValues(results, five, e), cellValues(results, up, e));
+      row(`${EVENT_LABELS[e]}: reduction of config 5 vs upstream`, r === null ? null : 1 - r, iv && [1 - iv[1], 1 - iv[0]], `>= ${TARGETS.criticalReduction * 100}%`, (v) => v >= TARGETS.criticalReduction, true);
+    }
+    row('Last ready: config 5 / upstream', ratio(index.median(five, 'lastReady'), index.median(up, 'lastReady')), bootstrapMedianRatio(cellValues(results, five, 'lastReady'), cellValues(results, up, 'lastReady')), `<= ${TARGETS.maxLastReadySlowdown}x`, (v) => v <= TARGETS.maxLastReadySlowdown, false);
+  }
+  return lines.join('\n');
+}
+
+/**
+ * How faithful configuration 1 (Ulysses' vanilla mode, which imitates kube-controller-manager) is to
+ * stock Kubernetes: per cell and event, the medians of upstream and 1, their ratio and its 90%
+ * interval; more than 15% apart on Prio ready or Last ready in some cell and the report says that
+ * configuration 1 is not stock Kubernetes.
+ */
+export function fidelityTable(results: readonly RepResult[], index: SummaryIndex): string | undefined {
+  if (!index.configs.includes(UPSTREAM) || !index.configs.includes('1')) return undefined;
+  const lines = [
+    '## Fidelity: configuration 1 (vanilla mode) against upstream',
+    '',
+    '| DN, pods/node | event | upstream | config 1 | 1 : upstream | 90% interval |',
+    '|---|---|---:|---:|---:|---:|',
+  ];
+  const off: string[] = [];
+  const unsure: string[] = [];
+  const within = (v: number) => Math.abs(v - 1) <= FIDELITY_LIMIT;
+  for (const c of cellsOf(index)) {
+    for (const e of upstreamEvents(index).concat(['lastScheduled'])) {
+      const up: Cell = { ...c, config: UPSTREAM };
+      const one: Cell = { ...c, config: 1 };
+      const r = ratio(index.median(one, e), index.median(up, e));
+      const interval = bootstrapMedianRatio(cellValues(results, one, e), cellValues(results, up, e));
+      lines.push(`| DN ${c.dn}, ${c.podsPerNode} | ${EVENT_LABELS[e]} | ${s(index.median(up, e))} | ${s(index.median(one, e))} | ${x(r)} | ${ci(interval)} |`);
+      if ((e !== 'prioReady' && e !== 'lastReady') || r === null) continue;
+      if (!within(r)) off.push(`${EVENT_LABELS[e]} at DN ${c.dn}, ${c.podsPerNode} pods/node: ${x(r)}`);
+      // the interval reaches past a bound the median is on the other side of
+      if (interval && (within(interval[0]) !== within(r) || within(interval[1]) !== within(r))) unsure.push(`${EVENT_LABELS[e]} at DN ${c.dn}, ${c.podsPerNode} pods/node (${ci(interval)})`);
+    }
+  }
+  lines.push(
+    '',
+    off.length
+      ? `**Configuration 1 is not stock Kubernetes**: it differs from upstream by more than ${FIDELITY_LIMIT * 100}% on ${off.join('; ')}. Comparisons with stock Kubernetes must name configuration upstream, not configuration 1.`
+      : `Configuration 1 agrees with upstream within ${FIDELITY_LIMIT * 100}% on Prio ready and Last ready in every cell (medians).`,
+  );
+  if (unsure.length) lines.push('', `Inconclusive: the 90% interval of ${unsure.join('; ')} reaches across ±${FIDELITY_LIMIT * 100}%; more repetitions decide.`);
+  return lines.join('\n');
+}
+
+/** How long the switches between upstream and Ulysses took (results' configSwitch). */
+export function switchTable(results: readonly RepResult[]): string | undefined {
+  const sw = results.filter((r) => r.configSwitch).map((r) => r.configSwitch!);
+  if (!sw.length) return undefined;
+  const lines = ['## Switches between upstream and Ulysses', '', 'manifests/install.ts steps (install; uninstall keeping the objects), once before each repetition that changes family.', '', '| to | switches | median s | min s | max s |', '|---|---:|---:|---:|---:|'];
+  for (const to of [...new Set(sw.map((w) => w.to))].sort()) {
+    const v = sw.filter((w) => w.to === to).map((w) => w.seconds);
+    lines.push(`| ${to} | ${v.length} | ${med(v, 1)} | ${Math.min(...v).toFixed(1)} | ${Math.max(...v).toFixed(1)} |`);
   }
   return lines.join('\n');
 }

@@ -11,23 +11,39 @@ import { CpuWindowSchema, RepCpuSchema } from './cpu-window.ts';
 
 /** Events of one repetition, seconds after the NoExecute taint (t=0); null if it never happened. */
 export const EVENTS = ['prioScheduled', 'prioReady', 'prioUp', 'prioEndpointReady', 'lastScheduled', 'lastReady'] as const;
-export type EventName = (typeof EVENTS)[number];
-export type FailoverEvents = Record<EventName, number | null>;
+/**
+ * Prio up through the critical Service's ClusterIP (kube-proxy's DNAT, as a client reaches the
+ * service), measured only where a kube-proxy serves the host (kubeadm clusters); absent elsewhere.
+ */
+export const SERVICE_EVENT = 'prioUpService' as const;
+export type EventName = (typeof EVENTS)[number] | typeof SERVICE_EVENT;
+export type FailoverEvents = Record<(typeof EVENTS)[number], number | null> & { prioUpService?: number | null };
 
 export const EVENT_LABELS: Record<EventName, string> = {
   prioScheduled: 'Prio scheduled',
   prioReady: 'Prio ready',
   prioUp: 'Prio up',
+  prioUpService: 'Prio up (ClusterIP)',
   prioEndpointReady: 'Prio in EndpointSlice',
   lastScheduled: 'Last scheduled',
   lastReady: 'Last ready',
 };
 
-/** Table 6.1 configurations. */
-export const CONFIG_IDS = [1, 2, 3, 4, 5] as const;
+/** Table 6.1 configurations of Ulysses. */
+export const ULYSSES_CONFIG_IDS = [1, 2, 3, 4, 5] as const;
+export type UlyssesConfigId = (typeof ULYSSES_CONFIG_IDS)[number];
+/**
+ * `upstream`: stock Kubernetes (kube-controller-manager with all its controllers, kube-scheduler
+ * without the extender, kubelets on containerd, no APF exemption; nothing of Ulysses on the path),
+ * the baseline of a kubeadm cluster (kubeadm-configurator.ts).
+ */
+export const UPSTREAM = 'upstream' as const;
+export const CONFIG_IDS = [UPSTREAM, ...ULYSSES_CONFIG_IDS] as const;
 export type ConfigId = (typeof CONFIG_IDS)[number];
+export const isUlyssesConfig = (c: ConfigId): c is UlyssesConfigId => c !== UPSTREAM;
 
 export const CONFIG_LABELS: Record<ConfigId, string> = {
+  upstream: 'stock Kubernetes (kcm, kube-scheduler, kubelets on containerd)',
   1: 'vanilla',
   2: '+ kubelet pacing',
   3: '+ APF exemption',
@@ -58,11 +74,11 @@ export const SCENARIOS = ['failover', '5g'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export const RepResultSchema = z.object({
-  config: z.union(CONFIG_IDS.map((c) => z.literal(c)) as unknown as [z.ZodLiteral<1>, z.ZodLiteral<2>, ...z.ZodLiteral<ConfigId>[]]),
+  config: z.union(CONFIG_IDS.map((c) => z.literal(c)) as unknown as [z.ZodLiteral<ConfigId>, z.ZodLiteral<ConfigId>, ...z.ZodLiteral<ConfigId>[]]),
   dn: z.number().int().min(1),
   podsPerNode: z.number().int().min(0),
   rep: z.number().int().min(0),
-  events: z.object(Object.fromEntries(EVENTS.map((e) => [e, seconds])) as Record<EventName, typeof seconds>).strict(),
+  events: z.object({ ...(Object.fromEntries(EVENTS.map((e) => [e, seconds])) as Record<(typeof EVENTS)[number], typeof seconds>), [SERVICE_EVENT]: seconds.optional() }).strict(),
   /** the critical Deployment's position among the load Deployments in creation order */
   prioPosition: z.number().int().min(0).optional(),
   /** ISO time the repetition started, wall-clock seconds it took (setup + failover + cleanup) */
@@ -82,6 +98,26 @@ export const RepResultSchema = z.object({
   repCpu: RepCpuSchema.optional(),
   /** times this repetition was run again because other work shared the machine (the recorded run is the last) */
   sharedRepeats: z.number().int().min(1).optional(),
+  /**
+   * kubeadm: the reinstall before this repetition's setup (upstream <-> Ulysses, manifests/install.ts
+   * steps) and how long it took, s; absent when the repetition ran in the family of the one before
+   */
+  configSwitch: z.object({ to: z.string(), seconds: z.number().finite().nonnegative() }).strict().optional(),
+  /**
+   * kubeadm: what was on the failover path in this repetition, read after its events (the configurator's
+   * inspect()): kcm's --controllers ("all": stock), kube-scheduler with the extender, each kubelet's CRI
+   * endpoint, the running Ulysses controller manager pods, the APF exemption FlowSchema
+   */
+  cluster: z
+    .object({
+      kcmControllers: z.string(),
+      schedulerExtender: z.boolean(),
+      kubeletRuntime: z.record(z.string(), z.string()),
+      ulyssesControllerManagerPods: z.number().int().min(0),
+      apfExemption: z.boolean(),
+    })
+    .strict()
+    .optional(),
   /** why some event stayed null (e.g. a timeout) */
   error: z.string().optional(),
   /** kubelet-shim policy overriding the configuration's (kubelet policy comparison) */
@@ -127,9 +163,9 @@ export const configKey = (c: Configuration): ConfigKey => (c.shimPolicy ? `${c.c
 
 export function parseConfigKey(key: ConfigKey): Configuration {
   const [id, shimPolicy, ...rest] = key.split('/');
-  const config = Number(id);
-  if (!CONFIG_IDS.includes(config as ConfigId) || rest.length || (shimPolicy !== undefined && !SHIM_POLICY_NAME.test(shimPolicy)))
-    throw new Error(`configuration "${key}": expected a Table 6.1 id 1..5, optionally "/<kubelet-shim policy>" (e.g. 1/fixed)`);
+  const config: ConfigId | undefined = id === UPSTREAM ? UPSTREAM : ULYSSES_CONFIG_IDS.find((c) => String(c) === id);
+  if (config === undefined || rest.length || (shimPolicy !== undefined && (!SHIM_POLICY_NAME.test(shimPolicy) || config === UPSTREAM)))
+    throw new Error(`configuration "${key}": expected "upstream" or a Table 6.1 id 1..5, optionally "/<kubelet-shim policy>" (e.g. 1/fixed)`);
   return shimPolicy ? { config: config as ConfigId, shimPolicy } : { config: config as ConfigId };
 }
 
@@ -140,7 +176,8 @@ export const configLabel = (c: Configuration): string => `${configKey(c)}: ${CON
 const POLICY_ORDER = ['vanilla', 'fixed', 'exponential-decay'];
 export function compareConfigurations(a: Configuration, b: Configuration): number {
   const rank = (p?: string) => (p === undefined ? -1 : POLICY_ORDER.includes(p) ? POLICY_ORDER.indexOf(p) : POLICY_ORDER.length);
-  return a.config - b.config || rank(a.shimPolicy) - rank(b.shimPolicy) || (a.shimPolicy ?? '').localeCompare(b.shimPolicy ?? '');
+  const order = (c: ConfigId) => (c === UPSTREAM ? 0 : c);
+  return order(a.config) - order(b.config) || rank(a.shimPolicy) - rank(b.shimPolicy) || (a.shimPolicy ?? '').localeCompare(b.shimPolicy ?? '');
 }
 
 export const repKey = (r: Cell & { rep: number }) => `c${configKey(r)}/dn${r.dn}/ppn${r.podsPerNode}/rep${r.rep}`;

@@ -13,7 +13,7 @@ import { patchRuntimeConfig, readRuntimeConfig, type UlyssesConfigSpec } from '.
 import { entryFromPacing } from '../../kubelet-shim/runtime.ts';
 import { pollUntil } from '../testbed/processes.ts';
 import { TABLE_6_1, type ClusterConfigurator } from './configurator.ts';
-import type { ConfigId } from './results.ts';
+import { isUlyssesConfig, type ConfigId } from './results.ts';
 
 export interface RuntimeConfiguratorOptions {
   kubeconfig: KubeConfig;
@@ -62,6 +62,7 @@ export class RuntimeConfigConfigurator implements ClusterConfigurator {
 
   /** The spec of configuration `config` (every field the configurations touch, so the patch is absolute). */
   spec(config: ConfigId, shimPolicy?: string): UlyssesConfigSpec {
+    if (!isUlyssesConfig(config)) throw new Error(`configuration ${config}: not a configuration of Ulysses (UlyssesConfig sets 1..5; upstream needs a cluster configurator that can uninstall Ulysses, see kubeadm-configurator.ts)`);
     const want = TABLE_6_1[config];
     let shim = want.shim === 'vanilla' ? { policy: 'vanilla' } : this.paced;
     if (shimPolicy !== undefined) {

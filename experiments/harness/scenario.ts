@@ -16,8 +16,8 @@ import { ResilientInformer } from '../../core/informer.ts';
 import { isNodeReady, isPodReady } from '../../core/objects.ts';
 import { pollUntil, TimeoutError } from '../testbed/processes.ts';
 import { PodStartWatch } from '../pod-start.ts';
-import { ECHO_PORT, HTTP_PORT, applyDeployment, deployment, ensureNamespace, taintNoExecuteTimed, udpFirstAnswer, untaint } from '../workloads.ts';
-import { EVENTS, emptyEvents, type EventName, type FailoverEvents, type ScenarioName } from './results.ts';
+import { ECHO_PORT, HTTP_PORT, applyDeployment, deployment, ensureNamespace, taintNoExecuteTimed, udpFirstAnswer, udpFirstAnswerFresh, untaint } from '../workloads.ts';
+import { EVENTS, SERVICE_EVENT, emptyEvents, type EventName, type FailoverEvents, type ScenarioName } from './results.ts';
 
 export const EXPERIMENT_LABEL = 'ulysses.io/experiment';
 export const FAILURE_TAINT = 'ulysses.io/failure';
@@ -73,6 +73,18 @@ export interface ScenarioOptions {
    * whose pods run nothing: prioUp then stays null and the repetition does not wait for it.
    */
   udpProbe?: boolean;
+  /**
+   * Also probe the critical Service's ClusterIP from the host from t = 0 ("Prio up (ClusterIP)",
+   * through kube-proxy; default false). Only where a kube-proxy serves the host and the failed node's
+   * pods stop answering at t = 0 (a frozen node): any answer then comes from the replacement.
+   */
+  serviceProbe?: boolean;
+  /**
+   * Namespaces whose pods are not part of the initial state (compared before every repetition with
+   * the baseline): e.g. ulysses-system on a kubeadm cluster, whose controller manager pods are
+   * replaced whenever the run switches between upstream and Ulysses.
+   */
+  baselineIgnoresNamespaces?: string[];
   /** failover (default) or 5g: the UPF stand-in and a multi-service low-priority app (one Service per Deployment) */
   scenario?: ScenarioName;
   /**
@@ -191,8 +203,8 @@ export function loadDeployments(total: number): number[] {
 }
 
 /** The events a repetition waits for: all of them, but Prio up only when the UDP client probes. */
-export function awaitedEvents(udpProbe: boolean): EventName[] {
-  return EVENTS.filter((e) => udpProbe || e !== 'prioUp');
+export function awaitedEvents(udpProbe: boolean, serviceProbe = false): EventName[] {
+  return [...EVENTS.filter((e) => udpProbe || e !== 'prioUp'), ...(serviceProbe ? [SERVICE_EVENT] : [])];
 }
 
 const onNode = (p: V1Pod, nodes: string[]) => nodes.includes(p.spec?.nodeName ?? '') && !p.metadata?.deletionTimestamp;
@@ -243,7 +255,8 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
   // (started right before the taint, the LIST of 631 KWOK pods loaded the apiserver and this process,
   // which hosts the controller manager, during the critical path); events before t=0 are ignored
   const events = emptyEvents();
-  const awaited = awaitedEvents(o.udpProbe ?? true);
+  if (o.serviceProbe) events.prioUpService = null;
+  const awaited = awaitedEvents(o.udpProbe ?? true, o.serviceProbe);
   const scheduled = new Map<string, number>();
   const ready = new Map<string, number>();
   const endpointReady = new Map<string, number>(); // pod uid -> first time ready in a slice
@@ -334,9 +347,16 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     // nothing the taints cause is missed; with many sources a sequential loop would let a pod
     // evicted from the first one be rescheduled "before" the last taint)
     const prioSource = prio?.spec?.nodeName;
+    const clusterIP = o.serviceProbe ? (await core.readNamespacedService({ name: prioName, namespace: o.criticalNamespace })).spec?.clusterIP : undefined;
+    if (o.serviceProbe && !clusterIP) throw new Error(`Service ${o.criticalNamespace}/${prioName} has no ClusterIP`);
     t0 = Date.now();
     const taint = await taintNoExecuteTimed(kc, sources, FAILURE_TAINT);
     t0 = taint.sentAtMs;
+    if (clusterIP)
+      udpFirstAnswerFresh(clusterIP, ECHO_PORT, { intervalMs: 50, timeoutMs }).then(
+        (t) => (events.prioUpService = (t - t0) / 1000),
+        (err: Error) => (probeError = err.message),
+      );
     const written = prioSource ? taint.writtenAtMs[prioSource] : undefined;
     const criticalTaintWrittenMs = written === undefined ? undefined : written - t0;
     for (const p of pods.list()) onPod(p);
@@ -349,7 +369,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
       }
       if (scheduled.size >= total) events.lastScheduled = rel(Math.max(...scheduled.values()));
       if (ready.size >= total) events.lastReady = rel(Math.max(...ready.values()));
-      return awaited.every((e) => events[e] !== null);
+      return awaited.every((e) => events[e] !== null && events[e] !== undefined);
     };
     try {
       await pollUntil('every failover event', () => {
@@ -359,7 +379,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     } catch (err) {
       if (!(err instanceof TimeoutError) && !probeError) throw err;
       collect();
-      const missing = awaited.filter((e) => events[e] === null);
+      const missing = awaited.filter((e) => events[e] === null || events[e] === undefined);
       error = `${missing.join(', ')} not seen within ${timeoutMs / 1000} s (${ready.size}/${total} pods Ready on the destinations${probeError ? `; ${probeError}` : ''})`;
     }
     const podReady = [...ready.values()].map((t) => Math.max(0, Math.round(t - t0) / 1000)).sort((a, b) => a - b);
@@ -423,7 +443,7 @@ export async function initialStateDiff(kc: KubeConfig, o: ScenarioOptions & { to
 
 function otherPods(pods: V1Pod[], o: ScenarioOptions): string[] {
   return pods
-    .filter((p) => ![o.criticalNamespace, o.loadNamespace].includes(p.metadata?.namespace ?? ''))
+    .filter((p) => ![o.criticalNamespace, o.loadNamespace, ...(o.baselineIgnoresNamespaces ?? [])].includes(p.metadata?.namespace ?? ''))
     .map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`)
     .sort();
 }

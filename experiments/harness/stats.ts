@@ -3,7 +3,7 @@
  * configuration 1 and the critical-path inflation T(load)/T(idle) (thesis §6.1: medians with IQR).
  */
 import { prng } from '../../core/prng.ts';
-import { EVENTS, cellKey, compareConfigurations, configKey, parseConfigKey, type Cell, type ConfigKey, type EventName, type RepResult } from './results.ts';
+import { EVENTS, SERVICE_EVENT, cellKey, compareConfigurations, configKey, parseConfigKey, type Cell, type ConfigKey, type EventName, type RepResult } from './results.ts';
 
 /** Quantile of sorted values, linear interpolation between closest ranks (R type 7, numpy default). */
 export function quantile(sorted: readonly number[], q: number): number {
@@ -37,8 +37,9 @@ export function summarize(results: readonly RepResult[]): SummaryRow[] {
   const rows: SummaryRow[] = [];
   const ordered = [...cells.values()].sort((a, b) => a.cell.dn - b.cell.dn || a.cell.podsPerNode - b.cell.podsPerNode || compareConfigurations(a.cell, b.cell));
   for (const { cell, reps } of ordered) {
-    for (const event of EVENTS) {
-      const values = reps.map((r) => r.events[event]).filter((v): v is number => v !== null).sort((a, b) => a - b);
+    const events: EventName[] = results.some((r) => r.events[SERVICE_EVENT] !== undefined) ? [...EVENTS, SERVICE_EVENT] : [...EVENTS];
+    for (const event of events) {
+      const values = reps.map((r) => r.events[event] ?? null).filter((v): v is number => v !== null).sort((a, b) => a - b);
       const q = (p: number) => (values.length ? quantile(values, p) : null);
       rows.push({ ...cell, event, n: reps.length, nulls: reps.length - values.length, median: q(0.5), p25: q(0.25), p75: q(0.75), p90: q(0.9) });
     }
@@ -116,7 +117,10 @@ export function bootstrapMedianRatio(a: readonly number[], b: readonly number[],
 /** The non-null values of an event over the repetitions of a cell. */
 export function cellValues(results: readonly RepResult[], cell: Cell, event: EventName): number[] {
   const key = cellKey(cell);
-  return results.filter((r) => cellKey(r) === key).flatMap((r) => (r.events[event] === null ? [] : [r.events[event]]));
+  return results.filter((r) => cellKey(r) === key).flatMap((r) => {
+    const v = r.events[event];
+    return v === null || v === undefined ? [] : [v];
+  });
 }
 
 export function ratio(a: number | null, b: number | null): number | null {

@@ -70,4 +70,13 @@ describe.skipIf(!existsSync(kubectl))('renderInstall and componentObjects', () =
     expect(componentObjects(objects, 'controller-manager').map(objectId)).toContain('Deployment/ulysses-controller-manager');
     expect(INSTALL_ORDER).toEqual(['apf', 'controller-manager', 'scheduler-extender', 'kubelet-shim']);
   });
+  it('puts a nodeSelector on the Deployments only (the experiment keeps them on the control-plane node)', async () => {
+    const objects = await renderInstall({ kubectl, nodeSelector: { 'node-role.kubernetes.io/control-plane': '' } });
+    const selectors = Object.fromEntries(
+      objects.filter((o) => ['Deployment', 'DaemonSet'].includes(o.kind)).map((o) => [objectId(o), (o as unknown as { spec: { template: { spec: { nodeSelector?: Record<string, string> } } } }).spec.template.spec.nodeSelector?.['node-role.kubernetes.io/control-plane']]),
+    );
+    expect(selectors['Deployment/ulysses-controller-manager']).toBe('');
+    expect(selectors['Deployment/ulysses-scheduler-extender']).toBe('');
+    expect(selectors['DaemonSet/ulysses-kubelet-shim']).toBeUndefined();
+  });
 });
