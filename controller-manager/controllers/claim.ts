@@ -31,6 +31,13 @@ export interface ClaimOptions<T extends Owned> {
   noun: string;
   /** extra condition for adopting an orphan (ClaimPods adopts active pods only) */
   canAdopt?: (obj: T) => boolean;
+  /**
+   * the owner's API path: read from the API (not the cache) once, before the first adoption of the
+   * claim; an owner that is gone (other uid) or being deleted adopts nothing (upstream
+   * RecheckDeletionTimestamp: the GC orphaning the objects of an owner deleted with
+   * propagationPolicy Orphan must not see them adopted back by a stale cached owner).
+   */
+  ownerPath?: string;
   log: Logger;
 }
 
@@ -52,6 +59,20 @@ export async function claimObjects<T extends Owned>(o: ClaimOptions<T>): Promise
   const ownerGone = !!o.owner.metadata?.deletionTimestamp;
   const claimed: T[] = [];
   const errors: unknown[] = [];
+  let recheck: Promise<void> | undefined;
+  const ownerCanAdopt = () =>
+    (recheck ??= (async () => {
+      if (!o.ownerPath) return;
+      const name = `${ns}/${o.owner.metadata?.name}`;
+      let fresh: Owned;
+      try {
+        fresh = await o.client.get<Owned>(o.ownerPath);
+      } catch (err) {
+        throw new Error(`can't recheck DeletionTimestamp of ${o.owner.kind} ${name}: ${(err as Error).message}`);
+      }
+      if (fresh.metadata?.uid !== uid) throw new Error(`original ${o.owner.kind} ${name} is gone: got uid ${fresh.metadata?.uid}, wanted ${uid}`);
+      if (fresh.metadata?.deletionTimestamp) throw new Error(`${o.owner.kind} ${name} has just been deleted at ${new Date(fresh.metadata.deletionTimestamp).toISOString()}`);
+    })());
   const attempt = async <R>(f: () => Promise<R>): Promise<R | undefined> => {
     try {
       return await f();
@@ -71,7 +92,10 @@ export async function claimObjects<T extends Owned>(o: ClaimOptions<T>): Promise
       continue;
     }
     if (!o.matches(labels) || obj.metadata?.deletionTimestamp || ownerGone || (o.canAdopt && !o.canAdopt(obj))) continue;
-    const adopted = await attempt(() => adopt(o, obj));
+    const adopted = await attempt(async () => {
+      await ownerCanAdopt();
+      return adopt(o, obj);
+    });
     if (adopted) claimed.push(adopted);
   }
   if (errors.length) throw new ClaimError(errors);

@@ -424,6 +424,7 @@ export class DeploymentController {
         candidates: this.d.informers.replicaSets.list(),
         matches: selector.matches,
         path: (rs) => `${rsBase(rs.metadata!.namespace!)}/${rs.metadata!.name}`,
+        ownerPath: dPath(dep.metadata!.namespace!, dep.metadata!.name!),
         noun: 'ReplicaSet',
         log,
       });

@@ -231,6 +231,7 @@ export class ReplicaSetController {
       candidates: this.d.informers.pods.list(),
       matches: selector.matches,
       path: (p) => `${podsPath(p.metadata!.namespace!)}/${p.metadata!.name}`,
+      ownerPath: `/apis/apps/v1/namespaces/${ns}/replicasets/${rs.metadata!.name}`,
       noun: 'pod',
       canAdopt: isPodActive,
       log,

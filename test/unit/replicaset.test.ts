@@ -152,4 +152,32 @@ describe('ReplicaSetController', () => {
     await expect(h.c.reconcile('ns/rs')).rejects.toThrow(/500/);
     expect(h.calls.filter((c) => c.method === 'POST')).toEqual([]);
   });
+
+  // upstream RecheckDeletionTimestamp (controller_ref_manager.go) with the ReplicaSet controller's
+  // getter: before adopting, the owner is read from the API; being deleted or replaced (another uid)
+  // means no adoption and a failed claim, whatever the cache says
+  const orphan = (): V1Pod => ({ metadata: { name: 'orphan', namespace: 'ns', uid: 'o', labels: { app: 'a' } }, spec: { containers: [] }, status: { phase: 'Running' } });
+  const rsSpec = { spec: { replicas: 1, selector: { matchLabels: { app: 'a' } }, template: { metadata: { labels: { app: 'a' } }, spec: { containers: [] } } } };
+  it.each([
+    ['being deleted in the API (not yet in the cache)', { deletionTimestamp: new Date(now) }, /has just been deleted/],
+    ['replaced in the API by one with another uid', { uid: 'other-uid' }, /is gone: got uid other-uid, wanted rs-uid/],
+  ])('an orphan is not adopted by a ReplicaSet %s', async (_what, fresh, error) => {
+    const h = setup({ rs: rsSpec, pods: [orphan()] });
+    const get = h.client.get;
+    h.client.get = (async (path: string) => (path === '/apis/apps/v1/namespaces/ns/replicasets/rs' ? { ...h.rss.get('ns/rs'), metadata: { ...h.rss.get('ns/rs')!.metadata, ...fresh } } : get(path))) as typeof get;
+    await expect(h.c.reconcile('ns/rs')).rejects.toThrow(error);
+    expect(h.calls.filter((c) => c.method === 'PATCH' || c.method === 'POST')).toEqual([]);
+    expect(h.pods.get('ns/orphan')!.metadata!.ownerReferences).toBeUndefined();
+  });
+
+  it('the owner is read once per claim, only when there is an orphan to adopt, and then adopts', async () => {
+    const h = setup({ rs: rsSpec, pods: [orphan(), { ...orphan(), metadata: { ...orphan().metadata, name: 'orphan-2', uid: 'o2' } }] });
+    await h.c.reconcile('ns/rs');
+    expect(h.calls.filter((c) => c.method === 'GET' && c.path === '/apis/apps/v1/namespaces/ns/replicasets/rs')).toHaveLength(1);
+    expect(h.calls.filter((c) => c.method === 'PATCH').map((c) => c.path)).toEqual(['/api/v1/namespaces/ns/pods/orphan', '/api/v1/namespaces/ns/pods/orphan-2']);
+    const h2 = setup({ rs: rsSpec, pods: [] });
+    h2.c.expectations.delete('ns/rs');
+    await h2.c.reconcile('ns/rs');
+    expect(h2.calls.filter((c) => c.method === 'GET')).toEqual([]);
+  });
 });
