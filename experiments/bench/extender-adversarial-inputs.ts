@@ -8,6 +8,7 @@
  * `ulysses.io/rt-cores`), and the pod to place (its `ulysses.io/rt`). `refusal` is what the
  * extender answers for the pod on that node (a regular expression on the node's message).
  */
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import type { RtKind } from '../../scheduler-plugins/realtime/annotations.ts';
 import { MAX_TIME_US } from '../../scheduler-plugins/realtime/task.ts';
 
@@ -113,4 +114,37 @@ function logSpacedTasks(n: number, minUs: number, maxUs: number, u: number): Adv
     const periodUs = Math.round(minUs * Math.pow(maxUs / minUs, i / (n - 1)));
     return { wcetUs: Math.max(1, Math.floor((periodUs * u) / n)), periodUs };
   });
+}
+
+/**
+ * The case as API objects: its node `nodeName` (labels and annotations as the extender reads them),
+ * the holder pods bound there (pinned), and the pod to place (`podName`, UID `<podName>-uid`).
+ */
+export function adversarialObjects(c: AdversarialCase, nodeName: string, podName = `adv-${c.name}`, namespace = 'adv'): { node: V1Node; holders: V1Pod[]; pod: V1Pod } {
+  const node: V1Node = {
+    metadata: {
+      name: nodeName,
+      uid: `${nodeName}-uid`,
+      resourceVersion: '1',
+      labels: { 'ulysses.io/rt-scheduler': c.node.kind },
+      annotations: { 'ulysses.io/rt-capacity': JSON.stringify({ cores: c.node.cores }) },
+    },
+  };
+  const holders = c.holders.map(
+    (h, i): V1Pod => ({
+      metadata: {
+        name: `${nodeName}-holder-${i}`,
+        namespace,
+        uid: `${nodeName}-holder-${i}-uid`,
+        resourceVersion: '1',
+        annotations: { 'ulysses.io/rt': h.rt, 'ulysses.io/rt-cores': JSON.stringify(h.cores) },
+      },
+      spec: { nodeName, containers: [{ name: 'c' }] },
+    }),
+  );
+  const pod: V1Pod = {
+    metadata: { name: podName, namespace, uid: `${podName}-uid`, resourceVersion: '1', annotations: { 'ulysses.io/rt': c.rt } },
+    spec: { containers: [{ name: 'c' }] },
+  };
+  return { node, holders, pod };
 }
