@@ -27,6 +27,7 @@ import type { KubeConfig, V1Node, V1Pod } from '@kubernetes/client-node';
 import { Counter, Histogram } from 'prom-client';
 import { ResilientInformer, type Informer, type InformerOptions } from '../../core/informer.ts';
 import { InformerThread } from '../../core/informer-thread.ts';
+import { EventRecorder, NO_EVENTS, type ComponentEventRecorder } from '../../core/events.ts';
 import { ApiError, isNotFound, KubeClient } from '../../core/kube.ts';
 import { componentLogger, objectLogger, type Logger } from '../../core/logging.ts';
 import { metricsRegistry, metricsText } from '../../core/metrics.ts';
@@ -163,6 +164,31 @@ export interface ExtenderServerOptions {
   client?: BindClient;
   /** Verbs answered only while it is open (leader election, leadership.ts); none: always. */
   gate?: ServingGate;
+  /**
+   * Where the Warning Events on pods whose reservation the analyses ignore go (reason
+   * {@link RESERVATION_IGNORED}); default: core/events.ts EventRecorder with a client for
+   * `kubeconfig`, none without one.
+   */
+  events?: ComponentEventRecorder;
+}
+
+/** Reason of the Warning Event on a pod whose stored reservation does not fit the configuration. */
+export const RESERVATION_IGNORED = 'ReservationIgnored';
+/** source.component (and reportingComponent) of the extender's Events. */
+export const EXTENDER_EVENT_COMPONENT = 'ulysses-scheduler-extender';
+
+/**
+ * The pod a skipped entry of a verdict (evaluate.ts NodeVerdict.skipped) is about, when it is an
+ * ignored reservation: what state.ts takenSlotsIn and realtime/what-if.ts write, "pod <ns/name>:
+ * ulysses.io/tdma-slots slot 7 is not in [0, 5) ...: ignored", "node <n>: existing pod <ns/name>:
+ * pinned core 7 does not exist (...): reservation ignored, ..." and "... existing pod <ns/name>:
+ * does not fit by the rule either: left out (...)". Unparseable `ulysses.io/rt` of existing pods
+ * are skipped too but are no reservation: undefined.
+ */
+export function ignoredReservationOf(skipped: string): { pod: string; why: string } | undefined {
+  const m = /^(?:node [^ :]+: )?(?:existing )?pod ([^ :/]+\/[^ :]+): (.*)$/s.exec(skipped);
+  if (!m || !/(reservation ignored|: ignored$|left out)/.test(m[2]!)) return undefined;
+  return { pod: m[1]!, why: skipped };
 }
 
 const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
@@ -251,6 +277,8 @@ export class ExtenderServer {
   private analysisWorker: RtAnalysisWorker | undefined;
   private listening: string | undefined;
   private readonly gate: ServingGate | undefined;
+  private readonly events: ComponentEventRecorder;
+  private readonly eventRecorder: EventRecorder | undefined;
 
   constructor(opts: ExtenderServerOptions = {}) {
     this.cfg = extenderConfig(opts.config ?? {});
@@ -259,6 +287,11 @@ export class ExtenderServer {
     this.state = opts.state ?? new ClusterState();
     this.client = opts.client ?? (opts.kubeconfig ? new KubeClient(opts.kubeconfig) : undefined);
     this.gate = opts.gate;
+    if (opts.events) this.events = opts.events;
+    else if (opts.kubeconfig) {
+      this.eventRecorder = new EventRecorder({ client: new KubeClient(opts.kubeconfig), reportingController: EXTENDER_EVENT_COMPONENT, log: this.log });
+      this.events = this.eventRecorder.forComponent(EXTENDER_EVENT_COMPONENT);
+    } else this.events = NO_EVENTS;
     if (opts.kubeconfig && (opts.informers ?? true)) {
       const { nodes, pods } = extenderInformers(opts.kubeconfig, this.log, opts.informerThread ?? true);
       nodes.on('add', (n) => this.state.upsertNode(n));
@@ -303,6 +336,7 @@ export class ExtenderServer {
     this.informers?.nodes.stop();
     this.informers?.pods.stop();
     await this.app.close();
+    await this.eventRecorder?.flush();
     this.listening = undefined;
   }
 
@@ -514,13 +548,49 @@ export class ExtenderServer {
     }
   }
 
-  /** A verdict just computed (not from the cache): counted, its ignored existing pods logged once. */
+  /**
+   * A verdict just computed (not from the cache): counted, its ignored existing pods logged once,
+   * and each pod whose reservation was ignored told so by a Warning Event ({@link reportIgnored}).
+   */
   private computed(verdict: NodeVerdict, info: NodeInfo): NodeVerdict {
     this.verdictStats.misses++;
-    for (const s of verdict.skipped ?? []) if (this.remember(`skip:${s}`, s)) {
-      this.log.warn({ node: info.name }, `ignored by the analyses: ${s}`);
+    if (!verdict.skipped?.length) return verdict;
+    const byPod = new Map<string, string[]>();
+    for (const s of verdict.skipped) {
+      if (this.remember(`skip:${s}`, s)) this.log.warn({ node: info.name }, `ignored by the analyses: ${s}`);
+      const r = ignoredReservationOf(s);
+      if (r) byPod.set(r.pod, [...(byPod.get(r.pod) ?? []), r.why]);
     }
+    for (const [pod, why] of byPod) this.reportIgnored(pod, why);
     return verdict;
+  }
+
+  /** Resolves once every Event recorded so far was written (tests, shutdown). */
+  async flushEvents(): Promise<void> {
+    await this.eventRecorder?.flush();
+  }
+
+  /**
+   * One Warning Event `ReservationIgnored` on the pod, naming its reservation annotations (with
+   * their values and node) and why the analyses ignore them. Deduplicated per pod UID, reservation
+   * (the annotation values) and configuration: a verdict computed again (another pod placed, a
+   * relist, a restart of the informers) reports nothing new; a new configuration or a changed
+   * reservation reports once more. The EventRecorder's aggregation and per-object rate limit apply
+   * on top.
+   */
+  private reportIgnored(key: string, why: readonly string[]): void {
+    const rec = this.state.pod(key);
+    if (!rec) return;
+    const ann = rec.pod.metadata?.annotations ?? {};
+    const held = [RESERVED_NODE_ANNOTATION, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION].filter((k) => k in ann).map((k) => `${k}=${ann[k]}`);
+    if (!this.remember(`ignored-event:${rec.uid}`, `${this.configGen}\0${held.join('\0')}\0${rec.node ?? ''}`)) return;
+    const message = `ulysses: the scheduler extender ignores this pod's reservation (${held.join(', ')}${rec.node ? ` on node ${rec.node}` : ''}): it does not fit the current configuration, so it holds nothing and blocks no other pod: ${why.join('; ')}`;
+    this.events.event(
+      { apiVersion: 'v1', kind: 'Pod', metadata: { name: rec.pod.metadata?.name, namespace: rec.pod.metadata?.namespace, uid: rec.uid, resourceVersion: rec.pod.metadata?.resourceVersion } },
+      'Warning',
+      RESERVATION_IGNORED,
+      message.length > 1024 ? `${message.slice(0, 1021)}...` : message,
+    );
   }
 
   /**
