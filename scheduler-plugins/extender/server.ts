@@ -324,6 +324,10 @@ export class ExtenderServer {
 
   /** Starts the informers (waits for their first list: never answer from an empty cache) and listens. */
   async start(): Promise<{ url: string; port: number }> {
+    // the analysis thread loads while the informers list (not awaited: a request meanwhile waits for it)
+    this.rtWorker()
+      ?.warm()
+      .catch((err: Error) => this.log.warn({ err: err.message }, 'RT analysis thread warm-up failed (it is started again on first use)'));
     if (this.informers) await Promise.all([this.informers.nodes.start(), this.informers.pods.start()]);
     const address = await this.app.listen({ host: this.cfg.listen.host, port: this.cfg.listen.port });
     this.listening = address;

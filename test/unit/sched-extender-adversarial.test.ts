@@ -13,6 +13,10 @@ import type { ExtenderConfigInput } from '../../scheduler-plugins/extender/confi
 import type { ExtenderFilterResult, HostPriority } from '../../scheduler-plugins/extender/wire.ts';
 import { higherPriorityTasks, taskPriorityOrder, taskSetFacts, type RtTask } from '../../scheduler-plugins/realtime/task.ts';
 import { silentLogger } from '../../core/logging.ts';
+import { RtAnalysisWorker } from '../../scheduler-plugins/extender/analysis-worker.ts';
+import { parseRtAnnotation } from '../../scheduler-plugins/realtime/annotations.ts';
+import { AnalysisBudget } from '../../scheduler-plugins/realtime/task.ts';
+import { analyzeRtNode, type NewPod, type ParsedRtNode } from '../../scheduler-plugins/realtime/what-if.ts';
 import { prng } from '../../core/prng.ts';
 import { adversarialCases, adversarialObjects, ISSUE_ITEM_1_RT } from '../../experiments/bench/extender-adversarial-inputs.ts';
 
@@ -147,6 +151,42 @@ describe('adversarial RT inputs through every verb', () => {
     for (const w of works) {
       expect(w).toBeGreaterThan(0);
       expect(w).toBeLessThanOrEqual(BUDGET);
+    }
+  }, 120_000);
+});
+
+describe('the analysis thread keeps each node\'s pods list', () => {
+  it('a node unchanged since the last job is sent without its pods; a changed list and a restarted thread send them again; the verdicts are the inline ones', async () => {
+    const w = new RtAnalysisWorker();
+    try {
+      const c = CASES.find((x) => x.name === 'ds-max-servers')!;
+      const parse = (rt: string) => {
+        const r = parseRtAnnotation(rt);
+        if (!r.ok) throw new Error(r.error);
+        return r.value;
+      };
+      const pods = c.holders.map((h, i) => ({ name: `adv/h${i}`, uid: `h${i}`, spec: parse(h.rt), cores: h.cores }));
+      const node: ParsedRtNode = { name: 'n', kind: 'deferrable-server', capacity: { cores: 1 }, pods };
+      const small: NewPod = { name: 'adv/small', uid: 'small', spec: parse(JSON.stringify({ server: { budgetUs: 10, periodUs: 100_000 } })) };
+      const inline = (n: ParsedRtNode) => analyzeRtNode(n, small, { exactResponseTimes: false, stopAtFirstFailure: true, budget: new AnalysisBudget(BUDGET) });
+      const first = await w.analyze([node], [small], BUDGET);
+      const second = await w.analyze([node], [small], BUDGET);
+      expect(w.nodes).toEqual({ sent: 1, reused: 1 });
+      for (const r of [first, second]) expect({ schedulable: r.reports[0]!.schedulable, reason: r.reports[0]!.reason, cores: r.reports[0]!.cores }).toEqual({ schedulable: inline(node).schedulable, reason: inline(node).reason, cores: inline(node).cores });
+      expect(second.used).toBe(first.used);
+      // the node changed (one holder fewer): a new list is sent, and analysed
+      const fewer: ParsedRtNode = { ...node, pods: pods.slice(1) };
+      const third = await w.analyze([fewer], [small], BUDGET);
+      expect(w.nodes).toEqual({ sent: 2, reused: 1 });
+      expect(third.reports[0]!.reason).toBe(inline(fewer).reason);
+      // the reports carry the verdict only
+      expect(third.reports[0]!.tasks).toEqual([]);
+      // a new thread keeps nothing: sent again
+      await w.stop();
+      await w.analyze([fewer], [small], BUDGET);
+      expect(w.nodes).toEqual({ sent: 3, reused: 1 });
+    } finally {
+      await w.stop();
     }
   }, 120_000);
 });
