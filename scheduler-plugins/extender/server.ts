@@ -726,7 +726,7 @@ export class ExtenderServer {
     return (this.analysisWorker ??= new RtAnalysisWorker());
   }
 
-  prioritize(args: ExtenderArgs): HostPriority[] {
+  prioritize(args: ExtenderArgs): HostPriority[] | Promise<HostPriority[]> {
     const names = args.NodeNames;
     const sent = names ? undefined : (args.Nodes?.items ?? []);
     const count = names ? names.length : sent!.length;
@@ -735,16 +735,76 @@ export class ExtenderServer {
     const r = podRequirements(args.Pod, this.cfg, this.networks);
     const cache = r.ok && names ? this.verdictsFor(r.req) : undefined;
     const memo: SlotMemo = new Map();
-    const budget = this.budget();
+    // as filter: inline on inlineAnalysisBudget, the nodes past it in the analysis thread
+    const worker = r.ok && names ? this.rtWorker() : undefined;
+    const budget = worker ? new AnalysisBudget(Math.min(this.cfg.inlineAnalysisBudget, this.cfg.analysisBudget), this.cfg.analysisBudget) : this.budget();
+    const deferred: Array<{ index: number; info: NodeInfo }> = [];
     for (let i = 0; i < count; i++) {
       const Host = nameAt(i);
       const info = !r.ok ? undefined : names ? this.state.node(Host) : nodeInfoOf(sent![i]!);
       const v = r.ok && info ? this.evaluate(r.req, info, cache, memo, budget) : undefined;
+      if (worker && info && v && !v.fits && v.budgetExceeded) deferred.push({ index: i, info });
       out[i] = { Host, Score: v?.fits ? v.score : 0 };
     }
-    if (r.ok) this.budgetSpent(budget.used, budget.exceeded ? budget.limit : undefined, r.req);
-    return out;
+    if (!r.ok) return out;
+    const req = r.req;
+    if (!deferred.length || !worker) {
+      this.budgetSpent(budget.used, budget.exceeded ? budget.limit : undefined, req);
+      return out;
+    }
+    return this.analyzeDeferred(req, deferred, cache!, memo, worker, this.cfg.analysisBudget - budget.used).then(({ results, used, exceeded }) => {
+      for (const [k, d] of deferred.entries()) out[d.index] = { Host: nameAt(d.index), Score: results[k]!.fits ? results[k]!.score : 0 };
+      this.budgetSpent(budget.used + used, exceeded ? this.cfg.analysisBudget : undefined, req);
+      return out;
+    });
   }
+
+  /**
+   * Bind's re-check of the node (under its locks): inline on inlineAnalysisBudget; with the
+   * analysis thread, a node whose RT analysis runs past it is analysed there with what is left of
+   * analysisBudget (the event loop meanwhile serves /healthz and the other pods), within `ms`.
+   * The locks keep other binds off the node and network; if an informer event changed either
+   * meanwhile, the thread's report is dropped and the node evaluated again inline (bounded by
+   * analysisBudget).
+   */
+  private async recheck(req: PodRequirements, info: NodeInfo, ms: number): Promise<NodeVerdict> {
+    const total = this.cfg.analysisBudget;
+    const worker = this.rtWorker();
+    const budget = worker ? new AnalysisBudget(Math.min(this.cfg.inlineAnalysisBudget, total), total) : new AnalysisBudget(total);
+    const v = evaluateNode(req, info, this.state, this.cfg, new Map(), budget);
+    if (!worker || v.fits || !v.budgetExceeded) {
+      this.budgetSpent(budget.used, budget.exceeded ? total : undefined, req);
+      return v;
+    }
+    const networkVersion = () => (req.network ? this.state.networkVersion(req.network.name) : 0);
+    const before = { node: info.version, network: networkVersion() };
+    let collected: { node: ParsedRtNode; pod: NewPod } | undefined;
+    const COLLECTED = new Error('collected');
+    try {
+      evaluateNode(req, info, this.state, this.cfg, new Map(), undefined, (node, pod) => {
+        collected = { node, pod };
+        throw COLLECTED;
+      });
+    } catch (err) {
+      if (err !== COLLECTED) throw err;
+    }
+    if (!collected) throw new Error('internal: bind re-check did not reach its RT analysis');
+    const res = await withDeadline(worker.analyze([collected.node], [collected.pod], Math.max(total - budget.used, 1), total), ms, 'the RT analysis in the analysis thread');
+    this.bindThreadJobs++;
+    const now = this.state.node(info.name);
+    if (!now || now.version !== before.node || networkVersion() !== before.network) {
+      const again = new AnalysisBudget(total);
+      const inline = now ? evaluateNode(req, now, this.state, this.cfg, new Map(), again) : v;
+      this.budgetSpent(budget.used + res.used + again.used, again.exceeded ? total : undefined, req);
+      return inline;
+    }
+    const report = res.reports[0]!;
+    this.budgetSpent(budget.used + res.used, report.budgetExceeded ? total : undefined, req);
+    return evaluateNode(req, now, this.state, this.cfg, new Map(), undefined, () => report);
+  }
+
+  /** Bind re-checks answered with the analysis thread's help since start. */
+  bindThreadJobs = 0;
 
   /**
    * How long one call may take: the scheduler's httpTimeout less a margin for the HTTP round trip
@@ -802,9 +862,7 @@ export class ExtenderServer {
           async () => {
             const info = this.state.node(args.Node);
             if (!info) return `ulysses: bind ${key}: node ${args.Node} is not in the extender's node cache`;
-            const budget = this.budget();
-            const v = evaluateNode(r.req, info, this.state, this.cfg, new Map(), budget);
-            this.budgetSpent(budget.used, budget.exceeded ? budget.limit : undefined, r.req);
+            const v = await this.recheck(r.req, info, left());
             if (!v.fits) return `ulysses: bind ${key} to ${args.Node}: ${v.message}`;
             const latest = this.state.pod(key)?.pod;
             const current = latest?.metadata?.uid === podUid ? latest : pod;

@@ -155,6 +155,55 @@ describe('adversarial RT inputs through every verb', () => {
   }, 120_000);
 });
 
+describe('prioritize and bind of a heavy pod leave the event loop to others', () => {
+  it('a pod that fits only after ~500,000 units: prioritize and the bind re-check run in the analysis thread, /healthz answered first, the reservation written', async () => {
+    const c = CASES.find((x) => x.name === 'ds-max-servers')!;
+    // four of the case's 64 servers: the pod fits, after ~494,000 work units (measured), well past inlineAnalysisBudget
+    const few = { ...c, holders: c.holders.slice(0, 4) };
+    const o = adversarialObjects(few, 'heavy');
+    const patches: unknown[] = [];
+    const client: BindClient = {
+      request: (async (method: string, path: string, opts: { body?: unknown } = {}) => {
+        if (method === 'PATCH') {
+          patches.push(opts.body);
+          const ann = { ...o.pod.metadata!.annotations };
+          for (const op of opts.body as Array<{ op: string; path: string; value?: string }>) {
+            if (op.op === 'add' && op.path.startsWith('/metadata/annotations/')) ann[op.path.slice('/metadata/annotations/'.length).replace(/~1/g, '/')] = op.value!;
+          }
+          return { ...o.pod, metadata: { ...o.pod.metadata, annotations: ann, resourceVersion: '2' } };
+        }
+        return {};
+      }) as BindClient['request'],
+    };
+    const s = new ExtenderServer({ config: { analysisBudget: BUDGET }, log: silentLogger(), client });
+    servers.push(s);
+    s.state.upsertNode(o.node);
+    for (const h of o.holders) s.state.upsertPod(h);
+    s.state.upsertPod(o.pod);
+    const sendAfter = async <T>(first: Promise<T>) => {
+      const order: string[] = [];
+      const a = first.then((r) => (order.push('heavy'), r));
+      const h = s.app.inject({ method: 'GET', url: '/healthz' }).then((r) => (order.push('healthz'), r));
+      const [res, hz] = await Promise.all([a, h]);
+      expect(hz.statusCode).toBe(200);
+      return { res, order };
+    };
+    const pr = await sendAfter(s.app.inject({ method: 'POST', url: '/prioritize', payload: { Pod: o.pod, NodeNames: ['heavy'] } }));
+    expect(pr.order).toEqual(['healthz', 'heavy']);
+    const scores = pr.res.json() as HostPriority[];
+    expect(scores).toHaveLength(1);
+    expect(scores[0]!.Score).toBeGreaterThan(0);
+    expect(s.analysisThreadJobs).toBe(1);
+    expect(s.analysisWork.last).toBeGreaterThan(50_000);
+    const b = await sendAfter(s.app.inject({ method: 'POST', url: '/bind', payload: { PodName: o.pod.metadata!.name, PodNamespace: 'adv', PodUID: o.pod.metadata!.uid, Node: 'heavy' } }));
+    expect(b.order).toEqual(['healthz', 'heavy']);
+    expect((b.res.json() as { Error: string }).Error).toBe('');
+    expect(s.bindThreadJobs).toBe(1);
+    expect(JSON.stringify(patches[0])).toContain('"value":"[0]"');
+    expect(s.state.pod(`adv/${o.pod.metadata!.name}`)?.rtCores).toEqual([0]);
+  }, 120_000);
+});
+
 describe('the analysis thread keeps each node\'s pods list', () => {
   it('a node unchanged since the last job is sent without its pods; a changed list and a restarted thread send them again; the verdicts are the inline ones', async () => {
     const w = new RtAnalysisWorker();
