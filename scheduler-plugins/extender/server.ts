@@ -762,12 +762,12 @@ export class ExtenderServer {
   /**
    * Bind's re-check of the node (under its locks): inline on inlineAnalysisBudget; with the
    * analysis thread, a node whose RT analysis runs past it is analysed there with what is left of
-   * analysisBudget (the event loop meanwhile serves /healthz and the other pods), within `ms`.
+   * analysisBudget (the event loop meanwhile serves /healthz and the other pods), within `left()` ms.
    * The locks keep other binds off the node and network; if an informer event changed either
    * meanwhile, the thread's report is dropped and the node evaluated again inline (bounded by
    * analysisBudget).
    */
-  private async recheck(req: PodRequirements, info: NodeInfo, ms: number): Promise<NodeVerdict> {
+  private async recheck(req: PodRequirements, info: NodeInfo, left: () => number): Promise<NodeVerdict> {
     const total = this.cfg.analysisBudget;
     const worker = this.rtWorker();
     const budget = worker ? new AnalysisBudget(Math.min(this.cfg.inlineAnalysisBudget, total), total) : new AnalysisBudget(total);
@@ -789,7 +789,7 @@ export class ExtenderServer {
       if (err !== COLLECTED) throw err;
     }
     if (!collected) throw new Error('internal: bind re-check did not reach its RT analysis');
-    const res = await withDeadline(worker.analyze([collected.node], [collected.pod], Math.max(total - budget.used, 1), total), ms, 'the RT analysis in the analysis thread');
+    const res = await withDeadline(worker.analyze([collected.node], [collected.pod], Math.max(total - budget.used, 1), total), left(), 'the RT analysis in the analysis thread');
     this.bindThreadJobs++;
     const now = this.state.node(info.name);
     if (!now || now.version !== before.node || networkVersion() !== before.network) {
@@ -862,7 +862,7 @@ export class ExtenderServer {
           async () => {
             const info = this.state.node(args.Node);
             if (!info) return `ulysses: bind ${key}: node ${args.Node} is not in the extender's node cache`;
-            const v = await this.recheck(r.req, info, left());
+            const v = await this.recheck(r.req, info, left);
             if (!v.fits) return `ulysses: bind ${key} to ${args.Node}: ${v.message}`;
             const latest = this.state.pod(key)?.pod;
             const current = latest?.metadata?.uid === podUid ? latest : pod;

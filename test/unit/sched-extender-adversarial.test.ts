@@ -204,6 +204,23 @@ describe('prioritize and bind of a heavy pod leave the event loop to others', ()
   }, 120_000);
 });
 
+describe("bind's re-check in the analysis thread gives up inside httpTimeoutMs", () => {
+  it('the review\'s pod on a budget of 1e9 units (seconds of analysis): bind answers with the step that did not finish, and writes nothing', async () => {
+    const calls: string[] = [];
+    const client: BindClient = { request: (async (method: string, path: string) => (calls.push(`${method} ${path}`), {})) as BindClient['request'] };
+    const s = new ExtenderServer({ config: { analysisBudget: 1_000_000_000, httpTimeoutMs: 1000 }, log: silentLogger(), client });
+    servers.push(s);
+    const o = adversarialObjects(CASES[0]!, 'slow');
+    s.state.upsertNode(o.node);
+    s.state.upsertPod(o.pod);
+    const b = await post<{ Error: string }>(s, 'bind', { PodName: o.pod.metadata!.name, PodNamespace: 'adv', PodUID: o.pod.metadata!.uid, Node: 'slow' });
+    expect(b.status).toBe(200);
+    expect(b.body.Error).toMatch(/^ulysses: bind adv\/adv-issue-item-1 to slow: gave up after \d+ ms \(httpTimeoutMs 1000\): the RT analysis in the analysis thread did not finish within \d+ ms$/);
+    expect(calls).toEqual([]);
+    console.log(`[adversarial] bind given up after ${b.ms.toFixed(0)} ms (httpTimeoutMs 1000)`);
+  }, 120_000);
+});
+
 describe('the analysis thread keeps each node\'s pods list', () => {
   it('a node unchanged since the last job is sent without its pods; a changed list and a restarted thread send them again; the verdicts are the inline ones', async () => {
     const w = new RtAnalysisWorker();
