@@ -340,7 +340,8 @@ export class ExtenderServer {
     this.informers?.nodes.stop();
     this.informers?.pods.stop();
     await this.app.close();
-    await this.eventRecorder?.flush();
+    // Events still queued get a moment, not a say in how long stopping takes (the apiserver may be gone)
+    if (this.eventRecorder) await withDeadline(this.eventRecorder.flush(), 2000, 'writing queued Events').catch(() => undefined);
     this.listening = undefined;
   }
 
