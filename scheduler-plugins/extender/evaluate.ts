@@ -169,9 +169,20 @@ export type RtAnalyzer = (node: ParsedRtNode, pod: NewPod) => NodeReport;
 /** Memo of the network-wide slot allocation within one request (same answer for every node of a network). */
 export type SlotMemo = Map<string, { readonly alloc: SlotAllocation; /** Out-of-range reservations left out. */ readonly ignored: readonly string[] }>;
 
-/** The per-node test and score (header, 2 and 3), computed afresh for this pod. */
-export function evaluateNode(req: PodRequirements, info: NodeInfo, state: ClusterState, cfg: ExtenderConfig, slotMemo: SlotMemo = new Map(), budget?: AnalysisBudget): NodeVerdict {
-  return evaluateNodeAs(req, req.uid, info, state, cfg, slotMemo, budget);
+/**
+ * The per-node test and score (header, 2 and 3), computed afresh for this pod. `analyzer` replaces
+ * the RT analysis (realtime/what-if.ts analyzeRtNode) of the node, e.g. by one made elsewhere.
+ */
+export function evaluateNode(
+  req: PodRequirements,
+  info: NodeInfo,
+  state: ClusterState,
+  cfg: ExtenderConfig,
+  slotMemo: SlotMemo = new Map(),
+  budget?: AnalysisBudget,
+  analyzer?: RtAnalyzer,
+): NodeVerdict {
+  return evaluateNodeAs(req, req.uid, info, state, cfg, slotMemo, budget, analyzer);
 }
 
 /**

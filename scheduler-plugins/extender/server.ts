@@ -27,6 +27,7 @@ import type { KubeConfig, V1Node, V1Pod } from '@kubernetes/client-node';
 import { Counter, Histogram } from 'prom-client';
 import { ResilientInformer, type Informer, type InformerOptions } from '../../core/informer.ts';
 import { InformerThread } from '../../core/informer-thread.ts';
+import { EventRecorder, NO_EVENTS, type ComponentEventRecorder } from '../../core/events.ts';
 import { ApiError, isNotFound, KubeClient } from '../../core/kube.ts';
 import { componentLogger, objectLogger, type Logger } from '../../core/logging.ts';
 import { metricsRegistry, metricsText } from '../../core/metrics.ts';
@@ -163,6 +164,31 @@ export interface ExtenderServerOptions {
   client?: BindClient;
   /** Verbs answered only while it is open (leader election, leadership.ts); none: always. */
   gate?: ServingGate;
+  /**
+   * Where the Warning Events on pods whose reservation the analyses ignore go (reason
+   * {@link RESERVATION_IGNORED}); default: core/events.ts EventRecorder with a client for
+   * `kubeconfig`, none without one.
+   */
+  events?: ComponentEventRecorder;
+}
+
+/** Reason of the Warning Event on a pod whose stored reservation does not fit the configuration. */
+export const RESERVATION_IGNORED = 'ReservationIgnored';
+/** source.component (and reportingComponent) of the extender's Events. */
+export const EXTENDER_EVENT_COMPONENT = 'ulysses-scheduler-extender';
+
+/**
+ * The pod a skipped entry of a verdict (evaluate.ts NodeVerdict.skipped) is about, when it is an
+ * ignored reservation: what state.ts takenSlotsIn and realtime/what-if.ts write, "pod <ns/name>:
+ * ulysses.io/tdma-slots slot 7 is not in [0, 5) ...: ignored", "node <n>: existing pod <ns/name>:
+ * pinned core 7 does not exist (...): reservation ignored, ..." and "... existing pod <ns/name>:
+ * does not fit by the rule either: left out (...)". Unparseable `ulysses.io/rt` of existing pods
+ * are skipped too but are no reservation: undefined.
+ */
+export function ignoredReservationOf(skipped: string): { pod: string; why: string } | undefined {
+  const m = /^(?:node [^ :]+: )?(?:existing )?pod ([^ :/]+\/[^ :]+): (.*)$/s.exec(skipped);
+  if (!m || !/(reservation ignored|: ignored$|left out)/.test(m[2]!)) return undefined;
+  return { pod: m[1]!, why: skipped };
 }
 
 const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
@@ -251,6 +277,8 @@ export class ExtenderServer {
   private analysisWorker: RtAnalysisWorker | undefined;
   private listening: string | undefined;
   private readonly gate: ServingGate | undefined;
+  private readonly events: ComponentEventRecorder;
+  private readonly eventRecorder: EventRecorder | undefined;
 
   constructor(opts: ExtenderServerOptions = {}) {
     this.cfg = extenderConfig(opts.config ?? {});
@@ -259,6 +287,11 @@ export class ExtenderServer {
     this.state = opts.state ?? new ClusterState();
     this.client = opts.client ?? (opts.kubeconfig ? new KubeClient(opts.kubeconfig) : undefined);
     this.gate = opts.gate;
+    if (opts.events) this.events = opts.events;
+    else if (opts.kubeconfig) {
+      this.eventRecorder = new EventRecorder({ client: new KubeClient(opts.kubeconfig), reportingController: EXTENDER_EVENT_COMPONENT, log: this.log });
+      this.events = this.eventRecorder.forComponent(EXTENDER_EVENT_COMPONENT);
+    } else this.events = NO_EVENTS;
     if (opts.kubeconfig && (opts.informers ?? true)) {
       const { nodes, pods } = extenderInformers(opts.kubeconfig, this.log, opts.informerThread ?? true);
       nodes.on('add', (n) => this.state.upsertNode(n));
@@ -291,6 +324,10 @@ export class ExtenderServer {
 
   /** Starts the informers (waits for their first list: never answer from an empty cache) and listens. */
   async start(): Promise<{ url: string; port: number }> {
+    // the analysis thread loads while the informers list (not awaited: a request meanwhile waits for it)
+    this.rtWorker()
+      ?.warm()
+      .catch((err: Error) => this.log.warn({ err: err.message }, 'RT analysis thread warm-up failed (it is started again on first use)'));
     if (this.informers) await Promise.all([this.informers.nodes.start(), this.informers.pods.start()]);
     const address = await this.app.listen({ host: this.cfg.listen.host, port: this.cfg.listen.port });
     this.listening = address;
@@ -303,6 +340,8 @@ export class ExtenderServer {
     this.informers?.nodes.stop();
     this.informers?.pods.stop();
     await this.app.close();
+    // Events still queued get a moment, not a say in how long stopping takes (the apiserver may be gone)
+    if (this.eventRecorder) await withDeadline(this.eventRecorder.flush(), 2000, 'writing queued Events').catch(() => undefined);
     this.listening = undefined;
   }
 
@@ -514,13 +553,49 @@ export class ExtenderServer {
     }
   }
 
-  /** A verdict just computed (not from the cache): counted, its ignored existing pods logged once. */
+  /**
+   * A verdict just computed (not from the cache): counted, its ignored existing pods logged once,
+   * and each pod whose reservation was ignored told so by a Warning Event ({@link reportIgnored}).
+   */
   private computed(verdict: NodeVerdict, info: NodeInfo): NodeVerdict {
     this.verdictStats.misses++;
-    for (const s of verdict.skipped ?? []) if (this.remember(`skip:${s}`, s)) {
-      this.log.warn({ node: info.name }, `ignored by the analyses: ${s}`);
+    if (!verdict.skipped?.length) return verdict;
+    const byPod = new Map<string, string[]>();
+    for (const s of verdict.skipped) {
+      if (this.remember(`skip:${s}`, s)) this.log.warn({ node: info.name }, `ignored by the analyses: ${s}`);
+      const r = ignoredReservationOf(s);
+      if (r) byPod.set(r.pod, [...(byPod.get(r.pod) ?? []), r.why]);
     }
+    for (const [pod, why] of byPod) this.reportIgnored(pod, why);
     return verdict;
+  }
+
+  /** Resolves once every Event recorded so far was written (tests, shutdown). */
+  async flushEvents(): Promise<void> {
+    await this.eventRecorder?.flush();
+  }
+
+  /**
+   * One Warning Event `ReservationIgnored` on the pod, naming its reservation annotations (with
+   * their values and node) and why the analyses ignore them. Deduplicated per pod UID, reservation
+   * (the annotation values) and configuration: a verdict computed again (another pod placed, a
+   * relist, a restart of the informers) reports nothing new; a new configuration or a changed
+   * reservation reports once more. The EventRecorder's aggregation and per-object rate limit apply
+   * on top.
+   */
+  private reportIgnored(key: string, why: readonly string[]): void {
+    const rec = this.state.pod(key);
+    if (!rec) return;
+    const ann = rec.pod.metadata?.annotations ?? {};
+    const held = [RESERVED_NODE_ANNOTATION, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION].filter((k) => k in ann).map((k) => `${k}=${ann[k]}`);
+    if (!this.remember(`ignored-event:${rec.uid}`, `${this.configGen}\0${held.join('\0')}\0${rec.node ?? ''}`)) return;
+    const message = `ulysses: the scheduler extender ignores this pod's reservation (${held.join(', ')}${rec.node ? ` on node ${rec.node}` : ''}): it does not fit the current configuration, so it holds nothing and blocks no other pod: ${why.join('; ')}`;
+    this.events.event(
+      { apiVersion: 'v1', kind: 'Pod', metadata: { name: rec.pod.metadata?.name, namespace: rec.pod.metadata?.namespace, uid: rec.uid, resourceVersion: rec.pod.metadata?.resourceVersion } },
+      'Warning',
+      RESERVATION_IGNORED,
+      message.length > 1024 ? `${message.slice(0, 1021)}...` : message,
+    );
   }
 
   /**
@@ -652,7 +727,7 @@ export class ExtenderServer {
     return (this.analysisWorker ??= new RtAnalysisWorker());
   }
 
-  prioritize(args: ExtenderArgs): HostPriority[] {
+  prioritize(args: ExtenderArgs): HostPriority[] | Promise<HostPriority[]> {
     const names = args.NodeNames;
     const sent = names ? undefined : (args.Nodes?.items ?? []);
     const count = names ? names.length : sent!.length;
@@ -661,16 +736,76 @@ export class ExtenderServer {
     const r = podRequirements(args.Pod, this.cfg, this.networks);
     const cache = r.ok && names ? this.verdictsFor(r.req) : undefined;
     const memo: SlotMemo = new Map();
-    const budget = this.budget();
+    // as filter: inline on inlineAnalysisBudget, the nodes past it in the analysis thread
+    const worker = r.ok && names ? this.rtWorker() : undefined;
+    const budget = worker ? new AnalysisBudget(Math.min(this.cfg.inlineAnalysisBudget, this.cfg.analysisBudget), this.cfg.analysisBudget) : this.budget();
+    const deferred: Array<{ index: number; info: NodeInfo }> = [];
     for (let i = 0; i < count; i++) {
       const Host = nameAt(i);
       const info = !r.ok ? undefined : names ? this.state.node(Host) : nodeInfoOf(sent![i]!);
       const v = r.ok && info ? this.evaluate(r.req, info, cache, memo, budget) : undefined;
+      if (worker && info && v && !v.fits && v.budgetExceeded) deferred.push({ index: i, info });
       out[i] = { Host, Score: v?.fits ? v.score : 0 };
     }
-    if (r.ok) this.budgetSpent(budget.used, budget.exceeded ? budget.limit : undefined, r.req);
-    return out;
+    if (!r.ok) return out;
+    const req = r.req;
+    if (!deferred.length || !worker) {
+      this.budgetSpent(budget.used, budget.exceeded ? budget.limit : undefined, req);
+      return out;
+    }
+    return this.analyzeDeferred(req, deferred, cache!, memo, worker, this.cfg.analysisBudget - budget.used).then(({ results, used, exceeded }) => {
+      for (const [k, d] of deferred.entries()) out[d.index] = { Host: nameAt(d.index), Score: results[k]!.fits ? results[k]!.score : 0 };
+      this.budgetSpent(budget.used + used, exceeded ? this.cfg.analysisBudget : undefined, req);
+      return out;
+    });
   }
+
+  /**
+   * Bind's re-check of the node (under its locks): inline on inlineAnalysisBudget; with the
+   * analysis thread, a node whose RT analysis runs past it is analysed there with what is left of
+   * analysisBudget (the event loop meanwhile serves /healthz and the other pods), within `left()` ms.
+   * The locks keep other binds off the node and network; if an informer event changed either
+   * meanwhile, the thread's report is dropped and the node evaluated again inline (bounded by
+   * analysisBudget).
+   */
+  private async recheck(req: PodRequirements, info: NodeInfo, left: () => number): Promise<NodeVerdict> {
+    const total = this.cfg.analysisBudget;
+    const worker = this.rtWorker();
+    const budget = worker ? new AnalysisBudget(Math.min(this.cfg.inlineAnalysisBudget, total), total) : new AnalysisBudget(total);
+    const v = evaluateNode(req, info, this.state, this.cfg, new Map(), budget);
+    if (!worker || v.fits || !v.budgetExceeded) {
+      this.budgetSpent(budget.used, budget.exceeded ? total : undefined, req);
+      return v;
+    }
+    const networkVersion = () => (req.network ? this.state.networkVersion(req.network.name) : 0);
+    const before = { node: info.version, network: networkVersion() };
+    let collected: { node: ParsedRtNode; pod: NewPod } | undefined;
+    const COLLECTED = new Error('collected');
+    try {
+      evaluateNode(req, info, this.state, this.cfg, new Map(), undefined, (node, pod) => {
+        collected = { node, pod };
+        throw COLLECTED;
+      });
+    } catch (err) {
+      if (err !== COLLECTED) throw err;
+    }
+    if (!collected) throw new Error('internal: bind re-check did not reach its RT analysis');
+    const res = await withDeadline(worker.analyze([collected.node], [collected.pod], Math.max(total - budget.used, 1), total), left(), 'the RT analysis in the analysis thread');
+    this.bindThreadJobs++;
+    const now = this.state.node(info.name);
+    if (!now || now.version !== before.node || networkVersion() !== before.network) {
+      const again = new AnalysisBudget(total);
+      const inline = now ? evaluateNode(req, now, this.state, this.cfg, new Map(), again) : v;
+      this.budgetSpent(budget.used + res.used + again.used, again.exceeded ? total : undefined, req);
+      return inline;
+    }
+    const report = res.reports[0]!;
+    this.budgetSpent(budget.used + res.used, report.budgetExceeded ? total : undefined, req);
+    return evaluateNode(req, now, this.state, this.cfg, new Map(), undefined, () => report);
+  }
+
+  /** Bind re-checks answered with the analysis thread's help since start. */
+  bindThreadJobs = 0;
 
   /**
    * How long one call may take: the scheduler's httpTimeout less a margin for the HTTP round trip
@@ -728,9 +863,7 @@ export class ExtenderServer {
           async () => {
             const info = this.state.node(args.Node);
             if (!info) return `ulysses: bind ${key}: node ${args.Node} is not in the extender's node cache`;
-            const budget = this.budget();
-            const v = evaluateNode(r.req, info, this.state, this.cfg, new Map(), budget);
-            this.budgetSpent(budget.used, budget.exceeded ? budget.limit : undefined, r.req);
+            const v = await this.recheck(r.req, info, left);
             if (!v.fits) return `ulysses: bind ${key} to ${args.Node}: ${v.message}`;
             const latest = this.state.pod(key)?.pod;
             const current = latest?.metadata?.uid === podUid ? latest : pod;

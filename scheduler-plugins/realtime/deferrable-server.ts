@@ -36,6 +36,7 @@ import {
   type AnalysisBudget,
   effectiveDeadline,
   higherPriorityTasks,
+  taskSetFacts,
   invalidTask,
   levelLoad,
   type RtTask,
@@ -126,7 +127,7 @@ export function serverResponseTime(server: ServerParams, higherPriorityServers: 
 }
 
 function taskIndexIn(task: RtTask, tasksInServer: readonly RtTask[]): number {
-  return tasksInServer.indexOf(task);
+  return taskSetFacts(tasksInServer).indexOf.get(task) ?? -1;
 }
 
 function invalidTaskResponse(task: RtTask, method: TaskResponse['method'], reason: string): TaskResponse {
@@ -151,10 +152,8 @@ export function deferrableServerResponseTime(
   const method = 'exact';
   const index = taskIndexIn(task, tasksInServer);
   if (index < 0) return invalidTaskResponse(task, method, 'task is not an element of tasksInServer');
-  for (const [j, t] of tasksInServer.entries()) {
-    const bad = invalidTask(t);
-    if (bad) return invalidTaskResponse(task, method, `invalid task ${j}: ${bad}`);
-  }
+  const bad = taskSetFacts(tasksInServer).invalid;
+  if (bad) return invalidTaskResponse(task, method, `invalid task ${bad.index}: ${bad.reason}`);
   const deadline = effectiveDeadline(task);
   if (!serverChecked) {
     const srv = serverResponseTime(server, hpServers, budget);
@@ -203,10 +202,8 @@ export function periodicResourceBound(
   const method = 'periodic-resource-bound';
   const index = taskIndexIn(task, tasksInServer);
   if (index < 0) return invalidTaskResponse(task, method, 'task is not an element of tasksInServer');
-  for (const [j, t] of tasksInServer.entries()) {
-    const bad = invalidTask(t);
-    if (bad) return invalidTaskResponse(task, method, `invalid task ${j}: ${bad}`);
-  }
+  const bad = taskSetFacts(tasksInServer).invalid;
+  if (bad) return invalidTaskResponse(task, method, `invalid task ${bad.index}: ${bad.reason}`);
   const badSupply = invalidServer(supply);
   if (badSupply) return invalidTaskResponse(task, method, `invalid supply: ${badSupply}`);
   const deadline = effectiveDeadline(task);

@@ -164,11 +164,54 @@ export function taskPriorityOrder(tasks: readonly RtTask[]): number[] {
     });
 }
 
+/**
+ * What the per-task analyses of one task set share: its priority order, each task's rank and index,
+ * and its first invalid task. Computed once per task-set array (kept while the array lives) instead
+ * of once per analysed task: with 256 tasks per server and many servers per core, sorting the set
+ * again for every task was most of an analysis' time and none of it counted by the work budget.
+ * Task sets are never modified after parsing; a set whose length changed is computed afresh.
+ */
+export interface TaskSetFacts {
+  readonly length: number;
+  /** Indices, highest priority first ({@link taskPriorityOrder}). */
+  readonly order: readonly number[];
+  /** rank[i] = position of task i in `order`. */
+  readonly rank: readonly number[];
+  /** First index of each task object (Array.indexOf by identity). */
+  readonly indexOf: ReadonlyMap<RtTask, number>;
+  /** The first invalid task ({@link invalidTask}), if any. */
+  readonly invalid?: { readonly index: number; readonly reason: string };
+}
+
+const taskSetMemo = new WeakMap<readonly RtTask[], TaskSetFacts>();
+
+export function taskSetFacts(tasks: readonly RtTask[]): TaskSetFacts {
+  const hit = taskSetMemo.get(tasks);
+  if (hit && hit.length === tasks.length) return hit;
+  const order = taskPriorityOrder(tasks);
+  const rank = new Array<number>(tasks.length);
+  order.forEach((i, r) => (rank[i] = r));
+  const indexOf = new Map<RtTask, number>();
+  let invalid: TaskSetFacts['invalid'];
+  tasks.forEach((t, i) => {
+    if (!indexOf.has(t)) indexOf.set(t, i);
+    if (!invalid) {
+      const reason = invalidTask(t);
+      if (reason) invalid = { index: i, reason };
+    }
+  });
+  const facts: TaskSetFacts = { length: tasks.length, order, rank, indexOf, ...(invalid ? { invalid } : {}) };
+  taskSetMemo.set(tasks, facts);
+  return facts;
+}
+
 /** The tasks with higher priority than `tasks[index]` (hp(i)). */
 export function higherPriorityTasks(tasks: readonly RtTask[], index: number): RtTask[] {
-  const order = taskPriorityOrder(tasks);
-  const rank = order.indexOf(index);
-  return order.slice(0, Math.max(rank, 0)).map((i) => tasks[i]!);
+  const { order, rank } = taskSetFacts(tasks);
+  const r = rank[index] ?? 0;
+  const hp = new Array<RtTask>(r);
+  for (let k = 0; k < r; k++) hp[k] = tasks[order[k]!]!;
+  return hp;
 }
 
 /** L_i(w) = C_i + Σ_{j ∈ hp(i)} ceil(w / T_j) C_j (task jitter is 0, see header). */

@@ -207,7 +207,8 @@ describe('scheduler extender HA: two replicas, one Lease, the real kube-schedule
       await pollUntil('ext-b leads and is Ready', async () => (await probe('ext-b', '/readyz'))?.status === 200, { timeoutMs: 60_000, intervalMs: 20, explain: explain('ext-b') });
       const takeoverMs = Date.now() - killedAt;
       expect(await holder()).toBe('ext-b');
-      expect(log('ext-b')).toMatch(/state rebuilt from a fresh list of the pods/);
+      // the replica logs asynchronously: the line may reach its file just after /readyz answers
+      await pollUntil('ext-b logged its rebuild', () => /state rebuilt from a fresh list of the pods/.test(log('ext-b')), { timeoutMs: 10_000, intervalMs: 20, explain: explain('ext-b') });
 
       const all = [...wave1, ...wave2].map((p) => p.metadata!.name!);
       await pollUntil(`all ${all.length} pods bound`, () => all.every((n) => bound.has(n)), { timeoutMs: 120_000, explain: explain('ext-b') });

@@ -147,5 +147,22 @@ describe('reservation annotations: only the extender writes them', () => {
     const r = res.json() as ExtenderFilterResult;
     expect(r.NodeNames).toEqual(['kwok-1']);
     expect(r.Error).toBe('');
+    // the pod holding it is told, with a Warning Event naming the annotation and why
+    const ignored = async () => (await t.core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=bogus,reason=ReservationIgnored' })).items;
+    const [event] = await pollUntil('ReservationIgnored event on the bogus pod', async () => ((await ignored()).length ? ignored() : undefined), { timeoutMs: 30_000 });
+    expect(event!.type).toBe('Warning');
+    expect(event!.message).toContain('ulysses.io/tdma-slots=[7]');
+    expect(event!.message).toContain('slot 7 is not in [0, 5) of network rtnet0: ignored');
+    expect(event!.involvedObject.uid).toBe((await admin.get<V1Pod>(podPath('bogus'))).metadata!.uid);
+    // other pods placed against it and a relist of the pods: no further Event
+    for (const name of ['next-2', 'next-3']) {
+      await extender.app.inject({ method: 'POST', url: '/filter', payload: { Pod: pod(name, { 'ulysses.io/tdma': '{"network":"rtnet0","slots":1}' }), NodeNames: ['kwok-1'] } });
+    }
+    await extender.rebuild();
+    await extender.app.inject({ method: 'POST', url: '/filter', payload: { Pod: pod('next-4', { 'ulysses.io/tdma': '{"network":"rtnet0","slots":2}' }), NodeNames: ['kwok-1'] } });
+    await extender.flushEvents();
+    const after = await ignored();
+    expect(after).toHaveLength(1);
+    expect(after[0]!.count ?? 1).toBe(1);
   });
 });

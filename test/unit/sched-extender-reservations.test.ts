@@ -4,7 +4,7 @@
  * brought back by a late bind result (tombstones), and reservations that do not fit the current
  * configuration are ignored instead of blocking every other pod.
  */
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { evaluateNode, podRequirements } from '../../scheduler-plugins/extender/evaluate.ts';
 import { ClusterState, TOMBSTONES } from '../../scheduler-plugins/extender/state.ts';
@@ -13,6 +13,9 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
 import { RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../../scheduler-plugins/schedulability.ts';
+import { ExtenderServer, ignoredReservationOf, RESERVATION_IGNORED } from '../../scheduler-plugins/extender/server.ts';
+import { silentLogger } from '../../core/logging.ts';
+import { filter } from './extender-calls.ts';
 
 let seq = 0;
 const edfNode = (name: string, cores: number): V1Node => ({
@@ -148,6 +151,81 @@ describe('reservations that do not fit the configuration are ignored, never bloc
     expect(v).toMatchObject({ fits: true, cores: [1] }); // shrunk placed by the rule on core 0 (0.6): the new pod on core 1
     expect(v.skipped).toEqual(['node d: existing pod ns/shrunk: pinned core 3 does not exist (node has 2 cores): reservation ignored, the pod placed by the rule']);
     expect(verdict(s, server('big', 7000), 'd')).toMatchObject({ fits: true, cores: [1] });
+  });
+});
+
+describe('an ignored reservation is reported with a Warning Event on its pod, once', () => {
+  type Recorded = { object: { kind?: string; metadata?: { name?: string; namespace?: string; uid?: string } }; type: string; reason: string; message: string };
+  const recording = () => {
+    const events: Recorded[] = [];
+    return { events, recorder: { event: (object: Recorded['object'], type: string, reason: string, message: string) => void events.push({ object, type, reason, message }) } };
+  };
+  const tdmaCfg = { tdmaNetworks: { rtnet0: { cycleUs: 5000, slotUs: 1000, slots: 5 } } };
+  const tdmaPod = (name: string, slots: number, extra: Record<string, string> = {}, nodeName?: string): V1Pod => ({
+    metadata: { name, namespace: 'ns', uid: `uid-${name}`, resourceVersion: String(++seq), annotations: { 'ulysses.io/tdma': JSON.stringify({ network: 'rtnet0', slots }), ...extra } },
+    spec: { containers: [{ name: 'c' }], ...(nodeName ? { nodeName } : {}) },
+  });
+  const servers: ExtenderServer[] = [];
+  afterEach(async () => {
+    for (const x of servers.splice(0)) await x.app.close();
+  });
+
+  it('names the pod, the annotation and why; a relist, other pods placed and a retry add nothing; a new configuration reports once more', async () => {
+    const { events, recorder } = recording();
+    const x = new ExtenderServer({ config: tdmaCfg, log: silentLogger(), events: recorder });
+    servers.push(x);
+    x.state.upsertNode({ metadata: { name: 't1', resourceVersion: '1', labels: { 'ulysses.io/tdma-network': 'rtnet0' } } });
+    const squatter = tdmaPod('squatter', 1, { 'ulysses.io/tdma-slots': '[7]' }, 't1');
+    x.state.upsertPod(squatter);
+    const r = await filter(x, tdmaPod('new', 2), ['t1']);
+    expect(r.NodeNames).toEqual(['t1']);
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ object: { kind: 'Pod', metadata: { name: 'squatter', namespace: 'ns', uid: 'uid-squatter' } }, type: 'Warning', reason: RESERVATION_IGNORED });
+    expect(events[0]!.message).toBe(
+      "ulysses: the scheduler extender ignores this pod's reservation (ulysses.io/tdma-slots=[7] on node t1): it does not fit the current configuration, so it holds nothing and blocks no other pod: " +
+        'pod ns/squatter: ulysses.io/tdma-slots slot 7 is not in [0, 5) of network rtnet0: ignored',
+    );
+    // other pods placed (fresh demands: verdicts computed again), the same pod again, a relist of the same objects
+    await filter(x, tdmaPod('other', 1), ['t1']);
+    await filter(x, tdmaPod('third', 3), ['t1']);
+    await filter(x, tdmaPod('new', 2), ['t1']);
+    x.state.resyncPods([{ ...squatter, metadata: { ...squatter.metadata, resourceVersion: String(++seq) } }], String(seq));
+    await filter(x, tdmaPod('fourth', 2), ['t1']);
+    expect(events).toHaveLength(1);
+    // a new configuration (the network grew to 10 slots: the reservation fits) reports nothing; shrunk again: once more
+    x.setConfig({ tdmaNetworks: { rtnet0: { cycleUs: 10000, slotUs: 1000, slots: 10 } } });
+    expect((await filter(x, tdmaPod('fifth', 2), ['t1'])).NodeNames).toEqual(['t1']);
+    expect(events).toHaveLength(1);
+    x.setConfig(tdmaCfg);
+    await filter(x, tdmaPod('sixth', 2), ['t1']);
+    expect(events).toHaveLength(2);
+    expect(events[1]!.object.metadata?.name).toBe('squatter');
+  });
+
+  it('an RT core beyond the node: the Event names ulysses.io/rt-cores and both findings (pin ignored, left out) in one message', async () => {
+    const { events, recorder } = recording();
+    const x = new ExtenderServer({ log: silentLogger(), events: recorder });
+    servers.push(x);
+    x.state.upsertNode({ metadata: { name: 'd', resourceVersion: '1', labels: { 'ulysses.io/rt-scheduler': 'deferrable-server' }, annotations: { 'ulysses.io/rt-capacity': '{"cores":1}' } } });
+    const server = (name: string, budgetUs: number, extra: Record<string, string> = {}, nodeName?: string, periodUs = 10000): V1Pod => ({
+      metadata: { name, namespace: 'ns', uid: `uid-${name}`, resourceVersion: String(++seq), annotations: { 'ulysses.io/rt': JSON.stringify({ server: { budgetUs, periodUs } }), ...extra } },
+      spec: { containers: [{ name: 'c' }], ...(nodeName ? { nodeName } : {}) },
+    });
+    // one core: holder 0.5 pinned there, shrunk (0.6, pinned to a core the node lacks) does not fit next to it
+    x.state.upsertPod(server('holder', 5000, { 'ulysses.io/rt-cores': '[0]' }, 'd'));
+    x.state.upsertPod(server('shrunk', 6000, { 'ulysses.io/rt-cores': '[3]' }, 'd'));
+    const r = await filter(x, server('new', 500, {}, undefined, 20000), ['d']);
+    expect(r.NodeNames).toEqual(['d']);
+    expect(events.map((e) => [e.object.metadata?.name, e.reason])).toEqual([['shrunk', RESERVATION_IGNORED]]);
+    expect(events[0]!.message).toMatch(/^ulysses: the scheduler extender ignores this pod's reservation \(ulysses\.io\/rt-cores=\[3\] on node d\): .*: node d: existing pod ns\/shrunk: pinned core 3 does not exist \(node has 1 cores\): reservation ignored, the pod placed by the rule; node d: existing pod ns\/shrunk: does not fit by the rule either: left out/);
+    await filter(x, server('again', 400, {}, undefined, 20000), ['d']);
+    expect(events).toHaveLength(1);
+  });
+
+  it('only ignored reservations name a pod: an unparseable ulysses.io/rt of an existing pod is logged, not reported as a reservation', () => {
+    expect(ignoredReservationOf('pod ns/a: ulysses.io/tdma-slots slot 7 is not in [0, 5) of network rtnet0: ignored')).toEqual({ pod: 'ns/a', why: 'pod ns/a: ulysses.io/tdma-slots slot 7 is not in [0, 5) of network rtnet0: ignored' });
+    expect(ignoredReservationOf('node n.x: existing pod ns/b.c: cores must list 2 distinct core(s), got [1,1]: reservation ignored, the pod placed by the rule')?.pod).toBe('ns/b.c');
+    expect(ignoredReservationOf('ns/a: ulysses.io/rt: server.budgetUs: must be > 0')).toBeUndefined();
   });
 });
 
