@@ -25,7 +25,7 @@ import { DEFAULT_FLOW_SCHEMA_NAME } from '../../apf-configs/flowschemas.ts';
 import type { ClusterConfigurator } from './configurator.ts';
 import { UPSTREAM, isUlyssesConfig, type ConfigId, type RepResult } from './results.ts';
 import type { NodeFailure, Topology } from './scenario.ts';
-import { containerdShimPids, CRITICAL_NAMESPACE, DEFAULT_PACED_SHIM_CONFIG, experimentTitle, LOAD_NAMESPACE, runNotes, sourceFreeze, ULYSSES_CONTROLLERS, type FailoverExperimentOptions } from './local.ts';
+import { containerdShimPids, CRITICAL_NAMESPACE, DEFAULT_PACED_SHIM_CONFIG, experimentTitle, LOAD_NAMESPACE, runNotes, sourceFreeze, thawOnInterrupt, ULYSSES_CONTROLLERS, type FailoverExperimentOptions } from './local.ts';
 import { RuntimeConfigConfigurator } from './runtime-configurator.ts';
 import { runExperiment } from './experiment.ts';
 import { DEFAULT_CRITICAL_PATH_HOLD_MS } from '../../controller-manager/critical-path-hold.ts';
@@ -272,13 +272,8 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
   const configurator = new KubeadmConfigurator({ kubeconfig: kc, install: installOptions, runtime });
   const initially = await configurator.detect();
   const failure = freeze === 'none' ? undefined : kubeadmFrozenNode(kc, state.runDir, kubeadm.readKubeadmState, [CRITICAL_NAMESPACE, LOAD_NAMESPACE], freeze);
-  const onSignal = (sig: NodeJS.Signals) => {
-    void (failure?.thaw(topology(maxDn).sources) ?? Promise.resolve()).finally(() => process.exit(sig === 'SIGINT' ? 130 : 143));
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
   try {
-    return await runExperiment({
+    return await thawOnInterrupt(failure, topology(maxDn).sources, () => runExperiment({
       kubeconfig: kc,
       configurator,
       plan: o.plan,
@@ -309,10 +304,8 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
       neutralSetup: o.neutralSetup,
       warmup: o.warmup,
       title: `${experimentTitle(o)} on a kubeadm cluster, against stock Kubernetes (upstream)`,
-    });
+    }));
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
     // leave the cluster as found: stock (everything of Ulysses removed), or Ulysses in configuration 1
     try {
       if (initially !== 'ulysses') await uninstall(installOptions);

@@ -353,14 +353,8 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
   });
   if (o.plan.shimPolicies?.length && o.kwokNodes) throw new Error('--shim-policies compares kubelet pacing: KWOK nodes have no kubelet-shim');
   if (o.scenario === '5g' && o.kwokNodes) throw new Error('--scenario 5g needs real nodes (the UPF stand-in is probed over UDP)');
-  // interrupted (Ctrl-C): never leave a source kubelet stopped behind
-  const onSignal = (sig: NodeJS.Signals) => {
-    void (failure?.thaw(topology(maxDn).sources) ?? Promise.resolve()).finally(() => process.exit(sig === 'SIGINT' ? 130 : 143));
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
   try {
-    return await runExperiment({
+    return await thawOnInterrupt(failure, topology(maxDn).sources, () => runExperiment({
       kubeconfig: kc,
       configurator,
       plan: o.plan,
@@ -395,15 +389,31 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       // nothing running, no client-limiter debt): the failover must not queue behind it
       quiescent: () => ULYSSES_CONTROLLERS.every((c) => cm.pool(c).queue.len() === 0 && cm.pool(c).stats().inFlight === 0) && [...cm.apiLimiters.values()].every((l) => l.available() >= 1),
       title: experimentTitle(o),
-    });
+    }));
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
     // leave the cluster in configuration 1 (no pacing, no exemption) for whoever uses it next
     await configurator.apply(1).catch((err: Error) => o.progress?.log(`could not reset to configuration 1: ${err.message}`));
     for (const w of watchers) await w.stop();
     await cm.stop();
     cmLog.flush();
+  }
+}
+
+/**
+ * Runs `run` so that an interrupt (Ctrl-C, SIGTERM) first resumes the stopped source nodes: a run
+ * never leaves a frozen kubelet or containerd behind.
+ */
+export async function thawOnInterrupt<T>(failure: NodeFailure | undefined, sources: string[], run: () => Promise<T>): Promise<T> {
+  const onSignal = (sig: NodeJS.Signals) => {
+    void (failure?.thaw(sources) ?? Promise.resolve()).finally(() => process.exit(sig === 'SIGINT' ? 130 : 143));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    return await run();
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
   }
 }
 
