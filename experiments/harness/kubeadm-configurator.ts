@@ -25,10 +25,9 @@ import { DEFAULT_FLOW_SCHEMA_NAME } from '../../apf-configs/flowschemas.ts';
 import type { ClusterConfigurator } from './configurator.ts';
 import { UPSTREAM, isUlyssesConfig, type ConfigId, type RepResult } from './results.ts';
 import type { NodeFailure, Topology } from './scenario.ts';
-import { containerdShimPids, CRITICAL_NAMESPACE, DEFAULT_PACED_SHIM_CONFIG, experimentTitle, LOAD_NAMESPACE, runNotes, sourceFreeze, thawOnInterrupt, ULYSSES_CONTROLLERS, type FailoverExperimentOptions } from './local.ts';
+import { containerdShimPids, CRITICAL_NAMESPACE, experimentTitle, LOAD_NAMESPACE, failoverRunOptions, runNotes, runtimeConfiguratorOptions, sourceFreeze, thawOnInterrupt, type FailoverExperimentOptions } from './local.ts';
 import { RuntimeConfigConfigurator } from './runtime-configurator.ts';
 import { runExperiment } from './experiment.ts';
-import { DEFAULT_CRITICAL_PATH_HOLD_MS } from '../../controller-manager/critical-path-hold.ts';
 import * as kubeadm from '../testbed/kubeadm.ts';
 import { binaryPath } from '../testbed/binaries.ts';
 import { buildUlyssesImage, importUlyssesImage } from '../testbed/ulysses-image.ts';
@@ -259,13 +258,8 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
   mkdirSync(o.out, { recursive: true });
   const nodes = state.nodes.map((n) => n.spec.name);
   const runtime = new RuntimeConfigConfigurator({
-    kubeconfig: kc,
-    controllers: ULYSSES_CONTROLLERS,
-    pacedShimConfig: o.pacedShimConfig ?? DEFAULT_PACED_SHIM_CONFIG,
-    criticalNamespace: CRITICAL_NAMESPACE,
+    ...runtimeConfiguratorOptions(o, kc),
     reporters: () => ['controller-manager', 'apf', ...nodes.map((n) => `kubelet-shim/${n}`)],
-    clientRateLimit: o.clientRateLimit,
-    criticalPathHoldMs: o.criticalPathHoldMs ?? DEFAULT_CRITICAL_PATH_HOLD_MS,
     // a freshly started controller manager reports once it leads and has synced
     timeoutMs: 120_000,
   });
@@ -274,15 +268,11 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
   const failure = freeze === 'none' ? undefined : kubeadmFrozenNode(kc, state.runDir, kubeadm.readKubeadmState, [CRITICAL_NAMESPACE, LOAD_NAMESPACE], freeze);
   try {
     return await thawOnInterrupt(failure, topology(maxDn).sources, () => runExperiment({
+      ...failoverRunOptions(o, freeze),
       kubeconfig: kc,
       configurator,
-      plan: o.plan,
       topology,
-      out: o.out,
-      criticalNamespace: CRITICAL_NAMESPACE,
-      loadNamespace: LOAD_NAMESPACE,
       failure,
-      minCriticalAgeMs: o.minCriticalAgeMs,
       // through kube-proxy as a client reaches it; only meaningful when the old pod stops answering at t = 0
       serviceProbe: freeze === 'node',
       // the controller manager's pods are replaced at each switch: not part of the initial state
@@ -296,13 +286,6 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
           : 'Prio up (ClusterIP) not measured: the source node keeps running, so its old critical pod could answer through the Service',
         'the settle check before each taint: every experiment Deployment\'s status up to date (the installed controller manager\'s queues are not visible to the harness: no idle check of its queues)',
       ],
-      command: o.command,
-      repTimeoutMs: o.repTimeoutMs,
-      progress: o.progress,
-      scenario: o.scenario,
-      conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, criticalPathHoldMs: o.criticalPathHoldMs ?? DEFAULT_CRITICAL_PATH_HOLD_MS, minCriticalAgeMs: o.minCriticalAgeMs, sourceFreeze: freeze },
-      neutralSetup: o.neutralSetup,
-      warmup: o.warmup,
       title: `${experimentTitle(o)} on a kubeadm cluster, against stock Kubernetes (upstream)`,
     }));
   } finally {

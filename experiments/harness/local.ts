@@ -271,7 +271,6 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
   if (o.kubeadm) return (await import('./kubeadm-configurator.ts')).runKubeadmFailoverExperiment(o);
   if (o.plan.configs.includes('upstream')) throw new Error('configuration upstream (stock Kubernetes) needs a kubeadm cluster whose components the harness can switch: --kubeadm (or --kubeconfig of the kubeadm testbed)');
   const maxDn = Math.max(...o.plan.dns);
-  const pacedConfig = o.pacedShimConfig ?? DEFAULT_PACED_SHIM_CONFIG;
   const freeze = sourceFreeze(o.freezeSource); // a bad value is an error before anything starts
   let kc: KubeConfig;
   let topology: (dn: number) => Topology;
@@ -342,28 +341,19 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
   const watchers = [controllerManagerRuntimeWatcher(kc, cm, ULYSSES_CONTROLLERS, cmLog), apfRuntimeWatcher(kc, cmLog)];
   for (const w of watchers) await w.start();
   const configurator = new RuntimeConfigConfigurator({
-    kubeconfig: kc,
-    controllers: ULYSSES_CONTROLLERS,
-    pacedShimConfig: pacedConfig,
-    criticalNamespace: CRITICAL_NAMESPACE,
+    ...runtimeConfiguratorOptions(o, kc),
     reporters: async () => ['controller-manager', 'apf', ...(await shimNodes()).map((n) => `kubelet-shim/${n}`)],
     shimPolicies: o.shimPolicyFiles ?? (o.plan.shimPolicies?.length ? resolveShimPolicies(o.plan.shimPolicies) : undefined),
-    clientRateLimit: o.clientRateLimit,
-    criticalPathHoldMs: o.criticalPathHoldMs ?? DEFAULT_CRITICAL_PATH_HOLD_MS,
   });
   if (o.plan.shimPolicies?.length && o.kwokNodes) throw new Error('--shim-policies compares kubelet pacing: KWOK nodes have no kubelet-shim');
   if (o.scenario === '5g' && o.kwokNodes) throw new Error('--scenario 5g needs real nodes (the UPF stand-in is probed over UDP)');
   try {
     return await thawOnInterrupt(failure, topology(maxDn).sources, () => runExperiment({
+      ...failoverRunOptions(o, o.kwokNodes || o.kubeconfig ? undefined : freeze),
       kubeconfig: kc,
       configurator,
-      plan: o.plan,
       topology,
-      out: o.out,
-      criticalNamespace: CRITICAL_NAMESPACE,
-      loadNamespace: LOAD_NAMESPACE,
       failure,
-      minCriticalAgeMs: o.minCriticalAgeMs,
       // KWOK: the scale target of issue 7 is on scheduling and the EndpointSlice (no data plane to probe)
       ...(o.kwokNodes ? { tolerations: [{ ...KWOK_TOLERATION }], udpProbe: false, inflationTargets: ['prioScheduled', 'prioEndpointReady'] as EventName[], setupTimeoutMs: 600_000 } : {}),
       notes: [
@@ -371,13 +361,6 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
         ...runNotes(o),
         `node failure: NoExecute taint${failure ? `; ${failure.description}` : o.kwokNodes ? ' only (kwok removes the evicted pods)' : ' only (the source kubelet keeps running and kills its pods)'}`,
       ],
-      command: o.command,
-      repTimeoutMs: o.repTimeoutMs,
-      progress: o.progress,
-      scenario: o.scenario,
-      conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, pinnedCpus: o.pinCpus, criticalPathHoldMs: o.criticalPathHoldMs ?? DEFAULT_CRITICAL_PATH_HOLD_MS, minCriticalAgeMs: o.minCriticalAgeMs, sourceFreeze: o.kwokNodes || o.kubeconfig ? undefined : freeze },
-      neutralSetup: o.neutralSetup,
-      warmup: o.warmup,
       nodeTrace,
       apiTrace,
       // the in-process controller manager's own recovery measurement, checked against Prio in EndpointSlice
@@ -397,6 +380,39 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     await cm.stop();
     cmLog.flush();
   }
+}
+
+/**
+ * What every failover run gives runExperiment from its options, on whichever cluster it runs: the
+ * plan, the namespaces, the report's inputs and the run conditions recorded with each repetition.
+ */
+export function failoverRunOptions(o: FailoverExperimentOptions, sourceFreeze: SourceFreeze | undefined) {
+  return {
+    plan: o.plan,
+    out: o.out,
+    criticalNamespace: CRITICAL_NAMESPACE,
+    loadNamespace: LOAD_NAMESPACE,
+    minCriticalAgeMs: o.minCriticalAgeMs,
+    command: o.command,
+    repTimeoutMs: o.repTimeoutMs,
+    progress: o.progress,
+    scenario: o.scenario,
+    conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, pinnedCpus: o.pinCpus, criticalPathHoldMs: o.criticalPathHoldMs ?? DEFAULT_CRITICAL_PATH_HOLD_MS, minCriticalAgeMs: o.minCriticalAgeMs, sourceFreeze },
+    neutralSetup: o.neutralSetup,
+    warmup: o.warmup,
+  };
+}
+
+/** The runtime configurator's settings every failover run shares (the paced shim config, the hold, the rate limit). */
+export function runtimeConfiguratorOptions(o: FailoverExperimentOptions, kubeconfig: KubeConfig) {
+  return {
+    kubeconfig,
+    controllers: ULYSSES_CONTROLLERS,
+    pacedShimConfig: o.pacedShimConfig ?? DEFAULT_PACED_SHIM_CONFIG,
+    criticalNamespace: CRITICAL_NAMESPACE,
+    clientRateLimit: o.clientRateLimit,
+    criticalPathHoldMs: o.criticalPathHoldMs ?? DEFAULT_CRITICAL_PATH_HOLD_MS,
+  };
 }
 
 /**
