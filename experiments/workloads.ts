@@ -149,14 +149,12 @@ export const podReady: (p: V1Pod) => boolean = isPodReady;
 
 /**
  * Sends a datagram to ip:port every `intervalMs` until one is echoed back; resolves with the time
- * (Date.now()) of the first answer. Rejects after `timeoutMs`. Only ever targets the given pod IP.
+ * (Date.now()) of the first answer. Rejects after `timeoutMs`. `freshSourcePort`: every datagram
+ * from a socket of its own (closed after `socketTtlMs`), so each is a new conntrack flow and a
+ * Service's ClusterIP routes it by kube-proxy's rules of that moment, not to the backend an earlier
+ * datagram of the flow was pinned to; otherwise one socket for all (a pod IP).
  */
-/**
- * Like udpFirstAnswer, but every datagram from a socket of its own (a new source port): each one is a
- * new conntrack flow, so a Service's ClusterIP routes it by kube-proxy's rules of that moment instead
- * of the backend an earlier datagram of the same flow was pinned to. Sockets live `socketTtlMs`.
- */
-export function udpFirstAnswerFresh(ip: string, port = ECHO_PORT, opts: { intervalMs?: number; timeoutMs?: number; socketTtlMs?: number } = {}): Promise<number> {
+export function udpFirstAnswer(ip: string, port = ECHO_PORT, opts: { intervalMs?: number; timeoutMs?: number; freshSourcePort?: boolean; socketTtlMs?: number } = {}): Promise<number> {
   return new Promise((resolve, reject) => {
     const payload = Buffer.from(`ulysses-probe ${process.pid}`);
     const open = new Set<dgram.Socket>();
@@ -171,49 +169,30 @@ export function udpFirstAnswerFresh(ip: string, port = ECHO_PORT, opts: { interv
       if (err) reject(err);
       else resolve(t!);
     };
-    const deadline = setTimeout(() => finish(new Error(`no UDP echo through ${ip}:${port} within ${opts.timeoutMs ?? 60_000} ms`)), opts.timeoutMs ?? 60_000);
+    const deadline = setTimeout(() => finish(new Error(`no UDP echo ${opts.freshSourcePort ? 'through' : 'from'} ${ip}:${port} within ${opts.timeoutMs ?? 60_000} ms`)), opts.timeoutMs ?? 60_000);
+    /** A socket bound to a port of its own, listening for the echo. */
+    const bound = (): Promise<dgram.Socket> =>
+      new Promise((ready) => {
+        const sock = dgram.createSocket('udp4');
+        open.add(sock);
+        sock.on('message', (msg) => {
+          if (msg.equals(payload)) finish(undefined, Date.now());
+        });
+        sock.on('error', () => undefined); // ICMP unreachable while the pod is not up yet: keep sending
+        sock.bind(0, () => ready(sock));
+      });
+    let shared: Promise<dgram.Socket> | undefined;
     const send = () => {
-      const sock = dgram.createSocket('udp4');
-      open.add(sock);
-      sock.on('message', (msg) => {
-        if (msg.equals(payload)) finish(undefined, Date.now());
+      const sock = opts.freshSourcePort ? bound() : (shared ??= bound());
+      void sock.then((s) => {
+        if (open.has(s)) s.send(payload, port, ip, () => undefined); // not closed meanwhile
+        if (opts.freshSourcePort)
+          setTimeout(() => {
+            if (open.delete(s)) s.close();
+          }, opts.socketTtlMs ?? 1000).unref();
       });
-      sock.on('error', () => undefined); // ICMP unreachable: the next datagram tries again
-      sock.bind(0, () => {
-        if (open.has(sock)) sock.send(payload, port, ip, () => undefined); // not closed meanwhile
-      });
-      setTimeout(() => {
-        if (open.delete(sock)) sock.close();
-      }, opts.socketTtlMs ?? 1000).unref();
     };
     send();
     const timer = setInterval(send, opts.intervalMs ?? 50);
-  });
-}
-
-export function udpFirstAnswer(ip: string, port = ECHO_PORT, opts: { intervalMs?: number; timeoutMs?: number } = {}): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const sock = dgram.createSocket('udp4');
-    const payload = Buffer.from(`ulysses-probe ${process.pid}`);
-    let timer: NodeJS.Timeout | undefined;
-    const finish = (err: Error | undefined, t?: number) => {
-      clearInterval(timer);
-      clearTimeout(deadline);
-      sock.close();
-      if (err) reject(err);
-      else resolve(t!);
-    };
-    const deadline = setTimeout(() => finish(new Error(`no UDP echo from ${ip}:${port} within ${opts.timeoutMs ?? 60_000} ms`)), opts.timeoutMs ?? 60_000);
-    sock.on('message', (msg) => {
-      if (msg.equals(payload)) finish(undefined, Date.now());
-    });
-    sock.on('error', () => {
-      /* ICMP unreachable while the pod is not up yet: keep sending */
-    });
-    const send = () => sock.send(payload, port, ip, () => undefined);
-    sock.bind(0, () => {
-      send();
-      timer = setInterval(send, opts.intervalMs ?? 50);
-    });
   });
 }

@@ -16,7 +16,7 @@ import { ResilientInformer } from '../../core/informer.ts';
 import { isNodeReady, isPodReady } from '../../core/objects.ts';
 import { pollUntil, TimeoutError } from '../testbed/processes.ts';
 import { PodStartWatch } from '../pod-start.ts';
-import { ECHO_PORT, HTTP_PORT, applyDeployment, deployment, ensureNamespace, taintNoExecuteTimed, udpFirstAnswer, udpFirstAnswerFresh, untaint } from '../workloads.ts';
+import { ECHO_PORT, HTTP_PORT, applyDeployment, deployment, ensureNamespace, taintNoExecuteTimed, udpFirstAnswer, untaint } from '../workloads.ts';
 import { EVENTS, SERVICE_EVENT, emptyEvents, type EventName, type FailoverEvents, type ScenarioName } from './results.ts';
 
 export const EXPERIMENT_LABEL = 'ulysses.io/experiment';
@@ -353,7 +353,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     const taint = await taintNoExecuteTimed(kc, sources, FAILURE_TAINT);
     t0 = taint.sentAtMs;
     if (clusterIP)
-      udpFirstAnswerFresh(clusterIP, ECHO_PORT, { intervalMs: 50, timeoutMs }).then(
+      udpFirstAnswer(clusterIP, ECHO_PORT, { intervalMs: 50, timeoutMs, freshSourcePort: true }).then(
         (t) => (events.prioUpService = (t - t0) / 1000),
         (err: Error) => (probeError = err.message),
       );
