@@ -25,14 +25,13 @@ import { DEFAULT_FLOW_SCHEMA_NAME } from '../../apf-configs/flowschemas.ts';
 import type { ClusterConfigurator } from './configurator.ts';
 import { UPSTREAM, isUlyssesConfig, type ConfigId, type RepResult } from './results.ts';
 import type { NodeFailure, Topology } from './scenario.ts';
-import { containerdShimPids, CRITICAL_NAMESPACE, experimentTitle, LOAD_NAMESPACE, failoverRunOptions, runNotes, runtimeConfiguratorOptions, sourceFreeze, thawOnInterrupt, type FailoverExperimentOptions } from './local.ts';
+import { containerdShimPids, CRITICAL_NAMESPACE, experimentTitle, LOAD_NAMESPACE, failoverRunOptions, runNotes, runtimeConfiguratorOptions, sourceFreeze, stoppedNodeFailure, thawOnInterrupt, type FailoverExperimentOptions } from './local.ts';
 import { RuntimeConfigConfigurator } from './runtime-configurator.ts';
 import { runExperiment } from './experiment.ts';
 import * as kubeadm from '../testbed/kubeadm.ts';
 import { binaryPath } from '../testbed/binaries.ts';
 import { buildUlyssesImage, importUlyssesImage } from '../testbed/ulysses-image.ts';
-import { processState, procPids } from './cpu-window.ts';
-import { pollUntil } from '../testbed/processes.ts';
+import { procPids } from './cpu-window.ts';
 type KubeadmState = kubeadm.KubeadmState;
 
 /** A switch between `upstream` and Ulysses: where to, and how long the install/uninstall steps took. */
@@ -184,33 +183,14 @@ export function kubeadmFrozenNode(kc: KubeConfig, runDir: string, readState: (ru
     const rest = [tracked('kubelet-shim'), tracked('containerd'), ...(spec ? containerdShimPids(spec.socket) : []), ...podPids(uids)].filter((p): p is number => p !== undefined);
     return [kubelet, ...rest];
   };
-  const signal = (pids: number[], sig: NodeJS.Signals) => {
-    for (const pid of pids) {
-      try {
-        process.kill(pid, sig);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
-      }
-    }
-  };
-  const frozen = new Map<string, number[]>();
-  return {
+  return stoppedNodeFailure({
     description:
       what === 'node'
         ? "the source node's kubelet, kubelet-shim (if any), containerd, containerd-shims and the experiment pods' processes are stopped (SIGSTOP) at t=0 and resumed for the cleanup: the failed node's pods answer no more, through their pod IP or the Service"
         : "the source node's kubelet is stopped (SIGSTOP) at t=0 and resumed for the cleanup (its pods keep answering until deleted)",
-    async freeze(nodes) {
-      // the pids are collected before any is stopped (the API is reached through the running node processes of no one: safe either way)
-      for (const n of nodes) frozen.set(n, await pidsOf(n));
-      for (const n of nodes) signal(frozen.get(n)!, 'SIGSTOP');
-      const all = nodes.flatMap((n) => frozen.get(n) ?? []);
-      await pollUntil(`source node processes stopped (${all.length})`, () => all.every((p) => ['T', 'Z', 'gone'].includes(processState(p))), { timeoutMs: 5_000, intervalMs: 2 });
-    },
-    async thaw(nodes) {
-      for (const n of nodes) signal([...(frozen.get(n) ?? [])].reverse(), 'SIGCONT');
-      for (const n of nodes) frozen.delete(n);
-    },
-  };
+    pidsOf,
+    unfrozenPids: () => [],
+  });
 }
 
 /**

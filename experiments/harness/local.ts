@@ -130,34 +130,49 @@ export function testbedFrozenNode(runDir: string, what: Exclude<SourceFreeze, 'n
     const rest = [tracked('kubelet-shim'), tracked('containerd'), ...(spec ? containerdShimPids(spec.socket) : [])].filter((p): p is number => p !== undefined);
     return [kubelet, ...rest];
   };
+  return stoppedNodeFailure({
+    description:
+      what === 'node'
+        ? "the source node's kubelet, kubelet-shim, containerd and containerd-shims are stopped (SIGSTOP) at t=0 and resumed for the cleanup: a failed machine does nothing on the destinations' CPUs"
+        : "the source node's kubelet is stopped (SIGSTOP) at t=0 and resumed for the cleanup (profile freezeSource: kubelet; its containerd keeps running)",
+    pidsOf,
+    unfrozenPids: pidsOf,
+  });
+}
+
+/**
+ * A node failure that stops (SIGSTOP) the processes `pidsOf` names for each failed node at t = 0,
+ * kubelet first (nothing new reaches the runtime), and resumes them in reverse order for the
+ * cleanup (the runtime before the kubelet, which calls it at once). `unfrozenPids`: what a thaw of
+ * a node that was never frozen resumes.
+ */
+export function stoppedNodeFailure(o: {
+  description: string;
+  pidsOf: (node: string) => number[] | Promise<number[]>;
+  unfrozenPids: (node: string) => number[];
+}): NodeFailure {
   const signal = (pids: number[], sig: NodeJS.Signals) => {
     for (const pid of pids) {
       try {
         process.kill(pid, sig);
       } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err; // a shim that exited meanwhile
+        if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err; // a process that exited meanwhile
       }
     }
   };
   const frozen = new Map<string, number[]>();
   return {
-    description:
-      what === 'node'
-        ? "the source node's kubelet, kubelet-shim, containerd and containerd-shims are stopped (SIGSTOP) at t=0 and resumed for the cleanup: a failed machine does nothing on the destinations' CPUs"
-        : "the source node's kubelet is stopped (SIGSTOP) at t=0 and resumed for the cleanup (profile freezeSource: kubelet; its containerd keeps running)",
+    description: o.description,
     async freeze(nodes) {
-      for (const n of nodes) {
-        const pids = pidsOf(n);
-        frozen.set(n, pids);
-        signal(pids, 'SIGSTOP');
-      }
+      // the pids are collected before any is stopped (collecting may need the API)
+      for (const n of nodes) frozen.set(n, await o.pidsOf(n));
+      for (const n of nodes) signal(frozen.get(n)!, 'SIGSTOP');
       // SIGSTOP takes effect when each process is next scheduled: t = 0 only once all are stopped
       const all = nodes.flatMap((n) => frozen.get(n) ?? []);
       await pollUntil(`source node processes stopped (${all.join(', ')})`, () => all.every((p) => ['T', 'Z', 'gone'].includes(processState(p))), { timeoutMs: 5_000, intervalMs: 2 });
     },
     async thaw(nodes) {
-      // resume the runtime before the kubelet, which calls it at once
-      for (const n of nodes) signal([...(frozen.get(n) ?? pidsOf(n))].reverse(), 'SIGCONT');
+      for (const n of nodes) signal([...(frozen.get(n) ?? o.unfrozenPids(n))].reverse(), 'SIGCONT');
       for (const n of nodes) frozen.delete(n);
     },
   };
