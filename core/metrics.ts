@@ -41,6 +41,40 @@ export async function metricsText(): Promise<string> {
   return AggregatorRegistry.aggregate([(await reg.getMetricsAsJSON()) as MetricsSnapshot, ...others]).metrics();
 }
 
+/** One sample of a /metrics page (Prometheus text format): `name{label="value",...} value`. */
+export interface MetricSample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+const INFINITIES: Record<string, number> = { '+Inf': Infinity, '-Inf': -Infinity };
+
+/** The largest /metrics page {@link metricSamples} reads. */
+export const MAX_METRICS_TEXT = 16 * 1024 * 1024;
+
+/**
+ * The samples named in `names` (sample names as exposed, e.g. `workqueue_depth`,
+ * `foo_seconds_count`) of a /metrics page; comments and other series are skipped. Throws on a page
+ * over {@link MAX_METRICS_TEXT} characters or a selected line that is not a sample.
+ */
+export function metricSamples(text: string, names: ReadonlySet<string>): MetricSample[] {
+  if (text.length > MAX_METRICS_TEXT) throw new Error(`metrics page of ${text.length} characters: more than ${MAX_METRICS_TEXT}`);
+  const out: MetricSample[] = [];
+  for (const line of text.split('\n')) {
+    const name = /^[a-zA-Z_:][a-zA-Z0-9_:]*/.exec(line)?.[0];
+    if (!name || !names.has(name)) continue;
+    const m = /^(?:\{((?:[^"}]|"(?:[^"\\]|\\.)*")*)\})?\s+(\S+)/.exec(line.slice(name.length));
+    const value = m ? (INFINITIES[m[2]!] ?? Number(m[2])) : NaN;
+    if (!m || (Number.isNaN(value) && m[2] !== 'NaN')) throw new Error(`metrics line ${JSON.stringify(line.slice(0, 200))}: not a sample of ${name}`);
+    const labels: Record<string, string> = {};
+    for (const l of (m[1] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g))
+      labels[l[1]!] = l[2]!.replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
+    out.push({ name, labels, value });
+  }
+  return out;
+}
+
 /** The metric `name` of the shared registry, created by `make` the first time (metrics are process-wide singletons). */
 export function registeredMetric<T extends Metric<string>>(name: string, make: () => T): T {
   return (metricsRegistry().getSingleMetric(name) as T | undefined) ?? make();

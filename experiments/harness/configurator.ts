@@ -44,6 +44,12 @@ export interface ClusterConfigurator {
    * setup in the repetition's family, where only its runtime toggles differ.
    */
   setupConfig?(config: ConfigId): ConfigId;
+  /**
+   * The family of `config`: configurations of one family switch by runtime toggles, a change of
+   * family reinstalls components (kubeadm: upstream | ulysses). The run order groups by family
+   * ({@link planReps}).
+   */
+  family?(config: ConfigId): string;
   /** The reinstall the last apply() made, if any (recorded with the repetition), and forgets it. */
   takeSwitch?(): { to: string; seconds: number } | undefined;
   /** What of the cluster is on the failover path now (recorded with each repetition, after its events). */

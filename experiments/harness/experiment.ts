@@ -42,18 +42,32 @@ export type PlannedRep = Cell & { rep: number };
  * workers and hold, JIT-compiled only once they run): a warm-up of one configuration only left the
  * first repetitions of the others visibly slower to Ready, with more harness CPU in their window.
  */
-export function warmupReps(p: ExperimentPlan): PlannedRep[] {
-  return planReps({ ...p, dns: [Math.max(...p.dns)], podsPerNode: [Math.max(...p.podsPerNode)], reps: 1 });
+export function warmupReps(p: ExperimentPlan, family?: (config: ConfigId) => string): PlannedRep[] {
+  const one = { ...p, dns: [Math.max(...p.dns)], podsPerNode: [Math.max(...p.podsPerNode)] };
+  if (!family) return planReps({ ...one, reps: 1 });
+  // families in the order of an odd repetition: the last warm-up is in the family the first recorded repetition starts with
+  return planReps({ ...one, reps: 2 }, family)
+    .filter((r) => r.rep === 1)
+    .map((r) => ({ ...r, rep: 0 }));
 }
 
-/** Every repetition of the plan, in run order: rep, then DN, then load, then configuration (then kubelet policy). */
-export function planReps(p: ExperimentPlan): PlannedRep[] {
+/**
+ * Every repetition of the plan, in run order: rep, then DN, then load, then configuration (then
+ * kubelet policy). With `family` (configurations that run without a reinstall between them, kubeadm:
+ * upstream | Ulysses), each repetition runs one family's cells, then the next family's, in the
+ * reverse family order every other repetition (A B, B A, A B...): one switch per repetition instead of
+ * one per cell, and neither family always first after the switch.
+ */
+export function planReps(p: ExperimentPlan, family?: (config: ConfigId) => string): PlannedRep[] {
   const out: PlannedRep[] = [];
   const policies: Array<string | undefined> = p.shimPolicies?.length ? p.shimPolicies : [undefined];
+  const families = family ? [...new Set(p.configs.map(family))] : [undefined];
   for (let rep = 0; rep < p.reps; rep++)
-    for (const dn of p.dns)
-      for (const podsPerNode of p.podsPerNode)
-        for (const config of p.configs) for (const shimPolicy of policies) out.push({ config, ...(shimPolicy ? { shimPolicy } : {}), dn, podsPerNode, rep });
+    for (const f of rep % 2 ? [...families].reverse() : families)
+      for (const dn of p.dns)
+        for (const podsPerNode of p.podsPerNode)
+          for (const config of p.configs.filter((c) => f === undefined || family?.(c) === f))
+            for (const shimPolicy of policies) out.push({ config, ...(shimPolicy ? { shimPolicy } : {}), dn, podsPerNode, rep });
   return out;
 }
 
@@ -136,10 +150,11 @@ export interface ExperimentOptions extends ScenarioOptions {
   apiTrace?: (taintAtMs: number) => ApiTrace;
   /**
    * The controller manager's ulysses_critical_recovery_seconds for the critical namespace (count and
-   * sum), when it runs in this process: each repetition compares its observation with Prio in
-   * EndpointSlice ({@link RECOVERY_METRIC_TOLERANCE_MS}).
+   * sum; `replicas`: which processes were scraped, when they can change between two readings):
+   * each repetition compares its observation with Prio in EndpointSlice
+   * ({@link RECOVERY_METRIC_TOLERANCE_MS}). Undefined: no controller manager runs (upstream).
    */
-  recoveryMetric?: () => Promise<{ count: number; sum: number }>;
+  recoveryMetric?: () => Promise<RecoveryObservations | undefined>;
   /** CPU time per process group in the first ms after the taint (local testbed, profile cpuWindowMs) */
   cpuWindow?: CpuWindowProbe;
   /** the machine's CPU from the taint to the last event, ours and everyone else's (local testbed) */
@@ -165,7 +180,14 @@ export const RECOVERY_METRIC_TOLERANCE_MS = 50;
  * The recovery metric's observation during a repetition (the difference of two snapshots; null
  * unless exactly one recovery was observed) and its difference to the harness' Prio in EndpointSlice.
  */
-export function recoveryMetricCheck(before: { count: number; sum: number }, after: { count: number; sum: number }, prioEndpointReady: number | null): { recoveryMetricS: number | null; recoveryMetricDiffMs?: number; problem?: string } {
+export interface RecoveryObservations {
+  count: number;
+  sum: number;
+  replicas?: string;
+}
+
+export function recoveryMetricCheck(before: RecoveryObservations, after: RecoveryObservations, prioEndpointReady: number | null): { recoveryMetricS: number | null; recoveryMetricDiffMs?: number; problem?: string } {
+  if (before.replicas !== after.replicas) return { recoveryMetricS: null, problem: `the controller manager's replicas changed during the repetition (${before.replicas} -> ${after.replicas}): no comparison with the recovery metric` };
   const n = after.count - before.count;
   if (n !== 1) return { recoveryMetricS: null, problem: `the controller manager's ulysses_critical_recovery_seconds observed ${n} recoveries in the critical namespace (expected 1)` };
   const metric = Math.round((after.sum - before.sum) * 1e6) / 1e6;
@@ -190,7 +212,8 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
   const mismatch = conditionMismatch(existing, o.conditions);
   if (mismatch) throw new Error(`${resultsFile}: ${mismatch}`);
   const done = new Set(existing.map(repKey));
-  const all = planReps(o.plan);
+  const family = o.configurator.family?.bind(o.configurator);
+  const all = planReps(o.plan, family);
   const todo = all.filter((r) => !done.has(repKey(r)));
   const bar = o.progress ?? new ProgressBar();
   const setupNote =
@@ -199,7 +222,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
       : "setup in the repetition's configuration (profile neutralSetup: false; a paced kubelet-shim then starts the critical pod first on the source, which can put it first in the vanilla taint-eviction order)";
   const warmup = o.warmup ?? true;
   const maxDn = Math.max(...o.plan.dns);
-  const warmups = warmupReps(o.plan);
+  const warmups = warmupReps(o.plan, family);
   const warmupNote = warmup
     ? `each invocation of the run starts with ${warmups.length} unrecorded warm-up repetition(s), one per configuration (${warmups.map(configKey).join(', ')}) on DN ${maxDn} with ${warmups[0]?.podsPerNode} pods per node: the first pod creations on fresh nodes, and the first repetitions of a configuration, are slower${o.configurator.takeSwitch ? '; the first repetition after each switch between upstream and Ulysses (restarted kube-scheduler, kcm, kubelets) is unrecorded too and run again' : ''}`
     : `no warm-up repetition (profile warmup: false)${o.configurator.takeSwitch ? ': the repetitions right after a switch between upstream and Ulysses run on freshly restarted kube-scheduler, kcm and kubelets' : ''}`;
@@ -276,8 +299,9 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
         const result: RepResult = { ...r, ...conditionFields(o.conditions), events: outcome.events, prioPosition, startedAt: new Date(started).toISOString(), durationS: 0, taintAt: new Date(outcome.taintAtMs).toISOString(), podReady: outcome.podReady };
         if (configSwitch) result.configSwitch = configSwitch;
         if (cluster) result.cluster = cluster;
-        if (metricBefore && o.recoveryMetric) {
-          const { problem, ...check } = recoveryMetricCheck(metricBefore, await o.recoveryMetric(), outcome.events.prioEndpointReady);
+        const metricAfter = metricBefore && (await o.recoveryMetric?.());
+        if (metricBefore) {
+          const { problem, ...check } = recoveryMetricCheck(metricBefore, metricAfter ?? { count: 0, sum: 0, replicas: 'none' }, outcome.events.prioEndpointReady);
           Object.assign(result, check);
           if (problem) bar.log(`config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: ${problem}`);
         }

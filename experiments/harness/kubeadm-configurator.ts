@@ -32,6 +32,9 @@ import * as kubeadm from '../testbed/kubeadm.ts';
 import { binaryPath } from '../testbed/binaries.ts';
 import { buildUlyssesImage, importUlyssesImage } from '../testbed/ulysses-image.ts';
 import { procPids } from './cpu-window.ts';
+import { metricSamples, type MetricSample } from '../../core/metrics.ts';
+import { RECOVERY_METRIC } from '../../controller-manager/recovery-slo.ts';
+import type { RecoveryObservations } from './experiment.ts';
 type KubeadmState = kubeadm.KubeadmState;
 
 /** A switch between `upstream` and Ulysses: where to, and how long the install/uninstall steps took. */
@@ -59,6 +62,10 @@ export class KubeadmConfigurator implements ClusterConfigurator {
   /** The configuration a repetition's workload is set up in: `upstream` for upstream, else 1 (vanilla). */
   setupConfig(config: ConfigId): ConfigId {
     return config === UPSTREAM ? UPSTREAM : 1;
+  }
+
+  family(config: ConfigId): 'upstream' | 'ulysses' {
+    return config === UPSTREAM ? 'upstream' : 'ulysses';
   }
 
   /** The switch the last apply() made (and forgets it): recorded with the repetition. */
@@ -99,7 +106,7 @@ export class KubeadmConfigurator implements ClusterConfigurator {
         return [n.name, cfg.containerRuntimeEndpoint ?? 'default'];
       }),
     );
-    const cm = (await core.listNamespacedPod({ namespace: ULYSSES_NAMESPACE, labelSelector: 'app.kubernetes.io/name=ulysses-controller-manager' }).catch(() => ({ items: [] }))).items;
+    const cm = (await core.listNamespacedPod({ namespace: ULYSSES_NAMESPACE, labelSelector: CONTROLLER_MANAGER_SELECTOR }).catch(() => ({ items: [] }))).items;
     let apfExemption = true;
     try {
       await this.o.kubeconfig.makeApiClient(FlowcontrolApiserverV1Api).readFlowSchema({ name: DEFAULT_FLOW_SCHEMA_NAME });
@@ -117,7 +124,7 @@ export class KubeadmConfigurator implements ClusterConfigurator {
   }
 
   async apply(config: ConfigId, shimPolicy?: string): Promise<void> {
-    const want = config === UPSTREAM ? 'upstream' : 'ulysses';
+    const want = this.family(config);
     if (config === UPSTREAM && shimPolicy !== undefined) throw new Error('configuration upstream has no kubelet-shim: a kubelet-shim policy does not apply');
     if (this.mode !== want) {
       const t0 = Date.now();
@@ -135,7 +142,7 @@ export class KubeadmConfigurator implements ClusterConfigurator {
     return [
       'configuration upstream: stock kube-controller-manager (all its controllers), kube-scheduler without the extender, every kubelet on containerd directly, no APF exemption, the Ulysses controller manager scaled to 0 and no kubelet-shim running (manifests/install.ts uninstall, keeping the objects)',
       'Ulysses configurations: the controller manager installed as pods (Deployment, 2 replicas, leader election), kube-controller-manager --controllers without the failover-path controllers, kube-scheduler with the extender, a kubelet-shim per node (manifests/install.ts install), on the control-plane node only; the configuration then switched through UlyssesConfig',
-      'a switch between upstream and Ulysses runs once per change of family, before the repetition\'s setup (its duration in results.jsonl configSwitch and the report)',
+      'run order: each repetition runs every cell of one family (upstream, or the Ulysses configurations), then of the other, the family order reversed every other repetition; a switch between upstream and Ulysses runs once per change of family, before the repetition\'s setup (its duration in results.jsonl configSwitch and the report)',
       ...this.o.runtime.describe(),
     ];
   }
@@ -191,6 +198,45 @@ export function kubeadmFrozenNode(kc: KubeConfig, runDir: string, readState: (ru
     pidsOf,
     unfrozenPids: () => [],
   });
+}
+
+const CONTROLLER_MANAGER_SELECTOR = 'app.kubernetes.io/name=ulysses-controller-manager';
+
+/**
+ * The installed controller manager's /metrics samples named in `names`, from every running replica
+ * through the apiserver's pod proxy (as `kubectl get --raw`; the harness need not reach pod IPs).
+ * `replicas` names the pods scraped: an empty string when none runs (upstream).
+ */
+export async function controllerManagerSamples(kc: KubeConfig, names: ReadonlySet<string>): Promise<{ replicas: string; samples: MetricSample[] }> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const pods = (await core.listNamespacedPod({ namespace: ULYSSES_NAMESPACE, labelSelector: CONTROLLER_MANAGER_SELECTOR })).items.filter(
+    (p) => p.status?.phase === 'Running' && !p.metadata?.deletionTimestamp,
+  );
+  const samples: MetricSample[] = [];
+  for (const p of pods) {
+    const name = p.metadata?.name ?? '';
+    const port = p.spec?.containers.flatMap((c) => c.ports ?? []).find((q) => q.name === 'metrics')?.containerPort;
+    if (!port) throw new Error(`pod ${ULYSSES_NAMESPACE}/${name}: no container port named metrics`);
+    samples.push(...metricSamples(await core.connectGetNamespacedPodProxyWithPath({ name: `${name}:${port}`, namespace: ULYSSES_NAMESPACE, path: 'metrics' }), names));
+  }
+  return { replicas: pods.map((p) => p.metadata?.name).sort().join(','), samples };
+}
+
+/** ulysses_critical_recovery_seconds of `namespace` summed over the installed controller manager's replicas; undefined when none runs. */
+export async function installedRecoveryObservations(kc: KubeConfig, namespace: string): Promise<RecoveryObservations | undefined> {
+  const { replicas, samples } = await controllerManagerSamples(kc, new Set([`${RECOVERY_METRIC}_count`, `${RECOVERY_METRIC}_sum`]));
+  if (!replicas) return undefined;
+  const of = (name: string) => samples.filter((x) => x.name === name && x.labels.namespace === namespace).reduce((a, x) => a + x.value, 0);
+  return { count: of(`${RECOVERY_METRIC}_count`), sum: of(`${RECOVERY_METRIC}_sum`), replicas };
+}
+
+/**
+ * Whether the installed controller manager is idle: nothing queued (workqueue_depth) and nothing
+ * being processed (workqueue_unfinished_work_seconds) on any replica; true when none runs.
+ */
+export async function installedControllerManagerIdle(kc: KubeConfig): Promise<boolean> {
+  const { samples } = await controllerManagerSamples(kc, new Set(['workqueue_depth', 'workqueue_unfinished_work_seconds']));
+  return samples.every((x) => x.value === 0);
 }
 
 /**
@@ -255,6 +301,10 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
       failure,
       // through kube-proxy as a client reaches it; only meaningful when the old pod stops answering at t = 0
       serviceProbe: freeze === 'node',
+      // the installed controller manager, scraped through the apiserver: its own recovery measurement
+      // against the harness', and t = 0 only once its queues are empty, as in-process
+      recoveryMetric: () => installedRecoveryObservations(kc, CRITICAL_NAMESPACE),
+      quiescent: () => installedControllerManagerIdle(kc),
       // the controller manager's pods are replaced at each switch: not part of the initial state
       baselineIgnoresNamespaces: [ULYSSES_NAMESPACE],
       notes: [
@@ -264,7 +314,7 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
         freeze === 'node'
           ? 'Prio up (ClusterIP): the UDP client sends to the critical Service\'s ClusterIP every 50 ms from t = 0, each datagram from a new source port (a new conntrack flow, routed by kube-proxy\'s rules of that moment)'
           : 'Prio up (ClusterIP) not measured: the source node keeps running, so its old critical pod could answer through the Service',
-        'the settle check before each taint: every experiment Deployment\'s status up to date (the installed controller manager\'s queues are not visible to the harness: no idle check of its queues)',
+        'the settle check before each taint: every experiment Deployment\'s status up to date and, in the Ulysses configurations, the installed controller manager idle (workqueue_depth and workqueue_unfinished_work_seconds 0 on every replica, read through the apiserver\'s pod proxy); its ulysses_critical_recovery_seconds is read the same way before and after each repetition',
       ],
       title: `${experimentTitle(o)} on a kubeadm cluster, against stock Kubernetes (upstream)`,
     }));

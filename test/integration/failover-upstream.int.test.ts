@@ -93,6 +93,16 @@ describe('failover experiment against stock Kubernetes on a kubeadm testbed', ()
     expect(results.find((x) => x.config === 5)!.cluster!.apfExemption).toBe(true);
   });
 
+  it("reads the installed controller manager's own recovery measurement through the apiserver: one recovery in 5, none looked for in upstream", () => {
+    // config 1's repetition began in upstream (the switch is part of it, warm-ups off): its replicas changed, no comparison
+    expect(results.find((r) => r.config === 'upstream')!.recoveryMetricS).toBeUndefined();
+    const five = results.find((r) => r.config === 5)!;
+    expect(five.recoveryMetricS, 'exactly one recovery observed in the critical namespace').toEqual(expect.any(Number));
+    expect(five.recoveryMetricS!).toBeGreaterThan(0);
+    expect(five.recoveryMetricDiffMs).toEqual(expect.any(Number));
+    expect(report).toContain('ulysses_critical_recovery_seconds');
+  });
+
   it("the eviction and the replacement's creation are kcm's Events in upstream, the controller manager pods' in 1 and 5", () => {
     const pick = (r: RepResult, reason: string) => eventsOf(r).filter((e) => e.reason === reason);
     for (const r of results) {

@@ -5,10 +5,10 @@
  * nodeSelector the installer puts on the Ulysses Deployments.
  */
 import { describe, expect, it } from 'vitest';
-import { configKey, emptyEvents, parseConfigKey, parseResults, type ConfigId, type FailoverEvents, type RepResult } from '../../experiments/harness/results.ts';
+import { configKey, emptyEvents, repKey, parseConfigKey, parseResults, type ConfigId, type FailoverEvents, type RepResult } from '../../experiments/harness/results.ts';
 import { SummaryIndex, summarize, summaryCsv } from '../../experiments/harness/stats.ts';
 import { fidelityTable, renderReport, switchTable, upstreamTable } from '../../experiments/harness/report.ts';
-import { planReps } from '../../experiments/harness/experiment.ts';
+import { planReps, warmupReps } from '../../experiments/harness/experiment.ts';
 import { awaitedEvents } from '../../experiments/harness/scenario.ts';
 import { RuntimeConfigConfigurator } from '../../experiments/harness/runtime-configurator.ts';
 import { DEFAULT_PACED_SHIM_CONFIG } from '../../experiments/harness/local.ts';
@@ -34,6 +34,25 @@ describe('configuration upstream', () => {
     expect(() => parseConfigKey('6')).toThrow(/"upstream" or a Table 6.1 id/);
     const plan = planReps({ configs: [5, 'upstream', 1], dns: [1], podsPerNode: [5], reps: 2 });
     expect(plan.map((p) => p.config)).toEqual([5, 'upstream', 1, 5, 'upstream', 1]);
+  });
+  it('groups a repetition by family (one switch per repetition), the family order alternating; warm-ups end in the family the first repetition starts with', () => {
+    const family = (c: ConfigId) => (c === 'upstream' ? 'upstream' : 'ulysses');
+    const plan = { configs: ['upstream', 1, 5] as ConfigId[], dns: [1, 2], podsPerNode: [0, 20], reps: 3 };
+    const order = planReps(plan, family);
+    expect(order).toHaveLength(3 * 3 * 2 * 2);
+    expect(order.slice(0, 12).map((r) => [r.config, r.dn, r.podsPerNode, r.rep])).toEqual([
+      ['upstream', 1, 0, 0], ['upstream', 1, 20, 0], ['upstream', 2, 0, 0], ['upstream', 2, 20, 0],
+      [1, 1, 0, 0], [5, 1, 0, 0], [1, 1, 20, 0], [5, 1, 20, 0], [1, 2, 0, 0], [5, 2, 0, 0], [1, 2, 20, 0], [5, 2, 20, 0],
+    ]);
+    // a switch (change of family) between consecutive repetitions: once per repetition
+    const switches = order.slice(1).filter((r, i) => family(r.config) !== family(order[i]!.config)).length;
+    expect(switches).toBe(3);
+    expect(order.slice(12, 24).map((r) => family(r.config))).toEqual([...Array(8).fill('ulysses'), ...Array(4).fill('upstream')]);
+    // the same cells as without families
+    expect(new Set(order.map(repKey))).toEqual(new Set(planReps(plan).map(repKey)));
+    const warm = warmupReps(plan, family);
+    expect(warm.map((r) => r.config)).toEqual([1, 5, 'upstream']);
+    expect(warm.every((r) => r.dn === 2 && r.podsPerNode === 20 && r.rep === 0)).toBe(true);
   });
   it('round-trips through results.jsonl with Prio up (ClusterIP) and the switch; older lines without them still parse', () => {
     const line = JSON.stringify(rep('upstream', 0, events(1, 2, 1.3), { configSwitch: { to: 'upstream', seconds: 31.5 } }));
