@@ -10,6 +10,7 @@
 import fetch from 'node-fetch';
 import type { V1FlowSchema, V1FlowSchemaList, V1PriorityLevelConfigurationList } from '@kubernetes/client-node';
 import { ApiError, apiRequest, fetchInit, isNotFound, type KubeAccess } from '../core/kube.ts';
+import { metricSamples } from '../core/metrics.ts';
 import {
   COMPONENT_LABEL,
   COMPONENT_VALUE,
@@ -175,28 +176,6 @@ export async function classificationNames(kc: KubeAccess, obs: ObservedClassific
   };
 }
 
-/** One sample of a Prometheus text exposition. */
-export interface MetricSample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
-}
-
-/** Parses the samples of `metric` out of a Prometheus text exposition. */
-export function parseMetricSamples(text: string, metric: string): MetricSample[] {
-  const out: MetricSample[] = [];
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(metric) || line.startsWith('#')) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)/.exec(line);
-    if (!m || m[1] !== metric) continue;
-    const labels: Record<string, string> = {};
-    const re = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
-    for (let l = re.exec(m[2] ?? ''); l; l = re.exec(m[2] ?? '')) labels[l[1]!] = l[2]!.replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
-    out.push({ name: metric, labels, value: Number(m[3]) });
-  }
-  return out;
-}
-
 /**
  * Sum of apiserver_flowcontrol_dispatched_requests_total over the samples matching the given labels,
  * read from the apiserver's /metrics (kc needs GET on the /metrics non-resource URL).
@@ -204,7 +183,7 @@ export function parseMetricSamples(text: string, metric: string): MetricSample[]
 export async function dispatchedRequests(kc: KubeAccess, match: { flowSchema?: string; priorityLevel?: string }): Promise<number> {
   const res = await rawRequest(kc, 'GET', '/metrics');
   if (res.status !== 200) throw new ApiError(`GET /metrics: ${res.status}`, res.status);
-  return parseMetricSamples(res.text, DISPATCHED_METRIC)
+  return metricSamples(res.text, new Set([DISPATCHED_METRIC]))
     .filter((s) => (match.flowSchema === undefined || s.labels.flow_schema === match.flowSchema) && (match.priorityLevel === undefined || s.labels.priority_level === match.priorityLevel))
     .reduce((a, s) => a + s.value, 0);
 }

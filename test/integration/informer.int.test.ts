@@ -11,7 +11,7 @@ import * as testbed from '../../experiments/testbed/testbed.ts';
 import { PORTS } from '../../experiments/testbed/controlplane.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { ResilientInformer, objectKey } from '../../core/informer.ts';
-import { metricsRegistry, metricsText } from '../../core/metrics.ts';
+import { metricSamples, metricsRegistry, metricsText } from '../../core/metrics.ts';
 import { InformerThread, type ThreadedInformer } from '../../core/informer-thread.ts';
 
 const runDir = '/tmp/ulysses-it-informer';
@@ -157,11 +157,7 @@ describe('informers on the real apiserver', () => {
     await pollUntil('the second informer sees cm-t2', () => second.view.has(`${ns}/cm-t2`), { timeoutMs: 10_000 });
 
     // the worker's list and watch requests are in /metrics (rest_client_requests_total of its registry)
-    const sumOf = (text: string) =>
-      text
-        .split('\n')
-        .filter((l) => l.startsWith('rest_client_requests_total{'))
-        .reduce((a, l) => a + Number(l.split(' ').pop()), 0);
+    const sumOf = (text: string) => metricSamples(text, new Set(['rest_client_requests_total'])).reduce((a, m) => a + m.value, 0);
     const mainOnly = sumOf(await metricsRegistry().metrics());
     expect(sumOf(await metricsText())).toBeGreaterThan(mainOnly);
 

@@ -16,6 +16,7 @@ import { ResilientInformer } from '../../core/informer.ts';
 import { TEST_IMAGES } from '../../experiments/testbed/images/index.ts';
 import { CriClient } from '../../kubelet-shim/cri-client.ts';
 import * as grpc from '@grpc/grpc-js';
+import { metricSamples } from '../../core/metrics.ts';
 
 const runDir = '/tmp/ulysses-it-shim-kubelet';
 const ns = 'shim-it';
@@ -47,8 +48,7 @@ async function setPolicy(policy: Record<string, unknown>, extra: Record<string, 
 async function shimMetric(name: string): Promise<number | undefined> {
   const spec = state.realNodes.find((n) => n.name === node)!;
   const text = await (await fetch(`http://127.0.0.1:${spec.shimMetricsPort}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`));
-  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+  return metricSamples(text, new Set([name]))[0]?.value;
 }
 
 function forwardedSince(from: number): Array<{ key?: string; time: string }> {

@@ -40,6 +40,7 @@ import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 import { schedulerKubeconfigPath } from '../../experiments/testbed/testbed.ts';
 import { PORTS } from '../../experiments/testbed/controlplane.ts';
 import https from 'node:https';
+import { metricSamples } from '../../core/metrics.ts';
 
 const runDir = '/tmp/ulysses-it-sched-priority';
 const schedulerConfig = '/tmp/ulysses-it-sched-priority-kube-scheduler.yaml';
@@ -123,7 +124,7 @@ async function pendingPods(): Promise<Record<string, number>> {
       .on('error', reject);
   });
   const out: Record<string, number> = {};
-  for (const m of text.matchAll(/^scheduler_pending_pods\{queue="(\w+)"\} (\d+)/gm)) out[m[1]!] = Number(m[2]);
+  for (const m of metricSamples(text, new Set(['scheduler_pending_pods']))) if (m.labels.queue) out[m.labels.queue] = m.value;
   return out;
 }
 

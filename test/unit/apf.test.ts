@@ -14,7 +14,7 @@ import {
   renderFlowSchemasYaml,
   shadowingFlowSchemas,
 } from '../../apf-configs/flowschemas.ts';
-import { parseMetricSamples } from '../../apf-configs/apply.ts';
+import { metricSamples } from '../../core/metrics.ts';
 
 function configError(fn: () => unknown): ConfigError {
   try {
@@ -178,7 +178,7 @@ describe('YAML rendering', () => {
   });
 });
 
-describe('parseMetricSamples', () => {
+describe('metricSamples on the apiserver\'s APF metrics', () => {
   it('extracts the samples of one metric with their labels', () => {
     const text = [
       '# HELP apiserver_flowcontrol_dispatched_requests_total [BETA] Number of requests executed by API Priority and Fairness subsystem',
@@ -189,10 +189,10 @@ describe('parseMetricSamples', () => {
       'apiserver_flowcontrol_current_executing_requests{flow_schema="exempt",priority_level="exempt"} 1',
       'weird_metric{a="quote \\" and \\\\ backslash"} 1e3',
     ].join('\n');
-    expect(parseMetricSamples(text, 'apiserver_flowcontrol_dispatched_requests_total')).toEqual([
+    expect(metricSamples(text, new Set(['apiserver_flowcontrol_dispatched_requests_total']))).toEqual([
       { name: 'apiserver_flowcontrol_dispatched_requests_total', labels: { flow_schema: 'exempt', priority_level: 'exempt' }, value: 502 },
       { name: 'apiserver_flowcontrol_dispatched_requests_total', labels: { flow_schema: 'ulysses-critical-namespaces', priority_level: 'exempt' }, value: 12 },
     ]);
-    expect(parseMetricSamples(text, 'weird_metric')).toEqual([{ name: 'weird_metric', labels: { a: 'quote " and \\ backslash' }, value: 1000 }]);
+    expect(metricSamples(text, new Set(['weird_metric']))).toEqual([{ name: 'weird_metric', labels: { a: 'quote " and \\ backslash' }, value: 1000 }]);
   });
 });
