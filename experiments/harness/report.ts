@@ -461,23 +461,29 @@ export function upstreamTable(results: readonly RepResult[], index: SummaryIndex
       lines.push(`| DN ${c.dn}, ${c.podsPerNode} (n=${shown.map(n).join('/')}) | ${EVENT_LABELS[e]} | ${shown.map((k) => s(index.median({ ...c, ...parseConfigKey(k) }, e))).join(' | ')} | ${x(r)} | ${ci(interval)} |`);
     }
   }
-  const dn = Math.max(...index.dns);
   const podsPerNode = Math.max(...index.podsPerNode);
   if (has5) {
-    const five: Cell = { config: 5, dn, podsPerNode };
-    const up: Cell = { config: UPSTREAM, dn, podsPerNode };
-    lines.push('', `Targets against upstream at DN ${dn}, ${podsPerNode} pods/node:`, '', '| target | measured | 90% interval | limit | |', '|---|---:|---:|---:|---|');
-    const row = (what: string, measured: number | null, interval: [number, number] | null, limit: string, ok: (v: number) => boolean, pct: boolean) => {
-      const v = (m: number) => (pct ? `${(m * 100).toFixed(1)}%` : `${m.toFixed(2)}x`);
-      const verdict = measured === null ? 'n/a' : (ok(measured) ? 'met' : '**missed**') + (interval && ok(interval[0]) !== ok(interval[1]) ? ' (inconclusive)' : '');
-      lines.push(`| ${what} | ${measured === null ? '–' : v(measured)} | ${interval ? `${v(interval[0])}–${v(interval[1])}` : '–'} | ${limit} | ${verdict} |`);
-    };
-    for (const e of ['prioReady', 'prioUp', ...(upstreamEvents(index).includes(SERVICE_EVENT) ? [SERVICE_EVENT] : [])] as EventName[]) {
-      const r = ratio(index.median(five, e), index.median(up, e));
-      const iv = bootstrapMedianRatio(cellValues(results, five, e), cellValues(results, up, e));
-      row(`${EVENT_LABELS[e]}: reduction of config 5 vs upstream`, r === null ? null : 1 - r, iv && [1 - iv[1], 1 - iv[0]], `>= ${TARGETS.criticalReduction * 100}%`, (v) => v >= TARGETS.criticalReduction, true);
+    const idle = podsPerNode > 0 && index.podsPerNode.includes(0);
+    lines.push('', `Targets against upstream at ${podsPerNode} pods/node, per DN${idle ? '; and config 5 at that load against config 5 idle (0 pods/node)' : ''}:`, '', '| DN | target | measured | 90% interval | limit | |', '|---|---|---:|---:|---:|---|');
+    for (const dn of index.dns) {
+      const five: Cell = { config: 5, dn, podsPerNode };
+      const up: Cell = { config: UPSTREAM, dn, podsPerNode };
+      const idle5: Cell = { ...five, podsPerNode: 0 };
+      const row = (what: string, measured: number | null, interval: [number, number] | null, limit: string, ok: (v: number) => boolean, pct: boolean) => {
+        const v = (m: number) => (pct ? `${(m * 100).toFixed(1)}%` : `${m.toFixed(2)}x`);
+        const verdict = measured === null ? 'n/a' : (ok(measured) ? 'met' : '**missed**') + (interval && ok(interval[0]) !== ok(interval[1]) ? ' (inconclusive)' : '');
+        lines.push(`| ${dn} | ${what} | ${measured === null ? '–' : v(measured)} | ${interval ? `${v(interval[0])}–${v(interval[1])}` : '–'} | ${limit} | ${verdict} |`);
+      };
+      for (const e of ['prioReady', 'prioUp', ...(upstreamEvents(index).includes(SERVICE_EVENT) ? [SERVICE_EVENT] : [])] as EventName[]) {
+        const r = ratio(index.median(five, e), index.median(up, e));
+        const iv = bootstrapMedianRatio(cellValues(results, five, e), cellValues(results, up, e));
+        row(`${EVENT_LABELS[e]}: reduction of config 5 vs upstream`, r === null ? null : 1 - r, iv && [1 - iv[1], 1 - iv[0]], `>= ${TARGETS.criticalReduction * 100}%`, (v) => v >= TARGETS.criticalReduction, true);
+      }
+      row('Last ready: config 5 / upstream', ratio(index.median(five, 'lastReady'), index.median(up, 'lastReady')), bootstrapMedianRatio(cellValues(results, five, 'lastReady'), cellValues(results, up, 'lastReady')), `<= ${TARGETS.maxLastReadySlowdown}x`, (v) => v <= TARGETS.maxLastReadySlowdown, false);
+      if (idle)
+        for (const e of ['prioReady', 'prioUp'] as EventName[])
+          row(`${EVENT_LABELS[e]}: config 5 at load / config 5 idle`, index.inflation(five, e), bootstrapMedianRatio(cellValues(results, five, e), cellValues(results, idle5, e)), `<= ${TARGETS.maxInflation}x`, (v) => v <= TARGETS.maxInflation, false);
     }
-    row('Last ready: config 5 / upstream', ratio(index.median(five, 'lastReady'), index.median(up, 'lastReady')), bootstrapMedianRatio(cellValues(results, five, 'lastReady'), cellValues(results, up, 'lastReady')), `<= ${TARGETS.maxLastReadySlowdown}x`, (v) => v <= TARGETS.maxLastReadySlowdown, false);
   }
   return lines.join('\n');
 }

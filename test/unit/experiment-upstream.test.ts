@@ -95,6 +95,20 @@ describe('report against upstream', () => {
     expect(t).toMatch(/Prio ready: reduction of config 5 vs upstream \| 85\.3% .* met/);
     expect(t).toMatch(/Last ready: config 5 \/ upstream \| 1\.08x .* met/);
   });
+  it('gives the targets per DN at the heaviest load, with config 5 at that load against config 5 idle when the run has the idle cell', () => {
+    const cells = [1, 2].flatMap((dn) => [0, 20].flatMap((podsPerNode) => [0, 1, 2].flatMap((i) => [
+      { ...rep('upstream', i, events(2 * dn + i * 0.1, 10 * dn)), dn, podsPerNode },
+      { ...rep(5, i, events(podsPerNode ? 0.4 * dn : 0.2 * dn, 10 * dn)), dn, podsPerNode },
+    ])));
+    const t = upstreamTable(cells, new SummaryIndex(summarize(cells)))!;
+    expect(t).toContain('Targets against upstream at 20 pods/node, per DN; and config 5 at that load against config 5 idle');
+    expect(t).toMatch(/\| 1 \| Prio ready: reduction of config 5 vs upstream \| 81\.0% \| 80\.0%–81\.8% /);
+    expect(t).toMatch(/\| 2 \| Prio ready: reduction of config 5 vs upstream \| 80\.5% /);
+    expect(t).toMatch(/\| 2 \| Prio ready: config 5 at load \/ config 5 idle \| 2\.00x .* \*\*missed\*\* \|/);
+    expect(t).toMatch(/\| 1 \| Last ready: config 5 \/ upstream \| 1\.00x .* met \|/);
+    const noIdle = cells.filter((r) => r.podsPerNode > 0);
+    expect(upstreamTable(noIdle, new SummaryIndex(summarize(noIdle)))).not.toContain('idle');
+  });
   it('the fidelity table says configuration 1 is not stock Kubernetes when Prio ready differs by more than 15%', () => {
     const f = fidelityTable(results, index)!;
     expect(f).toContain('**Configuration 1 is not stock Kubernetes**');
