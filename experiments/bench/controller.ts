@@ -38,7 +38,7 @@ import { KWOK_ANNOTATION } from '../testbed/kwok.ts';
 import { ResilientInformer } from '../../core/informer.ts';
 import { ControllerManager, type SyncObservation } from '../../controller-manager/manager.ts';
 import { PRIORITY_HIGH, PRIORITY_LOW, WorkerPool, type WorkerMode } from '../../controller-manager/queue/index.ts';
-import { controllerBenchOptions, type ControllerRssVariant } from './options.ts';
+import { benchFailure, controllerBenchOptions, type ControllerRssVariant } from './options.ts';
 
 const MODES: WorkerMode[] = ['vanilla', 'multi-priority-async', 'multi-priority-periodic'];
 
@@ -346,6 +346,6 @@ async function rssBench(runDir: string, nodes: number, pods: number, variants: C
 }
 
 main().catch((err: Error) => {
-  console.error(`bench:controller: ${err.stack ?? err.message}`);
+  console.error(`bench:controller: ${benchFailure(err)}`);
   process.exit(1);
 });

@@ -27,6 +27,7 @@ import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import os from 'node:os';
 import http from 'node:http';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { adversarialBenchOptions, benchFailure } from './options.ts';
 
 const FILTER_TARGET_MS = 100;
 const HEALTHZ_P99_TARGET_MS = 5;
@@ -128,7 +129,6 @@ const max = (xs: readonly number[]) => (xs.length ? Math.max(...xs) : Number.NaN
 const f = (x: number, w = 8) => x.toFixed(2).padStart(w);
 
 async function main(): Promise<void> {
-  const { adversarialBenchOptions } = await import('./options.ts');
   const opts = adversarialBenchOptions(process.argv.slice(2));
   const { ExtenderServer } = await import('../../scheduler-plugins/extender/server.ts');
   const { silentLogger } = await import('../../core/logging.ts');
@@ -207,7 +207,7 @@ if (isMainThread) {
   main().then(
     () => process.exit(0),
     (err: Error) => {
-      console.error(err.stack ?? err.message);
+      console.error(`bench:extender-adversarial: ${benchFailure(err)}`);
       process.exit(1);
     },
   );

@@ -87,10 +87,17 @@ import { onShutdownSignal } from '../../core/shutdown.ts';
 import { pinMainThreadApart, pollUntil } from '../testbed/processes.ts';
 import { K8S_VERSION } from '../testbed/binaries.ts';
 import PQueue from 'p-queue';
-import { extenderBenchOptions, type ExtenderPodKind } from './options.ts';
+import { benchFailure, extenderBenchOptions, type ExtenderPodKind } from './options.ts';
 
 const args = process.argv.slice(2);
-const OPTS = extenderBenchOptions(args);
+const OPTS = (() => {
+  try {
+    return extenderBenchOptions(args);
+  } catch (err) {
+    console.error(`bench:extender: ${benchFailure(err as Error)}`);
+    process.exit(1);
+  }
+})();
 /** The run conditions: the profile's fields, the settled defaults for those it leaves out (options.ts). */
 const P = OPTS.profile;
 const ITERATIONS = OPTS.iterations;
@@ -821,6 +828,6 @@ async function main() {
 }
 
 main().catch((err: Error) => {
-  console.error(err.stack ?? err.message);
+  console.error(`bench:extender: ${benchFailure(err)}`);
   process.exit(1);
 });

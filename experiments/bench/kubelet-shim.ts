@@ -36,7 +36,7 @@ import { podSandboxConfig, startCriTestNode, stopCriTestNode, type CriTestNode }
 import { JsonLinesProcess, pinMainThreadApart, pollUntil, stopProcess } from '../testbed/processes.ts';
 import { buildGoTool } from '../testbed/binaries.ts';
 import { MachineCpuAudit, describeMachine, type RepCpu } from '../harness/cpu-window.ts';
-import { kubeletShimBenchOptions, shimVariants } from './options.ts';
+import { benchFailure, kubeletShimBenchOptions, shimVariants } from './options.ts';
 
 interface Stats {
   p50: number;
@@ -209,6 +209,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: Error) => {
-  console.error(err.stack ?? err.message);
+  console.error(`bench:kubelet-shim: ${benchFailure(err)}`);
   process.exit(1);
 });

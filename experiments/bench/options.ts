@@ -10,7 +10,7 @@
  * This module imports no component and no testbed code: the extender bench's measuring process and
  * the adversarial bench's client thread load it.
  */
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { z } from 'zod';
 import { loadProfile } from '../harness/profile.ts';
 
@@ -41,8 +41,24 @@ function profileOf<S extends z.ZodObject>(file: string | undefined, schema: S, d
 
 /** A flag-and-profile combination that does not make sense: an error naming the profile's field and the flag. */
 function refuse(file: string | undefined, field: string, why: string): never {
-  throw new Error(`profile ${file}: field ${field} ${why}`);
+  throw new BenchOptionsError(`profile ${file}: field ${field} ${why}`);
 }
+
+/** A bad flag or profile: the benches print its message alone (no stack) and exit 1. */
+export class BenchOptionsError extends Error {}
+
+/** `parse` with its errors (the profile's, the cross-checks') as BenchOptionsError; commander's own pass through. */
+function checked<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (err) {
+    if (err instanceof CommanderError || err instanceof BenchOptionsError) throw err;
+    throw new BenchOptionsError((err as Error).message);
+  }
+}
+
+/** What a bench prints when it fails: a bad option's message, or anything else's stack. */
+export const benchFailure = (err: Error): string => (err instanceof BenchOptionsError ? err.message : (err.stack ?? err.message));
 
 const profileOption = () => new Option('--profile <file>', 'run conditions (YAML; fields: experiments/README.md, examples: experiments/profiles/bench-*.yaml)');
 
@@ -91,8 +107,10 @@ export function controllerBenchCommand(): Command {
 }
 
 export function controllerBenchOptions(argv: readonly string[], command = controllerBenchCommand()): ControllerBenchOptions {
-  const o = command.parse([...argv], { from: 'user' }).opts<Omit<ControllerBenchOptions, 'profile'> & { profile?: string }>();
-  return { ...o, profile: profileOf(o.profile, ControllerBenchProfileSchema, CONTROLLER_BENCH_DEFAULTS) };
+  return checked(() => {
+    const o = command.parse([...argv], { from: 'user' }).opts<Omit<ControllerBenchOptions, 'profile'> & { profile?: string }>();
+    return { ...o, profile: profileOf(o.profile, ControllerBenchProfileSchema, CONTROLLER_BENCH_DEFAULTS) };
+  });
 }
 
 // ---------------------------------------------------------------- bench:extender
@@ -183,16 +201,18 @@ export function extenderBenchCommand(): Command {
 }
 
 export function extenderBenchOptions(argv: readonly string[], command = extenderBenchCommand()): ExtenderBenchOptions {
-  const o = command.parse([...argv], { from: 'user' }).opts<Omit<ExtenderBenchOptions, 'profile'> & { profile?: string }>();
-  const file = o.profile;
-  const p = file ? loadProfile(file, ExtenderBenchProfileSchema, extenderProfileCheck) : {};
-  if (o.kwok) {
-    if (p.churn === 'all') refuse(file, 'churn', 'all is for the in-memory mode (with --kwok every changed node is an API call per round): use a number');
-    if (p.idleMs) refuse(file, 'idleMs', 'is for the in-memory mode (with --kwok the churn through the API is the gap)');
-  } else {
-    for (const f of ['pinCpus', 'informers', 'churnBy', 'nodesReadyTimeoutMs'] as const) if (p[f] !== undefined && p[f] !== false) refuse(file, f, 'needs --kwok');
-  }
-  return { ...o, kwok: !!o.kwok, json: !!o.json, profile: { ...EXTENDER_BENCH_DEFAULTS, ...p } };
+  return checked(() => {
+    const o = command.parse([...argv], { from: 'user' }).opts<Omit<ExtenderBenchOptions, 'profile'> & { profile?: string }>();
+    const file = o.profile;
+    const p = file ? loadProfile(file, ExtenderBenchProfileSchema, extenderProfileCheck) : {};
+    if (o.kwok) {
+      if (p.churn === 'all') refuse(file, 'churn', 'all is for the in-memory mode (with --kwok every changed node is an API call per round): use a number');
+      if (p.idleMs) refuse(file, 'idleMs', 'is for the in-memory mode (with --kwok the churn through the API is the gap)');
+    } else {
+      for (const f of ['pinCpus', 'informers', 'churnBy', 'nodesReadyTimeoutMs'] as const) if (p[f] !== undefined && p[f] !== false) refuse(file, f, 'needs --kwok');
+    }
+    return { ...o, kwok: !!o.kwok, json: !!o.json, profile: { ...EXTENDER_BENCH_DEFAULTS, ...p } };
+  });
 }
 
 // ---------------------------------------------------------------- bench:extender-adversarial
@@ -230,8 +250,10 @@ export function adversarialBenchCommand(): Command {
 }
 
 export function adversarialBenchOptions(argv: readonly string[], command = adversarialBenchCommand()): AdversarialBenchOptions {
-  const o = command.parse([...argv], { from: 'user' }).opts<Omit<AdversarialBenchOptions, 'profile'> & { profile?: string }>();
-  return { ...o, json: !!o.json, profile: profileOf(o.profile, AdversarialBenchProfileSchema, ADVERSARIAL_BENCH_DEFAULTS) };
+  return checked(() => {
+    const o = command.parse([...argv], { from: 'user' }).opts<Omit<AdversarialBenchOptions, 'profile'> & { profile?: string }>();
+    return { ...o, json: !!o.json, profile: profileOf(o.profile, AdversarialBenchProfileSchema, ADVERSARIAL_BENCH_DEFAULTS) };
+  });
 }
 
 // ---------------------------------------------------------------- bench:kubelet-shim
@@ -288,11 +310,13 @@ export function kubeletShimBenchCommand(implementations: readonly string[]): Com
 }
 
 export function kubeletShimBenchOptions(argv: readonly string[], implementations: readonly string[], command = kubeletShimBenchCommand(implementations)): KubeletShimBenchOptions {
-  const o = command.parse([...argv], { from: 'user' }).opts<Omit<KubeletShimBenchOptions, 'profile'> & { profile?: string }>();
-  const p = o.profile ? loadProfile(o.profile, KubeletShimBenchProfileSchema, kubeletShimProfileCheck) : {};
-  const profile = { ...KUBELET_SHIM_BENCH_DEFAULTS, ...p } as KubeletShimBenchProfile;
-  shimVariants(o.implementations, implementations, profile.inProcess);
-  return { ...o, profile };
+  return checked(() => {
+    const o = command.parse([...argv], { from: 'user' }).opts<Omit<KubeletShimBenchOptions, 'profile'> & { profile?: string }>();
+    const p = o.profile ? loadProfile(o.profile, KubeletShimBenchProfileSchema, kubeletShimProfileCheck) : {};
+    const profile = { ...KUBELET_SHIM_BENCH_DEFAULTS, ...p } as KubeletShimBenchProfile;
+    shimVariants(o.implementations, implementations, profile.inProcess);
+    return { ...o, profile };
+  });
 }
 
 /**
