@@ -117,7 +117,7 @@ async function run(kc: KubeConfig, name: string, ns: string, n: number, cm?: Con
   const onRs = (rs: V1ReplicaSet) => {
     if (rs.metadata?.namespace === ns && rs.metadata.name === 'high' && !highEnqueuedAt) highEnqueuedAt = performance.now();
   };
-  cm?.replicaSets.on('add', onRs);
+  cm?.informers.replicaSets.on('add', onRs);
   const from = syncs?.length ?? 0;
   const t0 = performance.now();
   await Promise.all(Array.from({ length: n }, (_, i) => apps.createNamespacedReplicaSet({ namespace: ns, body: rsBody(ns, `low-${i}`, 'low') })));
@@ -126,7 +126,7 @@ async function run(kc: KubeConfig, name: string, ns: string, n: number, cm?: Con
   await pollUntil(`${name}: ${n + 1} pods`, () => firstPod.size === n + 1, { timeoutMs: 300_000, intervalMs: 20 });
   const t1 = Math.max(...firstPod.values());
   watch.stop();
-  cm?.replicaSets.off('add', onRs);
+  cm?.informers.replicaSets.off('add', onRs);
   const result: RunResult = { name, podsPerSecond: ((n + 1) * 1000) / (t1 - t0), highFirstPodMs: firstPod.get('high')! - highCreated };
   if (syncs && cm) {
     const mine = syncs.slice(from).filter((s) => s.key.startsWith(`${ns}/`));
