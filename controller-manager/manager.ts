@@ -141,14 +141,7 @@ interface Running {
 export class ControllerManager {
   readonly log: Logger;
   readonly criticality: CriticalityIndex;
-  readonly pods: ResilientInformer<V1Pod>;
-  readonly replicaSets: ResilientInformer<V1ReplicaSet>;
-  readonly deployments: ResilientInformer<V1Deployment>;
-  readonly nodes: ResilientInformer<V1Node>;
-  readonly services: ResilientInformer<V1Service>;
-  readonly endpointSlices: ResilientInformer<V1EndpointSlice>;
-  readonly endpoints: ResilientInformer<V1Endpoints>;
-  /** the same informers, as every controller gets them (ControllerDeps.informers) */
+  /** the shared informers, one per resource, as every controller gets them (ControllerDeps.informers) */
   readonly informers: SharedInformers;
   /**
    * kube-controller-manager's client-side limiters, one per controller: each controller gets a
@@ -180,34 +173,27 @@ export class ControllerManager {
     const kc = o.kubeconfig;
     const transform = o.stripManagedFields === false ? undefined : stripManagedFields;
     const project = o.cacheProjection !== false;
-    this.pods = new ResilientInformer<V1Pod>(kc, { path: '/api/v1/pods', log: this.log, transform: project ? projectPod : transform });
-    this.replicaSets = new ResilientInformer<V1ReplicaSet>(kc, { path: '/apis/apps/v1/replicasets', log: this.log, transform });
-    this.deployments = new ResilientInformer<V1Deployment>(kc, { path: '/apis/apps/v1/deployments', log: this.log, transform });
+    const inf = (this.informers = {
+      pods: new ResilientInformer<V1Pod>(kc, { path: '/api/v1/pods', log: this.log, transform: project ? projectPod : transform }),
+      nodes: new ResilientInformer<V1Node>(kc, { path: '/api/v1/nodes', log: this.log, transform: project ? projectNode : transform }),
+      replicaSets: new ResilientInformer<V1ReplicaSet>(kc, { path: '/apis/apps/v1/replicasets', log: this.log, transform }),
+      deployments: new ResilientInformer<V1Deployment>(kc, { path: '/apis/apps/v1/deployments', log: this.log, transform }),
+      services: new ResilientInformer<V1Service>(kc, { path: '/api/v1/services', log: this.log, transform }),
+      endpointSlices: new ResilientInformer<V1EndpointSlice>(kc, { path: '/apis/discovery.k8s.io/v1/endpointslices', log: this.log, transform }),
+      endpoints: new ResilientInformer<V1Endpoints>(kc, { path: '/api/v1/endpoints', log: this.log, transform }),
+    });
     this.events = new EventRecorder({ client: new KubeClient(kc), reportingController: REPORTING_CONTROLLER, reportingInstance: o.identity, log: this.log });
-    this.nodes = new ResilientInformer<V1Node>(kc, { path: '/api/v1/nodes', log: this.log, transform: project ? projectNode : transform });
-    this.services = new ResilientInformer<V1Service>(kc, { path: '/api/v1/services', log: this.log, transform });
-    this.endpointSlices = new ResilientInformer<V1EndpointSlice>(kc, { path: '/apis/discovery.k8s.io/v1/endpointslices', log: this.log, transform });
-    this.endpoints = new ResilientInformer<V1Endpoints>(kc, { path: '/api/v1/endpoints', log: this.log, transform });
-    this.informers = {
-      pods: this.pods,
-      nodes: this.nodes,
-      replicaSets: this.replicaSets,
-      deployments: this.deployments,
-      services: this.services,
-      endpointSlices: this.endpointSlices,
-      endpoints: this.endpoints,
-    };
     this.autoSwitch = new AutoModeSwitch({ holdMs: o.autoHoldMs, clock: realClock, onChange: (critical) => this.applyAuto(critical) });
     this.criticalPathHold = new CriticalPathHold({ maxHoldMs: o.criticalPathHoldMs, clock: realClock });
     this.recoveryPublisher = o.recoveryStatus === false ? undefined : recoveryStatusPublisher(new KubeClient(kc), this.log);
-    const podsOf = (entries: Array<{ key: string }>) => entries.map((e) => this.pods.get(e.key)).filter((p): p is V1Pod => p !== undefined);
+    const podsOf = (entries: Array<{ key: string }>) => entries.map((e) => inf.pods.get(e.key)).filter((p): p is V1Pod => p !== undefined);
     this.recoveries = new RecoveryTracker({
-      getPod: (key) => this.pods.get(key),
-      getReplicaSet: (key) => this.replicaSets.get(key),
-      getDeployment: (key) => this.deployments.get(key),
+      getPod: (key) => inf.pods.get(key),
+      getReplicaSet: (key) => inf.replicaSets.get(key),
+      getDeployment: (key) => inf.deployments.get(key),
       podsOnNode: (node) => podsOf(this.criticality.podsOnNode(node)),
       podsInNamespace: (ns) => podsOf(this.criticality.podsInNamespace(ns)),
-      servicesInNamespace: (ns) => this.services.list().filter((s) => (s.metadata?.namespace ?? 'default') === ns),
+      servicesInNamespace: (ns) => inf.services.list().filter((s) => (s.metadata?.namespace ?? 'default') === ns),
       priorityClassThreshold: o.priorityClassThreshold,
       events: this.events.forComponent(RECOVERY_EVENT_SOURCE),
       publish: this.recoveryPublisher?.publish,
@@ -221,22 +207,22 @@ export class ControllerManager {
       this.criticalPathHold.podChanged(key, p, after.level === 'high');
       this.recoveries.podChanged(p);
     };
-    this.pods.on('add', indexPod);
-    this.pods.on('update', indexPod);
-    this.pods.on('delete', (p) => {
+    inf.pods.on('add', indexPod);
+    inf.pods.on('update', indexPod);
+    inf.pods.on('delete', (p) => {
       this.criticality.deletePod(p);
       const key = objectKey(p);
       this.autoSwitch.podDeleted(key);
       this.criticalPathHold.podDeleted(key);
       this.recoveries.podDeleted(p);
     });
-    this.nodes.on('add', (n) => this.recoveries.nodeChanged(n));
-    this.nodes.on('update', (n) => this.recoveries.nodeChanged(n));
-    this.nodes.on('delete', (n) => this.recoveries.nodeDeleted(n));
-    this.endpointSlices.on('add', (s) => this.recoveries.sliceChanged(s));
-    this.endpointSlices.on('update', (s) => this.recoveries.sliceChanged(s));
-    this.replicaSets.on('delete', (rs) => this.recoveries.ownerDeleted(rs));
-    this.deployments.on('delete', (d) => this.recoveries.ownerDeleted(d));
+    inf.nodes.on('add', (n) => this.recoveries.nodeChanged(n));
+    inf.nodes.on('update', (n) => this.recoveries.nodeChanged(n));
+    inf.nodes.on('delete', (n) => this.recoveries.nodeDeleted(n));
+    inf.endpointSlices.on('add', (s) => this.recoveries.sliceChanged(s));
+    inf.endpointSlices.on('update', (s) => this.recoveries.sliceChanged(s));
+    inf.replicaSets.on('delete', (rs) => this.recoveries.ownerDeleted(rs));
+    inf.deployments.on('delete', (d) => this.recoveries.ownerDeleted(d));
 
     for (const name of o.controllers ?? CONTROLLERS) this.build(name);
     for (const name of o.auto ?? []) if (this.running.has(name)) this.setMode(name, 'auto', this.o.pools?.[name]);

@@ -1,21 +1,24 @@
 #!/usr/bin/env -S npx tsx
 /**
- * Controller benchmark (issue 3), `npm run bench:controller` — run it under the testbed lock:
- *   flock /tmp/ulysses-testbed.lock npm run bench:controller -- [--backlog 500] [--rs 100] [--queue-only]
+ * Controller benchmark (issue 3), `npm run bench:controller` — parts sync and rss need the testbed:
+ * run them under the testbed lock:
+ *   flock /tmp/ulysses-testbed.lock npm run bench:controller -- [--parts queue,sync|rss] [--backlog 500] [--rs 100]
+ *       [--rss-nodes 1000 --rss-pods 10000] [--profile experiments/profiles/bench-controller-*.yaml]
+ * (options: experiments/bench/options.ts)
  *
- * 1. Queueing (the WorkerPool alone, real timers, a 5 ms synthetic sync): a backlog of `--backlog`
+ * 1. `queue` (the WorkerPool alone, real timers, a 5 ms synthetic sync): a backlog of `--backlog`
  *    low-priority keys, then one high-priority key; per mode the high key's queueing delay (added ->
  *    its sync starts), with kcm's client limiter (20 qps / burst 30) gating the vanilla and
  *    multi-priority-async syncs as in the controller manager. Target (issue 3): < 5 ms in the
  *    periodic mode with 500 keys queued.
- * 2. Real syncs on the testbed (KWOK nodes): `--rs` low-priority ReplicaSets of one pod, then one
+ * 2. `sync`, real syncs on the testbed (KWOK nodes): `--rs` low-priority ReplicaSets of one pod, then one
  *    high-criticality ReplicaSet, first with the vanilla kube-controller-manager, then with its
  *    ReplicaSet controller disabled and Ulysses' in each mode. Per run: throughput (pods created per
  *    second from the first ReplicaSet creation to the last pod), the high ReplicaSet's queueing delay
  *    (its informer event -> its first sync; Ulysses only) and its time to first pod, and the p50/p99
  *    sync runtime of Ulysses' ReplicaSet controller. Same qps limits (20/30) for kcm and Ulysses' vanilla.
- * 3. `--rss` (alone, heavy): resident memory of the controller manager *process* (all five
- *    controllers; `--rss-variants`: compiled `dist` as `npm run start:controller-manager:dist`, `tsx`
+ * 3. `rss` (heavy): resident memory of the controller manager *process* (all five
+ *    controllers; profile `rssVariants`: compiled `dist` as `npm run start:controller-manager:dist`, `tsx`
  *    as `npm run start:controller-manager`, and without the cache projections) with `--rss-nodes`
  *    KWOK nodes and `--rss-pods` pods selected by 100 Services, once its informers synced and the
  *    Endpoints of every Service are written; read from its own /metrics
@@ -26,7 +29,6 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Command } from 'commander';
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod, type V1ReplicaSet } from '@kubernetes/client-node';
 import * as testbed from '../testbed/testbed.ts';
 import { pollUntil, startProcess, stopProcess, tailFile } from '../testbed/processes.ts';
@@ -36,6 +38,7 @@ import { KWOK_ANNOTATION } from '../testbed/kwok.ts';
 import { ResilientInformer } from '../../core/informer.ts';
 import { ControllerManager, type SyncObservation } from '../../controller-manager/manager.ts';
 import { PRIORITY_HIGH, PRIORITY_LOW, WorkerPool, type WorkerMode } from '../../controller-manager/queue/index.ts';
+import { benchFailure, controllerBenchOptions, type ControllerRssVariant } from './options.ts';
 
 const MODES: WorkerMode[] = ['vanilla', 'multi-priority-async', 'multi-priority-periodic'];
 
@@ -114,7 +117,7 @@ async function run(kc: KubeConfig, name: string, ns: string, n: number, cm?: Con
   const onRs = (rs: V1ReplicaSet) => {
     if (rs.metadata?.namespace === ns && rs.metadata.name === 'high' && !highEnqueuedAt) highEnqueuedAt = performance.now();
   };
-  cm?.replicaSets.on('add', onRs);
+  cm?.informers.replicaSets.on('add', onRs);
   const from = syncs?.length ?? 0;
   const t0 = performance.now();
   await Promise.all(Array.from({ length: n }, (_, i) => apps.createNamespacedReplicaSet({ namespace: ns, body: rsBody(ns, `low-${i}`, 'low') })));
@@ -123,7 +126,7 @@ async function run(kc: KubeConfig, name: string, ns: string, n: number, cm?: Con
   await pollUntil(`${name}: ${n + 1} pods`, () => firstPod.size === n + 1, { timeoutMs: 300_000, intervalMs: 20 });
   const t1 = Math.max(...firstPod.values());
   watch.stop();
-  cm?.replicaSets.off('add', onRs);
+  cm?.informers.replicaSets.off('add', onRs);
   const result: RunResult = { name, podsPerSecond: ((n + 1) * 1000) / (t1 - t0), highFirstPodMs: firstPod.get('high')! - highCreated };
   if (syncs && cm) {
     const mine = syncs.slice(from).filter((s) => s.key.startsWith(`${ns}/`));
@@ -140,42 +143,34 @@ async function run(kc: KubeConfig, name: string, ns: string, n: number, cm?: Con
 }
 
 async function main(): Promise<void> {
-  const o = new Command('bench:controller')
-    .option('--backlog <n>', 'low-priority keys queued before the high one (queueing part)', (v) => Number(v), 500)
-    .option('--sync-ms <ms>', 'synthetic sync duration of the queueing part', (v) => Number(v), 5)
-    .option('--rs <n>', 'low-priority ReplicaSets per testbed run', (v) => Number(v), 100)
-    .option('--queue-only', 'skip the testbed part')
-    .option('--rss', 'only part 3: RSS of the controller manager process at scale')
-    .option('--rss-nodes <n>', 'KWOK nodes for --rss', (v) => Number(v), 1000)
-    .option('--rss-pods <n>', 'pods for --rss', (v) => Number(v), 10000)
-    .option('--rss-variants <list>', `controller-manager processes measured one after the other on the same cluster (${Object.keys(RSS_VARIANTS).join(', ')})`, 'dist,tsx,dist-default-gc')
-    .option('--rss-heap-snapshot', 'write a heap snapshot of each variant (SIGUSR2) into the repository root')
-    .option('--run-dir <dir>', 'testbed run directory', '/tmp/ulysses-bench-controller')
-    .parse()
-    .opts<{ backlog: number; syncMs: number; rs: number; queueOnly?: boolean; runDir: string; rss?: boolean; rssNodes: number; rssPods: number; rssVariants: string; rssHeapSnapshot?: boolean }>();
+  const o = controllerBenchOptions(process.argv.slice(2));
+  const { syncMs, runDir } = o.profile;
   process.env.ULYSSES_LOG_LEVEL ??= 'warn';
-  if (o.rss) {
-    const variants = o.rssVariants.split(',').map((v) => v.trim()) as RssVariant[];
-    for (const v of variants) if (!(v in RSS_VARIANTS)) throw new Error(`--rss-variants: unknown variant ${JSON.stringify(v)} (${Object.keys(RSS_VARIANTS).join(', ')})`);
-    return rssBench(o.runDir, o.rssNodes, o.rssPods, variants, !!o.rssHeapSnapshot);
+  for (const part of o.parts) {
+    if (part === 'queue') await queuePart(o.backlog, syncMs);
+    else if (part === 'sync') await syncPart(o.rs, runDir);
+    else await rssBench(runDir, o.rssNodes, o.rssPods, o.profile.rssVariants, o.profile.rssHeapSnapshot);
   }
+}
 
-  console.log(`# 1. queueing delay of one high-priority key behind ${o.backlog} low keys (WorkerPool, ${o.syncMs} ms syncs, 5 workers, T = 100 ms)`);
-  const q = await queueBench(o.backlog, o.syncMs);
+async function queuePart(backlog: number, syncMs: number): Promise<void> {
+  console.log(`# 1. queueing delay of one high-priority key behind ${backlog} low keys (WorkerPool, ${syncMs} ms syncs, 5 workers, T = 100 ms)`);
+  const q = await queueBench(backlog, syncMs);
   for (const m of MODES) console.log(`${m.padEnd(26)} high-priority queueing delay ${f(q[m], 2).padStart(10)} ms`);
   console.log(`target: < 5 ms in multi-priority-periodic -> ${q['multi-priority-periodic'] < 5 ? 'met' : 'NOT met'}`);
-  if (o.queueOnly) return;
+}
 
+async function syncPart(rs: number, runDir: string): Promise<void> {
   const results: RunResult[] = [];
-  console.log(`\n# 2. ${o.rs} low + 1 high ReplicaSets of one pod on KWOK nodes (testbed, same qps limits 20/30)`);
-  await testbed.down({ runDir: o.runDir, log: () => undefined });
-  let state = await testbed.up({ runDir: o.runDir, kwokNodes: 2, log: () => undefined });
+  console.log(`\n# 2. ${rs} low + 1 high ReplicaSets of one pod on KWOK nodes (testbed, same qps limits 20/30)`);
+  await testbed.down({ runDir, log: () => undefined });
+  let state = await testbed.up({ runDir, kwokNodes: 2, log: () => undefined });
   try {
-    results.push(await run(testbed.kubeConfigFor(state), 'kube-controller-manager', 'bench-kcm', o.rs));
+    results.push(await run(testbed.kubeConfigFor(state), 'kube-controller-manager', 'bench-kcm', rs));
   } finally {
-    await testbed.down({ runDir: o.runDir, log: () => undefined });
+    await testbed.down({ runDir, log: () => undefined });
   }
-  state = await testbed.up({ runDir: o.runDir, kwokNodes: 2, controllers: '*,-replicaset-controller', log: () => undefined });
+  state = await testbed.up({ runDir, kwokNodes: 2, controllers: '*,-replicaset-controller', log: () => undefined });
   const syncs: SyncObservation[] = [];
   const kc = testbed.kubeConfigFor(state);
   const cm = new ControllerManager({ kubeconfig: kc, controllers: ['replicaset'], observeSync: (e) => syncs.push(e) });
@@ -183,11 +178,11 @@ async function main(): Promise<void> {
     await cm.start();
     for (const mode of MODES) {
       cm.setMode('replicaset', mode);
-      results.push(await run(kc, `ulysses ${mode}`, `bench-${mode}`, o.rs, cm, syncs));
+      results.push(await run(kc, `ulysses ${mode}`, `bench-${mode}`, rs, cm, syncs));
     }
   } finally {
     await cm.stop();
-    await testbed.down({ runDir: o.runDir, log: () => undefined });
+    await testbed.down({ runDir, log: () => undefined });
   }
   const kcm = results[0]!.podsPerSecond;
   console.log(`${'run'.padEnd(34)}${'pods/s'.padStart(8)}${'vs kcm'.padStart(8)}${'high 1st pod ms'.padStart(17)}${'high queue ms'.padStart(15)}${'sync p50 ms'.padStart(13)}${'sync p99 ms'.padStart(13)}${'syncs'.padStart(7)}`);
@@ -209,7 +204,7 @@ async function main(): Promise<void> {
 const DIST = ['--enable-source-maps', 'dist/controller-manager/main.js'];
 const TSX = ['--import', 'tsx', 'controller-manager/main.ts'];
 const TUNED = { args: ['--optimize-for-size'], env: { MALLOC_ARENA_MAX: '2' } };
-const RSS_VARIANTS: Record<string, { args: string[]; config?: string; env?: Record<string, string> }> = {
+const RSS_VARIANTS: Record<ControllerRssVariant, { args: string[]; config?: string; env?: Record<string, string> }> = {
   // `npm run start:controller-manager:dist` (compiled by `npm run build`)
   dist: { args: [...TUNED.args, ...DIST], env: TUNED.env },
   // `npm run start:controller-manager` (tsx loader in the process)
@@ -225,7 +220,7 @@ const RSS_VARIANTS: Record<string, { args: string[]; config?: string; env?: Reco
   // the first measurement of issue 3: tsx, V8 defaults, whole objects with managedFields
   'tsx-no-strip': { args: TSX, config: 'cacheProjection: false\nstripManagedFields: false\n' },
 };
-type RssVariant = string;
+
 
 interface MemorySample {
   rss: number;
@@ -240,7 +235,7 @@ function memoryFromMetrics(text: string): MemorySample {
 }
 
 /** Part 3: RSS of the controller-manager process with many nodes and pods. */
-async function rssBench(runDir: string, nodes: number, pods: number, variants: RssVariant[], heapSnapshot: boolean): Promise<void> {
+async function rssBench(runDir: string, nodes: number, pods: number, variants: ControllerRssVariant[], heapSnapshot: boolean): Promise<void> {
   const services = 100;
   const repo = fileURLToPath(new URL('../..', import.meta.url));
   if (variants.some((v) => v.startsWith('dist'))) {
@@ -255,7 +250,7 @@ async function rssBench(runDir: string, nodes: number, pods: number, variants: R
   const core = kc.makeApiClient(CoreV1Api);
   const ns = 'rss';
   let proc: ReturnType<typeof startProcess> | undefined;
-  const rows: Array<{ variant: RssVariant; mem: MemorySample; settled: MemorySample; syncS: number; endpointsS: number }> = [];
+  const rows: Array<{ variant: ControllerRssVariant; mem: MemorySample; settled: MemorySample; syncS: number; endpointsS: number }> = [];
   try {
     await ensureNamespace(core, ns);
     for (let k = 0; k < services; k++) {
@@ -351,6 +346,6 @@ async function rssBench(runDir: string, nodes: number, pods: number, variants: R
 }
 
 main().catch((err: Error) => {
-  console.error(`bench:controller: ${err.stack ?? err.message}`);
+  console.error(`bench:controller: ${benchFailure(err)}`);
   process.exit(1);
 });

@@ -20,12 +20,14 @@
  * /healthz p99 under 5 ms while they run.
  *
  *   npm run bench:extender-adversarial -- [--nodes 100] [--repetitions 20] [--clusters mixed,hostile] [--json]
+ *       [--profile experiments/profiles/bench-extender-adversarial-no-analysis-thread.yaml]
+ * (options and profile fields: experiments/bench/options.ts)
  */
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import os from 'node:os';
 import http from 'node:http';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
-import { Command } from 'commander';
+import { adversarialBenchOptions, benchFailure } from './options.ts';
 
 const FILTER_TARGET_MS = 100;
 const HEALTHZ_P99_TARGET_MS = 5;
@@ -127,27 +129,17 @@ const max = (xs: readonly number[]) => (xs.length ? Math.max(...xs) : Number.NaN
 const f = (x: number, w = 8) => x.toFixed(2).padStart(w);
 
 async function main(): Promise<void> {
-  const opts = new Command('bench:extender-adversarial')
-    .description("the extender's /filter and /healthz under issue 26's adversarial RT inputs")
-    .option('--nodes <n>', 'cluster size in nodes', '100')
-    .option('--repetitions <n>', 'filters per adversarial case (a fresh pod UID each)', '20')
-    .option('--clusters <list>', 'mixed (one node per case among ordinary nodes) and/or hostile (every node a case node)', 'mixed,hostile')
-    .option('--baseline-ms <n>', 'ms of /healthz and ordinary filters alone before the adversarial ones', '3000')
-    .option('--analysis-thread <on|off>', "the extender's analysis thread", 'on')
-    .option('--json', 'the results as JSON')
-    .parse()
-    .opts<{ nodes: string; repetitions: string; clusters: string; baselineMs: string; analysisThread: string; json?: boolean }>();
+  const opts = adversarialBenchOptions(process.argv.slice(2));
   const { ExtenderServer } = await import('../../scheduler-plugins/extender/server.ts');
   const { silentLogger } = await import('../../core/logging.ts');
   const { tsWorker } = await import('../../core/ts-worker.ts');
   const { adversarialCases, adversarialObjects } = await import('./extender-adversarial-inputs.ts');
-  const N = Number(opts.nodes);
+  const N = opts.nodes;
   const cases = adversarialCases();
   const out: Array<Record<string, unknown>> = [];
   const lines: string[] = [];
-  for (const cluster of opts.clusters.split(',')) {
-    if (cluster !== 'mixed' && cluster !== 'hostile') throw new Error(`--clusters: unknown cluster ${JSON.stringify(cluster)} (known: mixed, hostile)`);
-    const s = new ExtenderServer({ config: { listen: { host: '127.0.0.1', port: 0 }, analysisThread: opts.analysisThread !== 'off' }, log: silentLogger() });
+  for (const cluster of opts.clusters) {
+    const s = new ExtenderServer({ config: { listen: { host: '127.0.0.1', port: 0 }, analysisThread: opts.profile.analysisThread }, log: silentLogger() });
     const names: string[] = [];
     const pods: Array<{ label: string; pod: V1Pod }> = [];
     let holders = 0;
@@ -173,7 +165,7 @@ async function main(): Promise<void> {
     const { url } = await s.start();
     const ordinary: V1Pod = { metadata: { name: 'ordinary', namespace: 'adv', uid: 'ordinary', resourceVersion: '1', labels: { 'ulysses.io/criticality': 'low' } }, spec: { containers: [{ name: 'c' }] } };
     const worker = tsWorker(import.meta.url, { workerData: { mark: 'ulysses-bench-adversarial-client' } });
-    const job: ClientJob = { url, names, pods, repetitions: Number(opts.repetitions), ordinary, baselineMs: Number(opts.baselineMs) };
+    const job: ClientJob = { url, names, pods, repetitions: opts.repetitions, ordinary, baselineMs: opts.profile.baselineMs };
     const work0 = { ...s.analysisWork };
     const result = await new Promise<ClientResult>((resolve, reject) => {
       worker.once('message', (m: { ok?: ClientResult; error?: string }) => (m.ok ? resolve(m.ok) : reject(new Error(m.error))));
@@ -187,7 +179,7 @@ async function main(): Promise<void> {
     const hz = { p50: quantile(result.healthzLoaded, 0.5), p99: quantile(result.healthzLoaded, 0.99), max: max(result.healthzLoaded) };
     const hzBase = { p50: quantile(result.healthzBaseline, 0.5), p99: quantile(result.healthzBaseline, 0.99), max: max(result.healthzBaseline) };
     out.push({ cluster, nodes: N, holders, filters: result.filters, healthz: hz, healthzBaseline: hzBase, healthzSamples: result.healthzLoaded.length, ordinaryLoadedP99: quantile(result.ordinaryLoaded, 0.99), ordinaryBaselineP99: quantile(result.ordinaryBaseline, 0.99), analysisThreadJobs: threadJobs, workUnits: s.analysisWork.units - work0.units });
-    lines.push(`cluster ${cluster}: ${N} nodes (${cluster === 'hostile' ? 'every node a case node, cases round-robin' : `${cases.length} case nodes among ordinary ones`}), ${holders} holder pods; ${job.repetitions} filters per case, every node name in each; analysis thread ${opts.analysisThread}, ${threadJobs} thread jobs, ${s.analysisWork.units - work0.units} work units`);
+    lines.push(`cluster ${cluster}: ${N} nodes (${cluster === 'hostile' ? 'every node a case node, cases round-robin' : `${cases.length} case nodes among ordinary ones`}), ${holders} holder pods; ${job.repetitions} filters per case, every node name in each; analysis thread ${opts.profile.analysisThread ? 'on' : 'off'}, ${threadJobs} thread jobs, ${s.analysisWork.units - work0.units} work units`);
     lines.push('  case                  HTTP     filter p50      max   (target: every filter <= 100 ms)');
     for (const [label, xs] of Object.entries(result.filters)) {
       const codes = [...new Set(result.statuses[label])].join(',');
@@ -215,7 +207,7 @@ if (isMainThread) {
   main().then(
     () => process.exit(0),
     (err: Error) => {
-      console.error(err.stack ?? err.message);
+      console.error(`bench:extender-adversarial: ${benchFailure(err)}`);
       process.exit(1);
     },
   );

@@ -3,10 +3,10 @@
  * with a nodeCacheCapable extender — POST /filter with the node names, then POST /prioritize with
  * the nodes that passed — over a kept-alive HTTP connection, timed by the caller.
  *
- * extender.ts calls {@link round} on the extender's event loop, or, with `--client worker`, in a
+ * extender.ts calls {@link round} on the extender's event loop, or, with profile `client: worker`, in a
  * worker thread ({@link RoundClient}): kube-scheduler is another process, whose JSON and HTTP work
- * and garbage are not the extender's. `--client go` ({@link GoRoundClient}) is that process, made
- * of kube-scheduler's own extender client. With `--pin-cpus` the worker thread stays on CPU 1 with the
+ * and garbage are not the extender's. `client: go` ({@link GoRoundClient}) is that process, made
+ * of kube-scheduler's own extender client. With `pinCpus` the worker thread stays on CPU 1 with the
  * extender's main thread (CPU 0 is the testbed's: there the client's timing measured the testbed's
  * load, p99 8-20 ms at 100 nodes). Measurements: extender.ts's header.
  */
@@ -128,7 +128,7 @@ export function buildGoClient(log: (line: string) => void): string {
 }
 
 /**
- * The scheduler's side in a process of its own made of kube-scheduler's code (`--client go`):
+ * The scheduler's side in a process of its own made of kube-scheduler's code (`client: go`):
  * the Go client of {@link buildGoClient}, started on `cpus` (taskset) when given; one JSON line per
  * request and per reply (its protocol: extender-client-go/main.go).
  */
@@ -149,7 +149,7 @@ export class GoRoundClient implements RoundRunner {
     return this.proc.call<Round>({ url, pod });
   }
 
-  /** The Go client's pid (to change its scheduling policy, `--client-sched-fifo`). */
+  /** The Go client's pid (to change its scheduling policy, profile `clientSchedFifo`). */
   get pid(): number | undefined {
     return this.proc.pid;
   }

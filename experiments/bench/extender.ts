@@ -27,35 +27,35 @@
  *   state holds every node role and every pod, and every pod is Ready (read from the API). The
  *   testbed is taken down at the end of each size, also on errors and on SIGINT/SIGTERM. Ports are fixed: run it under the testbed lock
  *   (`flock /tmp/ulysses-testbed.lock npm run bench:extender -- --kwok ...`). 1000 KWOK nodes need
- *   a few minutes to become Ready (`--nodes-ready-timeout-ms`, default testbed.ts's).
+ *   a few minutes to become Ready (profile `nodesReadyTimeoutMs`, default testbed.ts's).
  *   The measured part (extender, client, no-op extender, churn) runs in a child process of its own
  *   that never loads the testbed code or client-node's generated API: in one process with them the
  *   extender's GC pauses were most of its p99 (see kwokSize).
- *   `--pin-cpus`: the testbed's processes (and the bench's parent) on CPU 0 (testbed `pinCpus`), the
+ *   Profile `pinCpus: true`: the testbed's processes (and the bench's parent) on CPU 0 (testbed `pinCpus`), the
  *   measuring process on CPU 1, so the extender does not share its CPU with the control plane it is
  *   fed by; right before the rows its main thread (and the client worker) stay on CPU 1 and its
  *   other threads (V8's GC and compiler helpers, libuv) move to CPU 0 (pinMainThreadApart): on CPU
  *   1 with the main thread they preempted it 2-8 times in each of the slowest 1% of rounds.
  *
  * The scheduler's side of a round (extender-client.ts) runs on the measuring process's event loop, with
- * the extender; `--client worker` runs it in a worker thread instead (its JSON and HTTP work and its
+ * the extender; profile `client: worker` runs it in a worker thread instead (its JSON and HTTP work and its
  * garbage off the extender's loop and heap, as kube-scheduler's are). On a 2-vCPU machine that is no
  * better: on CPU 0 the client's timing measures the testbed's load, on CPU 1 the client thread
  * preempts the extender's main thread; it is the setup for a machine with a third CPU for the
- * client (figures: scheduler-plugins/README.md). `--client go` makes the rounds with
+ * client (figures: scheduler-plugins/README.md). `client: go` makes the rounds with
  * kube-scheduler's own extender client (k8s.io/kubernetes pkg/scheduler HTTPExtender, the release
  * the testbed runs) in a Go process of its own (extender-client-go/main.go, built on first use);
- * `--client-cpus` places it (taskset). The same holds for it: on CPU 0 the testbed switches it out
+ * `clientCpus` places it (taskset). The same holds for it: on CPU 0 the testbed switches it out
  * several times per round, on CPU 1 it preempts the extender; on 2 vCPUs no separate client beats
  * the loop.
  *
- * Between two rounds (not timed) `--churn` nodes change the way the binding of the previous pod
+ * Between two rounds (not timed) profile `churn` nodes change the way the binding of the previous pod
  * changes its node: a new plain pod bound to the node (and the node's previous churn pod deleted).
  * A pod starting to hold capacity is a change the analyses read (state.ts bumps the node version
  * only for those; a status update does not), so each changed node has every verdict recomputed in
- * the next round. Default 1, the node the previous pod was bound to in a real cluster; `--churn all`
+ * the next round. Default 1, the node the previous pod was bound to in a real cluster; `churn: all`
  * changes every node each round (every verdict recomputed: the cold path, in-memory mode only);
- * `--churn 0` none. In KWOK mode the change is an API call (create with spec.nodeName, delete with
+ * `churn: 0` none. In KWOK mode the change is an API call (create with spec.nodeName, delete with
  * grace period 0) and the next round starts once the extender's informers delivered it; kwok's status
  * updates of the churn pods arrive during later rounds (real churn, which must not invalidate anything).
  * Baseline in the same run: a no-op fastify extender (accepts every node, scores 0): the HTTP+JSON
@@ -63,9 +63,9 @@
  * 1.3x the no-op extender's p99 of the same run, at 100 and at 1000 nodes (printed per row). "recomputed" = node
  * verdicts the extender computed per round (filter + prioritize; the rest came from its cache).
  *
- *   npm run bench:extender -- [--iterations 400] [--sizes 100,1000] [--churn 1|all|0] [--idle-ms 0] [--kinds a,b] [--client loop|worker|go [--client-cpus 0]] [--json]
- *                             [--kwok [--informers thread|loop] [--pin-cpus [--sched-fifo [--client-sched-fifo]]] [--run-dir /tmp/ulysses-bench-extender] [--nodes-ready-timeout-ms N]]
- * (`--help`: the options.)
+ *   npm run bench:extender -- [--iterations 400] [--sizes 100,1000] [--kinds a,b] [--kwok] [--json] [--profile FILE]
+ * (`--help`: the options; the profile's fields — churn, client, CPU pinning, SCHED_FIFO, informers,
+ * per-round output... — experiments/bench/options.ts, examples experiments/profiles/bench-extender-*.yaml.)
  */
 import { PerformanceObserver } from 'node:perf_hooks';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
@@ -87,101 +87,77 @@ import { onShutdownSignal } from '../../core/shutdown.ts';
 import { pinMainThreadApart, pollUntil } from '../testbed/processes.ts';
 import { K8S_VERSION } from '../testbed/binaries.ts';
 import PQueue from 'p-queue';
-import { Command, Option } from 'commander';
+import { benchFailure, extenderBenchOptions, type ExtenderPodKind } from './options.ts';
 
 const args = process.argv.slice(2);
-const program = new Command('bench:extender')
-  .description('filter+prioritize round trips of the extender against a no-op extender, in memory or on a KWOK testbed')
-  .option('--iterations <n>', 'timed rounds per row, after 50 warm-up rounds', '400')
-  .option('--sizes <list>', 'cluster sizes in nodes', '100,1000')
-  .option('--churn <n>', 'nodes changed between two rounds: a number, all (in-memory mode only) or 0', '1')
-  .option('--noop-churn', "the no-op extender's rows under the same churn as the extender's")
-  .addOption(new Option('--churn-by <who>', "with --kwok: the churn's API calls made by the bench's parent process or the measuring one").choices(['parent', 'measuring']).default('parent'))
-  .option('--kinds <list>', 'pod kinds to schedule, comma-separated (default: every kind; an unknown kind is an error naming the known ones)')
-  .option('--json', 'the rows as JSON')
-  .option('--rounds-dir <dir>', 'every timed round of every row as JSON in DIR (<nodes>-<pod kind>-<extender|noop>.json)')
-  .addOption(
-    new Option('--client <where>', "the scheduler's side on the extender's event loop, in a worker thread, or kube-scheduler's HTTPExtender in a Go process of its own (built on first use; extender-client-go/main.go)")
-      .choices(['loop', 'worker', 'go'])
-      .default('loop'),
-  )
-  .option('--client-cpus <cpus>', "with --client go: the CPUs of the Go client (taskset; default: the measuring process's)")
-  .option('--client-gc-between-rounds', 'with --client go: the Go client collects its garbage after each round, never during one')
-  .option('--kwok', 'per size, a control-plane-only testbed with N KWOK nodes (run under flock /tmp/ulysses-testbed.lock)')
-  .option('--pin-cpus', 'with --kwok: the testbed on CPU 0, the measuring process on CPU 1')
-  .option('--idle-ms <n>', 'in memory: N ms idle after every round (the gap the KWOK churn leaves)', '0')
-  .addOption(new Option('--informers <where>', "with --kwok: the extender's informers in a worker thread (as it runs them) or on its event loop").choices(['thread', 'loop']).default('thread'))
-  .option('--sched-fifo', "with --pin-cpus: the measuring process's main thread SCHED_FIFO (chrt), a client on CPU 1 runs only while it waits")
-  .option('--client-sched-fifo', "with --sched-fifo and --client go: the Go client's threads SCHED_FIFO at the same priority (neither preempts the other)")
-  .option('--run-dir <dir>', 'with --kwok: testbed directory', '/tmp/ulysses-bench-extender')
-  .option('--nodes-ready-timeout-ms <n>', "with --kwok: how long to wait for the KWOK nodes (default testbed.ts's)")
-  // the measuring process of one KWOK size, started by kwokSize
-  .addOption(new Option('--kwok-measure <n>').hideHelp())
-  .addOption(new Option('--kubeconfig <file>').hideHelp())
-  .addOption(new Option('--nodes-file <file>').hideHelp())
-  .addOption(new Option('--result-file <file>').hideHelp())
-  .parse();
-const opts = program.opts<Record<string, string | boolean | undefined>>();
-const arg = (name: string): string => String(opts[name.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())] ?? '');
-const flag = (name: string): boolean => opts[name.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())] === true;
-const ITERATIONS = Number(arg('iterations'));
+const OPTS = (() => {
+  try {
+    return extenderBenchOptions(args);
+  } catch (err) {
+    console.error(`bench:extender: ${benchFailure(err as Error)}`);
+    process.exit(1);
+  }
+})();
+/** The run conditions: the profile's fields, the settled defaults for those it leaves out (options.ts). */
+const P = OPTS.profile;
+const ITERATIONS = OPTS.iterations;
 /** Where the scheduler's side of a round runs: the extender's own event loop (default), a worker thread, or kube-scheduler's Go client in a process of its own (extender-client.ts). */
-const CLIENT = arg('client');
-/** `--client go`: the CPUs the Go client runs on (taskset; default: this process's). */
-const CLIENT_CPUS = arg('client-cpus');
-/** `--client go`: its garbage collected after each round's reply, never during a round (extender-client-go/main.go -gc-between-rounds). */
-const CLIENT_GC_BETWEEN_ROUNDS = flag('client-gc-between-rounds');
+const CLIENT = P.client;
+/** `client: go`: the CPUs the Go client runs on (taskset; default: this process's). */
+const CLIENT_CPUS = P.clientCpus;
+/** `client: go`: its garbage collected after each round's reply, never during a round (extender-client-go/main.go -gc-between-rounds). */
+const CLIENT_GC_BETWEEN_ROUNDS = P.clientGcBetweenRounds;
 /** The worker-thread or Go client (extender-client.ts) of this process, unless CLIENT is 'loop'. */
 let roundClient: RoundRunner | undefined;
-const SIZES = arg('sizes').split(',').map(Number);
-const JSON_OUT = flag('json');
-const KINDS = arg('kinds');
-const CHURN = arg('churn');
+const SIZES = OPTS.sizes;
+const JSON_OUT = OPTS.json;
+const KINDS: readonly string[] = OPTS.kinds;
+const CHURN = P.churn;
 /**
  * The no-op extender's rows under the same churn as the extender's (an API change between two of its
  * rounds too, waited for in the extender's state): the HTTP+JSON floor of a process that also
  * receives the cluster's changes. Without it the no-op rounds run back to back, warm.
  */
-const NOOP_CHURN = flag('noop-churn');
+const NOOP_CHURN = P.noopChurn;
 /** Every timed round of every row written to DIR/<nodes>-<pod kind>-<extender|noop>.json (round trip, server time, GC, events, preemptions). */
-const ROUNDS_DIR = arg('rounds-dir');
+const ROUNDS_DIR = P.roundsDir;
 /**
  * KWOK mode: who makes the churn's API calls. `parent` (default): the bench's parent process, like
  * any other client of the cluster (in a real cluster the extender's process only receives the watch
  * events of a binding, it does not make the API calls); `measuring`: the measuring process itself
  * (its TLS, JSON and HTTP work between two rounds then lands in the extender's process).
  */
-const CHURN_BY = arg('churn-by');
+const CHURN_BY = P.churnBy;
 /**
  * KWOK mode: where the extender's informers run. `thread` (default, as the extender runs them): in
  * a worker thread (core/informer-thread.ts), which hands the extender's loop only the changes of what
  * it reads; `loop`: on the extender's event loop, every watch event parsed there (for comparison).
  */
-const INFORMERS = arg('informers');
+const INFORMERS = P.informers;
 /**
  * In-memory mode: this many ms of idle after each round (both rows), as the KWOK mode's churn
  * through the API leaves the extender idle for ~35 ms between two rounds. It shows what an idle gap
  * alone does to the next round on this machine, without the API, the watch or the testbed.
  */
-const IDLE_MS = Number(arg('idle-ms'));
-const KWOK = flag('kwok');
-const PIN_CPUS = flag('pin-cpus');
+const IDLE_MS = P.idleMs;
+const KWOK = OPTS.kwok;
+const PIN_CPUS = P.pinCpus;
 /**
- * With --pin-cpus: the measuring process's main thread (extender and no-op extender) under
- * SCHED_FIFO priority 1 (chrt). A client on its CPU (`--client go`, on CPU 1 by default) then runs
+ * With pinCpus: the measuring process's main thread (extender and no-op extender) under
+ * SCHED_FIFO priority 1 (chrt). A client on its CPU (`client: go`, on CPU 1 by default) then runs
  * only while the extender waits for a request, never in the middle of its handling: on a 2-vCPU
  * machine, the nearest to a CPU of the client's own.
  */
-const SCHED_FIFO = flag('sched-fifo');
+const SCHED_FIFO = P.schedFifo;
 /**
- * With --sched-fifo and --client go: every thread of the Go client under SCHED_FIFO priority 1 as
+ * With schedFifo and `client: go`: every thread of the Go client under SCHED_FIFO priority 1 as
  * well, the extender's priority. On their shared CPU neither preempts the other: each runs until it
  * waits (the client for the reply, the extender for the next request), and no other process's
  * thread preempts either. On a 2-vCPU machine this stands in for the client's own CPU. It differs
  * from one in two ways: the client's work after it sent a request (parking its goroutine) delays
  * the extender's start instead of overlapping with it, and the two share one CPU's caches.
  */
-const CLIENT_SCHED_FIFO = flag('client-sched-fifo');
+const CLIENT_SCHED_FIFO = P.clientSchedFifo;
 /** SCHED_FIFO priority 1 (chrt) for the process's main thread or all its threads (later ones inherit it). */
 const schedFifo = (pid: number, which: 'main thread' | 'all threads') =>
   execFileSync('chrt', [...(which === 'all threads' ? ['-a'] : []), '-f', '-p', '1', String(pid)], { stdio: 'ignore' });
@@ -305,7 +281,7 @@ function populateInMemory(server: ExtenderServer, shape: ReturnType<typeof clust
   };
 }
 
-const POD_KINDS: Record<string, Record<string, string>> = {
+const POD_KINDS: Record<ExtenderPodKind, Record<string, string>> = {
   'critical+assurance': { 'ulysses.io/assurance-policy': '{"policy":"threshold","min":{"cpu":2,"memory":1}}' },
   'rt deferrable-server': { 'ulysses.io/rt': JSON.stringify({ server: { budgetUs: 2000, periodUs: 10000 }, tasks: [{ wcetUs: 800, periodUs: 10000, priority: 1 }, { wcetUs: 400, periodUs: 20000, priority: 2 }] }) },
   tdma: { 'ulysses.io/tdma': '{"network":"bus0","slots":2,"maxGapUs":60000}' },
@@ -488,7 +464,7 @@ function churner(names: readonly string[], perRound: number, touch: Touch): () =
 /** The rows of one size against a running extender (`url`, its handler time instrumented) and the no-op one. */
 async function rowsFor(n: number, url: string, server: ExtenderServer, names: string[], churn: () => Promise<void>, noopUrl: string): Promise<Row[]> {
   const rows: Row[] = [];
-  for (const [kind, annotations] of Object.entries(POD_KINDS).filter(([k]) => !KINDS || KINDS.split(',').includes(k))) {
+  for (const [kind, annotations] of Object.entries(POD_KINDS).filter(([k]) => KINDS.includes(k))) {
     const uids = prng(n * 16 + Object.keys(POD_KINDS).indexOf(kind));
     const pod = (i: number): V1Pod => ({
       metadata: { name: `new-${i}`, namespace: NS, uid: apiserverUid(uids), annotations, labels: { 'ulysses.io/criticality': 'high' }, resourceVersion: '1' },
@@ -533,10 +509,17 @@ async function inMemorySize(n: number, noopUrl: string): Promise<Row[]> {
 
 // ---------------------------------------------------------------- KWOK mode
 
-const RUN_DIR = arg('run-dir');
-/** Set in the measuring process kwokSize starts (internal): the size it measures. */
-const MEASURE_SIZE = arg('kwok-measure');
-const NODES_READY_TIMEOUT_MS = arg('nodes-ready-timeout-ms');
+const RUN_DIR = P.runDir;
+/** The job of the measuring process kwokSize starts (internal, in its environment): the size, the testbed's kubeconfig, its KWOK nodes, where the result goes. */
+interface MeasureJob {
+  nodes: number;
+  kubeconfig: string;
+  nodesFile: string;
+  resultFile: string;
+}
+const MEASURE_ENV = 'ULYSSES_BENCH_EXTENDER_MEASURE';
+const MEASURE = process.env[MEASURE_ENV] ? (JSON.parse(process.env[MEASURE_ENV]) as MeasureJob) : undefined;
+const NODES_READY_TIMEOUT_MS = P.nodesReadyTimeoutMs;
 /** Concurrent API requests while the cluster is filled. */
 const FILL_CONCURRENCY = 16;
 
@@ -589,11 +572,12 @@ async function kwokSize(n: number, cleanups: Set<() => Promise<void>>): Promise<
     const resultFile = join(RUN_DIR, 'bench-result.json');
     writeFileSync(nodesFile, JSON.stringify(state.kwokNodes));
     rmSync(resultFile, { force: true });
-    // this script again, with the same options (--pin-cpus pins it to CPU 1) and node flags (--import tsx, --trace-gc...)
-    const argv = [...process.execArgv, fileURLToPath(import.meta.url), ...args, '--kwok-measure', String(n), '--kubeconfig', state.kubeconfig, '--nodes-file', nodesFile, '--result-file', resultFile];
-    const proc = spawn(process.execPath, argv, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    // this script again, with the same options and profile (pinCpus pins it to CPU 1), node flags (--import tsx, --trace-gc...) and its job in the environment
+    const argv = [...process.execArgv, fileURLToPath(import.meta.url), ...args];
+    const job: MeasureJob = { nodes: n, kubeconfig: state.kubeconfig, nodesFile, resultFile };
+    const proc = spawn(process.execPath, argv, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, [MEASURE_ENV]: JSON.stringify(job) } });
     child = proc;
-    // --churn-by parent: the churn's API calls are made here, at the measuring process' request
+    // churnBy parent: the churn's API calls are made here, at the measuring process' request
     const { KubeClient } = await import('../../core/kube.ts');
     const { loadKubeConfig } = await import('../../core/kubeconfig.ts');
     const { KWOK_TOLERATION } = await import('../testbed/kwok.ts');
@@ -643,7 +627,7 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
     running = await startExtender({ configFile, kubeconfig, port: 0, informerThread: INFORMERS === 'thread', beforeStart: (s) => ((extender = s), instrument(s.app)) });
     const server = extender!;
     const url = `http://127.0.0.1:${(server.app.server.address() as { port: number }).port}`;
-    // informer events the extender's state receives (with --informers loop, kwok's status updates included)
+    // informer events the extender's state receives (with informers: loop, kwok's status updates included)
     const st = server.state;
     const upsertPod = st.upsertPod.bind(st);
     const deletePod = st.deletePod.bind(st);
@@ -704,7 +688,7 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
     lines.push(`extender state complete (${st.nodeNames().length} nodes, ${st.podCount} pods, all Ready) ${since(t)} after the last create`);
 
     // churn: a new pod bound to the node, the node's previous churn pod deleted (grace period 0: gone
-    // at once), both seen by the extender; the API calls by the parent process (--churn-by parent) or this one
+    // at once), both seen by the extender; the API calls by the parent process (churnBy: parent) or this one
     const last = new Map<string, string>();
     let seq = 0;
     const pending = new Map<number, { resolve: () => void; reject: (err: Error) => void }>();
@@ -717,7 +701,7 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
     const byParent = (req: ChurnRequest) =>
       new Promise<void>((resolve, reject) => {
         const id = seq;
-        if (!process.send) return reject(new Error('--churn-by parent: no IPC channel to the parent process'));
+        if (!process.send) return reject(new Error('churnBy parent: no IPC channel to the parent process'));
         pending.set(id, { resolve, reject });
         process.send({ id, ...req }, undefined, {}, (err) => err && (pending.delete(id), reject(err)));
       });
@@ -739,19 +723,19 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
       lines.push(`main thread${clientTid ? ' and the client worker' : ''} on CPU 1, the process's ${moved} other threads (V8, libuv) on CPU 0`);
       if (SCHED_FIFO) {
         schedFifo(process.pid, 'main thread');
-        lines.push('main thread under SCHED_FIFO priority 1 (--sched-fifo): a client on CPU 1 runs only while the extender waits');
+        lines.push('main thread under SCHED_FIFO priority 1 (schedFifo): a client on CPU 1 runs only while the extender waits');
         if (CLIENT_SCHED_FIFO) {
           const pid = roundClient instanceof GoRoundClient ? roundClient.pid : undefined;
-          if (!pid) throw new Error('--client-sched-fifo: the Go client has no pid (it did not start)');
+          if (!pid) throw new Error('clientSchedFifo: the Go client has no pid (it did not start)');
           schedFifo(pid, 'all threads');
-          lines.push(`the Go client's threads under SCHED_FIFO priority 1 too (--client-sched-fifo): on a shared CPU each of client and extender runs until it waits`);
+          lines.push(`the Go client's threads under SCHED_FIFO priority 1 too (clientSchedFifo): on a shared CPU each of client and extender runs until it waits`);
         }
       }
     }
     t = Date.now();
     const rows = await rowsFor(n, url, server, names, churner(names, perRoundChurn(n), touch), noopUrl);
     lines.push(
-      `rows measured in ${since(t)}; informer events into the extender's state meanwhile (--informers ${INFORMERS}${INFORMERS === 'thread' ? ': only changes of what it reads' : ': every watch event, kwok status updates included'}): ${informerEvents.pods - e0.pods} pod adds/updates, ${informerEvents.nodes - e0.nodes} node updates`,
+      `rows measured in ${since(t)}; informer events into the extender's state meanwhile (informers: ${INFORMERS}${INFORMERS === 'thread' ? ': only changes of what it reads' : ': every watch event, kwok status updates included'}): ${informerEvents.pods - e0.pods} pod adds/updates, ${informerEvents.nodes - e0.nodes} node updates`,
     );
     lines.push(`load average at the end of the rows: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} on ${os.cpus().length} CPUs`);
     return { rows, lines };
@@ -761,44 +745,34 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
 }
 
 const CLIENT_DESCRIPTION: Record<string, string> = {
-  loop: "--client loop: on the extender's event loop",
-  worker: "--client worker: a worker thread of its own, the scheduler's JSON and HTTP work off the extender's event loop and heap",
-  go: `--client go: kube-scheduler's own HTTPExtender (k8s.io/kubernetes ${K8S_VERSION}) in a Go process of its own${CLIENT_CPUS ? ` on CPU ${CLIENT_CPUS}` : ''}${CLIENT_GC_BETWEEN_ROUNDS ? ', its garbage collected between rounds (--client-gc-between-rounds)' : ''}${CLIENT_SCHED_FIFO ? ', under SCHED_FIFO like the extender (--client-sched-fifo)' : ''}`,
+  loop: "client loop: on the extender's event loop",
+  worker: "client worker: a worker thread of its own, the scheduler's JSON and HTTP work off the extender's event loop and heap",
+  go: `client go: kube-scheduler's own HTTPExtender (k8s.io/kubernetes ${K8S_VERSION}) in a Go process of its own${CLIENT_CPUS ? ` on CPU ${CLIENT_CPUS}` : ''}${CLIENT_GC_BETWEEN_ROUNDS ? ', its garbage collected between rounds (clientGcBetweenRounds)' : ''}${CLIENT_SCHED_FIFO ? ', under SCHED_FIFO like the extender (clientSchedFifo)' : ''}`,
 };
 
 async function main() {
-  const unknownKinds = KINDS ? KINDS.split(',').filter((k) => !(k in POD_KINDS)) : [];
-  if (unknownKinds.length) throw new Error(`--kinds: unknown ${unknownKinds.join(', ')} (known: ${Object.keys(POD_KINDS).join(', ')})`);
-  if (CLIENT_CPUS && CLIENT !== 'go') throw new Error('--client-cpus is a --client go option');
-  if (CLIENT_GC_BETWEEN_ROUNDS && CLIENT !== 'go') throw new Error('--client-gc-between-rounds is a --client go option');
-  if (KWOK && CHURN === 'all') throw new Error('--churn all is for the in-memory mode (with --kwok every changed node is an API call per round): use a number');
+  // the option and profile checks are extenderBenchOptions' (options.ts)
   // the extender started as in main.ts logs through the root logger: warnings only, unless asked
   if (KWOK) process.env.ULYSSES_LOG_LEVEL ??= 'warn';
-  if (!(Number.isFinite(IDLE_MS) && IDLE_MS >= 0)) throw new Error(`--idle-ms must be a number >= 0, got ${JSON.stringify(arg('idle-ms'))}`);
-  if (IDLE_MS > 0 && KWOK) throw new Error('--idle-ms is for the in-memory mode (with --kwok the churn through the API is the gap)');
-  if (program.getOptionValueSource('informers') === 'cli' && !KWOK) throw new Error('--informers is a --kwok option (in memory the state is filled directly)');
-  if (SCHED_FIFO && !PIN_CPUS) throw new Error('--sched-fifo is a --pin-cpus option (the extender alone on CPU 1 with its client)');
-  if (CLIENT_SCHED_FIFO && !(SCHED_FIFO && CLIENT === 'go')) throw new Error('--client-sched-fifo is a --sched-fifo option for --client go');
   if (PIN_CPUS) {
-    if (!KWOK) throw new Error('--pin-cpus is a --kwok option (it pins the testbed to CPU 0 and the measuring process to CPU 1)');
-    if (os.cpus().length < 2) throw new Error('--pin-cpus needs at least 2 CPUs');
+    if (os.cpus().length < 2) throw new Error('profile field pinCpus needs at least 2 CPUs');
     // every thread of this process (event loop, GC, libuv pool); threads started later inherit it.
     // The measuring process on CPU 1; the parent (testbed up/down, idle meanwhile) with the testbed on CPU 0.
-    execFileSync('taskset', ['-a', '-p', '-c', MEASURE_SIZE ? '1' : '0', String(process.pid)], { stdio: 'ignore' });
+    execFileSync('taskset', ['-a', '-p', '-c', MEASURE ? '1' : '0', String(process.pid)], { stdio: 'ignore' });
   }
   // after every option check; built by the parent (a first build takes a minute), found by the measuring process
   const goClient = CLIENT === 'go' ? buildGoClient(log) : undefined;
-  if (MEASURE_SIZE || !KWOK) {
+  if (MEASURE || !KWOK) {
     if (CLIENT === 'worker') roundClient = new RoundClient();
     else if (goClient) roundClient = new GoRoundClient(goClient, CLIENT_CPUS || undefined, CLIENT_GC_BETWEEN_ROUNDS);
   }
-  if (MEASURE_SIZE) {
+  if (MEASURE) {
     // the measured part of one KWOK size, started by kwokSize (the testbed is the parent's)
     const noop = await noopExtender();
     try {
-      const names = JSON.parse(readFileSync(arg('nodes-file'), 'utf8')) as string[];
-      const r = await kwokMeasure(Number(MEASURE_SIZE), arg('kubeconfig'), names, noop.url);
-      writeFileSync(arg('result-file'), JSON.stringify(r));
+      const names = JSON.parse(readFileSync(MEASURE.nodesFile, 'utf8')) as string[];
+      const r = await kwokMeasure(MEASURE.nodes, MEASURE.kubeconfig, names, noop.url);
+      writeFileSync(MEASURE.resultFile, JSON.stringify(r));
     } finally {
       await noop.app.close();
     }
@@ -832,7 +806,7 @@ async function main() {
     if (PIN_CPUS) console.log('CPUs pinned: etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok and the bench parent on CPU 0; the measuring process (extender, client, no-op extender) on CPU 1');
     for (const note of notes) for (const l of note.lines) console.log(`  ${note.nodes} nodes: ${l}`);
   }
-  console.log(`churn: ${CHURN === 'all' ? 'every node' : `${CHURN} node(s)`} changed between two rounds (extender rows): a new pod bound to the node${KWOK ? ` through the API (create with spec.nodeName; the previous churn pod on the node deleted) by the ${CHURN_BY === 'parent' ? 'parent process (--churn-by parent)' : 'measuring process (--churn-by measuring)'}, waited for in the extender's state` : ' (the previous one on the node deleted)'}${IDLE_MS > 0 ? `; then ${IDLE_MS} ms idle (--idle-ms), in both rows` : ''}`);
+  console.log(`churn: ${CHURN === 'all' ? 'every node' : `${CHURN} node(s)`} changed between two rounds (extender rows): a new pod bound to the node${KWOK ? ` through the API (create with spec.nodeName; the previous churn pod on the node deleted) by the ${CHURN_BY === 'parent' ? 'parent process (churnBy: parent)' : 'measuring process (churnBy: measuring)'}, waited for in the extender's state` : ' (the previous one on the node deleted)'}${IDLE_MS > 0 ? `; then ${IDLE_MS} ms idle (idleMs), in both rows` : ''}`);
   console.log(`round trip = filter+prioritize measured by the client (${CLIENT_DESCRIPTION[CLIENT]}); server = fastify handler time of the two requests (reply.elapsedTime); recomputed = node verdicts computed per round (the rest came from the cache)`);
   console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} on ${os.cpus().length} CPUs`);
   console.log('nodes  pod                       feasible | round trip p50  p99 | server p50  p99 | no-op round trip p50  p99 | recomputed | p99 / no-op p99 (target <= 1.3x)');
@@ -854,6 +828,6 @@ async function main() {
 }
 
 main().catch((err: Error) => {
-  console.error(err.stack ?? err.message);
+  console.error(`bench:extender: ${benchFailure(err)}`);
   process.exit(1);
 });

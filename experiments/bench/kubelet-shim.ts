@@ -11,30 +11,32 @@
  * 0.8-1.5 ms added p99 that 5000 warm-up calls remove (kubelet-shim/README.md, "Warm-up"; V8
  * tiering up the fresh shim process' per-call code is the likely cause, not verified).
  *
- * `--client go` makes the calls with the kubelet's own CRI client (k8s.io/cri-client, the release
- * the testbed's kubelet is built from) in a Go process of its own (kubelet-shim-client-go/main.go, built on
- * first use), on the --pin-client CPUs; default: a grpc-js client in this process.
+ * Profile `client: go` makes the calls with the kubelet's own CRI client (k8s.io/cri-client, the
+ * release the testbed's kubelet is built from) in a Go process of its own
+ * (kubelet-shim-client-go/main.go, built on first use), on the `pinClient` CPUs; default: a grpc-js
+ * client in this process.
  *
- *   npx tsx experiments/bench/kubelet-shim.ts [--n 5000] [--warmup 5000] [--implementations splice,http2,splice+--node-flag]
- *       [--pin-shim 1 [--pin-shim-helpers 0] --pin-client 0] [--client node|go] [--shim-nice -10] [--backend /path/containerd.sock] [--in-process]
+ *   npm run bench:kubelet-shim -- [--n 5000] [--implementations splice,http2,splice+--node-flag] [--backend /path/containerd.sock]
+ *       [--profile experiments/profiles/bench-kubelet-shim-*.yaml]
+ * (options and profile fields — warm-up, client, CPU pinning, niceness, node flags: experiments/bench/options.ts)
  *
  * Without --backend it starts its own containerd (node index 9 under /tmp/ulysses-bench-shim: do not
  * run it together with the shim's integration test, which uses the same bridge and cgroup root; run
  * it under the testbed lock), creates one pod sandbox for PodSandboxStatus, and cleans everything up.
- * Each shim runs as its own process (main.ts) unless --in-process.
+ * Each shim runs as its own process (main.ts) unless the profile says `inProcess: true`.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { cpus, loadavg } from 'node:os';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Command } from 'commander';
 import { CriClient } from '../../kubelet-shim/cri-client.ts';
 import { PROXY_IMPLEMENTATIONS, createCriProxy, type CriProxyServer, type ProxyImplementation } from '../../kubelet-shim/proxies.ts';
 import { podSandboxConfig, startCriTestNode, stopCriTestNode, type CriTestNode } from '../testbed/cri-testnode.ts';
 import { JsonLinesProcess, pinMainThreadApart, pollUntil, stopProcess } from '../testbed/processes.ts';
 import { buildGoTool } from '../testbed/binaries.ts';
 import { MachineCpuAudit, describeMachine, type RepCpu } from '../harness/cpu-window.ts';
+import { benchFailure, kubeletShimBenchOptions, shimVariants } from './options.ts';
 
 interface Stats {
   p50: number;
@@ -87,32 +89,10 @@ function cpuMs(pid: number): number {
 }
 
 async function main(): Promise<void> {
-  const o = new Command('bench:kubelet-shim')
-    .option('--n <n>', 'calls per method and path', (v) => Number(v), 5000)
-    .option('--warmup <n>', 'warm-up calls per method and path (a fresh shim process reaches its steady state over the first thousands of calls)', (v) => Number(v), 5000)
-    .option('--backend <socket>', 'an existing containerd socket (else one is started)')
-    .option('--run-dir <dir>', 'run directory of the containerd started here', '/tmp/ulysses-bench-shim')
-    .option('--node-index <i>', 'node index of the containerd started here (bridge uly-br<i>, 10.244.<i>.0/24)', (v) => Number(v), 9)
-    .option('--implementations <list>', 'proxies to compare, comma-separated; impl+<node flags> runs a variant, e.g. splice+--max-semi-space-size=64', PROXY_IMPLEMENTATIONS.join(','))
-    .option('--in-process', 'run the proxies inside this process instead of as their own processes', false)
-    .option('--pin-shim <cpus>', 'taskset CPU list of the shim processes (e.g. 1)')
-    .option('--pin-shim-helpers <cpus>', "with --pin-shim: every thread of a shim process but its main thread (V8's GC and compiler helpers, libuv's pool) on these CPUs, set after each warm-up (e.g. 0)")
-    .option('--pin-client <cpus>', 'taskset CPU list of this (client) process and the containerd started here (e.g. 0)')
-    .option('--shim-node-flags <flags>', 'extra node flags of the shim processes, e.g. "--max-semi-space-size=32"', '')
-    .option('--client <kind>', "node: a grpc-js client in this process; go: the kubelet's own CRI client (k8s.io/cri-client) in a Go process of its own (built on first use, kubelet-shim-client-go/main.go)", 'node')
-    .option('--shim-nice <n>', 'scheduling niceness of the shim processes (e.g. -10, as a node daemon unit would set; root for < 0)', (v) => Number(v))
-    .parse(process.argv)
-    .opts<{ n: number; warmup: number; backend?: string; runDir: string; nodeIndex: number; implementations: string; inProcess: boolean; pinShim?: string; pinShimHelpers?: string; pinClient?: string; shimNodeFlags: string; shimNice?: number; client: string }>();
-  if (o.client !== 'node' && o.client !== 'go') throw new Error(`--client ${o.client}: expected node or go`);
-  // "impl" or "impl+<extra node flags of that shim>" (e.g. splice+--max-semi-space-size=64): variants
-  // of one implementation compared in the same interleaved run
-  const variants = o.implementations.split(',').map((x) => x.trim()).filter(Boolean).map((name) => {
-    const [impl, ...flags] = name.split('+');
-    if (!PROXY_IMPLEMENTATIONS.includes(impl as ProxyImplementation)) throw new Error(`--implementations: unknown implementation "${impl}" in "${name}" (one of ${PROXY_IMPLEMENTATIONS.join(', ')}, optionally +node flags)`);
-    return { name, impl: impl as ProxyImplementation, nodeFlags: flags.join('+').split(' ').filter(Boolean) };
-  });
-
-  if (o.pinShimHelpers && (!o.pinShim || o.inProcess)) throw new Error('--pin-shim-helpers needs --pin-shim and the shims as their own processes (not --in-process)');
+  const opts = kubeletShimBenchOptions(process.argv.slice(2), PROXY_IMPLEMENTATIONS);
+  const o = { ...opts.profile, n: opts.n, backend: opts.backend };
+  // "impl" or "impl+<extra node flags of that shim>": variants of one implementation compared in the same interleaved run
+  const variants = shimVariants(opts.implementations, PROXY_IMPLEMENTATIONS, o.inProcess);
   let node: CriTestNode | undefined;
   const children: ChildProcess[] = [];
   const proxies: CriProxyServer[] = [];
@@ -131,12 +111,11 @@ async function main(): Promise<void> {
     for (const [k, v] of variants.entries()) {
       const listen = join(o.runDir, `bench-shim-${k}.sock`);
       if (o.inProcess) {
-        if (v.nodeFlags.length) throw new Error(`--implementations ${v.name}: node flags need the shims as their own processes (not --in-process)`);
         const p = createCriProxy({ listen, backend, implementation: v.impl });
         await p.start();
         proxies.push(p);
       } else {
-        children.push(await startShimProcess(listen, backend, v.impl, [...o.shimNodeFlags.split(' ').filter(Boolean), ...v.nodeFlags], o.pinShim, o.shimNice));
+        children.push(await startShimProcess(listen, backend, v.impl, [...o.shimNodeFlags, ...v.nodeFlags], o.pinShim, o.shimNice));
       }
       const c = new CriClient(listen);
       clients.push(c);
@@ -230,6 +209,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: Error) => {
-  console.error(err.stack ?? err.message);
+  console.error(`bench:kubelet-shim: ${benchFailure(err)}`);
   process.exit(1);
 });

@@ -36,6 +36,7 @@ import { CpuWindowProbe, MachineCpuAudit, processState, procPids } from './cpu-w
 import { UPF_NAME, type NodeFailure, type Topology } from './scenario.ts';
 import { SHIM_POLICY_NAME, type EventName, type ScenarioName } from './results.ts';
 import { ensureRuntimeConfigCrd } from '../../core/runtime-config.ts';
+import { SOURCE_FREEZES } from './profile.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 export const SHIM_CONFIGS = join(REPO, 'kubelet-shim', 'configs');
@@ -85,8 +86,6 @@ export function experimentTestbedOptions(runDir: string, maxDn: number, pinCpus 
 /** Testbed topology: real-1 fails, real-2 .. real-(DN+1) receive. */
 export const testbedTopology = (dn: number): Topology => ({ sources: ['real-1'], destinations: Array.from({ length: dn }, (_, i) => `real-${i + 2}`) });
 
-/** What of a failed testbed node is stopped at t = 0 (profile freezeSource). */
-export const SOURCE_FREEZES = ['node', 'kubelet', 'none'] as const;
 export type SourceFreeze = (typeof SOURCE_FREEZES)[number];
 
 /** The profile's freezeSource as given (absent or true: node; false: none) -> what to stop. */

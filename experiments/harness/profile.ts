@@ -1,14 +1,56 @@
 /**
- * Run conditions of `ulysses experiment failover` that a study varies but a user of the harness
- * leaves at their settled defaults: one YAML file (`--profile`) instead of a flag each. Unknown
- * fields are errors naming the file and the field; the file's size and YAML aliases are bounded.
+ * Run conditions a study varies but a user leaves at their settled defaults: one YAML file
+ * (`--profile`) instead of a flag each, for `ulysses experiment failover` (RunProfileSchema below)
+ * and the benches (experiments/bench/options.ts). Every profile is read by {@link loadProfile}:
+ * unknown fields are errors naming the file and the field; the file's size and YAML aliases are
+ * bounded. This module imports no harness code, so a bench's measuring process can load it.
  */
 import { readFileSync, statSync } from 'node:fs';
 import { parse } from 'yaml';
 import { z } from 'zod';
-import { SOURCE_FREEZES, type FailoverExperimentOptions } from './local.ts';
+import type { FailoverExperimentOptions } from './local.ts';
 
 const MAX_PROFILE_BYTES = 64 * 1024;
+
+/** What of a failed testbed node is stopped at t = 0 (profile freezeSource). */
+export const SOURCE_FREEZES = ['node', 'kubelet', 'none'] as const;
+
+/**
+ * A profile's text (YAML or JSON) checked against `schema` (a strict object of optional fields);
+ * `name` is the file named in errors. `check` sees the parsed profile and returns what is wrong
+ * across fields (e.g. "field b needs field a"), or nothing.
+ */
+export function parseProfile<S extends z.ZodObject>(text: string, name: string, schema: S, check?: (p: z.infer<S>) => string | undefined): z.infer<S> {
+  if (Buffer.byteLength(text) > MAX_PROFILE_BYTES) throw new Error(`profile ${name}: larger than ${MAX_PROFILE_BYTES} bytes`);
+  let doc: unknown;
+  try {
+    doc = parse(text, { maxAliasCount: 0 }) ?? {};
+  } catch (err) {
+    throw new Error(`profile ${name}: not YAML: ${(err as Error).message.split('\n')[0]}`);
+  }
+  const r = schema.safeParse(doc);
+  if (!r.success) {
+    const i = r.error.issues[0]!;
+    const field = i.path.join('.');
+    const detail = i.code === 'unrecognized_keys' ? `unknown field(s) ${i.keys.join(', ')} (known: ${Object.keys(schema.shape).join(', ')})` : i.message;
+    throw new Error(`profile ${name}${field ? `: field ${field}` : ''}: ${detail}`);
+  }
+  const wrong = check?.(r.data);
+  if (wrong) throw new Error(`profile ${name}: ${wrong}`);
+  return r.data;
+}
+
+/** The profile in `file` (see {@link parseProfile}); a file over the bound is refused before it is read. */
+export function loadProfile<S extends z.ZodObject>(file: string, schema: S, check?: (p: z.infer<S>) => string | undefined): z.infer<S> {
+  let size: number;
+  try {
+    size = statSync(file).size;
+  } catch (err) {
+    throw new Error(`profile ${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`);
+  }
+  if (size > MAX_PROFILE_BYTES) throw new Error(`profile ${file}: larger than ${MAX_PROFILE_BYTES} bytes`);
+  return parseProfile(readFileSync(file, 'utf8'), file, schema, check);
+}
 
 const ms = z.number().int().nonnegative();
 export const RunProfileSchema = z
@@ -40,30 +82,15 @@ export const RunProfileSchema = z
   .strict();
 export type RunProfile = z.infer<typeof RunProfileSchema>;
 
-/** The profile's text (YAML or JSON) checked against the schema; `name` is the file named in errors. */
+const runProfileCheck = (p: RunProfile) => (p.cpuWindowProfile && p.cpuWindowMs === undefined ? 'field cpuWindowProfile needs cpuWindowMs' : undefined);
+
+/** The failover experiment's profile text checked against {@link RunProfileSchema}; `name` is the file named in errors. */
 export function parseRunProfile(text: string, name: string): RunProfile {
-  if (Buffer.byteLength(text) > MAX_PROFILE_BYTES) throw new Error(`profile ${name}: larger than ${MAX_PROFILE_BYTES} bytes`);
-  let doc: unknown;
-  try {
-    doc = parse(text, { maxAliasCount: 0 }) ?? {};
-  } catch (err) {
-    throw new Error(`profile ${name}: not YAML: ${(err as Error).message.split('\n')[0]}`);
-  }
-  const r = RunProfileSchema.safeParse(doc);
-  if (!r.success) {
-    const i = r.error.issues[0]!;
-    const field = i.path.join('.');
-    const detail = i.code === 'unrecognized_keys' ? `unknown field(s) ${i.keys.join(', ')} (known: ${Object.keys(RunProfileSchema.shape).join(', ')})` : i.message;
-    throw new Error(`profile ${name}${field ? `: field ${field}` : ''}: ${detail}`);
-  }
-  if (r.data.cpuWindowProfile && r.data.cpuWindowMs === undefined) throw new Error(`profile ${name}: field cpuWindowProfile needs cpuWindowMs`);
-  return r.data;
+  return parseProfile(text, name, RunProfileSchema, runProfileCheck);
 }
 
 export function loadRunProfile(file: string): RunProfile {
-  const size = statSync(file).size;
-  if (size > MAX_PROFILE_BYTES) throw new Error(`profile ${file}: larger than ${MAX_PROFILE_BYTES} bytes`);
-  return parseRunProfile(readFileSync(file, 'utf8'), file);
+  return loadProfile(file, RunProfileSchema, runProfileCheck);
 }
 
 /** The experiment options a profile sets (absent fields stay at the harness' defaults). */

@@ -65,7 +65,7 @@ describe('CriticalPathHold on the testbed', () => {
     await core.createNamespacedPod({ namespace: ns, body: criticalPod('crit', 'open') });
     await pollUntil('the controller manager holding for the Pending critical pod', () => cm.criticalPathHold.active(), { timeoutMs: 30_000, intervalMs: 50 });
     await apps.createNamespacedReplicaSet({ namespace: ns, body: lowReplicaSet('low', 3) });
-    await pollUntil('the low ReplicaSet in the controller manager’s cache', () => cm.replicaSets.get(`${ns}/low`), { timeoutMs: 30_000, intervalMs: 50 });
+    await pollUntil('the low ReplicaSet in the controller manager’s cache', () => cm.informers.replicaSets.get(`${ns}/low`), { timeoutMs: 30_000, intervalMs: 50 });
     // the ReplicaSet's key is queued: periodic ticks now find it and hold it
     const heldBefore = cm.pool('replicaset').stats().heldSlots;
     await pollUntil('20 held periodic ticks', () => cm.pool('replicaset').stats().heldSlots >= heldBefore + 20, { timeoutMs: 30_000, intervalMs: 50 });

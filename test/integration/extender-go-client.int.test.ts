@@ -55,7 +55,7 @@ describe("bench:extender's Go client (kube-scheduler's HTTPExtender)", () => {
     expect((await client.round(url, p, names.slice(0, 4))).feasible).toBe(1);
   });
 
-  it('with -gc-between-rounds (--client-gc-between-rounds) makes the same rounds', async () => {
+  it('with -gc-between-rounds (profile clientGcBetweenRounds of bench:extender) makes the same rounds', async () => {
     const gc = new GoRoundClient(buildGoClient(() => undefined), undefined, true);
     try {
       const p = pod('u5', { 'ulysses.io/assurance-policy': '{"policy":"threshold","min":{"cpu":2}}' });

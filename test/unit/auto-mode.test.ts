@@ -49,21 +49,21 @@ describe('ControllerManager auto mode (pods fed through the pod informer)', () =
     cm.setMode('replicaset', 'auto', { periodMs: 250 });
     expect(cm.modeOf('replicaset')).toBe('auto');
     expect(cm.pool('replicaset').mode).toBe('vanilla');
-    cm.pods.emit('add', pod('low', 'low'));
+    cm.informers.pods.emit('add', pod('low', 'low'));
     expect(cm.pool('replicaset').mode).toBe('vanilla');
-    cm.pods.emit('add', pod('crit', 'high'));
+    cm.informers.pods.emit('add', pod('crit', 'high'));
     expect(cm.pool('replicaset').mode).toBe('multi-priority-periodic');
     expect(cm.pool('replicaset').config.periodMs).toBe(250);
     expect(cm.pool('endpointslice').mode).toBe('vanilla');
     // the critical pod completes: a terminal pod does not count
-    cm.pods.emit('update', pod('crit', 'high', 'Succeeded'), pod('crit', 'high'));
+    cm.informers.pods.emit('update', pod('crit', 'high', 'Succeeded'), pod('crit', 'high'));
     expect(cm.pool('replicaset').mode).toBe('multi-priority-periodic');
     const deadline = Date.now() + 2000;
     while (cm.pool('replicaset').mode !== 'vanilla' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
     expect(cm.pool('replicaset').mode).toBe('vanilla');
     // an explicit mode leaves auto
     cm.setMode('replicaset', 'multi-priority-async');
-    cm.pods.emit('add', pod('crit2', 'high'));
+    cm.informers.pods.emit('add', pod('crit2', 'high'));
     expect(cm.modeOf('replicaset')).toBe('multi-priority-async');
     expect(cm.pool('replicaset').mode).toBe('multi-priority-async');
   });
@@ -71,7 +71,7 @@ describe('ControllerManager auto mode (pods fed through the pod informer)', () =
   it('the auto option starts a controller in auto, already periodic when a high pod is known', () => {
     cm = new ControllerManager({ kubeconfig: kc, controllers: ['deployment'], auto: ['deployment'] });
     expect(cm.modeOf('deployment')).toBe('auto');
-    cm.pods.emit('add', pod('crit', 'high'));
+    cm.informers.pods.emit('add', pod('crit', 'high'));
     expect(cm.pool('deployment').mode).toBe('multi-priority-periodic');
     expect(cm.pool('deployment').config.periodMs).toBe(100);
   });

@@ -423,19 +423,19 @@ describe('ControllerManager wiring: its informers feed the tracker', () => {
     };
     const w = new World('r-wiring'); // only for its object builders
     const rs = w.deployment('prio');
-    put(cm.deployments, w.deployments.get('r-wiring/prio')!);
-    put(cm.replicaSets, rs);
-    put(cm.services, { metadata: { name: 'prio', namespace: 'r-wiring' }, spec: { selector: { app: 'prio-rs' } } } as V1Service);
+    put(cm.informers.deployments, w.deployments.get('r-wiring/prio')!);
+    put(cm.informers.replicaSets, rs);
+    put(cm.informers.services, { metadata: { name: 'prio', namespace: 'r-wiring' }, spec: { selector: { app: 'prio-rs' } } } as V1Service);
     const lost = w.pod(rs, 'n1');
-    put(cm.pods, lost);
-    put(cm.nodes, { metadata: { name: 'n1' }, spec: {} } as V1Node);
-    put(cm.nodes, { metadata: { name: 'n1' }, spec: { taints: [FAILURE] } } as V1Node);
+    put(cm.informers.pods, lost);
+    put(cm.informers.nodes, { metadata: { name: 'n1' }, spec: {} } as V1Node);
+    put(cm.informers.nodes, { metadata: { name: 'n1' }, spec: { taints: [FAILURE] } } as V1Node);
     expect(cm.recoveries.openRecoveries()).toEqual([expect.objectContaining({ owner: 'Deployment/prio', cause: `taint ${FAILURE.key}` })]);
-    remove(cm.pods, lost);
+    remove(cm.informers.pods, lost);
     const repl = w.pod(rs, 'n2');
-    put(cm.pods, repl);
+    put(cm.informers.pods, repl);
     expect(cm.recoveries.recent).toHaveLength(0);
-    put(cm.endpointSlices, {
+    put(cm.informers.endpointSlices, {
       addressType: 'IPv4',
       metadata: { name: 'prio-x', namespace: 'r-wiring', labels: { 'kubernetes.io/service-name': 'prio' } },
       endpoints: [{ addresses: ['10.0.0.9'], conditions: { ready: true }, targetRef: { kind: 'Pod', name: repl.metadata!.name!, namespace: 'r-wiring', uid: repl.metadata!.uid! } }],

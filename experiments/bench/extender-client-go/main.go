@@ -1,4 +1,4 @@
-// The scheduler's side of `npm run bench:extender -- --client go`: kube-scheduler's own extender
+// The scheduler's side of `npm run bench:extender` with profile `client: go`: kube-scheduler's own extender
 // client (k8s.io/kubernetes/pkg/scheduler HTTPExtender, the code kube-scheduler runs for every
 // configured extender) making one scheduling round per request: Filter with every node, then
 // Prioritize with the nodes that passed, nodeCacheCapable (node names only on the wire), timed here.

@@ -1,4 +1,4 @@
-// The client of `experiments/bench/kubelet-shim.ts --client go`: the kubelet's own CRI client
+// The client of `npm run bench:kubelet-shim` with profile `client: go`: the kubelet's own CRI client
 // (k8s.io/cri-client remote runtime service, what kubelet.go connects to containerRuntimeEndpoint
 // with: RuntimeRequestTimeout 2 min, a no-op tracer provider as when tracing is off), one per path
 // (containerd directly, each shim), making the bench's calls in a Go process of its own, as the
