@@ -52,6 +52,8 @@ export type Serving =
        * absent: no Lease behind the gate, no limit.
        */
       readonly validForMs?: number;
+      /** The Lease's renew deadline (ms), when there is one. */
+      readonly renewDeadlineMs?: number;
     }
   | { readonly ready: false; readonly reason: string };
 
@@ -121,7 +123,7 @@ export class LeadershipGate implements ServingGate {
         if (age >= this.lease.renewDeadlineMs) {
           return { ready: false, reason: `${this.what} last renewed ${age} ms ago, past the renew deadline of ${this.lease.renewDeadlineMs} ms: not serving` };
         }
-        return { ready: true, validForMs: this.lease.renewDeadlineMs - age };
+        return { ready: true, validForMs: this.lease.renewDeadlineMs - age, renewDeadlineMs: this.lease.renewDeadlineMs };
       }
     }
   }

@@ -100,8 +100,9 @@ function sameReservation(a: V1Pod, b: V1Pod): boolean {
 
 /**
  * A write of bind is sent only with at least this much time left before the Lease's renew deadline
- * (ExtenderServer.fence): a healthy leader renews every retry period (2 s) with a 10 s deadline, so
- * it always has far more; less means renewals are failing.
+ * (ExtenderServer.fence), or a quarter of the renew deadline if that is less: a healthy leader
+ * renews every retry period (2 s) with a 10 s deadline, so it always has far more; less means
+ * renewals are failing.
  */
 export const LEASE_WRITE_MARGIN_MS = 1000;
 
@@ -1023,18 +1024,20 @@ export class ExtenderServer {
   /**
    * The leader's write fence: right before each write of bind (the reservation PATCH, the binding,
    * the release), leadership must still be held and not about to expire: the gate open with at
-   * least {@link LEASE_WRITE_MARGIN_MS} left before the renew deadline. Returns the ms the write may
-   * take (its timeout, ours and the apiserver's: it is given up before the Lease could lapse;
-   * Infinity without a Lease behind the gate); throws NotServing otherwise, so a leader cut off
-   * from the apiserver or paused past its lease writes nothing more (bind answers the Error).
+   * least {@link LEASE_WRITE_MARGIN_MS} (or a quarter of the renew deadline) left before the renew
+   * deadline. Returns the ms the write may take (its timeout, ours and the apiserver's: it is given
+   * up before the Lease could lapse; Infinity without a Lease behind the gate); throws NotServing
+   * otherwise, so a leader cut off from the apiserver or paused past its lease writes nothing more
+   * (bind answers the Error).
    */
   private fence(what: string): number {
     const g = this.gate?.check();
     if (!g) return Number.POSITIVE_INFINITY;
     if (!g.ready) throw new NotServing(g.reason);
     const valid = g.validForMs ?? Number.POSITIVE_INFINITY;
-    if (valid < LEASE_WRITE_MARGIN_MS) {
-      throw new NotServing(`${what} not sent: the Lease's renew deadline is ${valid} ms away, less than the ${LEASE_WRITE_MARGIN_MS} ms a write needs`);
+    const margin = Math.min(LEASE_WRITE_MARGIN_MS, (g.renewDeadlineMs ?? Number.POSITIVE_INFINITY) / 4);
+    if (valid < margin) {
+      throw new NotServing(`${what} not sent: the Lease's renew deadline is ${valid} ms away, less than the ${margin} ms a write needs`);
     }
     return valid;
   }

@@ -41,7 +41,7 @@ describe('LeadershipGate: only a leader with a fresh Lease and a rebuilt state s
     expect(!s1.ready && s1.reason).toMatch(/leader since 40 ms, rebuilding the reservations/);
     expect(g.rebuilt(term)).toBe(true);
     // ready, for what is left before the renew deadline
-    expect(g.check()).toEqual({ ready: true, validForMs: 9960 });
+    expect(g.check()).toEqual({ ready: true, validForMs: 9960, renewDeadlineMs: 10_000 });
 
     // renewals stop: serving until just before the deadline, not at it
     now = l.renewedAt + 9_999;
