@@ -20,7 +20,7 @@ const WORKER_MARK = 'ulysses-rt-analysis';
  * What the thread is told of the existing RT pods. It keeps every pod it was given (by an id the
  * sender assigns per parsed pod version: same spec object, name, UID and pin) and each node's list
  * of pod ids; a job carries only what the thread does not have yet:
- * - `pods`: the pods new to the thread, packed into one Float64Array (transferred, not cloned) and
+ * - `batch`: the pods new to the thread, packed into one Float64Array (transferred, not cloned) and
  *   their names and UIDs; a node of 64 servers x 256 tasks was 16,000 task objects in a structured
  *   clone (synchronous, on the event loop, ~300 ms for 17 such nodes on this VM), it is 16,000 x 4
  *   numbers copied into a buffer;
@@ -305,7 +305,7 @@ export class RtAnalysisWorker {
     if (batch) transfer.push(batch.numbers.buffer as ArrayBuffer, batch.ids.buffer as ArrayBuffer);
     this.transfer.units += units;
     this.transfer.bytes += listBytes + (batch ? batch.numbers.byteLength + batch.ids.byteLength : 0);
-    // every node over the budget: nothing for the thread to do
+    // the nodes over the budget are answered here, the others by the thread
     const toThread = sent.filter((_, i) => !overBudget.has(i));
     const podsToThread = pods.filter((_, i) => !overBudget.has(i));
     const merge = (r: AnalysisResult): AnalysisResult => {
