@@ -9,19 +9,35 @@
  */
 import { isMainThread, parentPort, workerData, type Worker } from 'node:worker_threads';
 import { tsWorker } from '../../core/ts-worker.ts';
-import { AnalysisBudget } from '../realtime/task.ts';
+import type { RtPodSpec } from '../realtime/annotations.ts';
+import { DEFAULT_MAX_UTILIZATION } from '../realtime/budget-period.ts';
+import { AnalysisBudget, type RtTask } from '../realtime/task.ts';
 import { analyzeRtNode, type NewPod, type NodeReport, type ParsedRtNode, type ParsedRtPod } from '../realtime/what-if.ts';
 
 const WORKER_MARK = 'ulysses-rt-analysis';
 
 /**
- * A node as sent to the thread: its pods left out (null) when the thread already has this very
- * pods list of the node (the extender's per-node-version list, state.ts rtSummary: the same array
- * while nothing on the node changed). A node with 64 servers x 256 tasks is 16,000 task objects:
- * cloned into every request (and out again in the reports) it cost more than the analysis itself,
- * on the event loop (structured clone is synchronous) and in the thread.
+ * What the thread is told of the existing RT pods. It keeps every pod it was given (by an id the
+ * sender assigns per parsed pod version: same spec object, name, UID and pin) and each node's list
+ * of pod ids; a job carries only what the thread does not have yet:
+ * - `batch`: the pods new to the thread, packed into one Float64Array (transferred, not cloned) and
+ *   their names and UIDs; a node of 64 servers x 256 tasks was 16,000 task objects in a structured
+ *   clone (synchronous, on the event loop, ~300 ms for 17 such nodes on this VM), it is 16,000 x 4
+ *   numbers copied into a buffer;
+ * - per node, the ids of its pods (null: the thread's list of the node is current);
+ * - `drop`: ids no node list refers to any more (the thread forgets them: its memory follows the state).
+ * So a pod that changed costs that pod, a node that changed its list of ids, and nothing is sent twice.
  */
-type SentNode = Omit<ParsedRtNode, 'pods'> & { readonly pods: readonly ParsedRtPod[] | null };
+interface PodBatch {
+  readonly ids: Int32Array;
+  readonly names: readonly string[];
+  readonly uids: readonly string[];
+  /** Per pod: kind (0 server, 1 reservation, 2 EDF), its 2 / 3 / 0 parameters, n tasks, n x (wcetUs, periodUs, deadlineUs|NaN, priority|NaN), n cores (-1: none), the cores. */
+  readonly numbers: Float64Array;
+}
+
+/** A node as sent to the thread: `pods` are ids of pods the thread has, or null when its list is current. */
+type SentNode = Omit<ParsedRtNode, 'pods'> & { readonly pods: Int32Array | null };
 
 interface Job {
   readonly id: number;
@@ -29,70 +45,299 @@ interface Job {
   readonly pods: readonly NewPod[];
   readonly limit: number;
   readonly requestLimit: number;
-  /** Forget every node's pods list kept so far (the sender's record of them overflowed). */
+  readonly batch: PodBatch | null;
+  readonly drop: Int32Array | null;
+  /** Forget every pod and node list kept so far (the sender's record of them overflowed). */
   readonly reset?: true;
 }
 
-/** Node pods lists kept per side (by node name) before both forget them all. */
+/** Node lists kept per side (by node name) before both forget everything. */
 const MAX_KEPT_NODES = 4096;
+
+/**
+ * Work units (task.ts AnalysisBudget) charged to the request for bringing one pod into the thread:
+ * 1 per pod and 1 per task, the order of what one pass of an analysis over them costs. A node whose
+ * pods new to the thread do not fit in what is left of the request's budget is not sent: it is
+ * refused with "analysis budget exceeded" (not cached), and a later request brings it over with
+ * a budget of its own; pods already sent stay (progress every request).
+ */
+export function transferUnits(spec: RtPodSpec): number {
+  return 1 + spec.tasks.length;
+}
+
+const KIND_CODE = { 'deferrable-server': 0, 'budget-period': 1, edf: 2 } as const;
+
+function packedLength(p: ParsedRtPod): number {
+  const params = p.spec.kind === 'deferrable-server' ? 2 : p.spec.kind === 'budget-period' ? 3 : 0;
+  return 1 + params + 1 + 4 * p.spec.tasks.length + 1 + (p.cores?.length ?? 0);
+}
+
+/** Packs `pods` (ids[i] for pods[i]) into one batch (see {@link PodBatch}). */
+export function packPods(pods: readonly ParsedRtPod[], ids: readonly number[]): PodBatch {
+  let length = 0;
+  for (const p of pods) length += packedLength(p);
+  const numbers = new Float64Array(length);
+  let o = 0;
+  for (const p of pods) {
+    const s = p.spec;
+    numbers[o++] = KIND_CODE[s.kind];
+    if (s.kind === 'deferrable-server') {
+      numbers[o++] = s.server.budgetUs;
+      numbers[o++] = s.server.periodUs;
+    } else if (s.kind === 'budget-period') {
+      numbers[o++] = s.reservation.runtimeUs;
+      numbers[o++] = s.reservation.periodUs;
+      numbers[o++] = s.reservation.cpus;
+    }
+    numbers[o++] = s.tasks.length;
+    for (const t of s.tasks) {
+      numbers[o++] = t.wcetUs;
+      numbers[o++] = t.periodUs;
+      numbers[o++] = t.deadlineUs ?? Number.NaN;
+      numbers[o++] = t.priority ?? Number.NaN;
+    }
+    if (p.cores) {
+      numbers[o++] = p.cores.length;
+      for (const c of p.cores) numbers[o++] = c;
+    } else numbers[o++] = -1;
+  }
+  return { ids: Int32Array.from(ids), names: pods.map((p) => p.name), uids: pods.map((p) => p.uid), numbers };
+}
+
+/** The pods of a batch, as they were packed (the analyses see the same objects' shapes). */
+export function unpackPods(b: PodBatch): ParsedRtPod[] {
+  const out: ParsedRtPod[] = [];
+  const n = b.numbers;
+  let o = 0;
+  for (let i = 0; i < b.ids.length; i++) {
+    const kind = n[o++]!;
+    let head: { kind: 'deferrable-server'; server: { budgetUs: number; periodUs: number } } | { kind: 'budget-period'; reservation: { runtimeUs: number; periodUs: number; cpus: number } } | { kind: 'edf' };
+    if (kind === 0) head = { kind: 'deferrable-server', server: { budgetUs: n[o++]!, periodUs: n[o++]! } };
+    else if (kind === 1) head = { kind: 'budget-period', reservation: { runtimeUs: n[o++]!, periodUs: n[o++]!, cpus: n[o++]! } };
+    else head = { kind: 'edf' };
+    const count = n[o++]!;
+    const tasks: RtTask[] = new Array<RtTask>(count);
+    for (let k = 0; k < count; k++) {
+      const wcetUs = n[o++]!;
+      const periodUs = n[o++]!;
+      const deadlineUs = n[o++]!;
+      const priority = n[o++]!;
+      tasks[k] = Number.isNaN(deadlineUs)
+        ? Number.isNaN(priority)
+          ? { wcetUs, periodUs }
+          : { wcetUs, periodUs, priority }
+        : Number.isNaN(priority)
+          ? { wcetUs, periodUs, deadlineUs }
+          : { wcetUs, periodUs, deadlineUs, priority };
+    }
+    const nCores = n[o++]!;
+    let cores: number[] | undefined;
+    if (nCores >= 0) {
+      cores = new Array<number>(nCores);
+      for (let k = 0; k < nCores; k++) cores[k] = n[o++]!;
+    }
+    out.push({ name: b.names[i]!, uid: b.uids[i]!, spec: { ...head, tasks } as RtPodSpec, cores });
+  }
+  return out;
+}
 
 export interface AnalysisResult {
   /** One report per node, in order. */
   readonly reports: readonly NodeReport[];
-  /** Work spent (task.ts AnalysisBudget units). */
+  /** Work spent (task.ts AnalysisBudget units), bringing pods into the thread included. */
   readonly used: number;
 }
 
 if (!isMainThread && (workerData as { mark?: string } | null)?.mark === WORKER_MARK) {
-  const kept = new Map<string, readonly ParsedRtPod[]>();
+  const pods = new Map<number, ParsedRtPod>();
+  const lists = new Map<string, readonly ParsedRtPod[]>();
   parentPort!.on('message', (job: Job) => {
-    if (job.reset) kept.clear();
+    if (job.reset) {
+      pods.clear();
+      lists.clear();
+    }
+    if (job.batch) {
+      const unpacked = unpackPods(job.batch);
+      job.batch.ids.forEach((id, i) => pods.set(id, unpacked[i]!));
+    }
     const budget = new AnalysisBudget(job.limit, job.requestLimit);
     const reports = job.nodes.map((sent, i): NodeReport => {
-      let pods = sent.pods;
-      if (pods) kept.set(sent.name, pods);
-      else pods = kept.get(sent.name) ?? null;
-      if (!pods) throw new Error(`internal: RT analysis thread has no pods list of node ${sent.name}`);
-      const r = analyzeRtNode({ ...sent, pods }, job.pods[i]!, { exactResponseTimes: false, stopAtFirstFailure: true, budget });
+      let list: readonly ParsedRtPod[] | undefined;
+      if (sent.pods) {
+        const ids = sent.pods;
+        const l = new Array<ParsedRtPod>(ids.length);
+        for (let k = 0; k < ids.length; k++) {
+          const p = pods.get(ids[k]!);
+          if (!p) throw new Error(`internal: RT analysis thread has no pod ${ids[k]} of node ${sent.name}`);
+          l[k] = p;
+        }
+        lists.set(sent.name, (list = l));
+      } else list = lists.get(sent.name);
+      if (!list) throw new Error(`internal: RT analysis thread has no pods list of node ${sent.name}`);
+      const r = analyzeRtNode({ ...sent, pods: list }, job.pods[i]!, { exactResponseTimes: false, stopAtFirstFailure: true, budget });
       // only what the verdict reads (evaluate.ts): no per-server and per-task reports back across the thread
       return { ...r, coreUtilization: [], servers: [], tasks: [] };
     });
+    if (job.drop) for (const id of job.drop) pods.delete(id);
     parentPort!.postMessage({ id: job.id, reports, used: budget.used });
   });
+}
+
+/** The sender's record of one pod version the thread has. */
+interface SentPod {
+  readonly id: number;
+  readonly name: string;
+  readonly uid: string;
+  readonly cores: readonly number[] | undefined;
+  /** Node lists (in the thread) that refer to it. */
+  refs: number;
+}
+
+const sameCores = (a: readonly number[] | undefined, b: readonly number[] | undefined) => a === b || (!!a && !!b && a.length === b.length && a.every((c, i) => c === b[i]));
+
+/** Transfer statistics (tests, metrics): what the thread was sent. */
+export interface TransferStats {
+  /** Node lists sent / left out because the thread's list was current. */
+  nodesSent: number;
+  nodesReused: number;
+  /** Nodes refused because bringing their pods over would pass the request's budget. */
+  nodesOverBudget: number;
+  /** Pods and tasks packed and sent; pods a list referred to that the thread already had. */
+  podsSent: number;
+  podsReused: number;
+  tasksSent: number;
+  /** Bytes of the packed numbers and of the node lists' ids (transferred, not cloned). */
+  bytes: number;
+  /** Work units charged for the transfer ({@link transferUnits}). */
+  units: number;
 }
 
 /** One analysis thread, started on first use; a crashed thread fails its jobs and is started again on the next. */
 export class RtAnalysisWorker {
   private worker: Worker | undefined;
   private seq = 0;
+  private nextPodId = 0;
   private readonly waiting = new Map<number, { resolve: (r: AnalysisResult) => void; reject: (e: Error) => void }>();
   /** Jobs answered (for tests and metrics). */
   jobs = 0;
-  /** Nodes handed to the thread with their pods lists, and with the list the thread already had. */
-  readonly nodes = { sent: 0, reused: 0 };
+  /** What the thread was sent since this object was made (see {@link TransferStats}). */
+  readonly transfer: TransferStats = { nodesSent: 0, nodesReused: 0, nodesOverBudget: 0, podsSent: 0, podsReused: 0, tasksSent: 0, bytes: 0, units: 0 };
 
-  /** Analyses `nodes[i]` for `pods[i]` (the same pod, named as each node's verdict needs), within `limit` work units in all. */
+  /** Node lists the thread keeps, by node name: the list object they were made from and its pods. */
+  private readonly lists = new Map<string, { readonly from: readonly ParsedRtPod[]; readonly pods: readonly SentPod[] }>();
+  /** Pod versions the thread keeps, by their parsed spec (one spec object per pod version, state.ts). */
+  private readonly podsBySpec = new WeakMap<RtPodSpec, SentPod>();
+
+  /**
+   * Analyses `nodes[i]` for `pods[i]` (the same pod, named as each node's verdict needs), within
+   * `limit` work units in all, bringing the thread's copy of the nodes' pods up to date first
+   * (charged to `limit`, see {@link transferUnits}).
+   */
   analyze(nodes: readonly ParsedRtNode[], pods: readonly NewPod[], limit: number, requestLimit = limit): Promise<AnalysisResult> {
     const w = this.thread();
     const id = ++this.seq;
     let reset: true | undefined;
-    if (this.sent.size + nodes.length > MAX_KEPT_NODES) {
-      this.sent.clear();
+    if (this.lists.size + nodes.length > MAX_KEPT_NODES) {
+      this.forget();
       reset = true;
     }
-    const sent = nodes.map((n): SentNode => {
-      if (this.sent.get(n.name) === n.pods) {
-        this.nodes.reused++;
-        return { ...n, pods: null };
+    const newPods: ParsedRtPod[] = [];
+    const newIds: number[] = [];
+    const drop: number[] = [];
+    let units = 0;
+    let listBytes = 0;
+    const overBudget = new Map<number, NodeReport>();
+    const sent: SentNode[] = [];
+    const transfer: ArrayBuffer[] = [];
+    nodes.forEach((n, i) => {
+      const kept = this.lists.get(n.name);
+      if (kept && kept.from === n.pods) {
+        this.transfer.nodesReused++;
+        sent.push({ ...n, pods: null });
+        return;
       }
-      this.sent.set(n.name, n.pods);
-      this.nodes.sent++;
-      return n;
+      // what this node's list needs that the thread does not have, and its cost
+      let cost = 0;
+      let tasks = 0;
+      const missing = new Set<ParsedRtPod>();
+      n.pods.forEach((p) => {
+        if (this.kept(p) || missing.has(p)) return;
+        missing.add(p);
+        cost += transferUnits(p.spec);
+        tasks += p.spec.tasks.length;
+      });
+      if (units + cost > limit) {
+        this.transfer.nodesOverBudget++;
+        overBudget.set(i, notInThread(n, missing.size, tasks, cost, limit - units, requestLimit));
+        sent.push({ ...n, pods: null });
+        return;
+      }
+      units += cost;
+      // the new list's references first, then the old one's released: a pod in both stays
+      const list = n.pods.map((p) => {
+        let r = this.kept(p);
+        if (r) this.transfer.podsReused++;
+        else {
+          r = { id: ++this.nextPodId, name: p.name, uid: p.uid, cores: p.cores, refs: 0 };
+          this.podsBySpec.set(p.spec, r);
+          newPods.push(p);
+          newIds.push(r.id);
+          this.transfer.podsSent++;
+          this.transfer.tasksSent += p.spec.tasks.length;
+        }
+        r.refs++;
+        return r;
+      });
+      for (const old of kept?.pods ?? []) {
+        if (--old.refs === 0) {
+          old.refs = -1; // gone from the thread: never referred to again
+          drop.push(old.id);
+        }
+      }
+      this.lists.set(n.name, { from: n.pods, pods: list });
+      const ids = Int32Array.from(list, (r) => r.id);
+      listBytes += ids.byteLength;
+      transfer.push(ids.buffer as ArrayBuffer);
+      this.transfer.nodesSent++;
+      sent.push({ ...n, pods: ids });
     });
+    const batch = newPods.length ? packPods(newPods, newIds) : null;
+    if (batch) transfer.push(batch.numbers.buffer as ArrayBuffer, batch.ids.buffer as ArrayBuffer);
+    this.transfer.units += units;
+    this.transfer.bytes += listBytes + (batch ? batch.numbers.byteLength + batch.ids.byteLength : 0);
+    // the nodes over the budget are answered here, the others by the thread
+    const toThread = sent.filter((_, i) => !overBudget.has(i));
+    const podsToThread = pods.filter((_, i) => !overBudget.has(i));
+    const merge = (r: AnalysisResult): AnalysisResult => {
+      let k = 0;
+      return { reports: nodes.map((_, i) => overBudget.get(i) ?? r.reports[k++]!), used: r.used + units };
+    };
+    const job: Job = {
+      id,
+      nodes: toThread,
+      pods: podsToThread,
+      limit: Math.max(0, limit - units),
+      requestLimit,
+      batch,
+      drop: drop.length ? Int32Array.from(drop) : null,
+      ...(reset ? { reset } : {}),
+    };
+    if (job.drop) transfer.push(job.drop.buffer as ArrayBuffer);
     return new Promise<AnalysisResult>((resolve, reject) => {
-      this.waiting.set(id, { resolve, reject });
-      w.postMessage({ id, nodes: sent, pods, limit, requestLimit, ...(reset ? { reset } : {}) } satisfies Job);
+      this.waiting.set(id, { resolve: (r) => resolve(merge(r)), reject });
+      this.post(w, job, transfer);
     });
+  }
+
+  /** The thread's record of this pod version, if it has it. */
+  private kept(p: ParsedRtPod): SentPod | undefined {
+    const r = this.podsBySpec.get(p.spec);
+    return r && r.refs >= 0 && r.name === p.name && r.uid === p.uid && sameCores(r.cores, p.cores) ? r : undefined;
+  }
+
+  /** Posts one job (its buffers transferred). */
+  private post(w: Worker, job: Job, transfer: ArrayBuffer[]): void {
+    w.postMessage(job, transfer);
   }
 
   /**
@@ -107,8 +352,11 @@ export class RtAnalysisWorker {
 
   private readonly uncounted = new Set<number>();
 
-  /** Nodes sent since this thread started with full pods lists, by name: the list it keeps for each. */
-  private readonly sent = new Map<string, readonly ParsedRtPod[]>();
+  /** Forgets what the thread keeps (a new thread keeps nothing; an overflow resets both sides). */
+  private forget(): void {
+    for (const l of this.lists.values()) for (const r of l.pods) r.refs = -1;
+    this.lists.clear();
+  }
 
   private thread(): Worker {
     if (this.worker) return this.worker;
@@ -123,7 +371,7 @@ export class RtAnalysisWorker {
     const fail = (err: Error) => {
       if (this.worker === w) {
         this.worker = undefined;
-        this.sent.clear(); // a new thread keeps nothing
+        this.forget();
       }
       for (const p of this.waiting.values()) p.reject(err);
       this.waiting.clear();
@@ -137,7 +385,29 @@ export class RtAnalysisWorker {
   async stop(): Promise<void> {
     const w = this.worker;
     this.worker = undefined;
-    this.sent.clear();
+    this.forget();
     await w?.terminate();
   }
+}
+
+/** The refusal of a node whose pods could not be brought into the thread within the request's budget. */
+function notInThread(n: ParsedRtNode, pods: number, tasks: number, cost: number, left: number, requestLimit: number): NodeReport {
+  const maxUtilization = n.capacity.maxUtilization ?? (n.kind === 'budget-period' ? DEFAULT_MAX_UTILIZATION : 1);
+  return {
+    node: n.name,
+    kind: n.kind,
+    schedulable: false,
+    reason:
+      `analysis budget exceeded: ${pods} pod(s) with ${tasks} tasks on the node are not in the analysis thread yet, ` +
+      `bringing them there costs ${cost} work units and ${Math.max(0, left)} are left (budget ${requestLimit} work units per request; ` +
+      'the next requests bring them over)',
+    cores: null,
+    coreUtilization: [],
+    maxUtilization,
+    leastLoadedCoreRemaining: 0,
+    score: 0,
+    servers: [],
+    tasks: [],
+    budgetExceeded: true,
+  };
 }

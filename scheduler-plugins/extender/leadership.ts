@@ -43,7 +43,19 @@ export interface LeaseView {
   readonly leader: string;
 }
 
-export type Serving = { readonly ready: true } | { readonly ready: false; readonly reason: string };
+export type Serving =
+  | {
+      readonly ready: true;
+      /**
+       * How long (ms, the gate's clock) the answer holds without a new renewal: the time left to the
+       * renew deadline. A write the leader starts must finish within it (server.ts bind's fence);
+       * absent: no Lease behind the gate, no limit.
+       */
+      readonly validForMs?: number;
+      /** The Lease's renew deadline (ms), when there is one. */
+      readonly renewDeadlineMs?: number;
+    }
+  | { readonly ready: false; readonly reason: string };
 
 /** What ExtenderServer asks before it answers a verb (and /readyz). */
 export interface ServingGate {
@@ -111,7 +123,7 @@ export class LeadershipGate implements ServingGate {
         if (age >= this.lease.renewDeadlineMs) {
           return { ready: false, reason: `${this.what} last renewed ${age} ms ago, past the renew deadline of ${this.lease.renewDeadlineMs} ms: not serving` };
         }
-        return { ready: true };
+        return { ready: true, validForMs: this.lease.renewDeadlineMs - age, renewDeadlineMs: this.lease.renewDeadlineMs };
       }
     }
   }

@@ -31,7 +31,7 @@ import { EventRecorder, NO_EVENTS, type ComponentEventRecorder } from '../../cor
 import { ApiError, isNotFound, KubeClient } from '../../core/kube.ts';
 import { componentLogger, objectLogger, type Logger } from '../../core/logging.ts';
 import { metricsRegistry, metricsText } from '../../core/metrics.ts';
-import { RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../schedulability.ts';
+import { RT_ANNOTATION, RT_CORES_ANNOTATION, TDMA_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../schedulability.ts';
 import { AnalysisBudget } from '../realtime/task.ts';
 import type { NewPod, ParsedRtNode } from '../realtime/what-if.ts';
 import { RtAnalysisWorker } from './analysis-worker.ts';
@@ -89,6 +89,23 @@ export class DeadlineExceeded extends Error {
 }
 
 /** The serving gate closed during a call (leadership lost): the call writes nothing more. */
+/** Annotations a bind's decision reads or writes on the pod being bound. */
+const DECISION_ANNOTATIONS = [RT_ANNOTATION, TDMA_ANNOTATION, RESERVED_NODE_ANNOTATION, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION];
+
+/** Two versions of a pod the same for a bind's decision: same UID, both unbound, same {@link DECISION_ANNOTATIONS}. */
+function sameReservation(a: V1Pod, b: V1Pod): boolean {
+  if (a.metadata?.uid !== b.metadata?.uid || a.spec?.nodeName || b.spec?.nodeName) return false;
+  return DECISION_ANNOTATIONS.every((k) => a.metadata?.annotations?.[k] === b.metadata?.annotations?.[k]);
+}
+
+/**
+ * A write of bind is sent only with at least this much time left before the Lease's renew deadline
+ * (ExtenderServer.fence), or a quarter of the renew deadline if that is less: a healthy leader
+ * renews every retry period (2 s) with a 10 s deadline, so it always has far more; less means
+ * renewals are failing.
+ */
+export const LEASE_WRITE_MARGIN_MS = 1000;
+
 class NotServing extends Error {
   constructor(reason: string) {
     super(`scheduler extender stopped serving: ${reason}`);
@@ -823,6 +840,11 @@ export class ExtenderServer {
    * leaves the intended reservation assumed in the state (ClusterState.assumePod) until the
    * informer brings the pod's real state: over-reservation meanwhile, never a slot or core booked
    * twice. A PATCH the apiserver refused restores the previous record.
+   * Writes are fenced: each is sent only while leadership is held with time to spare and given up
+   * before the Lease could lapse ({@link fence}); the PATCH is conditional on the pod's
+   * resourceVersion the decision saw and the binding on the one the PATCH made (each retried once on
+   * a later version that changed nothing the decision read), so a write based on a stale view fails
+   * (an Error for the scheduler) instead of overwriting another replica's reservation.
    */
   async bind(args: ExtenderBindingArgs): Promise<ExtenderBindingResult> {
     const key = `${args.PodNamespace}/${args.PodName}`;
@@ -842,8 +864,15 @@ export class ExtenderServer {
     const client = this.client;
     const call = <T>(method: string, path: string, what: string, opts: { body?: unknown; contentType?: string } = {}): Promise<T> =>
       withDeadline(client.request<T>(method, path, { ...opts, timeoutMs: perRequest() }), left(), what);
+    // a write of the leader: fenced (this.fence) right before it is sent, and given up (by us and by
+    // the apiserver, its `timeout` parameter) before the Lease could pass its renew deadline
+    const write = <T>(method: string, path: string, what: string, opts: { body?: unknown; contentType?: string }): Promise<T> => {
+      const ms = Math.max(1, Math.floor(Math.min(perRequest(), this.fence(what))));
+      return withDeadline(client.request<T>(method, path, { ...opts, timeoutMs: ms, query: { timeout: `${ms}ms` } }), Math.min(left(), ms), what);
+    };
     const podPath = `/api/v1/namespaces/${encodeURIComponent(args.PodNamespace)}/pods/${encodeURIComponent(args.PodName)}`;
-    let reserved = false;
+    /** What our PATCH wrote, once it was written (for the release after a failed binding). */
+    let reserved: { values: Record<string, string>; resourceVersion: string | undefined } | undefined;
     let uid: string | undefined;
     try {
       let pod = this.state.pod(key)?.pod;
@@ -867,32 +896,53 @@ export class ExtenderServer {
             if (!v.fits) return `ulysses: bind ${key} to ${args.Node}: ${v.message}`;
             const latest = this.state.pod(key)?.pod;
             const current = latest?.metadata?.uid === podUid ? latest : pod;
-            const ann = current.metadata?.annotations ?? {};
             const values: Record<string, string> = { [RESERVED_NODE_ANNOTATION]: args.Node };
             if (v.cores) values[RT_CORES_ANNOTATION] = JSON.stringify(v.cores);
             if (v.slots) values[TDMA_SLOTS_ANNOTATION] = JSON.stringify(v.slots);
-            const ops: unknown[] = [{ op: 'test', path: '/metadata/uid', value: podUid }];
-            // the gate closed meanwhile (leadership lost): a successor may be placing pods now
-            const open = this.gate?.check();
-            if (open && !open.ready) throw new NotServing(open.reason);
-            if (!current.metadata?.annotations) ops.push({ op: 'add', path: '/metadata/annotations', value: values });
-            else for (const [k, val] of Object.entries(values)) ops.push({ op: 'add', path: `/metadata/annotations/${escapePointer(k)}`, value: val });
-            // a stale reservation of a plugin that no longer applies must not stay
-            const stale = [RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION].filter((k) => !(k in values) && k in ann);
-            for (const k of stale) ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointer(k)}` });
-            // assumed before the PATCH is sent: whatever becomes of it, no other bind takes these cores/slots meanwhile
-            const intended = Object.fromEntries(Object.entries({ ...ann, ...values }).filter(([k]) => !stale.includes(k)));
-            this.state.assumePod({ ...current, metadata: { ...current.metadata, annotations: intended } });
-            let patched: V1Pod;
-            try {
-              patched = await call<V1Pod>('PATCH', podPath, `PATCH ${podPath}`, { body: ops, contentType: 'application/json-patch+json' });
-            } catch (err) {
-              // refused by the apiserver: nothing was written, the previous record is the truth; unknown: stay assumed
-              if (err instanceof ApiError) this.state.assumePod(current);
-              throw err;
+            // conditional on the pod being the version the decision saw: a write based on a stale view
+            // of it (a successor reserved it meanwhile) fails instead of overwriting
+            const opsFor = (base: V1Pod) => {
+              const ann = base.metadata?.annotations ?? {};
+              const ops: unknown[] = [{ op: 'test', path: '/metadata/uid', value: podUid }];
+              if (base.metadata?.resourceVersion) ops.push({ op: 'test', path: '/metadata/resourceVersion', value: base.metadata.resourceVersion });
+              if (!base.metadata?.annotations) ops.push({ op: 'add', path: '/metadata/annotations', value: values });
+              else for (const [k, val] of Object.entries(values)) ops.push({ op: 'add', path: `/metadata/annotations/${escapePointer(k)}`, value: val });
+              // a stale reservation of a plugin that no longer applies must not stay
+              const stale = [RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION].filter((k) => !(k in values) && k in ann);
+              for (const k of stale) ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointer(k)}` });
+              const intended = Object.fromEntries(Object.entries({ ...ann, ...values }).filter(([k]) => !stale.includes(k)));
+              return { ops, intended };
+            };
+            let base = current;
+            let patched: V1Pod | undefined;
+            for (let attempt = 1; !patched; attempt++) {
+              const { ops, intended } = opsFor(base);
+              // assumed before the PATCH is sent: whatever becomes of it, no other bind takes these cores/slots meanwhile
+              this.state.assumePod({ ...base, metadata: { ...base.metadata, annotations: intended } });
+              try {
+                // fenced here: nothing awaited between this check and the request
+                patched = await write<V1Pod>('PATCH', podPath, `PATCH ${podPath}`, { body: ops, contentType: 'application/json-patch+json' });
+              } catch (err) {
+                // refused by the apiserver: nothing was written, the previous record is the truth; unknown: stay assumed
+                if (err instanceof ApiError || err instanceof NotServing) this.state.assumePod(base);
+                if (!(err instanceof ApiError && (err.statusCode === 409 || err.statusCode === 422))) throw err;
+                // a precondition failed. Once, on the pod's latest version if it changed nothing the
+                // decision read (unbound, same demand and reservation annotations: e.g. a status update
+                // the cache had not seen); anything else, such as another replica's reservation, stays
+                if (attempt === 1) {
+                  const fresh = await call<V1Pod>('GET', podPath, `GET ${podPath}`);
+                  if (sameReservation(fresh, base)) {
+                    base = fresh;
+                    continue;
+                  }
+                }
+                throw new Error(
+                  `the pod is no longer the version the reservation was decided on (uid ${podUid}, resourceVersion ${base.metadata?.resourceVersion ?? 'unknown'}): nothing written (${err.message})`,
+                );
+              }
             }
             this.state.upsertPod(patched);
-            reserved = true;
+            reserved = { values, resourceVersion: patched.metadata?.resourceVersion };
             log.info({ node: args.Node, cores: v.cores, slots: v.slots }, 'reservation recorded');
             return undefined;
           },
@@ -900,23 +950,41 @@ export class ExtenderServer {
         );
         if (rejection) return fail('rejected', rejection);
       }
-      const open = this.gate?.check();
-      if (open && !open.ready) throw new NotServing(open.reason);
-      await call('POST', `${podPath}/binding`, `POST ${podPath}/binding`, {
-        body: {
-          apiVersion: 'v1',
-          kind: 'Binding',
-          metadata: { name: args.PodName, namespace: args.PodNamespace, uid },
-          target: { apiVersion: 'v1', kind: 'Node', name: args.Node },
-        },
-      });
+      // a reserved pod is bound only as a version holding our reservation (the apiserver checks the
+      // Binding's resourceVersion): the one our PATCH made, or (once) a later one that still holds it,
+      // unbound; if anyone changed the reservation since, e.g. another replica, nothing is bound
+      const bindAs = (resourceVersion: string | undefined) =>
+        write('POST', `${podPath}/binding`, `POST ${podPath}/binding`, {
+          body: {
+            apiVersion: 'v1',
+            kind: 'Binding',
+            metadata: { name: args.PodName, namespace: args.PodNamespace, uid, ...(resourceVersion ? { resourceVersion } : {}) },
+            target: { apiVersion: 'v1', kind: 'Node', name: args.Node },
+          },
+        });
+      const conflict = (err: unknown) => err instanceof ApiError && err.statusCode === 409;
+      try {
+        await bindAs(reserved?.resourceVersion);
+      } catch (err) {
+        if (!reserved?.resourceVersion || !conflict(err)) throw err;
+        const changed = (e: unknown) => new Error(`the pod changed after its reservation was written (resourceVersion ${reserved!.resourceVersion}): not bound (${(e as Error).message})`);
+        const fresh = await call<V1Pod>('GET', podPath, `GET ${podPath}`);
+        const ann = fresh.metadata?.annotations ?? {};
+        const ours = !fresh.spec?.nodeName && fresh.metadata?.uid === uid && Object.entries(reserved.values).every(([k, v]) => ann[k] === v);
+        if (!ours || !fresh.metadata?.resourceVersion) throw changed(err);
+        try {
+          await bindAs(fresh.metadata.resourceVersion);
+        } catch (again) {
+          throw conflict(again) ? changed(again) : again;
+        }
+      }
       m.binds.inc({ result: 'bound' });
       log.info({ node: args.Node }, 'bound');
       return { Error: '' };
     } catch (err) {
       // the binding failed (or its outcome is unknown): release the reservation in the background, never past the deadline
       // not after losing the gate: the successor may be reserving for this very pod (over-reservation, never double-booking)
-      if (reserved && uid && !(err instanceof NotServing)) void this.releaseReservation(podPath, uid, log);
+      if (reserved && uid && !(err instanceof NotServing)) void this.releaseReservation(podPath, uid, reserved.values, log);
       if (isNotFound(err)) return fail('rejected', `ulysses: bind ${key}: pod not found`);
       if (err instanceof NotServing) return fail('error', `ulysses: bind ${key} to ${args.Node}: ${err.message}`);
       if (err instanceof DeadlineExceeded) {
@@ -927,23 +995,50 @@ export class ExtenderServer {
   }
 
   /**
-   * Best effort: the binding failed, so the pod holds no node; drop its reservation annotations
-   * (only if the pod is still unbound: a binding whose answer was lost may have succeeded).
+   * Best effort: the binding failed, so the pod holds no node; drop its reservation annotations,
+   * only if the pod is still unbound (a binding whose answer was lost may have succeeded) and still
+   * holds the reservation this bind wrote (`written`; another one, e.g. a successor's, is not ours
+   * to drop). Fenced as bind's writes, and conditional on the version read.
    */
-  private async releaseReservation(podPath: string, uid: string, log: Logger): Promise<void> {
+  private async releaseReservation(podPath: string, uid: string, written: Record<string, string>, log: Logger): Promise<void> {
     const timeoutMs = this.cfg.bindTimeoutMs;
     try {
       const current = await withDeadline(this.client!.request<V1Pod>('GET', podPath, { timeoutMs }), timeoutMs, `GET ${podPath}`);
       const ann = current.metadata?.annotations ?? {};
       if (current.spec?.nodeName || current.metadata?.uid !== uid) return;
+      if (Object.entries(written).some(([k, v]) => ann[k] !== v)) return;
       const ops: unknown[] = [{ op: 'test', path: '/metadata/uid', value: uid }];
-      for (const k of [RESERVED_NODE_ANNOTATION, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION]) if (k in ann) ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointer(k)}` });
-      if (ops.length > 1) {
-        const patch = this.client!.request<V1Pod>('PATCH', podPath, { body: ops, contentType: 'application/json-patch+json', timeoutMs });
-        this.state.upsertPod(await withDeadline(patch, timeoutMs, `PATCH ${podPath}`));
+      if (current.metadata?.resourceVersion) ops.push({ op: 'test', path: '/metadata/resourceVersion', value: current.metadata.resourceVersion });
+      const removes = [RESERVED_NODE_ANNOTATION, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION].filter((k) => k in ann);
+      for (const k of removes) ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointer(k)}` });
+      if (removes.length) {
+        const ms = Math.max(1, Math.floor(Math.min(timeoutMs, this.fence(`PATCH ${podPath}`))));
+        const patch = this.client!.request<V1Pod>('PATCH', podPath, { body: ops, contentType: 'application/json-patch+json', timeoutMs: ms, query: { timeout: `${ms}ms` } });
+        this.state.upsertPod(await withDeadline(patch, ms, `PATCH ${podPath}`));
       }
     } catch (err) {
       log.warn({ err: (err as Error).message }, 'could not release the reservation after a failed binding (it stays: over-reservation, never double-booking)');
     }
+  }
+
+  /**
+   * The leader's write fence: right before each write of bind (the reservation PATCH, the binding,
+   * the release), leadership must still be held and not about to expire: the gate open with at
+   * least {@link LEASE_WRITE_MARGIN_MS} (or a quarter of the renew deadline) left before the renew
+   * deadline. Returns the ms the write may take (its timeout, ours and the apiserver's: it is given
+   * up before the Lease could lapse; Infinity without a Lease behind the gate); throws NotServing
+   * otherwise, so a leader cut off from the apiserver or paused past its lease writes nothing more
+   * (bind answers the Error).
+   */
+  private fence(what: string): number {
+    const g = this.gate?.check();
+    if (!g) return Number.POSITIVE_INFINITY;
+    if (!g.ready) throw new NotServing(g.reason);
+    const valid = g.validForMs ?? Number.POSITIVE_INFINITY;
+    const margin = Math.min(LEASE_WRITE_MARGIN_MS, (g.renewDeadlineMs ?? Number.POSITIVE_INFINITY) / 4);
+    if (valid < margin) {
+      throw new NotServing(`${what} not sent: the Lease's renew deadline is ${valid} ms away, less than the ${margin} ms a write needs`);
+    }
+    return valid;
   }
 }

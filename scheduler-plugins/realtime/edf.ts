@@ -16,7 +16,8 @@
  *
  * Placement over cores: the tasks are placed one by one, highest density first (ties by index),
  * each on the least loaded core (by density, ties by core index) that still passes the test:
- * worst-fit decreasing. All-or-nothing.
+ * worst-fit decreasing. All-or-nothing. With a budget, every core test is counted: the placement's
+ * and the per-core summaries of its answer ({@link summaryUnits}).
  * No I/O.
  */
 import { decimalRatio, effectiveDeadline, invalidTask, relativeDeadline, spend, taskDensity, taskUtilization, utilizationExceeds, type AnalysisBudget, type RtTask } from './task.ts';
@@ -56,10 +57,24 @@ export type EdfPlacement =
   | { readonly ok: true; /** core of each input task */ readonly assignment: readonly number[]; readonly cores: readonly EdfResult[] }
   | { readonly ok: false; readonly reason: string; readonly cores: readonly EdfResult[] };
 
+/**
+ * Work units (task.ts AnalysisBudget) of testing every core of `cores` once: 1 per core and 1 per
+ * task on it, as each core test of the placement is counted.
+ */
+export function summaryUnits(cores: readonly (readonly RtTask[])[]): number {
+  let units = cores.length;
+  for (const c of cores) units += c.length;
+  return units;
+}
+
 /** Worst-fit-decreasing placement of `tasks` onto cores already holding `cores[i]`. */
 export function placeEdfTasks(cores: readonly (readonly RtTask[])[], tasks: readonly RtTask[], bound = 1, budget?: AnalysisBudget): EdfPlacement {
   const state = cores.map((c) => [...c]);
-  const current = () => state.map((c) => edfCoreSchedulable(c, bound));
+  // the per-core summaries of the answer are counted as the placement's per-core tests are
+  const current = () => {
+    spend(budget, summaryUnits(state));
+    return state.map((c) => edfCoreSchedulable(c, bound));
+  };
   if (state.length === 0) return { ok: false, reason: 'node has no cores', cores: [] };
   for (const [i, t] of tasks.entries()) {
     const bad = invalidTask(t);

@@ -31,8 +31,8 @@ import { ConfigError, validateConfig } from '../../core/config.ts';
 import { parseRtAnnotation, parseRtCapacityAnnotation, RT_KINDS, type RtCapacity, type RtKind, type RtPodSpec } from './annotations.ts';
 import { DEFAULT_MAX_UTILIZATION, coreUtilization, placeReservation, type CoreReservation } from './budget-period.ts';
 import { coreSchedulable, placeServer, type CoreAnalysis, type DeferrableServer } from './deferrable-server.ts';
-import { edfCoreSchedulable, placeEdfTasks } from './edf.ts';
-import { AnalysisBudgetExceeded, relativeDeadline, taskDensity, taskUtilization, type AnalysisBudget, type RtTask } from './task.ts';
+import { edfCoreSchedulable, placeEdfTasks, summaryUnits } from './edf.ts';
+import { AnalysisBudgetExceeded, relativeDeadline, spend, taskDensity, taskUtilization, type AnalysisBudget, type RtTask } from './task.ts';
 
 export interface WhatIfPod {
   readonly name: string;
@@ -487,7 +487,11 @@ function analyzeBpNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number,
 function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number, budget: AnalysisBudget | undefined, ignored: string[]): NodeReport {
   const coreTasks: RtTask[][] = Array.from({ length: nCores }, () => []);
   const owner: Array<Array<{ pod: string; task: number }>> = Array.from({ length: nCores }, () => []);
-  const util = () => coreTasks.map((c) => c.reduce((u, t) => u + taskUtilization(t), 0));
+  // per-core summaries are work too (1 unit per core and per task, as a core test): counted
+  const util = () => {
+    spend(budget, summaryUnits(coreTasks));
+    return coreTasks.map((c) => c.reduce((u, t) => u + taskUtilization(t), 0));
+  };
   for (const p of n.pods) {
     const e = p;
     const tasks = e.spec.tasks;
@@ -523,13 +527,15 @@ function analyzeEdfNode(n: ParsedNode, pod: NewPod, nCores: number, maxU: number
   const used = [...new Set(placed.assignment)].sort((a, b) => a - b);
   // recorded (ulysses.io/rt-cores) as the core of each task, in task order
   const tasks: TaskReport[] = [];
-  for (const c of used) {
-    const result = edfCoreSchedulable(coreTasks[c]!, maxU);
+  spend(budget, summaryUnits(used.map((c) => coreTasks[c]!)));
+  const results = used.map((c) => edfCoreSchedulable(coreTasks[c]!, maxU));
+  used.forEach((c, k) => {
+    const result = results[k]!;
     const method = result.test === 'utilization' ? 'edf-utilization' : 'edf-density';
     coreTasks[c]!.forEach((t, i) => tasks.push(taskReport(owner[c]![i]!.pod, owner[c]![i]!.task, c, t, null, result.schedulable, method)));
-  }
-  const tests = used.map((c) => {
-    const r = edfCoreSchedulable(coreTasks[c]!, maxU);
+  });
+  const tests = used.map((c, k) => {
+    const r = results[k]!;
     return `core ${c}: ${r.test} ${r.load.toFixed(4)} <= ${r.bound} (${r.exact ? 'exact' : 'sufficient'})`;
   });
   return succeeded(n.name, n.kind, maxU, util(), placed.assignment, `fits: ${tests.join('; ')}`, { tasks });

@@ -222,7 +222,7 @@ describe("bind's re-check in the analysis thread gives up inside httpTimeoutMs",
 });
 
 describe('the analysis thread keeps each node\'s pods list', () => {
-  it('a node unchanged since the last job is sent without its pods; a changed list and a restarted thread send them again; the verdicts are the inline ones', async () => {
+  it('a node unchanged since the last job is sent without its pods; a changed node sends its list of pod ids, a restarted thread the pods again; the verdicts are the inline ones', async () => {
     const w = new RtAnalysisWorker();
     try {
       const c = CASES.find((x) => x.name === 'ds-max-servers')!;
@@ -237,24 +237,100 @@ describe('the analysis thread keeps each node\'s pods list', () => {
       const inline = (n: ParsedRtNode) => analyzeRtNode(n, small, { exactResponseTimes: false, stopAtFirstFailure: true, budget: new AnalysisBudget(BUDGET) });
       const first = await w.analyze([node], [small], BUDGET);
       const second = await w.analyze([node], [small], BUDGET);
-      expect(w.nodes).toEqual({ sent: 1, reused: 1 });
+      expect(w.transfer).toMatchObject({ nodesSent: 1, nodesReused: 1, podsSent: 64, tasksSent: 64 * 256, units: 64 * 257 });
       for (const r of [first, second]) expect({ schedulable: r.reports[0]!.schedulable, reason: r.reports[0]!.reason, cores: r.reports[0]!.cores }).toEqual({ schedulable: inline(node).schedulable, reason: inline(node).reason, cores: inline(node).cores });
-      expect(second.used).toBe(first.used);
+      // the first job also paid for bringing the pods over (1 unit per pod and per task), within the same budget
+      for (const r of [first, second]) expect(r.used).toBeLessThanOrEqual(BUDGET);
       // the node changed (one holder fewer): a new list is sent, and analysed
       const fewer: ParsedRtNode = { ...node, pods: pods.slice(1) };
       const third = await w.analyze([fewer], [small], BUDGET);
-      expect(w.nodes).toEqual({ sent: 2, reused: 1 });
+      // the node changed (one holder fewer): its list of pod ids is sent, no pod again
+      expect(w.transfer).toMatchObject({ nodesSent: 2, nodesReused: 1, podsSent: 64, podsReused: 63, units: 64 * 257 });
       expect(third.reports[0]!.reason).toBe(inline(fewer).reason);
       // the reports carry the verdict only
       expect(third.reports[0]!.tasks).toEqual([]);
       // a new thread keeps nothing: sent again
       await w.stop();
       await w.analyze([fewer], [small], BUDGET);
-      expect(w.nodes).toEqual({ sent: 3, reused: 1 });
+      expect(w.transfer).toMatchObject({ nodesSent: 3, nodesReused: 1, podsSent: 127, podsReused: 63 });
     } finally {
       await w.stop();
     }
   }, 120_000);
+});
+
+/** Objects a structured clone of `v` would make (typed arrays: one each, their contents moved, not cloned). */
+function clonedObjects(v: unknown, seen = new Set<object>()): number {
+  if (typeof v !== 'object' || v === null || seen.has(v)) return 0;
+  seen.add(v);
+  if (ArrayBuffer.isView(v)) return 1;
+  let n = 1;
+  for (const x of Object.values(v)) n += clonedObjects(x, seen);
+  return n;
+}
+
+describe('bringing the analysis thread up to date on a cluster whose every node holds max tasks', () => {
+  it('8 nodes of 64 servers x 256 tasks: each request brings over what its budget allows (packed numbers, not task objects) and refuses the rest with the reason; every pod is sent once; a change sends no pod again', async () => {
+    const NODES = 8;
+    const LIMIT = 100_000;
+    const c = CASES.find((x) => x.name === 'ds-max-servers')!;
+    const s = new ExtenderServer({ config: { analysisBudget: LIMIT }, log: silentLogger() });
+    servers.push(s);
+    const names: string[] = [];
+    const holders: V1Pod[] = [];
+    for (let n = 0; n < NODES; n++) {
+      const o = adversarialObjects(c, `max-${n}`);
+      s.state.upsertNode(o.node);
+      for (const h of o.holders) s.state.upsertPod(h);
+      holders.push(...o.holders);
+      names.push(`max-${n}`);
+    }
+    const pod = adversarialObjects(c, 'unused').pod;
+    let uid = 0;
+    const filter = async () => {
+      const f = await post<ExtenderFilterResult>(s, 'filter', { Pod: { ...pod, metadata: { ...pod.metadata, uid: `fresh-${++uid}` } }, NodeNames: names });
+      expect(f.status).toBe(200);
+      expect(Object.keys(f.body.FailedAndUnresolvableNodes).sort()).toEqual([...names].sort());
+      for (const m of Object.values(f.body.FailedAndUnresolvableNodes)) expect(m).toContain('analysis budget exceeded');
+      // the whole request, the transfer to the thread included, within the budget
+      expect(s.analysisWork.last).toBeLessThanOrEqual(LIMIT);
+      return Object.values(f.body.FailedAndUnresolvableNodes).filter((m) => m.includes('not in the analysis thread yet')).length;
+    };
+    await filter(); // starts the thread
+    const worker = (s as unknown as { analysisWorker: RtAnalysisWorker }).analysisWorker;
+    const posted: Array<{ objects: number; bytes: number }> = [];
+    const tasksBefore = worker.transfer.tasksSent;
+    const original = (worker as unknown as { post: (w: unknown, job: object, transfer: ArrayBuffer[]) => void }).post.bind(worker);
+    (worker as unknown as { post: (w: unknown, job: object, transfer: ArrayBuffer[]) => void }).post = (w, job, transfer) => {
+      posted.push({ objects: clonedObjects(job), bytes: transfer.reduce((b, t) => b + t.byteLength, 0) });
+      original(w, job, transfer);
+    };
+    const perNode = c.holders.length * (1 + 256);
+    expect(worker.transfer.units).toBeLessThanOrEqual(LIMIT);
+    expect(worker.transfer.podsSent % c.holders.length).toBe(0);
+    expect(worker.transfer.podsSent).toBeGreaterThan(0);
+    expect(worker.transfer.podsSent).toBeLessThan(NODES * c.holders.length);
+    // later requests bring the rest over, each within its budget
+    const refusedFor: number[] = [];
+    for (let k = 0; k < NODES && worker.transfer.podsSent < NODES * c.holders.length; k++) refusedFor.push(await filter());
+    expect(worker.transfer).toMatchObject({ podsSent: NODES * c.holders.length, tasksSent: NODES * c.holders.length * 256, units: NODES * perNode });
+    expect(worker.transfer.nodesOverBudget).toBeGreaterThan(0);
+    // no request posted task objects: a few objects per node and the new pod, the tasks as packed numbers (4 per task)
+    for (const p of posted) expect(p.objects).toBeLessThan(1_000);
+    const packed = (worker.transfer.tasksSent - tasksBefore) * 4 * 8;
+    expect(packed).toBeGreaterThan(0);
+    expect(posted.reduce((b, p) => b + p.bytes, 0)).toBeGreaterThanOrEqual(packed);
+    expect(posted.reduce((b, p) => b + p.bytes, 0)).toBeLessThan(packed + 64 * 1024);
+    // every node in the thread now: refused by the analysis itself
+    expect(await filter()).toBe(0);
+    expect(worker.transfer.podsSent).toBe(NODES * c.holders.length);
+    // one holder leaves a node: its list of ids is sent again, no pod
+    const nodesSent = worker.transfer.nodesSent;
+    s.state.deletePod(holders[0]!);
+    expect(await filter()).toBe(0);
+    expect(worker.transfer).toMatchObject({ podsSent: NODES * c.holders.length, nodesSent: nodesSent + 1 });
+    console.log(`[adversarial] ${NODES} nodes x ${c.holders.length * 256} tasks, budget ${LIMIT}: nodes refused as not yet in the thread per request ${refusedFor.join(', ')}; jobs posted ${posted.length}, at most ${Math.max(...posted.map((p) => p.objects))} objects each`);
+  }, 240_000);
 });
 
 describe('task-set facts (computed once per task set)', () => {

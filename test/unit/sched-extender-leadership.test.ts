@@ -40,7 +40,8 @@ describe('LeadershipGate: only a leader with a fresh Lease and a rebuilt state s
     const s1 = g.check();
     expect(!s1.ready && s1.reason).toMatch(/leader since 40 ms, rebuilding the reservations/);
     expect(g.rebuilt(term)).toBe(true);
-    expect(g.check()).toEqual({ ready: true });
+    // ready, for what is left before the renew deadline
+    expect(g.check()).toEqual({ ready: true, validForMs: 9960, renewDeadlineMs: 10_000 });
 
     // renewals stop: serving until just before the deadline, not at it
     now = l.renewedAt + 9_999;
@@ -195,6 +196,183 @@ describe('ExtenderServer behind a gate', () => {
     // and the removed pod never comes back
     state.upsertPod(tdmaPod('gone', { 'ulysses.io/reserved-node': 'n1', 'ulysses.io/tdma-slots': '[4]' }, '10'));
     expect(state.pod('ns/gone')).toBeUndefined();
+  });
+});
+
+/**
+ * A fake apiserver for one namespace's pods, as bind uses it: GET, JSON patch (its `test` ops
+ * enforced: 422 as kube-apiserver answers a failed test), the binding subresource (its
+ * metadata.resourceVersion a precondition: 409), resourceVersion bumped on every write. `before`
+ * runs first on every request (the test moves the clock there).
+ */
+function fakePodApi(before: (method: string, path: string) => void = () => undefined) {
+  const pods = new Map<string, V1Pod>();
+  let rv = 100;
+  const calls: Array<{ method: string; path: string; timeoutMs?: number; query?: Record<string, unknown>; body?: unknown }> = [];
+  const unescape = (t: string) => t.replace(/~1/g, '/').replace(/~0/g, '~');
+  const client: BindClient = {
+    request: (async (method: string, path: string, opts: { body?: unknown; timeoutMs?: number; query?: Record<string, unknown> } = {}) => {
+      calls.push({ method, path, timeoutMs: opts.timeoutMs, query: opts.query, body: opts.body });
+      before(method, path);
+      const name = path.split('/')[6]!;
+      const pod = pods.get(name);
+      if (!pod) throw new ApiError(`${method} ${path}: 404 not found`, 404, 'NotFound');
+      if (method === 'GET') return structuredClone(pod);
+      if (method === 'PATCH') {
+        const next = structuredClone(pod);
+        for (const op of opts.body as Array<{ op: string; path: string; value?: unknown }>) {
+          const at = op.path.split('/').slice(1).map(unescape);
+          if (op.op === 'test') {
+            const cur = at.reduce<unknown>((o, k) => (o as Record<string, unknown> | undefined)?.[k], next);
+            if (cur !== op.value) throw new ApiError(`PATCH ${path}: 422 testing value ${op.path} failed`, 422);
+          } else if (at[1] === 'annotations' && at.length === 2) next.metadata!.annotations = { ...(op.value as Record<string, string>) };
+          else if (op.op === 'add') next.metadata!.annotations![at[2]!] = op.value as string;
+          else if (op.op === 'remove') delete next.metadata!.annotations![at[2]!];
+        }
+        next.metadata!.resourceVersion = String(++rv);
+        pods.set(name, next);
+        return structuredClone(next);
+      }
+      if (method === 'POST' && path.endsWith('/binding')) {
+        const b = opts.body as { metadata: { resourceVersion?: string }; target: { name: string } };
+        if (b.metadata.resourceVersion && b.metadata.resourceVersion !== pod.metadata!.resourceVersion) {
+          throw new ApiError(`POST ${path}: 409 Operation cannot be fulfilled on pods "${name}": the object has been modified`, 409, 'Conflict');
+        }
+        pods.set(name, { ...pod, metadata: { ...pod.metadata, resourceVersion: String(++rv) }, spec: { containers: [], ...pod.spec, nodeName: b.target.name } });
+        return {};
+      }
+      throw new Error(`unexpected ${method} ${path}`);
+    }) as BindClient['request'],
+  };
+  return { pods, calls, client, bump: (name: string) => pods.set(name, { ...pods.get(name)!, metadata: { ...pods.get(name)!.metadata, resourceVersion: String(++rv) } }) };
+}
+
+describe("bind's writes are fenced by the Lease", () => {
+  const tdma = { tdmaNetworks: { rtnet0: { cycleUs: 20_000, slotUs: 1000, slots: 20 } } };
+  /** A leading gate on a fake clock: renewed at `t0`, renew deadline 10 s. */
+  function leader() {
+    const clock = { now: 5_000_000 };
+    const l = lease({ isLeader: true, renewedAt: clock.now, leader: 'me' });
+    const gate = new LeadershipGate(l, 'Lease ulysses-system/ulysses-scheduler-extender', () => clock.now);
+    gate.rebuilt(gate.startLeading());
+    return { clock, lease: l, gate };
+  }
+  const bindBody = (name: string) => ({ PodName: name, PodNamespace: 'ns', PodUID: `uid-${name}`, Node: 'n1' });
+  async function bind(s: ExtenderServer, name: string): Promise<string> {
+    const r = await s.app.inject({ method: 'POST', url: '/bind', payload: bindBody(name) });
+    expect(r.statusCode).toBe(200);
+    return (r.json() as { Error: string }).Error;
+  }
+
+  it('paused past the renew deadline before the PATCH: no reservation written, no binding, HTTP 200 with the Error', async () => {
+    const { clock, gate } = leader();
+    // the process stops while its GET is out; it answers 10.5 s later
+    const api = fakePodApi((method) => {
+      if (method === 'GET') clock.now += 10_500;
+    });
+    api.pods.set('a', tdmaPod('a', {}, '7'));
+    const s = new ExtenderServer({ config: tdma, log: silentLogger(), gate, client: api.client });
+    servers.push(s);
+    s.state.upsertNode(tdmaNode('n1'));
+    const error = await bind(s, 'a');
+    expect(error).toMatch(/^ulysses: bind ns\/a to n1: scheduler extender stopped serving: Lease ulysses-system\/ulysses-scheduler-extender last renewed 10500 ms ago, past the renew deadline of 10000 ms: not serving$/);
+    expect(api.calls.map((c) => c.method)).toEqual(['GET']);
+    expect(api.pods.get('a')!.metadata!.annotations).toEqual(tdmaPod('a').metadata!.annotations);
+    expect(s.state.takenSlots('rtnet0', 'none')).toEqual([]);
+  });
+
+  it('leadership about to expire (500 ms to the renew deadline): the PATCH is not sent', async () => {
+    const { clock, gate } = leader();
+    const api = fakePodApi((method) => {
+      if (method === 'GET') clock.now += 9_500;
+    });
+    api.pods.set('b', tdmaPod('b', {}, '7'));
+    const s = new ExtenderServer({ config: tdma, log: silentLogger(), gate, client: api.client });
+    servers.push(s);
+    s.state.upsertNode(tdmaNode('n1'));
+    expect(gate.check().ready).toBe(true);
+    const error = await bind(s, 'b');
+    expect(error).toMatch(/stopped serving: PATCH \/api\/v1\/namespaces\/ns\/pods\/b not sent: the Lease's renew deadline is 500 ms away, less than the 1000 ms a write needs$/);
+    expect(api.calls.map((c) => c.method)).toEqual(['GET']);
+    expect(s.state.takenSlots('rtnet0', 'none')).toEqual([]);
+  });
+
+  it('the PATCH is given up (by us and the apiserver) before the renew deadline; the Lease lapsing while it is out: no binding', async () => {
+    const { clock, gate } = leader();
+    const api = fakePodApi((method) => {
+      if (method === 'GET') clock.now += 7_000; // 3 s left
+      if (method === 'PATCH') clock.now += 3_000; // the renew deadline reached while the PATCH was out
+    });
+    api.pods.set('c', tdmaPod('c', {}, '7'));
+    const s = new ExtenderServer({ config: { ...tdma, httpTimeoutMs: 60_000, bindTimeoutMs: 10_000 }, log: silentLogger(), gate, client: api.client });
+    servers.push(s);
+    s.state.upsertNode(tdmaNode('n1'));
+    const error = await bind(s, 'c');
+    const patch = api.calls.find((c) => c.method === 'PATCH')!;
+    expect({ timeoutMs: patch.timeoutMs, query: patch.query }).toEqual({ timeoutMs: 3_000, query: { timeout: '3000ms' } });
+    // conditional on the version the decision saw
+    expect(patch.body).toContainEqual({ op: 'test', path: '/metadata/resourceVersion', value: '7' });
+    expect(error).toMatch(/stopped serving: .*past the renew deadline of 10000 ms: not serving$/);
+    expect(api.calls.map((c) => c.method)).toEqual(['GET', 'PATCH']);
+    expect(api.pods.get('c')!.spec!.nodeName).toBeUndefined();
+  });
+
+  it('writes conditional on the pod version: a successor\'s reservation made meanwhile fails the PATCH (422) or the binding (409) with an Error and stays; a status-only change is retried once', async () => {
+    const { gate } = leader();
+    /** What happens to the pod right before our next PATCH / binding: a successor reserves it, or its status changes. */
+    const next: { PATCH?: 'successor' | 'status'; POST?: 'successor' | 'status' } = {};
+    const api = fakePodApi((method, path) => {
+      const what = next[method as 'PATCH' | 'POST'];
+      if (!what) return;
+      delete next[method as 'PATCH' | 'POST'];
+      const name = path.split('/')[6]!;
+      if (what === 'successor') {
+        const p = api.pods.get(name)!;
+        api.pods.set(name, { ...p, metadata: { ...p.metadata, annotations: { ...p.metadata!.annotations, 'ulysses.io/reserved-node': 'n1', 'ulysses.io/tdma-slots': '[3,4]' } } });
+      }
+      api.bump(name);
+    });
+    const s = new ExtenderServer({ config: tdma, log: silentLogger(), gate, client: api.client });
+    servers.push(s);
+    s.state.upsertNode(tdmaNode('n1'));
+    const start = (name: string) => {
+      api.pods.set(name, tdmaPod(name, {}, '7'));
+      s.state.upsertPod(tdmaPod(name, {}, '7'));
+      api.calls.length = 0;
+    };
+    const methods = () => api.calls.map((c) => c.method);
+
+    // the extender's view of d is version 7; another replica reserves d before our PATCH lands
+    start('d');
+    next.PATCH = 'successor';
+    expect(await bind(s, 'd')).toMatch(/^ulysses: bind ns\/d to n1: the pod is no longer the version the reservation was decided on \(uid uid-d, resourceVersion 7\): nothing written \(PATCH .*: 422 testing value \/metadata\/resourceVersion failed\)$/);
+    expect(methods()).toEqual(['PATCH', 'GET']);
+    expect(api.pods.get('d')!.metadata!.annotations!['ulysses.io/tdma-slots']).toBe('[3,4]');
+    expect(api.pods.get('d')!.spec!.nodeName).toBeUndefined();
+
+    // only its status changed (the cache behind): the PATCH is retried on the latest version and the pod bound
+    start('g');
+    next.PATCH = 'status';
+    expect(await bind(s, 'g')).toBe('');
+    expect(methods()).toEqual(['PATCH', 'GET', 'PATCH', 'POST']);
+    expect(api.pods.get('g')!.spec!.nodeName).toBe('n1');
+
+    // another replica re-reserves e between our PATCH and the binding: not bound, its reservation stays
+    start('e');
+    next.POST = 'successor';
+    expect(await bind(s, 'e')).toMatch(/^ulysses: bind ns\/e to n1: the pod changed after its reservation was written \(resourceVersion \d+\): not bound \(POST .*: 409 /);
+    expect(api.pods.get('e')!.spec!.nodeName).toBeUndefined();
+    expect(api.pods.get('e')!.metadata!.annotations!['ulysses.io/tdma-slots']).toBe('[3,4]');
+    const binding = api.calls.find((c) => c.method === 'POST')!;
+    expect((binding.body as { metadata: { resourceVersion?: string } }).metadata.resourceVersion).toMatch(/^\d+$/);
+
+    // a status change between our PATCH and the binding: bound as the latest version still holding our reservation
+    start('f');
+    next.POST = 'status';
+    expect(await bind(s, 'f')).toBe('');
+    expect(methods()).toEqual(['PATCH', 'POST', 'GET', 'POST']);
+    expect(api.pods.get('f')!.spec!.nodeName).toBe('n1');
+    expect(api.pods.get('f')!.metadata!.annotations!['ulysses.io/reserved-node']).toBe('n1');
   });
 });
 
