@@ -106,7 +106,7 @@ export class KubeadmConfigurator implements ClusterConfigurator {
         return [n.name, cfg.containerRuntimeEndpoint ?? 'default'];
       }),
     );
-    const cm = (await core.listNamespacedPod({ namespace: ULYSSES_NAMESPACE, labelSelector: CONTROLLER_MANAGER_SELECTOR }).catch(() => ({ items: [] }))).items;
+    const cm = await runningControllerManagerPods(core).catch(() => []);
     let apfExemption = true;
     try {
       await this.o.kubeconfig.makeApiClient(FlowcontrolApiserverV1Api).readFlowSchema({ name: DEFAULT_FLOW_SCHEMA_NAME });
@@ -118,7 +118,7 @@ export class KubeadmConfigurator implements ClusterConfigurator {
       kcmControllers: disabled.length ? `all but ${disabled.join(',')}` : 'all',
       schedulerExtender: command('kube-scheduler').includes(SCHEDULER_CONFIG_FLAG),
       kubeletRuntime,
-      ulyssesControllerManagerPods: cm.filter((p) => p.status?.phase === 'Running' && !p.metadata?.deletionTimestamp).length,
+      ulyssesControllerManagerPods: cm.length,
       apfExemption,
     };
   }
@@ -202,6 +202,12 @@ export function kubeadmFrozenNode(kc: KubeConfig, runDir: string, readState: (ru
 
 const CONTROLLER_MANAGER_SELECTOR = 'app.kubernetes.io/name=ulysses-controller-manager';
 
+/** The installed controller manager's pods that run and are not being deleted. */
+async function runningControllerManagerPods(core: CoreV1Api) {
+  const pods = (await core.listNamespacedPod({ namespace: ULYSSES_NAMESPACE, labelSelector: CONTROLLER_MANAGER_SELECTOR })).items;
+  return pods.filter((p) => p.status?.phase === 'Running' && !p.metadata?.deletionTimestamp);
+}
+
 /**
  * The installed controller manager's /metrics samples named in `names`, from every running replica
  * through the apiserver's pod proxy (as `kubectl get --raw`; the harness need not reach pod IPs).
@@ -209,9 +215,7 @@ const CONTROLLER_MANAGER_SELECTOR = 'app.kubernetes.io/name=ulysses-controller-m
  */
 export async function controllerManagerSamples(kc: KubeConfig, names: ReadonlySet<string>): Promise<{ replicas: string; samples: MetricSample[] }> {
   const core = kc.makeApiClient(CoreV1Api);
-  const pods = (await core.listNamespacedPod({ namespace: ULYSSES_NAMESPACE, labelSelector: CONTROLLER_MANAGER_SELECTOR })).items.filter(
-    (p) => p.status?.phase === 'Running' && !p.metadata?.deletionTimestamp,
-  );
+  const pods = await runningControllerManagerPods(core);
   const samples: MetricSample[] = [];
   for (const p of pods) {
     const name = p.metadata?.name ?? '';

@@ -864,12 +864,8 @@ export class ExtenderServer {
     const client = this.client;
     const call = <T>(method: string, path: string, what: string, opts: { body?: unknown; contentType?: string } = {}): Promise<T> =>
       withDeadline(client.request<T>(method, path, { ...opts, timeoutMs: perRequest() }), left(), what);
-    // a write of the leader: fenced (this.fence) right before it is sent, and given up (by us and by
-    // the apiserver, its `timeout` parameter) before the Lease could pass its renew deadline
-    const write = <T>(method: string, path: string, what: string, opts: { body?: unknown; contentType?: string }): Promise<T> => {
-      const ms = Math.max(1, Math.floor(Math.min(perRequest(), this.fence(what))));
-      return withDeadline(client.request<T>(method, path, { ...opts, timeoutMs: ms, query: { timeout: `${ms}ms` } }), Math.min(left(), ms), what);
-    };
+    const write = <T>(method: string, path: string, what: string, opts: { body?: unknown; contentType?: string }): Promise<T> =>
+      this.fencedWrite<T>(method, path, what, opts, perRequest(), left());
     const podPath = `/api/v1/namespaces/${encodeURIComponent(args.PodNamespace)}/pods/${encodeURIComponent(args.PodName)}`;
     /** What our PATCH wrote, once it was written (for the release after a failed binding). */
     let reserved: { values: Record<string, string>; resourceVersion: string | undefined } | undefined;
@@ -1012,13 +1008,21 @@ export class ExtenderServer {
       const removes = [RESERVED_NODE_ANNOTATION, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION].filter((k) => k in ann);
       for (const k of removes) ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointer(k)}` });
       if (removes.length) {
-        const ms = Math.max(1, Math.floor(Math.min(timeoutMs, this.fence(`PATCH ${podPath}`))));
-        const patch = this.client!.request<V1Pod>('PATCH', podPath, { body: ops, contentType: 'application/json-patch+json', timeoutMs: ms, query: { timeout: `${ms}ms` } });
-        this.state.upsertPod(await withDeadline(patch, ms, `PATCH ${podPath}`));
+        this.state.upsertPod(await this.fencedWrite<V1Pod>('PATCH', podPath, `PATCH ${podPath}`, { body: ops, contentType: 'application/json-patch+json' }, timeoutMs));
       }
     } catch (err) {
       log.warn({ err: (err as Error).message }, 'could not release the reservation after a failed binding (it stays: over-reservation, never double-booking)');
     }
+  }
+
+  /**
+   * A write of the leader: fenced ({@link fence}) right before it is sent, and given up (by us and by
+   * the apiserver, its `timeout` parameter) within `maxMs` and before the Lease could pass its renew
+   * deadline; `deadlineMs` bounds the wait further (the rest of the scheduler's call).
+   */
+  private fencedWrite<T>(method: string, path: string, what: string, opts: { body?: unknown; contentType?: string }, maxMs: number, deadlineMs = Infinity): Promise<T> {
+    const ms = Math.max(1, Math.floor(Math.min(maxMs, this.fence(what))));
+    return withDeadline(this.client!.request<T>(method, path, { ...opts, timeoutMs: ms, query: { timeout: `${ms}ms` } }), Math.min(deadlineMs, ms), what);
   }
 
   /**
