@@ -138,6 +138,8 @@ experiment
   .requiredOption('--out <dir>', 'output directory (results.jsonl, summary.csv, report.md, figures)')
   .option('--run-dir <dir>', 'local testbed run directory (brought up if needed)', testbed.defaultRunDir())
   .option('--kubeconfig <file>', 'run on this cluster instead of the local testbed (needs --sources, --destinations)')
+  .option('--node-shell <command>', 'with --kubeconfig of a kubeadm cluster: a command running a shell as root on a node, {node} its name (e.g. "ssh root@{node}"); Ulysses is installed and switched with stock Kubernetes (configuration upstream) through it')
+  .option('--image <ref>', 'with --node-shell: the Ulysses image the nodes pull (default: ulysses:<version>)')
   .option('--sources <nodes>', 'with --kubeconfig: nodes that fail (comma-separated)', list)
   .option('--destinations <nodes>', 'with --kubeconfig: destination nodes, at least max(--dn)', list)
   .option('--shim-config <file>', 'kubelet-shim config of the paced configurations (2-5)')
@@ -155,8 +157,18 @@ experiment
     const kubeadmState = kubeadmTestbed.readKubeadmState();
     const { resolve } = await import('node:path');
     const kubeadm = o.kubeadm || Boolean(o.kubeconfig && kubeadmState && resolve(o.kubeconfig) === resolve(kubeadmState.kubeconfig));
+    if (o.nodeShell && (!o.kubeconfig || kubeadm)) throw new InvalidArgumentError('--node-shell: with --kubeconfig of a kubeadm cluster other than the kubeadm testbed (whose nodes the harness reaches itself)');
+    if (o.image && !o.nodeShell) throw new InvalidArgumentError('--image: with --node-shell (on the testbeds the image is built and imported)');
+    let cluster: import('../experiments/harness/kubeadm-configurator.ts').KubeadmClusterTarget | undefined;
+    if (o.nodeShell) {
+      const { ShellNodeAccess, clusterNodes, parseNodeShell } = await import('../manifests/node-shell.ts');
+      if (!o.sources?.length || !o.destinations?.length) throw new InvalidArgumentError('--node-shell: --sources and --destinations name the nodes that fail and receive');
+      const shell = parseNodeShell(o.nodeShell);
+      const nodes = await clusterNodes(await loadKubeConfig(o.kubeconfig));
+      cluster = { kubeconfig: o.kubeconfig, nodes: new ShellNodeAccess({ shell, nodes }), image: o.image, sources: o.sources, destinations: o.destinations, shellDescription: `"${o.nodeShell}"` };
+    }
     if (o.kubeadm && o.kubeconfig && !kubeadm) throw new InvalidArgumentError(`--kubeadm with --kubeconfig ${o.kubeconfig}: not the kubeadm testbed's kubeconfig (${kubeadmState?.kubeconfig ?? 'none is up'})`);
-    const configs = o.config ?? (kubeadm ? ['upstream', 1, 5] : [1, 5]);
+    const configs = o.config ?? (kubeadm || cluster ? ['upstream', 1, 5] : [1, 5]);
     const podsPerNode = [...new Set([...(o.idle ? [0] : []), ...o.podsPerNode])].sort((a, b) => a - b);
     const policyItems: string[] | undefined = o.shimPolicies;
     const shimPolicyFiles = policyItems?.length ? resolveShimPolicies(policyItems) : undefined;
@@ -169,8 +181,9 @@ experiment
       ...profile,
       out: o.out,
       runDir: o.runDir,
-      kubeconfig: o.kubeconfig && !kubeadm ? await loadKubeConfig(o.kubeconfig) : undefined,
-      kubeadm,
+      kubeconfig: o.kubeconfig && !kubeadm && !cluster ? await loadKubeConfig(o.kubeconfig) : undefined,
+      kubeadm: kubeadm || Boolean(cluster),
+      cluster,
       sources: o.sources,
       destinations: o.destinations,
       pacedShimConfig: o.shimConfig,
@@ -336,38 +349,45 @@ program
   });
 
 /**
- * The cluster `ulysses install|uninstall` acts on: the kubeadm testbed (nodes on this machine, image
- * built and imported first). The node steps of any other kubeadm cluster are run on its nodes as
- * manifests/README.md ("Install, step by step") describes.
+ * The cluster `ulysses install|uninstall` acts on: any kubeadm cluster whose nodes `--node-shell`
+ * reaches (manifests/node-shell.ts), or the kubeadm testbed (nodes on this machine, image built and
+ * imported first).
  */
-async function installTarget(o: { kubeconfig?: string; kubectl?: string; image?: string; components?: string[] }) {
+async function installTarget(o: { kubeconfig?: string; kubectl?: string; image?: string; components?: string[]; nodeShell?: string; shimProgram?: string }) {
   const { binaryPath } = await import('../experiments/testbed/binaries.ts');
   const { existsSync } = await import('node:fs');
+  const components = o.components as import('../manifests/overlays.ts').Component[] | undefined;
+  const log = (l: string) => console.error(l);
+  if (o.nodeShell) {
+    const { ShellNodeAccess, clusterNodes, parseNodeShell } = await import('../manifests/node-shell.ts');
+    const { loadKubeConfig } = await import('../core/kubeconfig.ts');
+    const file = o.kubeconfig ?? process.env.KUBECONFIG;
+    if (!file) throw new InvalidArgumentError('--node-shell: the cluster\'s admin kubeconfig is needed (--kubeconfig or $KUBECONFIG)');
+    const shell = parseNodeShell(o.nodeShell);
+    const nodes = await clusterNodes(await loadKubeConfig(file));
+    return { kubeconfig: file, kubectl: o.kubectl, image: o.image, components, nodes: new ShellNodeAccess({ shell, nodes, shimProgram: o.shimProgram }), log, state: undefined };
+  }
   const state = kubeadmTestbed.readKubeadmState();
-  if (!state?.ready) throw new Error('no kubeadm testbed is up (ulysses testbed up --kubeadm). On another kubeadm cluster, follow manifests/README.md "Install, step by step": the same steps, the node ones run on each node');
-  if (o.kubeconfig && o.kubeconfig !== state.kubeconfig) throw new Error(`--kubeconfig ${o.kubeconfig} is not the kubeadm testbed's (${state.kubeconfig}): the node steps can reach only the testbed's nodes`);
+  if (!state?.ready) throw new Error('no kubeadm testbed is up (ulysses testbed up --kubeadm); for another kubeadm cluster give --node-shell, e.g. --node-shell "ssh root@{node}" (manifests/README.md)');
+  if (o.kubeconfig && o.kubeconfig !== state.kubeconfig) throw new Error(`--kubeconfig ${o.kubeconfig} is not the kubeadm testbed's (${state.kubeconfig}): give --node-shell to reach that cluster's nodes`);
   const kubectl = o.kubectl ?? (existsSync(binaryPath('kubectl')) ? binaryPath('kubectl') : 'kubectl');
-  return {
-    kubeconfig: state.kubeconfig,
-    kubectl,
-    image: o.image,
-    components: o.components as import('../manifests/overlays.ts').Component[] | undefined,
-    nodes: kubeadmTestbed.kubeadmNodeAccess(state),
-    log: (l: string) => console.error(l),
-    state,
-  };
+  return { kubeconfig: state.kubeconfig, kubectl, image: o.image, components, nodes: kubeadmTestbed.kubeadmNodeAccess(state), log, state };
 }
+
+const NODE_SHELL_HELP = 'a command running a shell as root on a node, {node} its name, e.g. "ssh root@{node}": install into that kubeadm cluster (default: the kubeadm testbed)';
 
 program
   .command('install')
-  .description('install Ulysses into the kubeadm testbed as manifests/README.md describes: objects, controller manager and extender Deployments, kube-controller-manager --controllers and kube-scheduler --config through kubeadm patches, the kubelet-shim node service and each kubelet\'s runtime endpoint')
-  .option('--kubeconfig <file>', "the kubeadm testbed's admin kubeconfig (default)")
+  .description('install Ulysses into a kubeadm cluster as manifests/README.md describes: objects, controller manager and extender Deployments, kube-controller-manager --controllers and kube-scheduler --config through kubeadm patches, the kubelet-shim node service and each kubelet\'s runtime endpoint')
+  .option('--kubeconfig <file>', "the cluster's admin kubeconfig (default: $KUBECONFIG with --node-shell, else the kubeadm testbed's)")
+  .option('--node-shell <command>', NODE_SHELL_HELP)
   .option('--components <list>', 'apf,controller-manager,scheduler-extender,kubelet-shim (default: all)', list)
-  .option('--image <ref>', 'the Ulysses image (default: ulysses:<version>, built and imported into every node)')
-  .option('--kubectl <path>', "kubectl (default: the testbed's)")
+  .option('--image <ref>', 'the Ulysses image the nodes pull (default: ulysses:<version>; on the kubeadm testbed built and imported into every node)')
+  .option('--shim-program <path>', 'with --node-shell: the kubelet-shim program on the nodes (default /opt/ulysses/manifests/entrypoint.sh)')
+  .option('--kubectl <path>', "kubectl (default: the testbed's, else kubectl on PATH)")
   .action(async (o) => {
     const target = await installTarget(o);
-    if (!o.image) {
+    if (!o.image && target.state) {
       const { buildUlyssesImage, importUlyssesImage } = await import('../experiments/testbed/ulysses-image.ts');
       const img = await buildUlyssesImage({ log: target.log });
       await importUlyssesImage(img.tar, target.state.nodes.map((n) => n.spec.socket));
@@ -378,10 +398,11 @@ program
 
 program
   .command('uninstall')
-  .description('return the kubeadm testbed to stock Kubernetes: the install steps in reverse, then every Ulysses object deleted')
-  .option('--kubeconfig <file>', "the kubeadm testbed's admin kubeconfig (default)")
+  .description('return a kubeadm cluster to stock Kubernetes: the install steps in reverse, then every Ulysses object deleted')
+  .option('--kubeconfig <file>', "the cluster's admin kubeconfig (default: $KUBECONFIG with --node-shell, else the kubeadm testbed's)")
+  .option('--node-shell <command>', NODE_SHELL_HELP)
   .option('--components <list>', 'apf,controller-manager,scheduler-extender,kubelet-shim (default: all)', list)
-  .option('--kubectl <path>', "kubectl (default: the testbed's)")
+  .option('--kubectl <path>', "kubectl (default: the testbed's, else kubectl on PATH)")
   .action(async (o) => {
     const { uninstall } = await import('../manifests/install.ts');
     await uninstall(await installTarget(o));

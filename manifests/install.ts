@@ -15,7 +15,7 @@
  * is switched over; uninstall runs the same steps in reverse and returns the cluster to stock.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, DiscoveryV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
@@ -56,14 +56,21 @@ export interface InstallNode {
  */
 export interface NodeAccess {
   nodes(): InstallNode[];
-  /** Where `nodePath` (a path as the node sees it) lies on this machine. */
-  hostPath(node: string, nodePath: string): string;
+  /** The file `nodePath` (a path as the node sees it); undefined when there is none. */
+  readFile(node: string, nodePath: string): Promise<string | undefined>;
+  /** Writes the file `nodePath` (parent directories created) with `mode`. */
+  writeFile(node: string, nodePath: string, content: string, mode: number): Promise<void>;
+  /** Removes `nodePath`, a file or a directory with its contents; nothing there is fine. */
+  remove(node: string, nodePath: string): Promise<void>;
   /** Runs kubeadm on the node; rejects with its log tail. */
   kubeadm(node: string, args: string[]): Promise<void>;
   /** `systemctl restart kubelet`. */
   restartKubelet(node: string): Promise<void>;
-  /** `systemctl enable --now ulysses-kubelet-shim` (manifests/systemd/ulysses-kubelet-shim.service). */
-  startKubeletShim(node: string, env: Record<string, string>): Promise<void>;
+  /**
+   * `systemctl enable --now ulysses-kubelet-shim` (manifests/systemd/ulysses-kubelet-shim.service),
+   * `NODE_NAME` the node's name; it reads NODE_PATHS.shimConfig and NODE_PATHS.shimKubeconfig.
+   */
+  startKubeletShim(node: string): Promise<void>;
   /** `systemctl disable --now ulysses-kubelet-shim`. */
   stopKubeletShim(node: string): Promise<void>;
   /** containerd's CRI socket on the node (/run/containerd/containerd.sock in production). */
@@ -222,18 +229,12 @@ class Installer {
     return cps;
   }
 
-  nodeFile(node: string, nodePath: string): string {
-    return this.o.nodes.hostPath(node, nodePath);
+  write(node: string, nodePath: string, content: string, mode = 0o644): Promise<void> {
+    return this.o.nodes.writeFile(node, nodePath, content, mode);
   }
 
-  write(node: string, nodePath: string, content: string, mode = 0o644): void {
-    const p = this.nodeFile(node, nodePath);
-    mkdirSync(dirname(p), { recursive: true });
-    writeFileSync(p, content, { mode });
-  }
-
-  remove(node: string, nodePath: string): void {
-    rmSync(this.nodeFile(node, nodePath), { force: true });
+  remove(node: string, nodePath: string): Promise<void> {
+    return this.o.nodes.remove(node, nodePath);
   }
 
   /** Regenerates a control-plane static pod from the cluster's ClusterConfiguration and the patches on the node. */
@@ -241,8 +242,7 @@ class Installer {
     const cm = await this.core.readNamespacedConfigMap({ name: 'kubeadm-config', namespace: 'kube-system' });
     const cluster = cm.data?.ClusterConfiguration;
     if (!cluster) throw new Error('ConfigMap kube-system/kubeadm-config has no ClusterConfiguration: is this a kubeadm cluster?');
-    this.write(node, NODE_PATHS.kubeadmConfig, kubeadmPhaseConfig(cluster), 0o600);
-    mkdirSync(this.nodeFile(node, NODE_PATHS.patches), { recursive: true });
+    await this.write(node, NODE_PATHS.kubeadmConfig, kubeadmPhaseConfig(cluster), 0o600);
     await this.o.nodes.kubeadm(node, ['init', 'phase', 'control-plane', phase, '--config', NODE_PATHS.kubeadmConfig]);
   }
 
@@ -365,17 +365,17 @@ async function shimKubeconfig(i: Installer): Promise<string> {
  * /etc/ulysses/kubelet-endpoints.yaml) or back at what it had, then restarts it.
  */
 async function switchKubelet(i: Installer, node: string, toShim: boolean): Promise<void> {
-  const file = i.nodeFile(node, NODE_PATHS.kubeletConfig);
-  if (!existsSync(file)) throw new Error(`${NODE_PATHS.kubeletConfig} not found on ${node}`);
-  const backup = i.nodeFile(node, NODE_PATHS.kubeletEndpointsBackup);
+  const current = await i.o.nodes.readFile(node, NODE_PATHS.kubeletConfig);
+  if (current === undefined) throw new Error(`${NODE_PATHS.kubeletConfig} not found on ${node}`);
+  const backup = await i.o.nodes.readFile(node, NODE_PATHS.kubeletEndpointsBackup);
   const shim = `unix://${i.o.nodes.shimSocket(node)}`;
   let target: CriEndpoints;
   if (toShim) target = { containerRuntimeEndpoint: shim, imageServiceEndpoint: shim };
-  else if (existsSync(backup)) target = parseYaml(readFileSync(backup, 'utf8'), { maxAliasCount: 0 }) as CriEndpoints;
+  else if (backup !== undefined) target = parseYaml(backup, { maxAliasCount: 0 }) as CriEndpoints;
   else target = { containerRuntimeEndpoint: `unix://${i.o.nodes.containerdSocket(node)}` };
-  const { config, previous } = withRuntimeEndpoints(readFileSync(file, 'utf8'), target);
-  if (toShim && previous.containerRuntimeEndpoint !== shim) i.write(node, NODE_PATHS.kubeletEndpointsBackup, stringifyYaml(previous));
-  writeFileSync(file, config);
+  const { config, previous } = withRuntimeEndpoints(current, target);
+  if (toShim && previous.containerRuntimeEndpoint !== shim) await i.write(node, NODE_PATHS.kubeletEndpointsBackup, stringifyYaml(previous));
+  await i.write(node, NODE_PATHS.kubeletConfig, config);
   // the restarted kubelet renews its node Lease (every 10 s) only once it runs against the runtime
   const restartedAt = Math.floor(Date.now() / 1000) * 1000;
   await i.o.nodes.restartKubelet(node);
@@ -420,7 +420,7 @@ export async function install(o: InstallOptions): Promise<void> {
         });
         for (const n of i.controlPlaneNodes()) {
           await i.step(`controller-manager: kube-controller-manager --controllers on ${n.name}`, async () => {
-            i.write(n.name, join(NODE_PATHS.patches, 'kube-controller-manager+json.yaml'), patchFile('kube-controller-manager'));
+            await i.write(n.name, join(NODE_PATHS.patches, 'kube-controller-manager+json.yaml'), patchFile('kube-controller-manager'));
             await i.regenerate(n.name, 'controller-manager');
             await i.staticPodWith('kube-controller-manager', n.name, KCM_CONTROLLERS_FLAG, true);
           });
@@ -442,8 +442,8 @@ export async function install(o: InstallOptions): Promise<void> {
         });
         for (const n of i.controlPlaneNodes()) {
           await i.step(`scheduler-extender: kube-scheduler --config on ${n.name}`, async () => {
-            i.write(n.name, NODE_PATHS.schedulerConfig, readFileSync(join(MANIFESTS_DIR, 'kubeadm', 'kube-scheduler-config.yaml'), 'utf8'));
-            i.write(n.name, join(NODE_PATHS.patches, 'kube-scheduler+json.yaml'), patchFile('kube-scheduler'));
+            await i.write(n.name, NODE_PATHS.schedulerConfig, readFileSync(join(MANIFESTS_DIR, 'kubeadm', 'kube-scheduler-config.yaml'), 'utf8'));
+            await i.write(n.name, join(NODE_PATHS.patches, 'kube-scheduler+json.yaml'), patchFile('kube-scheduler'));
             await i.regenerate(n.name, 'scheduler');
             await i.staticPodWith('kube-scheduler', n.name, SCHEDULER_CONFIG_FLAG, true);
           });
@@ -455,13 +455,13 @@ export async function install(o: InstallOptions): Promise<void> {
         for (const n of o.nodes.nodes()) {
           await i.step(`kubelet-shim: node service and kubelet endpoint on ${n.name}`, async () => {
             const socket = o.nodes.shimSocket(n.name);
-            i.write(n.name, NODE_PATHS.shimKubeconfig, kubeconfig, 0o600);
-            i.write(
+            await i.write(n.name, NODE_PATHS.shimKubeconfig, kubeconfig, 0o600);
+            await i.write(
               n.name,
               NODE_PATHS.shimConfig,
               stringifyYaml({ listen: socket, backend: o.nodes.containerdSocket(n.name), socketMode: '0660', pacing: { policy: { type: 'vanilla' } }, metrics: { port: o.nodes.shimMetricsPort(n.name), host: '127.0.0.1' } }),
             );
-            await o.nodes.startKubeletShim(n.name, { NODE_NAME: n.name, KUBECONFIG: i.nodeFile(n.name, NODE_PATHS.shimKubeconfig) });
+            await o.nodes.startKubeletShim(n.name);
             await switchKubelet(i, n.name, true);
           });
         }
@@ -505,10 +505,10 @@ export async function uninstall(o: InstallOptions): Promise<void> {
         for (const n of o.nodes.nodes()) {
           await i.step(`kubelet-shim: kubelet back to containerd on ${n.name}`, async () => {
             await switchKubelet(i, n.name, false);
-            i.remove(n.name, NODE_PATHS.kubeletEndpointsBackup);
+            await i.remove(n.name, NODE_PATHS.kubeletEndpointsBackup);
             await o.nodes.stopKubeletShim(n.name);
-            i.remove(n.name, NODE_PATHS.shimConfig);
-            i.remove(n.name, NODE_PATHS.shimKubeconfig);
+            await i.remove(n.name, NODE_PATHS.shimConfig);
+            await i.remove(n.name, NODE_PATHS.shimKubeconfig);
           });
         }
         if (!o.keepObjects) await i.step('kubelet-shim: RBAC', () => i.delete(own));
@@ -516,10 +516,10 @@ export async function uninstall(o: InstallOptions): Promise<void> {
       case 'scheduler-extender':
         for (const n of i.controlPlaneNodes()) {
           await i.step(`scheduler-extender: stock kube-scheduler on ${n.name}`, async () => {
-            i.remove(n.name, join(NODE_PATHS.patches, 'kube-scheduler+json.yaml'));
+            await i.remove(n.name, join(NODE_PATHS.patches, 'kube-scheduler+json.yaml'));
             await i.regenerate(n.name, 'scheduler');
             await i.staticPodWith('kube-scheduler', n.name, SCHEDULER_CONFIG_FLAG, false);
-            i.remove(n.name, NODE_PATHS.schedulerConfig);
+            await i.remove(n.name, NODE_PATHS.schedulerConfig);
           });
         }
         if (!o.keepObjects) await i.step('scheduler-extender: objects', () => i.delete(own));
@@ -527,7 +527,7 @@ export async function uninstall(o: InstallOptions): Promise<void> {
       case 'controller-manager':
         for (const n of i.controlPlaneNodes()) {
           await i.step(`controller-manager: stock kube-controller-manager on ${n.name}`, async () => {
-            i.remove(n.name, join(NODE_PATHS.patches, 'kube-controller-manager+json.yaml'));
+            await i.remove(n.name, join(NODE_PATHS.patches, 'kube-controller-manager+json.yaml'));
             await i.regenerate(n.name, 'controller-manager');
             await i.staticPodWith('kube-controller-manager', n.name, KCM_CONTROLLERS_FLAG, false);
           });
@@ -544,7 +544,7 @@ export async function uninstall(o: InstallOptions): Promise<void> {
     await i.step('CRD and namespace', async () => {
       await i.delete(objects.filter((x) => COMMON_KINDS.has(x.kind)).reverse());
       for (const n of o.nodes.nodes().filter((x) => x.controlPlane)) {
-        for (const p of [NODE_PATHS.kubeadmConfig, NODE_PATHS.patches, dirname(NODE_PATHS.schedulerConfig)]) rmSync(i.nodeFile(n.name, p), { recursive: true, force: true });
+        for (const p of [NODE_PATHS.kubeadmConfig, NODE_PATHS.patches, dirname(NODE_PATHS.schedulerConfig)]) await i.remove(n.name, p);
       }
     });
   }

@@ -17,9 +17,10 @@
  */
 import { appendFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CoreV1Api, FlowcontrolApiserverV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, FlowcontrolApiserverV1Api, KubeConfig, VersionApi } from '@kubernetes/client-node';
 import { parse as parseYaml } from 'yaml';
-import { install, uninstall, NODE_PATHS, SCHEDULER_CONFIG_FLAG, type InstallOptions } from '../../manifests/install.ts';
+import { install, uninstall, NODE_PATHS, SCHEDULER_CONFIG_FLAG, type InstallOptions, type NodeAccess } from '../../manifests/install.ts';
+import type { ShellNodeAccess } from '../../manifests/node-shell.ts';
 import { ULYSSES_NAMESPACE } from '../../manifests/overlays.ts';
 import { DEFAULT_FLOW_SCHEMA_NAME } from '../../apf-configs/flowschemas.ts';
 import type { ClusterConfigurator } from './configurator.ts';
@@ -101,10 +102,12 @@ export class KubeadmConfigurator implements ClusterConfigurator {
       .map((c) => c.slice(1));
     const nodes = this.o.install.nodes;
     const kubeletRuntime = Object.fromEntries(
-      nodes.nodes().map((n) => {
-        const cfg = parseYaml(readFileSync(nodes.hostPath(n.name, NODE_PATHS.kubeletConfig), 'utf8')) as { containerRuntimeEndpoint?: string };
-        return [n.name, cfg.containerRuntimeEndpoint ?? 'default'];
-      }),
+      await Promise.all(
+        nodes.nodes().map(async (n) => {
+          const cfg = parseYaml((await nodes.readFile(n.name, NODE_PATHS.kubeletConfig)) ?? '{}') as { containerRuntimeEndpoint?: string } | null;
+          return [n.name, cfg?.containerRuntimeEndpoint ?? 'default'] as const;
+        }),
+      ),
     );
     const cm = await runningControllerManagerPods(core).catch(() => []);
     let apfExemption = true;
@@ -244,49 +247,75 @@ export async function installedControllerManagerIdle(kc: KubeConfig): Promise<bo
 }
 
 /**
+ * Any kubeadm cluster the harness reaches through its admin kubeconfig and a node shell
+ * (manifests/node-shell.ts, e.g. `ssh root@{node}`): the switches run the install/uninstall steps
+ * through it, the Ulysses image is the one its nodes pull, and the node failure is the source's
+ * kubelet stopped with `systemctl kill --signal=SIGSTOP kubelet` (or the taint only).
+ */
+export interface KubeadmClusterTarget {
+  /** the admin kubeconfig file */
+  kubeconfig: string;
+  nodes: ShellNodeAccess;
+  /** the Ulysses image the nodes pull (default: the overlay's, ulysses:<version>) */
+  image?: string;
+  /** the node that fails and the destinations (at least max(DN)) */
+  sources: string[];
+  destinations: string[];
+  /** how the node shell reaches the nodes, for the report (e.g. "ssh root@{node}") */
+  shellDescription: string;
+}
+
+/**
+ * The source's kubelet stopped through the node shell at t = 0 (`systemctl kill --signal=SIGSTOP
+ * kubelet`, as a hung kubelet) and resumed for the cleanup: its node Lease stops being renewed, its
+ * pods keep running until their replacement exists and the old pods are deleted.
+ */
+export function shellKubeletFailure(nodes: ShellNodeAccess): NodeFailure {
+  const signal = (sig: 'SIGSTOP' | 'SIGCONT') => (list: string[]) => Promise.all(list.map((n) => nodes.run(n, `systemctl kill --signal=${sig} kubelet`, `systemctl kill --signal=${sig} kubelet`))).then(() => undefined);
+  return {
+    description: "the source node's kubelet is stopped through the node shell (systemctl kill --signal=SIGSTOP kubelet) at t=0 and resumed (SIGCONT) for the cleanup (its pods keep answering until deleted)",
+    freeze: signal('SIGSTOP'),
+    thaw: signal('SIGCONT'),
+  };
+}
+
+/**
  * `ulysses experiment failover --kubeadm` (or --kubeconfig of the kubeadm testbed): the plan's
  * configurations, `upstream` among them, on the kubeadm testbed (brought up with 1 + max(DN) workers
- * if none is up). The Ulysses image is built and imported into every node first.
+ * if none is up; the Ulysses image built and imported into every node first), or on the kubeadm
+ * cluster `cluster` (`--kubeconfig` with `--node-shell`).
  */
-export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions & { kubeadmRunDir?: string }) {
+export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions & { kubeadmRunDir?: string; cluster?: KubeadmClusterTarget }) {
   const maxDn = Math.max(...o.plan.dns);
   const unsupported = [
     o.kwokNodes !== undefined && '--kwok-nodes',
     o.pinCpus && 'profile pinCpus',
     o.cpuWindowMs !== undefined && 'profile cpuWindowMs',
     o.plan.shimPolicies?.length && '--shim-policies',
-    o.sources?.length && '--sources',
+    !o.cluster && o.sources?.length && '--sources',
   ].filter(Boolean);
-  if (unsupported.length) throw new Error(`${unsupported.join(', ')}: not available on the kubeadm testbed (its topology is kubeadm-worker-1 -> kubeadm-worker-2..)`);
+  if (unsupported.length) throw new Error(`${unsupported.join(', ')}: not available on a kubeadm cluster${o.cluster ? '' : ' (the testbed\'s topology is kubeadm-worker-1 -> kubeadm-worker-2..)'}`);
+  if (o.cluster && o.freezeSource === undefined) o = { ...o, freezeSource: 'kubelet' };
   const freeze = sourceFreeze(o.freezeSource);
+  if (o.cluster && freeze === 'node') throw new Error('profile freezeSource: node stops every process of the source node, which only the kubeadm testbed can do; on another cluster use kubelet (through the node shell) or none (the taint only)');
   const log = (l: string) => (o.progress ? o.progress.log(l) : process.stderr.write(`${l}\n`));
-  let state = kubeadm.readKubeadmState(o.kubeadmRunDir);
-  if (!state?.ready || kubeadm.statusProblems(state).length) {
-    if (state) throw new Error(`the kubeadm testbed in ${state.runDir} is not healthy: ${kubeadm.statusProblems(state).join('; ') || 'not ready'} (ulysses testbed down --kubeadm)`);
-    log(`bringing up the kubeadm testbed with ${1 + maxDn} workers`);
-    state = await kubeadm.up({ runDir: o.kubeadmRunDir, workers: 1 + maxDn, log });
-  }
-  const workers = state.nodes.filter((n) => n.role === 'worker').map((n) => n.spec.name);
-  const topology = kubeadmTopology;
-  const need = [...topology(maxDn).sources, ...topology(maxDn).destinations].filter((n) => !workers.includes(n));
-  if (need.length) throw new Error(`the kubeadm testbed has ${workers.length} worker(s), DN ${maxDn} needs ${1 + maxDn} (missing ${need.join(', ')}): ulysses testbed down --kubeadm, then up --kubeadm --workers ${1 + maxDn}`);
-  const kc = kubeadm.kubeConfigForKubeadm(state);
-  const img = await buildUlyssesImage({ log: () => undefined });
-  await importUlyssesImage(img.tar, state.nodes.map((n) => n.spec.socket));
+  mkdirSync(o.out, { recursive: true });
+  const installLog = (l: string) => {
+    appendFileSync(join(o.out, 'install.log'), `${new Date().toISOString()} ${l}\n`);
+    if (/^Ulysses (installed|taken off|uninstalled)/.test(l)) log(l);
+  };
+  const target = o.cluster ? await clusterSetup(o.cluster, maxDn) : await testbedSetup(o.kubeadmRunDir, maxDn, log);
+  const kc = target.kc;
   const installOptions: InstallOptions = {
-    kubeconfig: state.kubeconfig,
+    kubeconfig: target.kubeconfigFile,
     kubectl: existsSync(binaryPath('kubectl')) ? binaryPath('kubectl') : 'kubectl',
-    image: `ulysses:${img.name.split(':').pop()}`,
-    nodes: kubeadm.kubeadmNodeAccess(state),
+    image: target.image,
+    nodes: target.nodes,
     nodeSelector: { 'node-role.kubernetes.io/control-plane': '' },
     // the step lines go to a file of the run; the totals to the progress log
-    log: (l) => {
-      appendFileSync(join(o.out, 'install.log'), `${new Date().toISOString()} ${l}\n`);
-      if (/^Ulysses (installed|taken off|uninstalled)/.test(l)) log(l);
-    },
+    log: installLog,
   };
-  mkdirSync(o.out, { recursive: true });
-  const nodes = state.nodes.map((n) => n.spec.name);
+  const nodes = target.nodes.nodes().map((n) => n.name);
   const runtime = new RuntimeConfigConfigurator({
     ...runtimeConfiguratorOptions(o, kc),
     reporters: () => ['controller-manager', 'apf', ...nodes.map((n) => `kubelet-shim/${n}`)],
@@ -295,7 +324,8 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
   });
   const configurator = new KubeadmConfigurator({ kubeconfig: kc, install: installOptions, runtime });
   const initially = await configurator.detect();
-  const failure = freeze === 'none' ? undefined : kubeadmFrozenNode(kc, state.runDir, kubeadm.readKubeadmState, [CRITICAL_NAMESPACE, LOAD_NAMESPACE], freeze);
+  const failure = freeze === 'none' ? undefined : target.failure(freeze);
+  const topology = target.topology;
   try {
     return await thawOnInterrupt(failure, topology(maxDn).sources, () => runExperiment({
       ...failoverRunOptions(o, freeze),
@@ -312,7 +342,7 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
       // the controller manager's pods are replaced at each switch: not part of the initial state
       baselineIgnoresNamespaces: [ULYSSES_NAMESPACE],
       notes: [
-        `kubeadm testbed (Kubernetes ${state.version}: static-pod control plane, kube-proxy, ${workers.length} workers; source kubeadm-worker-1, destinations kubeadm-worker-2..kubeadm-worker-${maxDn + 1}); Ulysses ${img.name} installed from manifests/ (overlays/kubeadm), its Deployments on ${kubeadm.CONTROL_PLANE_NAME}`,
+        target.description,
         ...runNotes(o),
         `node failure: NoExecute taint${failure ? `; ${failure.description}` : ' only (the source kubelet keeps running and kills its pods)'}`,
         freeze === 'node'
@@ -331,4 +361,62 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
       log(`could not return the cluster to ${initially !== 'ulysses' ? 'stock Kubernetes' : 'configuration 1'}: ${(err as Error).message}`);
     }
   }
+}
+
+interface KubeadmTarget {
+  kc: KubeConfig;
+  kubeconfigFile: string;
+  image: string | undefined;
+  nodes: NodeAccess;
+  topology: (dn: number) => Topology;
+  failure: (freeze: 'node' | 'kubelet') => NodeFailure;
+  description: string;
+}
+
+async function clusterSetup(c: KubeadmClusterTarget, maxDn: number): Promise<KubeadmTarget> {
+  const names = new Set(c.nodes.nodes().map((n) => n.name));
+  const missing = [...c.sources, ...c.destinations].filter((n) => !names.has(n));
+  if (missing.length) throw new Error(`--sources/--destinations: no node ${missing.join(', ')} in the cluster (its nodes: ${[...names].join(', ')})`);
+  if (!c.sources.length) throw new Error('--sources: at least one node that fails');
+  if (c.destinations.length < maxDn) throw new Error(`--destinations: DN ${maxDn} needs ${maxDn} destination nodes, ${c.destinations.length} given`);
+  const overlap = c.sources.filter((n) => c.destinations.includes(n));
+  if (overlap.length) throw new Error(`--sources and --destinations share ${overlap.join(', ')}`);
+  const kc = new KubeConfig();
+  kc.loadFromFile(c.kubeconfig);
+  const version = (await kc.makeApiClient(VersionApi).getCode()).gitVersion;
+  const cps = c.nodes.nodes().filter((n) => n.controlPlane).map((n) => n.name);
+  return {
+    kc,
+    kubeconfigFile: c.kubeconfig,
+    image: c.image,
+    nodes: c.nodes,
+    topology: (dn) => ({ sources: c.sources, destinations: c.destinations.slice(0, dn) }),
+    failure: () => shellKubeletFailure(c.nodes),
+    description: `kubeadm cluster at ${kc.getCurrentCluster()?.server ?? '?'} (Kubernetes ${version}, ${names.size} nodes, control plane ${cps.join(', ')}; source ${c.sources.join(', ')}, destinations ${c.destinations.slice(0, maxDn).join(', ')}), node steps through the node shell ${c.shellDescription}; Ulysses ${c.image ?? 'image of overlays/kubeadm'} installed from manifests/ (overlays/kubeadm), its Deployments on the control-plane nodes`,
+  };
+}
+
+async function testbedSetup(runDir: string | undefined, maxDn: number, log: (l: string) => void): Promise<KubeadmTarget> {
+  let state = kubeadm.readKubeadmState(runDir);
+  if (!state?.ready || kubeadm.statusProblems(state).length) {
+    if (state) throw new Error(`the kubeadm testbed in ${state.runDir} is not healthy: ${kubeadm.statusProblems(state).join('; ') || 'not ready'} (ulysses testbed down --kubeadm)`);
+    log(`bringing up the kubeadm testbed with ${1 + maxDn} workers`);
+    state = await kubeadm.up({ runDir, workers: 1 + maxDn, log });
+  }
+  const workers = state.nodes.filter((n) => n.role === 'worker').map((n) => n.spec.name);
+  const need = [...kubeadmTopology(maxDn).sources, ...kubeadmTopology(maxDn).destinations].filter((n) => !workers.includes(n));
+  if (need.length) throw new Error(`the kubeadm testbed has ${workers.length} worker(s), DN ${maxDn} needs ${1 + maxDn} (missing ${need.join(', ')}): ulysses testbed down --kubeadm, then up --kubeadm --workers ${1 + maxDn}`);
+  const kc = kubeadm.kubeConfigForKubeadm(state);
+  const img = await buildUlyssesImage({ log: () => undefined });
+  await importUlyssesImage(img.tar, state.nodes.map((n) => n.spec.socket));
+  const s = state;
+  return {
+    kc,
+    kubeconfigFile: state.kubeconfig,
+    image: `ulysses:${img.name.split(':').pop()}`,
+    nodes: kubeadm.kubeadmNodeAccess(state),
+    topology: kubeadmTopology,
+    failure: (freeze) => kubeadmFrozenNode(kc, s.runDir, kubeadm.readKubeadmState, [CRITICAL_NAMESPACE, LOAD_NAMESPACE], freeze),
+    description: `kubeadm testbed (Kubernetes ${state.version}: static-pod control plane, kube-proxy, ${workers.length} workers; source kubeadm-worker-1, destinations kubeadm-worker-2..kubeadm-worker-${maxDn + 1}); Ulysses ${img.name} installed from manifests/ (overlays/kubeadm), its Deployments on ${kubeadm.CONTROL_PLANE_NAME}`,
+  };
 }

@@ -244,6 +244,8 @@ export interface FailoverExperimentOptions {
    */
   kubeadm?: boolean;
   kubeadmRunDir?: string;
+  /** with kubeadm: a kubeadm cluster reached through its kubeconfig and a node shell instead of the testbed */
+  cluster?: import('./kubeadm-configurator.ts').KubeadmClusterTarget;
   /** KWOK mode: how many of them fail (default 10) */
   kwokSources?: number;
   command?: string;

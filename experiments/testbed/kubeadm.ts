@@ -26,7 +26,7 @@ import { execFile, execFileSync, spawn } from 'node:child_process';
 import { randomBytes, createHash, X509Certificate } from 'node:crypto';
 import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { KubeConfig, CoreV1Api, AppsV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { stringify as stringifyYaml } from 'yaml';
@@ -38,6 +38,7 @@ import { createBridge, createCgroupRoot, deleteBridge, destroyCgroupRoot, import
 import { isNodeReady } from '../../core/objects.ts';
 import { KUBEADM_PREREQUISITES, ensurePrerequisites } from './prerequisites.ts';
 import { NODE_PATHS, type NodeAccess } from '../../manifests/install.ts';
+import { ShellNodeAccess } from '../../manifests/node-shell.ts';
 import { REPO_ROOT } from './ulysses-image.ts';
 
 const run = promisify(execFile);
@@ -362,7 +363,7 @@ function readSysctl(path: string): string {
 const IP_FORWARD = '/proc/sys/net/ipv4/ip_forward';
 const ROUTE_LOCALNET = '/proc/sys/net/ipv4/conf/all/route_localnet';
 /** Host paths the pods' hostPath volumes or kubeadm create when missing; `down` removes the ones `up` created. */
-const HOST_PATHS_CREATED = ['/usr/lib/modules', '/run/xtables.lock', HOST_ETC_KUBERNETES, HOST_VAR_LIB_KUBELET, HOST_VAR_LIB_ETCD];
+const HOST_PATHS_CREATED = ['/usr/lib/modules', '/run/xtables.lock', HOST_ETC_KUBERNETES, HOST_VAR_LIB_KUBELET, HOST_VAR_LIB_ETCD, '/etc/ulysses'];
 
 
 const podRunning = (p: V1Pod) => p.status?.phase === 'Running' && (p.status.containerStatuses ?? []).every((c) => c.ready);
@@ -591,7 +592,18 @@ export function kubeadmNodeAccess(state: KubeadmState, log: (line: string) => vo
   };
   return {
     nodes: () => state.nodes.map((n) => ({ name: n.spec.name, controlPlane: n.role === 'control-plane' })),
-    hostPath,
+    async readFile(name, nodePath) {
+      const p = hostPath(name, nodePath);
+      return existsSync(p) ? readFileSync(p, 'utf8') : undefined;
+    },
+    async writeFile(name, nodePath, content, mode) {
+      const p = hostPath(name, nodePath);
+      mkdirSync(dirname(p), { recursive: true });
+      writeFileSync(p, content, { mode });
+    },
+    async remove(name, nodePath) {
+      rmSync(hostPath(name, nodePath), { recursive: true, force: true });
+    },
     async kubeadm(name, args) {
       const logFile = join(state.runDir, 'logs', `kubeadm-${args.slice(0, 4).join('-')}-${name}.log`);
       const { exited } = spawnKubeadm([...args, '--v=1'], bindsFor(state.runDir, node(name)), logFile);
@@ -604,7 +616,7 @@ export function kubeadmNodeAccess(state: KubeadmState, log: (line: string) => vo
       track(startKubelet(node(name), old.args));
       log(`kubelet on ${name} restarted`);
     },
-    async startKubeletShim(name, env) {
+    async startKubeletShim(name) {
       const n = node(name);
       await untrack(`kubelet-shim/${name}`);
       rmSync(n.spec.shimSocket, { force: true });
@@ -613,7 +625,7 @@ export function kubeadmNodeAccess(state: KubeadmState, log: (line: string) => vo
           name: `kubelet-shim/${name}`,
           cmd: join(REPO_ROOT, 'manifests', 'entrypoint.sh'),
           args: ['kubelet-shim', '--config', hostPath(name, NODE_PATHS.shimConfig)],
-          env,
+          env: { NODE_NAME: name, KUBECONFIG: hostPath(name, NODE_PATHS.shimKubeconfig) },
           logFile: join(n.spec.dir, 'kubelet-shim.log'),
         }),
       );
@@ -630,6 +642,52 @@ export function kubeadmNodeAccess(state: KubeadmState, log: (line: string) => vo
     shimSocket: (name) => node(name).spec.shimSocket,
     shimMetricsPort: (name) => node(name).spec.shimMetricsPort,
   };
+}
+
+/**
+ * What `ssh root@<node>` is on a real node, for the nodes of this testbed (manifests/node-shell.ts):
+ * the words that run a script "on" a node. The script runs in a mount namespace of its own where
+ * /etc/kubernetes, /var/lib/kubelet, /etc/ulysses and /etc/systemd/system are the node's
+ * directories (the paths {@link kubeadmNodeAccess} maps), with the testbed's kubeadm on PATH and a
+ * `systemctl` (experiments/testbed/node-bin/systemctl) that does to the node's tracked processes what
+ * systemd does to the units: `restart kubelet`, `enable|disable --now ulysses-kubelet-shim`,
+ * `kill --signal=SIG kubelet`, `daemon-reload`. It acts from this process' mount namespace, where the
+ * testbed's processes run.
+ */
+export function kubeadmNodeShell(state: KubeadmState): (node: string) => string[] {
+  return (name) => {
+    const n = state.nodes.find((x) => x.spec.name === name);
+    if (!n) throw new Error(`no node ${name} in the kubeadm testbed`);
+    const binds: Array<[string, string]> = [
+      ...bindsFor(state.runDir, n),
+      [join(n.spec.dir, 'etc-ulysses'), '/etc/ulysses'],
+      [join(n.spec.dir, 'etc-systemd-system'), '/etc/systemd/system'],
+    ];
+    const script = 'set -e; while [ "$1" != "--" ]; do [ -e "$1" ] || mkdir -p "$1"; [ -e "$2" ] || mkdir -p "$2"; mount --bind "$1" "$2"; shift 2; done; shift; exec "$@"';
+    return [
+      'unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c', script, 'sh', ...binds.flat(), '--',
+      'env', `PATH=${join(REPO_ROOT, 'experiments', 'testbed', 'node-bin')}:${binDir()}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`,
+      `ULYSSES_REPO=${REPO_ROOT}`, `ULYSSES_TESTBED_RUN_DIR=${state.runDir}`, `ULYSSES_TESTBED_NODE=${name}`, `ULYSSES_TESTBED_HOST_MNT=/proc/${process.pid}/ns/mnt`,
+      'sh', '-c',
+    ];
+  };
+}
+
+/** The installer's shell access to this testbed's nodes: {@link kubeadmNodeShell} with the nodes' own sockets, port and shim program. */
+export function kubeadmShellAccess(state: KubeadmState): ShellNodeAccess {
+  const spec = (name: string) => {
+    const n = state.nodes.find((x) => x.spec.name === name);
+    if (!n) throw new Error(`no node ${name} in the kubeadm testbed`);
+    return n.spec;
+  };
+  return new ShellNodeAccess({
+    shell: kubeadmNodeShell(state),
+    nodes: state.nodes.map((n) => ({ name: n.spec.name, controlPlane: n.role === 'control-plane' })),
+    containerdSocket: (n) => spec(n).socket,
+    shimSocket: (n) => spec(n).shimSocket,
+    shimMetricsPort: (n) => spec(n).shimMetricsPort,
+    shimProgram: join(REPO_ROOT, 'manifests', 'entrypoint.sh'),
+  });
 }
 
 /** Processes of a cluster that claims to be up that are no longer running. */
