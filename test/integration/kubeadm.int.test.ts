@@ -22,13 +22,12 @@ import { execFile } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { parse as parseYaml } from 'yaml';
-import { install, uninstall, KCM_CONTROLLERS_FLAG, NODE_PATHS, SCHEDULER_CONFIG_FLAG, type InstallOptions } from '../../manifests/install.ts';
+import { install, uninstall, type InstallOptions } from '../../manifests/install.ts';
 import { statusRows } from '../../core/runtime-status.ts';
 import type { UlyssesConfig } from '../../core/runtime-config.ts';
 import { ECHO_PORT, udpFirstAnswer } from '../../experiments/workloads.ts';
-import { isAlive } from '../../experiments/testbed/processes.ts';
 import { REPO_ROOT } from '../../experiments/testbed/ulysses-image.ts';
+import { expectInstalled, expectStock, stockSnapshot } from '../kubeadm-checks.ts';
 
 const runDir = '/tmp/ulysses-it-kubeadm';
 const CP = kubeadm.CONTROL_PLANE_NAME;
@@ -206,11 +205,6 @@ async function workloadFingerprint(): Promise<Record<string, string>> {
   return out;
 }
 
-const kubeletEndpoints = (node: kubeadm.KubeadmNode) => {
-  const cfg = parseYaml(readFileSync(join(node.varLibKubelet, 'config.yaml'), 'utf8')) as Record<string, unknown>;
-  return { runtime: cfg.containerRuntimeEndpoint, image: cfg.imageServiceEndpoint };
-};
-
 async function eventsFor(ns: string, kind: string, name: string): Promise<CoreV1Event[]> {
   return (await core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.kind=${kind},involvedObject.name=${name}` })).items;
 }
@@ -218,8 +212,7 @@ async function eventsFor(ns: string, kind: string, name: string): Promise<CoreV1
 function installTests(): void {
   let opts: InstallOptions;
   let before: Record<string, string>;
-  let stockManifests: Record<string, string>;
-  let stockKubelets: Record<string, unknown>;
+  let stock: ReturnType<typeof stockSnapshot>;
   let criticalNode = '';
 
   beforeAll(() => {
@@ -229,8 +222,7 @@ function installTests(): void {
   it('installs every component: controller manager and extender pods Running, the shim on every node, kcm and kube-scheduler switched through kubeadm; running pods untouched', async () => {
     expect(imageRef).not.toBe('');
     before = await workloadFingerprint();
-    stockManifests = Object.fromEntries(['kube-controller-manager', 'kube-scheduler'].map((c) => [c, readFileSync(`/etc/kubernetes/manifests/${c}.yaml`, 'utf8')]));
-    stockKubelets = Object.fromEntries(state!.nodes.map((n) => [n.spec.name, kubeletEndpoints(n)]));
+    stock = stockSnapshot(state!);
     await install(opts);
 
     for (const name of ['ulysses-controller-manager', 'ulysses-scheduler-extender']) {
@@ -238,16 +230,7 @@ function installTests(): void {
       expect(d.status?.availableReplicas, name).toBe(d.spec?.replicas);
     }
     expect((await apps.readNamespacedDeployment({ name: 'ulysses-controller-manager', namespace: 'ulysses-system' })).spec?.replicas).toBe(2);
-    const kcm = await core.readNamespacedPod({ name: `kube-controller-manager-${CP}`, namespace: 'kube-system' });
-    expect(kcm.spec?.containers[0]?.command).toContain(KCM_CONTROLLERS_FLAG);
-    const sched = await core.readNamespacedPod({ name: `kube-scheduler-${CP}`, namespace: 'kube-system' });
-    expect(sched.spec?.containers[0]?.command).toContain(SCHEDULER_CONFIG_FLAG);
-    const fresh = kubeadm.readKubeadmState(runDir)!;
-    for (const n of fresh.nodes) {
-      const shim = fresh.processes.find((p) => p.name === `kubelet-shim/${n.spec.name}`);
-      expect(shim && isAlive(shim.pid), `kubelet-shim on ${n.spec.name}`).toBe(true);
-      expect(kubeletEndpoints(n)).toEqual({ runtime: `unix://${n.spec.shimSocket}`, image: `unix://${n.spec.shimSocket}` });
-    }
+    await expectInstalled(core, runDir);
     // every component reports the generation it applied in UlyssesConfig/default's status
     const custom = kc.makeApiClient(CustomObjectsApi);
     const cfg = (await custom.getClusterCustomObject({ group: 'ulysses.io', version: 'v1alpha1', plural: 'ulyssesconfigs', name: 'default' })) as UlyssesConfig;
@@ -361,13 +344,7 @@ function installTests(): void {
   it('uninstall returns the cluster to stock: kcm and kube-scheduler manifests as kubeadm wrote them, kubelets on containerd, kcm handles a scale-up, no Ulysses object left, pods untouched', async () => {
     const beforeUninstall = await workloadFingerprint();
     await uninstall(opts);
-    for (const [c, text] of Object.entries(stockManifests)) expect(readFileSync(`/etc/kubernetes/manifests/${c}.yaml`, 'utf8'), c).toBe(text);
-    const fresh = kubeadm.readKubeadmState(runDir)!;
-    for (const n of fresh.nodes) {
-      expect(kubeletEndpoints(n), n.spec.name).toEqual(stockKubelets[n.spec.name]);
-      expect(fresh.processes.some((p) => p.name === `kubelet-shim/${n.spec.name}`)).toBe(false);
-    }
-    expect(existsSync('/etc/kubernetes/ulysses')).toBe(false);
+    expectStock(runDir, stock);
     // kube-controller-manager's own ReplicaSet controller handles a scale-up again
     await apps.patchNamespacedDeployment({ name: 'upf', namespace: CRITICAL_NS, body: [{ op: 'replace', path: '/spec/replicas', value: 3 }] });
     const pods = await pollUntil('3 upf pods Ready', async () => {

@@ -1,0 +1,54 @@
+/**
+ * What the kubeadm tests check of an install and an uninstall, whichever way the node steps went
+ * (the testbed's direct access or a node shell).
+ */
+import { expect } from 'vitest';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { CoreV1Api } from '@kubernetes/client-node';
+import { parse as parseYaml } from 'yaml';
+import * as kubeadm from '../experiments/testbed/kubeadm.ts';
+import { isAlive } from '../experiments/testbed/processes.ts';
+import { KCM_CONTROLLERS_FLAG, SCHEDULER_CONFIG_FLAG } from '../manifests/install.ts';
+
+const STATIC_PODS = ['kube-controller-manager', 'kube-scheduler'];
+
+/** A node's kubelet CRI endpoints, from its config file. */
+export const kubeletEndpoints = (node: kubeadm.KubeadmNode) => {
+  const cfg = parseYaml(readFileSync(join(node.varLibKubelet, 'config.yaml'), 'utf8')) as Record<string, unknown>;
+  return { runtime: cfg.containerRuntimeEndpoint, image: cfg.imageServiceEndpoint };
+};
+
+/** What uninstall must restore: the static pod manifests kubeadm wrote, each kubelet's endpoints. */
+export function stockSnapshot(state: kubeadm.KubeadmState) {
+  return {
+    manifests: Object.fromEntries(STATIC_PODS.map((c) => [c, readFileSync(`/etc/kubernetes/manifests/${c}.yaml`, 'utf8')])),
+    kubelets: Object.fromEntries(state.nodes.map((n) => [n.spec.name, kubeletEndpoints(n)])),
+  };
+}
+
+/** Ulysses on the path: kcm without the replaced controllers, kube-scheduler with the extender, a shim per node, each kubelet on it. */
+export async function expectInstalled(core: CoreV1Api, runDir: string): Promise<void> {
+  const cp = kubeadm.CONTROL_PLANE_NAME;
+  const kcm = await core.readNamespacedPod({ name: `kube-controller-manager-${cp}`, namespace: 'kube-system' });
+  expect(kcm.spec?.containers[0]?.command).toContain(KCM_CONTROLLERS_FLAG);
+  const sched = await core.readNamespacedPod({ name: `kube-scheduler-${cp}`, namespace: 'kube-system' });
+  expect(sched.spec?.containers[0]?.command).toContain(SCHEDULER_CONFIG_FLAG);
+  const fresh = kubeadm.readKubeadmState(runDir)!;
+  for (const n of fresh.nodes) {
+    const shim = fresh.processes.find((p) => p.name === `kubelet-shim/${n.spec.name}`);
+    expect(shim && isAlive(shim.pid), `kubelet-shim on ${n.spec.name}`).toBe(true);
+    expect(kubeletEndpoints(n)).toEqual({ runtime: `unix://${n.spec.shimSocket}`, image: `unix://${n.spec.shimSocket}` });
+  }
+}
+
+/** Back to stock: the manifests byte for byte as kubeadm wrote them, the kubelets' endpoints as before, no shim, no Ulysses patches. */
+export function expectStock(runDir: string, stock: ReturnType<typeof stockSnapshot>): void {
+  for (const [c, text] of Object.entries(stock.manifests)) expect(readFileSync(`/etc/kubernetes/manifests/${c}.yaml`, 'utf8'), c).toBe(text);
+  const fresh = kubeadm.readKubeadmState(runDir)!;
+  for (const n of fresh.nodes) {
+    expect(kubeletEndpoints(n), n.spec.name).toEqual(stock.kubelets[n.spec.name]);
+    expect(fresh.processes.some((p) => p.name === `kubelet-shim/${n.spec.name}`)).toBe(false);
+  }
+  expect(existsSync('/etc/kubernetes/ulysses')).toBe(false);
+}
