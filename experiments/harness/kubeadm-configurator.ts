@@ -36,6 +36,7 @@ import { procPids } from './cpu-window.ts';
 import { metricSamples, type MetricSample } from '../../core/metrics.ts';
 import { RECOVERY_METRIC } from '../../controller-manager/recovery-slo.ts';
 import type { RecoveryObservations } from './experiment.ts';
+import { auditLogTracer, type ApiTrace } from './api-trace.ts';
 type KubeadmState = kubeadm.KubeadmState;
 
 /** A switch between `upstream` and Ulysses: where to, and how long the install/uninstall steps took. */
@@ -333,6 +334,7 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
       configurator,
       topology,
       failure,
+      apiTrace: target.apiTrace,
       // through kube-proxy as a client reaches it; only meaningful when the old pod stops answering at t = 0
       serviceProbe: freeze === 'node',
       // the installed controller manager, scraped through the apiserver: its own recovery measurement
@@ -343,6 +345,7 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
       baselineIgnoresNamespaces: [ULYSSES_NAMESPACE],
       notes: [
         target.description,
+        ...target.notes,
         ...runNotes(o),
         `node failure: NoExecute taint${failure ? `; ${failure.description}` : ' only (the source kubelet keeps running and kills its pods)'}`,
         freeze === 'node'
@@ -370,7 +373,10 @@ interface KubeadmTarget {
   nodes: NodeAccess;
   topology: (dn: number) => Topology;
   failure: (freeze: 'node' | 'kubelet') => NodeFailure;
+  /** the critical namespace's API writes, from kube-apiserver's audit log (api-trace.ts) */
+  apiTrace?: (taintAtMs: number) => ApiTrace;
   description: string;
+  notes: string[];
 }
 
 async function clusterSetup(c: KubeadmClusterTarget, maxDn: number): Promise<KubeadmTarget> {
@@ -392,6 +398,7 @@ async function clusterSetup(c: KubeadmClusterTarget, maxDn: number): Promise<Kub
     nodes: c.nodes,
     topology: (dn) => ({ sources: c.sources, destinations: c.destinations.slice(0, dn) }),
     failure: () => shellKubeletFailure(c.nodes),
+    notes: [],
     description: `kubeadm cluster at ${kc.getCurrentCluster()?.server ?? '?'} (Kubernetes ${version}, ${names.size} nodes, control plane ${cps.join(', ')}; source ${c.sources.join(', ')}, destinations ${c.destinations.slice(0, maxDn).join(', ')}), node steps through the node shell ${c.shellDescription}; Ulysses ${c.image ?? 'image of overlays/kubeadm'} installed from manifests/ (overlays/kubeadm), its Deployments on the control-plane nodes`,
   };
 }
@@ -401,7 +408,7 @@ async function testbedSetup(runDir: string | undefined, maxDn: number, log: (l: 
   if (!state?.ready || kubeadm.statusProblems(state).length) {
     if (state) throw new Error(`the kubeadm testbed in ${state.runDir} is not healthy: ${kubeadm.statusProblems(state).join('; ') || 'not ready'} (ulysses testbed down --kubeadm)`);
     log(`bringing up the kubeadm testbed with ${1 + maxDn} workers`);
-    state = await kubeadm.up({ runDir, workers: 1 + maxDn, log });
+    state = await kubeadm.up({ runDir, workers: 1 + maxDn, log, auditNamespaces: [CRITICAL_NAMESPACE] });
   }
   const workers = state.nodes.filter((n) => n.role === 'worker').map((n) => n.spec.name);
   const need = [...kubeadmTopology(maxDn).sources, ...kubeadmTopology(maxDn).destinations].filter((n) => !workers.includes(n));
@@ -410,12 +417,15 @@ async function testbedSetup(runDir: string | undefined, maxDn: number, log: (l: 
   const img = await buildUlyssesImage({ log: () => undefined });
   await importUlyssesImage(img.tar, state.nodes.map((n) => n.spec.socket));
   const s = state;
+  const audited = state.auditNamespaces?.includes(CRITICAL_NAMESPACE) ?? false;
   return {
     kc,
     kubeconfigFile: state.kubeconfig,
     image: `ulysses:${img.name.split(':').pop()}`,
     nodes: kubeadm.kubeadmNodeAccess(state),
     topology: kubeadmTopology,
+    ...(audited ? { apiTrace: auditLogTracer(kubeadm.kubeadmAuditLogPath(state.runDir), CRITICAL_NAMESPACE) } : {}),
+    notes: audited ? [] : [`kubeadm testbed in ${state.runDir} started without the apiserver audit log: no API trace of the critical pod (take it down to get one)`],
     failure: (freeze) => kubeadmFrozenNode(kc, s.runDir, kubeadm.readKubeadmState, [CRITICAL_NAMESPACE, LOAD_NAMESPACE], freeze),
     description: `kubeadm testbed (Kubernetes ${state.version}: static-pod control plane, kube-proxy, ${workers.length} workers; source kubeadm-worker-1, destinations kubeadm-worker-2..kubeadm-worker-${maxDn + 1}); Ulysses ${img.name} installed from manifests/ (overlays/kubeadm), its Deployments on ${kubeadm.CONTROL_PLANE_NAME}`,
   };

@@ -40,6 +40,7 @@ import { KUBEADM_PREREQUISITES, ensurePrerequisites } from './prerequisites.ts';
 import { NODE_PATHS, type NodeAccess } from '../../manifests/install.ts';
 import { ShellNodeAccess } from '../../manifests/node-shell.ts';
 import { REPO_ROOT } from './ulysses-image.ts';
+import { auditPolicy } from './controlplane.ts';
 
 const run = promisify(execFile);
 
@@ -69,6 +70,8 @@ export interface KubeadmState {
   nodes: KubeadmNode[];
   processes: TrackedProcess[];
   coredns: boolean;
+  /** the namespaces kube-apiserver audits (up's auditNamespaces) */
+  auditNamespaces?: string[];
   /** host state before `up`, restored by `down` */
   host: { ipForward: string; routeLocalnet: string; created: string[] };
   timingsMs: Record<string, number>;
@@ -80,7 +83,12 @@ export interface KubeadmUpOptions {
   runDir?: string;
   workers?: number;
   log?: (line: string) => void;
+  /** kube-apiserver's audit log of the pod and EndpointSlice writes in these namespaces (controlplane.ts auditPolicy, {@link kubeadmAuditLogPath}) */
+  auditNamespaces?: string[];
 }
+
+/** The audit log of a kubeadm testbed started with auditNamespaces (JSON lines, experiments/harness/api-trace.ts reads it). */
+export const kubeadmAuditLogPath = (runDir: string) => join(runDir, 'audit', 'kube-apiserver-audit.log');
 
 export function defaultKubeadmRunDir(): string {
   return process.env.ULYSSES_KUBEADM_RUN_DIR ?? '/tmp/ulysses-testbed-kubeadm';
@@ -208,7 +216,24 @@ function extraArgs(n: KubeadmNode): Array<{ name: string; value: string }> {
   return args;
 }
 
-export function initConfig(runDir: string, cp: KubeadmNode, bootstrapToken: string, coredns: boolean): string {
+/**
+ * kube-apiserver's audit flags through kubeadm (ClusterConfiguration apiServer): the policy and the
+ * log in `<run dir>/audit`, mounted into the static pod at the same path.
+ */
+function auditApiServer(runDir: string): Record<string, unknown> {
+  const dir = dirname(kubeadmAuditLogPath(runDir));
+  return {
+    extraArgs: [
+      { name: 'audit-policy-file', value: join(dir, 'policy.json') },
+      { name: 'audit-log-path', value: kubeadmAuditLogPath(runDir) },
+      { name: 'audit-log-format', value: 'json' },
+      { name: 'audit-log-maxsize', value: '0' },
+    ],
+    extraVolumes: [{ name: 'ulysses-audit', hostPath: dir, mountPath: dir, readOnly: false, pathType: 'DirectoryOrCreate' }],
+  };
+}
+
+export function initConfig(runDir: string, cp: KubeadmNode, bootstrapToken: string, coredns: boolean, auditNamespaces: readonly string[] = []): string {
   const docs: Array<Record<string, unknown>> = [
     {
       apiVersion: 'kubeadm.k8s.io/v1beta4',
@@ -233,6 +258,7 @@ export function initConfig(runDir: string, cp: KubeadmNode, bootstrapToken: stri
       controlPlaneEndpoint: `${cp.spec.gateway}:6443`,
       networking: { serviceSubnet: SERVICE_SUBNET, podSubnet: POD_SUBNET, dnsDomain: 'cluster.local' },
       ...(coredns ? {} : { dns: { disabled: true } }),
+      ...(auditNamespaces.length ? { apiServer: auditApiServer(runDir) } : {}),
     },
     kubeletConfiguration(runDir),
     {
@@ -418,6 +444,7 @@ export async function up(opts: KubeadmUpOptions = {}): Promise<KubeadmState> {
     nodes,
     processes: [],
     coredns,
+    ...(opts.auditNamespaces?.length ? { auditNamespaces: opts.auditNamespaces } : {}),
     host,
     timingsMs: timings,
     startedAt: new Date().toISOString(),
@@ -438,7 +465,11 @@ export async function up(opts: KubeadmUpOptions = {}): Promise<KubeadmState> {
       writeFileSync(join(kubeadmPatchesDir(n), 'kubeletconfiguration+merge.yaml'), stringifyYaml(kubeletPatch(n)));
       if (n.role === 'worker') for (const d of [n.etcKubernetes, n.varLibKubelet]) mkdirSync(d, { recursive: true });
     }
-    writeFileSync(join(runDir, 'kubeadm-init.yaml'), initConfig(runDir, cp, bootstrapToken, coredns));
+    if (opts.auditNamespaces?.length) {
+      mkdirSync(dirname(kubeadmAuditLogPath(runDir)), { recursive: true });
+      writeFileSync(join(dirname(kubeadmAuditLogPath(runDir)), 'policy.json'), auditPolicy(opts.auditNamespaces));
+    }
+    writeFileSync(join(runDir, 'kubeadm-init.yaml'), initConfig(runDir, cp, bootstrapToken, coredns, opts.auditNamespaces));
 
     await step('containerd', timings, log, async () => {
       await Promise.all(

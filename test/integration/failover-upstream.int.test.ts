@@ -43,7 +43,7 @@ describe('failover experiment against stock Kubernetes on a kubeadm testbed', ()
   beforeAll(async () => {
     await kubeadm.down({ runDir, log: () => undefined }); // a leftover of an aborted run
     rmSync(out, { recursive: true, force: true });
-    state = await kubeadm.up({ runDir, workers: 2, log: () => undefined });
+    state = await kubeadm.up({ runDir, workers: 2, log: () => undefined, auditNamespaces: [CRITICAL_NAMESPACE] });
     kc = kubeadm.kubeConfigForKubeadm(state);
     await runFailoverExperiment({
       kubeadm: true,
@@ -118,6 +118,24 @@ describe('failover experiment against stock Kubernetes on a kubeadm testbed', ()
         for (const e of [...evictions, ...creates]) expect(who(e), `config ${r.config} ${e.reason}`).toBe(ULYSSES_CM);
       }
     }
+  });
+
+  it("traces the critical pod through kube-apiserver's audit log: eviction and replacement by kcm in upstream, by the controller manager pods in 1 and 5, bound in each", () => {
+    for (const r of results) {
+      const trace = r.apiTrace ?? [];
+      const by = (verb: string, resource: string) => trace.filter((q) => q.verb === verb && q.resource === resource && q.atMs >= 0);
+      expect(by('delete', 'pods').length, `config ${r.config}: the eviction`).toBeGreaterThan(0);
+      expect(by('create', 'pods').length, `config ${r.config}: the replacement`).toBeGreaterThan(0);
+      expect(by('create', 'pods/binding').length, `config ${r.config}: the binding`).toBeGreaterThan(0);
+      const creators = new Set(by('create', 'pods').map((q) => q.user));
+      if (r.config === 'upstream') {
+        for (const u of creators) expect(u).toMatch(/^system:(serviceaccount:kube-system:|kube-controller-manager)/);
+        expect(by('create', 'pods/binding').map((q) => q.user)).toContain('system:kube-scheduler');
+      } else {
+        expect([...creators], `config ${r.config}`).toEqual(['system:serviceaccount:ulysses-system:ulysses-controller-manager']);
+      }
+    }
+    expect(report).toContain('through the API');
   });
 
   it('times the switches between upstream and Ulysses', () => {

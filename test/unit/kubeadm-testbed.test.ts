@@ -39,6 +39,18 @@ describe('kubeadm testbed configuration', () => {
     expect(proxy).toMatchObject({ mode: 'iptables', conntrack: { maxPerCore: 0 } });
     const noDns = parseAllDocuments(initConfig('/tmp/run', cp, 'abcdef.0123456789abcdef', false))[1]!.toJS() as any;
     expect(noDns.dns).toEqual({ disabled: true });
+    expect(cluster.apiServer).toBeUndefined();
+  });
+
+  it('audits through kubeadm when asked: the apiserver flags and the audit directory mounted at the same path', () => {
+    const cluster = parseAllDocuments(initConfig('/tmp/run', cp, 'abcdef.0123456789abcdef', true, ['failover-critical']))[1]!.toJS() as any;
+    expect(cluster.apiServer.extraArgs).toEqual([
+      { name: 'audit-policy-file', value: '/tmp/run/audit/policy.json' },
+      { name: 'audit-log-path', value: '/tmp/run/audit/kube-apiserver-audit.log' },
+      { name: 'audit-log-format', value: 'json' },
+      { name: 'audit-log-maxsize', value: '0' },
+    ]);
+    expect(cluster.apiServer.extraVolumes).toEqual([{ name: 'ulysses-audit', hostPath: '/tmp/run/audit', mountPath: '/tmp/run/audit', readOnly: false, pathType: 'DirectoryOrCreate' }]);
   });
 
   it('joins a worker with the token, the CA hash and its node-local kubelet flags', () => {
