@@ -81,7 +81,11 @@ export interface FeedSource {
   pods(node: string): readonly ParsedRtPod[] | undefined;
 }
 
-/** Node lists kept per side (by node name) before both forget everything. */
+/**
+ * Node lists kept per side (by node name) before both forget everything, without the feed (lists
+ * of nodes gone are never forgotten otherwise). With the feed, a node gone or no longer an RT node
+ * has its list forgotten, so the lists follow the state's RT nodes and need no cap.
+ */
 const MAX_KEPT_NODES = 4096;
 
 /**
@@ -342,6 +346,8 @@ export class RtAnalysisWorker {
   private markAll(): void {
     if (!this.source) return;
     for (const n of this.source.nodes()) this.dirty.add(n);
+    // lists kept from before (requests without the feed): forgotten if their node is gone
+    for (const n of this.lists.keys()) this.dirty.add(n);
     this.schedulePump();
   }
 
@@ -378,7 +384,7 @@ export class RtAnalysisWorker {
         this.dirty.delete(name);
         continue;
       }
-      if ((kept && kept.from === pods) || (!kept && this.lists.size >= MAX_KEPT_NODES)) {
+      if (kept && kept.from === pods) {
         this.dirty.delete(name);
         continue;
       }
@@ -472,9 +478,8 @@ export class RtAnalysisWorker {
     const w = this.thread();
     const id = ++this.seq;
     let reset: true | undefined;
-    if (this.lists.size + nodes.length > MAX_KEPT_NODES) {
+    if (!this.source && this.lists.size + nodes.length > MAX_KEPT_NODES) {
       this.forget();
-      this.markAll();
       reset = true;
     }
     const share = this.source ? Math.min(limit, FEED_CHUNK_UNITS) : limit;

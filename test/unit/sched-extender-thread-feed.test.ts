@@ -116,6 +116,20 @@ describe('the analysis thread is fed from the state in the background', () => {
     expect(snap.lists.has('ds-b')).toBe(false);
   }, 60_000);
 
+  it('the lists follow the RT nodes: 4,200 of them kept (no cap with the feed), a deleted node forgotten', async () => {
+    const { s, w } = await started();
+    for (let i = 0; i < 4200; i++) s.state.upsertNode(rtNode(`n${i}`, 'edf', 1));
+    s.state.upsertPod(rtPod('e1', 'n4199', { tasks: [{ wcetUs: 1, periodUs: 10 }] }, [0]));
+    await s.analysisThreadFeedIdle();
+    expect(await expectThreadIsState(s, w)).toBe(1);
+    s.state.deleteNode('n4199');
+    await s.analysisThreadFeedIdle();
+    const snap = await w.snapshot();
+    expect(snap.lists.has('n4199')).toBe(false);
+    expect([...snap.lists.keys()].filter((n) => !n.startsWith('\u0000'))).toHaveLength(4199);
+    expect(snap.pods).toBe(0); // the deleted node's pod is no longer in any list
+  }, 60_000);
+
   it('after the thread crashes, a new one is started and fed every pod again', async () => {
     const { s, w } = await started();
     s.state.upsertNode(rtNode('ds-a', 'deferrable-server', 2));
