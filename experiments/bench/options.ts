@@ -225,11 +225,19 @@ export const AdversarialBenchProfileSchema = z
     baselineMs: z.number().int().positive().max(600_000),
     /** the extender's analysis thread (default true, as it runs) */
     analysisThread: z.boolean(),
+    /**
+     * the analysis thread fed in the background from the state (extender config analysisThreadFeed):
+     * on (default, as it runs), off (every request brings over what its budget allows), or both, one
+     * extender of each, alternating, in the same run
+     */
+    analysisThreadFeed: z.enum(['on', 'off', 'both']),
+    /** fresh extenders per cluster (and feed mode): the first /filter of each is reported, median and max over them (default 1) */
+    starts: z.number().int().positive().max(1000),
   })
   .partial()
   .strict();
 export type AdversarialBenchProfile = Required<z.infer<typeof AdversarialBenchProfileSchema>>;
-export const ADVERSARIAL_BENCH_DEFAULTS: AdversarialBenchProfile = { baselineMs: 3000, analysisThread: true };
+export const ADVERSARIAL_BENCH_DEFAULTS: AdversarialBenchProfile = { baselineMs: 3000, analysisThread: true, analysisThreadFeed: 'on', starts: 1 };
 
 export interface AdversarialBenchOptions {
   nodes: number;

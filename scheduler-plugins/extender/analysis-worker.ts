@@ -11,7 +11,7 @@ import { isMainThread, parentPort, workerData, type Worker } from 'node:worker_t
 import { tsWorker } from '../../core/ts-worker.ts';
 import type { RtPodSpec } from '../realtime/annotations.ts';
 import { DEFAULT_MAX_UTILIZATION } from '../realtime/budget-period.ts';
-import { AnalysisBudget, type RtTask } from '../realtime/task.ts';
+import { AnalysisBudget, taskSetFacts, type RtTask } from '../realtime/task.ts';
 import { analyzeRtNode, type NewPod, type NodeReport, type ParsedRtNode, type ParsedRtPod } from '../realtime/what-if.ts';
 
 const WORKER_MARK = 'ulysses-rt-analysis';
@@ -49,9 +49,43 @@ interface Job {
   readonly drop: Int32Array | null;
   /** Forget every pod and node list kept so far (the sender's record of them overflowed). */
   readonly reset?: true;
+  /** Node lists to keep (the background feed: no analysis), and nodes whose lists to forget. */
+  readonly lists?: ReadonlyArray<{ readonly name: string; readonly ids: Int32Array }>;
+  readonly forget?: readonly string[];
+  /** Answer with the thread's node lists and pod count instead (tests: the thread's state against the main thread's). */
+  readonly snapshot?: true;
 }
 
-/** Node lists kept per side (by node name) before both forget everything. */
+/** The thread's state as {@link RtAnalysisWorker.snapshot} reports it. */
+export interface ThreadSnapshot {
+  /** Node lists by node name. */
+  readonly lists: ReadonlyMap<string, readonly ParsedRtPod[]>;
+  /** Pods kept (referred to by a list, or brought over ahead of their node's list). */
+  readonly pods: number;
+}
+
+/**
+ * Work units of pods one background feed job brings over (and at most what one request brings
+ * over itself while the feed runs): ~8,000 tasks, a few ms of packing on the event loop and of
+ * unpacking in the thread, so a request's job never waits long behind a feed job.
+ */
+export const FEED_CHUNK_UNITS = 8192;
+
+/**
+ * Where the background feed reads the nodes' RT pods (server.ts: the ClusterState). `pods(node)`
+ * must return the very list object a request's analysis gets for the node (ClusterState.rtSummary),
+ * undefined when the node is gone or not an RT node (its list in the thread is forgotten).
+ */
+export interface FeedSource {
+  nodes(): Iterable<string>;
+  pods(node: string): readonly ParsedRtPod[] | undefined;
+}
+
+/**
+ * Node lists kept per side (by node name) before both forget everything, without the feed (lists
+ * of nodes gone are never forgotten otherwise). With the feed, a node gone or no longer an RT node
+ * has its list forgotten, so the lists follow the state's RT nodes and need no cap.
+ */
 const MAX_KEPT_NODES = 4096;
 
 /**
@@ -151,7 +185,20 @@ export interface AnalysisResult {
 if (!isMainThread && (workerData as { mark?: string } | null)?.mark === WORKER_MARK) {
   const pods = new Map<number, ParsedRtPod>();
   const lists = new Map<string, readonly ParsedRtPod[]>();
+  const listOf = (name: string, ids: Int32Array): ParsedRtPod[] => {
+    const l = new Array<ParsedRtPod>(ids.length);
+    for (let k = 0; k < ids.length; k++) {
+      const p = pods.get(ids[k]!);
+      if (!p) throw new Error(`internal: RT analysis thread has no pod ${ids[k]} of node ${name}`);
+      l[k] = p;
+    }
+    return l;
+  };
   parentPort!.on('message', (job: Job) => {
+    if (job.snapshot) {
+      parentPort!.postMessage({ id: job.id, reports: [], used: 0, snapshot: { lists: new Map(lists), pods: pods.size } });
+      return;
+    }
     if (job.reset) {
       pods.clear();
       lists.clear();
@@ -159,20 +206,16 @@ if (!isMainThread && (workerData as { mark?: string } | null)?.mark === WORKER_M
     if (job.batch) {
       const unpacked = unpackPods(job.batch);
       job.batch.ids.forEach((id, i) => pods.set(id, unpacked[i]!));
+      // a feed job (no analysis): the servers' task-set facts the analyses will need, computed now in the background
+      if (!job.nodes.length) for (const p of unpacked) if (p.spec.kind === 'deferrable-server') taskSetFacts(p.spec.tasks);
     }
+    for (const l of job.lists ?? []) lists.set(l.name, listOf(l.name, l.ids));
+    for (const name of job.forget ?? []) lists.delete(name);
     const budget = new AnalysisBudget(job.limit, job.requestLimit);
     const reports = job.nodes.map((sent, i): NodeReport => {
       let list: readonly ParsedRtPod[] | undefined;
-      if (sent.pods) {
-        const ids = sent.pods;
-        const l = new Array<ParsedRtPod>(ids.length);
-        for (let k = 0; k < ids.length; k++) {
-          const p = pods.get(ids[k]!);
-          if (!p) throw new Error(`internal: RT analysis thread has no pod ${ids[k]} of node ${sent.name}`);
-          l[k] = p;
-        }
-        lists.set(sent.name, (list = l));
-      } else list = lists.get(sent.name);
+      if (sent.pods) lists.set(sent.name, (list = listOf(sent.name, sent.pods)));
+      else list = lists.get(sent.name);
       if (!list) throw new Error(`internal: RT analysis thread has no pods list of node ${sent.name}`);
       const r = analyzeRtNode({ ...sent, pods: list }, job.pods[i]!, { exactResponseTimes: false, stopAtFirstFailure: true, budget });
       // only what the verdict reads (evaluate.ts): no per-server and per-task reports back across the thread
@@ -189,7 +232,7 @@ interface SentPod {
   readonly name: string;
   readonly uid: string;
   readonly cores: readonly number[] | undefined;
-  /** Node lists (in the thread) that refer to it. */
+  /** Node lists (in the thread) that refer to it; 0 while brought over ahead of its node's list (the feed); -1 once gone from the thread. */
   refs: number;
 }
 
@@ -200,47 +243,246 @@ export interface TransferStats {
   /** Node lists sent / left out because the thread's list was current. */
   nodesSent: number;
   nodesReused: number;
-  /** Nodes refused because bringing their pods over would pass the request's budget. */
+  /** Nodes refused because bringing their pods over would pass the request's budget (or its share for bringing pods over). */
   nodesOverBudget: number;
-  /** Pods and tasks packed and sent; pods a list referred to that the thread already had. */
+  /** Pods and tasks packed and sent (by requests and by the feed); pods a list referred to that the thread already had. */
   podsSent: number;
   podsReused: number;
   tasksSent: number;
   /** Bytes of the packed numbers and of the node lists' ids (transferred, not cloned). */
   bytes: number;
-  /** Work units charged for the transfer ({@link transferUnits}). */
+  /** Work units charged to requests for the transfer ({@link transferUnits}; the feed's are not charged). */
   units: number;
+  /** Background feed: jobs posted, pods (of podsSent) and node lists (of nodesSent) it brought over. */
+  feedJobs: number;
+  podsFed: number;
+  nodesFed: number;
 }
 
-/** One analysis thread, started on first use; a crashed thread fails its jobs and is started again on the next. */
+type Reply = AnalysisResult & { readonly snapshot?: ThreadSnapshot };
+
+/**
+ * One analysis thread, started on first use; a crashed thread fails its jobs and is started again
+ * on the next (with a feed: at once, and again after 0.1, 0.2, ... up to 30 s while it keeps
+ * crashing before a feed job is answered).
+ *
+ * With a {@link FeedSource} ({@link feedFrom}) the thread is fed in the background: every node the
+ * source reports changed ({@link changed}) is brought up to date — its new pods packed and sent,
+ * then its list of ids — in jobs of at most {@link FEED_CHUNK_UNITS} units of pods, one job out at
+ * a time (the next one posted when the thread has answered it), so a request's job queues behind
+ * at most one small feed job, and the event loop packs a few ms at a time. Pods are sent once per
+ * version whoever brings them (the same records as the requests'); a request that still finds some
+ * of a node's pods missing brings over at most {@link FEED_CHUNK_UNITS} units itself and refuses
+ * the nodes past that (the feed brings them). Pods brought over ahead of their node's list that no
+ * list uses once the feed has caught up (the node changed meanwhile) are dropped then.
+ */
 export class RtAnalysisWorker {
   private worker: Worker | undefined;
   private seq = 0;
   private nextPodId = 0;
-  private readonly waiting = new Map<number, { resolve: (r: AnalysisResult) => void; reject: (e: Error) => void }>();
-  /** Jobs answered (for tests and metrics). */
+  private readonly waiting = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
+  /** Jobs answered (for tests and metrics; the warm-up, feed and snapshot jobs not counted). */
   jobs = 0;
   /** What the thread was sent since this object was made (see {@link TransferStats}). */
-  readonly transfer: TransferStats = { nodesSent: 0, nodesReused: 0, nodesOverBudget: 0, podsSent: 0, podsReused: 0, tasksSent: 0, bytes: 0, units: 0 };
+  readonly transfer: TransferStats = { nodesSent: 0, nodesReused: 0, nodesOverBudget: 0, podsSent: 0, podsReused: 0, tasksSent: 0, bytes: 0, units: 0, feedJobs: 0, podsFed: 0, nodesFed: 0 };
 
   /** Node lists the thread keeps, by node name: the list object they were made from and its pods. */
   private readonly lists = new Map<string, { readonly from: readonly ParsedRtPod[]; readonly pods: readonly SentPod[] }>();
   /** Pod versions the thread keeps, by their parsed spec (one spec object per pod version, state.ts). */
   private readonly podsBySpec = new WeakMap<RtPodSpec, SentPod>();
 
+  // the background feed
+  private source: FeedSource | undefined;
+  /** Nodes the feed still has to bring up to date. */
+  private readonly dirty = new Set<string>();
+  /** Pods the feed brought over whose node list was not sent yet (dropped when unused once it caught up). */
+  private readonly pending = new Set<SentPod>();
+  private feeding = false;
+  private pumpScheduled = false;
+  private restartTimer: NodeJS.Timeout | undefined;
+  private restartDelayMs = 0;
+  private idleWaiters: Array<() => void> = [];
+
+  /**
+   * Feeds the thread from `source` in the background (see the class comment), starting with every
+   * node it has; undefined stops feeding. The thread is started by the first feed job if needed.
+   */
+  feedFrom(source: FeedSource | undefined): void {
+    this.source = source;
+    this.dirty.clear();
+    if (source) this.markAll();
+    else this.settle();
+  }
+
+  /** The node's RT pods or the node may have changed (ClusterState.onNodeChange): the feed brings it up to date. */
+  changed(node: string): void {
+    if (!this.source) return;
+    this.dirty.add(node);
+    this.schedulePump();
+  }
+
+  /** Is the thread fed in the background? */
+  get feedActive(): boolean {
+    return !!this.source;
+  }
+
+  /** Resolves once the feed has nothing left to bring over and no feed job is out (tests, benches). */
+  feedIdle(): Promise<void> {
+    if (this.idle()) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private idle(): boolean {
+    return !this.source || (!this.feeding && !this.pumpScheduled && !this.restartTimer && this.dirty.size === 0 && this.pending.size === 0);
+  }
+
+  private settle(): void {
+    if (!this.idle()) return;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  private markAll(): void {
+    if (!this.source) return;
+    for (const n of this.source.nodes()) this.dirty.add(n);
+    // lists kept from before (requests without the feed): forgotten if their node is gone
+    for (const n of this.lists.keys()) this.dirty.add(n);
+    this.schedulePump();
+  }
+
+  private schedulePump(): void {
+    if (this.pumpScheduled || this.feeding || this.restartTimer || !this.source) return;
+    this.pumpScheduled = true;
+    setImmediate(() => {
+      this.pumpScheduled = false;
+      this.pump();
+    });
+  }
+
+  /** Posts the next feed job (at most FEED_CHUNK_UNITS of pods, the node lists made complete by it). */
+  private pump(): void {
+    const src = this.source;
+    if (this.feeding || this.restartTimer || !src) return this.settle();
+    const newPods: ParsedRtPod[] = [];
+    const newIds: number[] = [];
+    const lists: Array<{ name: string; ids: Int32Array }> = [];
+    const forget: string[] = [];
+    const drop: number[] = [];
+    let units = 0;
+    let full = false;
+    for (const name of this.dirty) {
+      const pods = src.pods(name);
+      const kept = this.lists.get(name);
+      if (!pods) {
+        // gone, or no longer an RT node: the thread forgets its list
+        if (kept) {
+          this.release(kept.pods, drop);
+          this.lists.delete(name);
+          forget.push(name);
+        }
+        this.dirty.delete(name);
+        continue;
+      }
+      if (kept && kept.from === pods) {
+        this.dirty.delete(name);
+        continue;
+      }
+      for (const p of pods) {
+        if (this.kept(p)) continue;
+        const cost = transferUnits(p.spec);
+        if (units > 0 && units + cost > FEED_CHUNK_UNITS) {
+          full = true;
+          break;
+        }
+        const r: SentPod = { id: ++this.nextPodId, name: p.name, uid: p.uid, cores: p.cores, refs: 0 };
+        this.podsBySpec.set(p.spec, r);
+        this.pending.add(r);
+        newPods.push(p);
+        newIds.push(r.id);
+        units += cost;
+        this.transfer.podsSent++;
+        this.transfer.podsFed++;
+        this.transfer.tasksSent += p.spec.tasks.length;
+      }
+      if (full) break;
+      // every pod of the node is in the thread or in this job: its list goes with it
+      const list = pods.map((p) => {
+        const r = this.kept(p)!;
+        r.refs++;
+        this.pending.delete(r);
+        return r;
+      });
+      if (kept) this.release(kept.pods, drop);
+      this.lists.set(name, { from: pods, pods: list });
+      lists.push({ name, ids: Int32Array.from(list, (r) => r.id) });
+      this.transfer.nodesSent++;
+      this.transfer.nodesFed++;
+      this.dirty.delete(name);
+      if (units >= FEED_CHUNK_UNITS) break;
+    }
+    if (this.dirty.size === 0) {
+      // caught up: pods brought over for a list that changed before it was sent are not needed
+      for (const r of this.pending) {
+        if (r.refs === 0) {
+          r.refs = -1;
+          drop.push(r.id);
+        }
+      }
+      this.pending.clear();
+    }
+    if (!newPods.length && !lists.length && !forget.length && !drop.length) return this.settle();
+    const w = this.thread();
+    const batch = newPods.length ? packPods(newPods, newIds) : null;
+    const transfer: ArrayBuffer[] = lists.map((l) => l.ids.buffer as ArrayBuffer);
+    if (batch) transfer.push(batch.numbers.buffer as ArrayBuffer, batch.ids.buffer as ArrayBuffer);
+    const dropIds = drop.length ? Int32Array.from(drop) : null;
+    if (dropIds) transfer.push(dropIds.buffer as ArrayBuffer);
+    this.transfer.bytes += lists.reduce((b, l) => b + l.ids.byteLength, 0) + (batch ? batch.numbers.byteLength + batch.ids.byteLength : 0);
+    this.transfer.feedJobs++;
+    const id = ++this.seq;
+    this.uncounted.add(id);
+    this.feeding = true;
+    this.waiting.set(id, {
+      resolve: () => {
+        this.feeding = false;
+        this.restartDelayMs = 0;
+        this.schedulePump();
+        this.settle();
+      },
+      reject: () => {
+        this.feeding = false;
+      },
+    });
+    const job: Job = { id, nodes: [], pods: [], limit: 0, requestLimit: 0, batch, drop: dropIds, ...(lists.length ? { lists } : {}), ...(forget.length ? { forget } : {}) };
+    this.post(w, job, transfer);
+  }
+
+  /** Releases a replaced list's references; pods no list refers to any more are dropped from the thread. */
+  private release(pods: readonly SentPod[], drop: number[]): void {
+    for (const old of pods) {
+      if (--old.refs === 0) {
+        old.refs = -1; // gone from the thread: never referred to again
+        drop.push(old.id);
+      }
+    }
+  }
+
   /**
    * Analyses `nodes[i]` for `pods[i]` (the same pod, named as each node's verdict needs), within
    * `limit` work units in all, bringing the thread's copy of the nodes' pods up to date first
-   * (charged to `limit`, see {@link transferUnits}).
+   * (charged to `limit`, see {@link transferUnits}; while the thread is fed in the background, at
+   * most {@link FEED_CHUNK_UNITS} of it).
    */
   analyze(nodes: readonly ParsedRtNode[], pods: readonly NewPod[], limit: number, requestLimit = limit): Promise<AnalysisResult> {
     const w = this.thread();
     const id = ++this.seq;
     let reset: true | undefined;
-    if (this.lists.size + nodes.length > MAX_KEPT_NODES) {
+    if (!this.source && this.lists.size + nodes.length > MAX_KEPT_NODES) {
       this.forget();
       reset = true;
     }
+    const share = this.source ? Math.min(limit, FEED_CHUNK_UNITS) : limit;
     const newPods: ParsedRtPod[] = [];
     const newIds: number[] = [];
     const drop: number[] = [];
@@ -266,9 +508,9 @@ export class RtAnalysisWorker {
         cost += transferUnits(p.spec);
         tasks += p.spec.tasks.length;
       });
-      if (units + cost > limit) {
+      if (units + cost > share) {
         this.transfer.nodesOverBudget++;
-        overBudget.set(i, notInThread(n, missing.size, tasks, cost, limit - units, requestLimit));
+        overBudget.set(i, notInThread(n, missing.size, tasks, cost, share - units, requestLimit, this.source ? share : undefined));
         sent.push({ ...n, pods: null });
         return;
       }
@@ -288,12 +530,7 @@ export class RtAnalysisWorker {
         r.refs++;
         return r;
       });
-      for (const old of kept?.pods ?? []) {
-        if (--old.refs === 0) {
-          old.refs = -1; // gone from the thread: never referred to again
-          drop.push(old.id);
-        }
-      }
+      if (kept) this.release(kept.pods, drop);
       this.lists.set(n.name, { from: n.pods, pods: list });
       const ids = Int32Array.from(list, (r) => r.id);
       listBytes += ids.byteLength;
@@ -329,6 +566,20 @@ export class RtAnalysisWorker {
     });
   }
 
+  /**
+   * The thread's node lists and the number of pods it keeps, as it has them once every job posted
+   * so far is done (tests: the thread's state against the main thread's).
+   */
+  snapshot(): Promise<ThreadSnapshot> {
+    const w = this.thread();
+    const id = ++this.seq;
+    this.uncounted.add(id);
+    return new Promise<ThreadSnapshot>((resolve, reject) => {
+      this.waiting.set(id, { resolve: (r) => resolve(r.snapshot!), reject });
+      this.post(w, { id, nodes: [], pods: [], limit: 0, requestLimit: 0, batch: null, drop: null, snapshot: true }, []);
+    });
+  }
+
   /** The thread's record of this pod version, if it has it. */
   private kept(p: ParsedRtPod): SentPod | undefined {
     const r = this.podsBySpec.get(p.spec);
@@ -355,26 +606,44 @@ export class RtAnalysisWorker {
   /** Forgets what the thread keeps (a new thread keeps nothing; an overflow resets both sides). */
   private forget(): void {
     for (const l of this.lists.values()) for (const r of l.pods) r.refs = -1;
+    for (const r of this.pending) r.refs = -1;
     this.lists.clear();
+    this.pending.clear();
+  }
+
+  /** After a crash: every node brought over again by a new thread, at once the first time, then backing off. */
+  private refeed(): void {
+    if (!this.source) return;
+    const delay = this.restartDelayMs;
+    this.restartDelayMs = Math.min(Math.max(100, delay * 2), 30_000);
+    for (const n of this.source.nodes()) this.dirty.add(n);
+    if (delay === 0) return this.schedulePump();
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = undefined;
+      this.schedulePump();
+    }, delay);
+    this.restartTimer.unref();
   }
 
   private thread(): Worker {
     if (this.worker) return this.worker;
     const w = tsWorker(import.meta.url, { workerData: { mark: WORKER_MARK } });
     w.unref();
-    w.on('message', (m: AnalysisResult & { id: number }) => {
+    w.on('message', (m: Reply & { id: number }) => {
       const p = this.waiting.get(m.id);
       this.waiting.delete(m.id);
       if (!this.uncounted.delete(m.id)) this.jobs++;
-      p?.resolve({ reports: m.reports, used: m.used });
+      p?.resolve(m);
     });
     const fail = (err: Error) => {
-      if (this.worker === w) {
+      const current = this.worker === w;
+      if (current) {
         this.worker = undefined;
         this.forget();
       }
       for (const p of this.waiting.values()) p.reject(err);
       this.waiting.clear();
+      if (current) this.refeed();
     };
     w.on('error', fail);
     w.on('exit', (code) => fail(new Error(`RT analysis thread exited (code ${code})`)));
@@ -382,16 +651,23 @@ export class RtAnalysisWorker {
     return w;
   }
 
+  /** Stops the thread and the feed. */
   async stop(): Promise<void> {
     const w = this.worker;
     this.worker = undefined;
+    this.source = undefined;
+    this.dirty.clear();
+    if (this.restartTimer) clearTimeout(this.restartTimer);
+    this.restartTimer = undefined;
     this.forget();
+    this.feeding = false;
+    this.settle();
     await w?.terminate();
   }
 }
 
-/** The refusal of a node whose pods could not be brought into the thread within the request's budget. */
-function notInThread(n: ParsedRtNode, pods: number, tasks: number, cost: number, left: number, requestLimit: number): NodeReport {
+/** The refusal of a node whose pods could not be brought into the thread within the request's budget (or its share for bringing pods over, `share`, while the thread is fed in the background). */
+function notInThread(n: ParsedRtNode, pods: number, tasks: number, cost: number, left: number, requestLimit: number, share: number | undefined): NodeReport {
   const maxUtilization = n.capacity.maxUtilization ?? (n.kind === 'budget-period' ? DEFAULT_MAX_UTILIZATION : 1);
   return {
     node: n.name,
@@ -400,7 +676,7 @@ function notInThread(n: ParsedRtNode, pods: number, tasks: number, cost: number,
     reason:
       `analysis budget exceeded: ${pods} pod(s) with ${tasks} tasks on the node are not in the analysis thread yet, ` +
       `bringing them there costs ${cost} work units and ${Math.max(0, left)} are left (budget ${requestLimit} work units per request; ` +
-      'the next requests bring them over)',
+      (share === undefined ? 'the next requests bring them over)' : `a request brings over at most ${share} work units of pods, the rest are being brought over in the background)`),
     cores: null,
     coreUtilization: [],
     maxUtilization,

@@ -19,6 +19,7 @@
  * analysisBudget: 1000000                     # RT analysis work units per request (realtime/task.ts AnalysisBudget)
  * inlineAnalysisBudget: 50000                  # of which a filter does inline; the rest in the analysis thread
  * analysisThread: true
+ * analysisThreadFeed: true                     # the thread fed in the background from the informers
  * bodyLimitBytes: 16777216
  * assuranceUpdater: { enabled: false, rules: [{ condition: MemoryPressure, gamma: 0.5, resources: [memory] }] }
  * rescheduler: { enabled: false, evictionsPerMinute: 6, burst: 1, onlyControlled: true, intervalMs: 5000, dryRun: false }
@@ -109,6 +110,12 @@ export const ExtenderConfig = z.strictObject({
   inlineAnalysisBudget: z.number().int().min(100).max(1_000_000_000).default(50_000),
   /** Analyse what passes inlineAnalysisBudget in a worker thread (false: everything inline, up to analysisBudget). */
   analysisThread: z.boolean().default(true),
+  /**
+   * Bring the nodes' RT pods into the analysis thread in the background as the informers deliver
+   * them (small jobs, one at a time), so a request finds them there; a request then carries at
+   * most a small share of pods itself (false: every request brings over what its budget allows).
+   */
+  analysisThreadFeed: z.boolean().default(true),
   /** Node-assurance updater run by main.ts next to the server (assurance/updater.ts). */
   assuranceUpdater: z.strictObject({ enabled: z.boolean().default(false), ...AssuranceUpdaterConfig.shape }).prefault({}),
   /** Opt-in rescheduler run by main.ts (assurance/rescheduler.ts). */

@@ -34,7 +34,7 @@ import { metricsRegistry, metricsText } from '../../core/metrics.ts';
 import { RT_ANNOTATION, RT_CORES_ANNOTATION, TDMA_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../schedulability.ts';
 import { AnalysisBudget } from '../realtime/task.ts';
 import type { NewPod, ParsedRtNode } from '../realtime/what-if.ts';
-import { RtAnalysisWorker } from './analysis-worker.ts';
+import { RtAnalysisWorker, type FeedSource } from './analysis-worker.ts';
 import type { ServingGate } from './leadership.ts';
 import { extenderConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from './config.ts';
 import { evaluateNode, evaluateShared, podRequirements, verdictFor, type NodeVerdict, type PodRequirements, type RejectionReason, type SharedVerdict, type SlotMemo } from './evaluate.ts';
@@ -336,15 +336,17 @@ export class ExtenderServer {
     this.networks = tdmaNetworks(cfg);
     this.configGen++;
     this.verdicts.clear();
+    if (this.analysisWorker) this.feed(this.analysisWorker);
     this.log.info({ plugins: cfg.plugins, networks: Object.keys(cfg.tdmaNetworks) }, 'configuration applied');
   }
 
   /** Starts the informers (waits for their first list: never answer from an empty cache) and listens. */
   async start(): Promise<{ url: string; port: number }> {
-    // the analysis thread loads while the informers list (not awaited: a request meanwhile waits for it)
-    this.rtWorker()
-      ?.warm()
-      .catch((err: Error) => this.log.warn({ err: err.message }, 'RT analysis thread warm-up failed (it is started again on first use)'));
+    // the analysis thread loads while the informers list (not awaited: a request meanwhile waits for
+    // it), and is fed the RT pods as the informers deliver them
+    const worker = this.rtWorker();
+    worker?.warm().catch((err: Error) => this.log.warn({ err: err.message }, 'RT analysis thread warm-up failed (it is started again on first use)'));
+    if (worker) this.feed(worker);
     if (this.informers) await Promise.all([this.informers.nodes.start(), this.informers.pods.start()]);
     const address = await this.app.listen({ host: this.cfg.listen.host, port: this.cfg.listen.port });
     this.listening = address;
@@ -365,6 +367,8 @@ export class ExtenderServer {
   private buildApp(): FastifyInstance {
     const app = Fastify({ logger: false, bodyLimit: this.cfg.bodyLimitBytes });
     app.addHook('onClose', async () => {
+      this.stopFeed?.();
+      this.stopFeed = undefined;
       await this.analysisWorker?.stop();
       this.analysisWorker = undefined;
     });
@@ -710,6 +714,7 @@ export class ExtenderServer {
       return key;
     });
     if (collected.nodes.length !== deferred.length) throw new Error('internal: a deferred node did not reach its RT analysis');
+    this.feed(worker);
     const res = await worker.analyze(collected.nodes, collected.pods, Math.max(limit, 1), this.cfg.analysisBudget);
     let exceeded = false;
     const results = deferred.map(({ info }, k) => {
@@ -742,6 +747,38 @@ export class ExtenderServer {
   private rtWorker(): RtAnalysisWorker | undefined {
     if (!this.cfg.analysisThread) return undefined;
     return (this.analysisWorker ??= new RtAnalysisWorker());
+  }
+
+  private stopFeed: (() => void) | undefined;
+
+  /**
+   * Feeds the analysis thread in the background (config analysisThreadFeed) from start(), or from
+   * its first use when the server is not started: every RT node's pods now, then every node whose
+   * version the state bumps (an informer event that changed what the analyses read), as they come.
+   */
+  private feed(worker: RtAnalysisWorker): void {
+    if (!this.cfg.analysisThreadFeed) {
+      if (worker.feedActive) worker.feedFrom(undefined);
+      return;
+    }
+    if (worker.feedActive) return;
+    this.stopFeed ??= this.state.onNodeChange((node) => this.analysisWorker?.changed(node));
+    worker.feedFrom(this.feedSource);
+  }
+
+  /** What the feed brings over: per RT node the very list of pods a request's analysis gets (ClusterState.rtSummary). */
+  private readonly feedSource: FeedSource = {
+    nodes: () => this.state.nodeNames(),
+    pods: (name) => {
+      const info = this.state.node(name);
+      if (!info || typeof info.rtKind !== 'string' || !info.rtCapacity.ok) return undefined;
+      return this.state.rtSummary(name).pods;
+    },
+  };
+
+  /** Resolves once the analysis thread's background feed has caught up with the state (tests, benches). */
+  analysisThreadFeedIdle(): Promise<void> {
+    return this.analysisWorker?.feedIdle() ?? Promise.resolve();
   }
 
   prioritize(args: ExtenderArgs): HostPriority[] | Promise<HostPriority[]> {
@@ -807,6 +844,7 @@ export class ExtenderServer {
       if (err !== COLLECTED) throw err;
     }
     if (!collected) throw new Error('internal: bind re-check did not reach its RT analysis');
+    this.feed(worker);
     const res = await withDeadline(worker.analyze([collected.node], [collected.pod], Math.max(total - budget.used, 1), total), left(), 'the RT analysis in the analysis thread');
     this.bindThreadJobs++;
     const now = this.state.node(info.name);

@@ -253,6 +253,19 @@ export class ClusterState {
     this.nodeVersions.set(name, v);
     const info = this.nodes.get(name);
     if (info) info.version = v;
+    for (const l of this.nodeListeners) l(name);
+  }
+
+  private readonly nodeListeners = new Set<(node: string) => void>();
+
+  /**
+   * Calls `listener(node)` whenever the node's version is bumped (what the analyses read of the
+   * node or of its pods changed), synchronously inside the change: it should only take note.
+   * Returns the function that removes it.
+   */
+  onNodeChange(listener: (node: string) => void): () => void {
+    this.nodeListeners.add(listener);
+    return () => this.nodeListeners.delete(listener);
   }
 
   private bumpNetwork(rec: PodRecord | undefined): void {

@@ -139,14 +139,18 @@ describe('bench:extender-adversarial options', () => {
   const parse = (argv: string[]) => adversarialBenchOptions(argv, quiet(adversarialBenchCommand()));
   it('defaults, flags and the analysis thread off by profile', () => {
     expect(parse([])).toEqual({ nodes: 100, repetitions: 20, clusters: ['mixed', 'hostile'], json: false, profile: ADVERSARIAL_BENCH_DEFAULTS });
-    expect(ADVERSARIAL_BENCH_DEFAULTS).toEqual({ baselineMs: 3000, analysisThread: true });
+    expect(ADVERSARIAL_BENCH_DEFAULTS).toEqual({ baselineMs: 3000, analysisThread: true, analysisThreadFeed: 'on', starts: 1 });
     const noThread = fileURLToPath(new URL('../../experiments/profiles/bench-extender-adversarial-no-analysis-thread.yaml', import.meta.url));
-    expect(parse(['--repetitions', '50', '--clusters', 'hostile', '--json', '--profile', noThread])).toEqual({ nodes: 100, repetitions: 50, clusters: ['hostile'], json: true, profile: { baselineMs: 3000, analysisThread: false } });
+    expect(parse(['--repetitions', '50', '--clusters', 'hostile', '--json', '--profile', noThread])).toEqual({ nodes: 100, repetitions: 50, clusters: ['hostile'], json: true, profile: { ...ADVERSARIAL_BENCH_DEFAULTS, analysisThread: false } });
+    const feed = fileURLToPath(new URL('../../experiments/profiles/bench-extender-adversarial-feed-both.yaml', import.meta.url));
+    expect(parse(['--profile', feed]).profile).toEqual({ ...ADVERSARIAL_BENCH_DEFAULTS, analysisThreadFeed: 'both', starts: 10 });
   });
   it('refuses an unknown cluster and a bad analysisThread value', () => {
     expect(() => parse(['--clusters', 'mixed,calm'])).toThrow(/--clusters: unknown calm \(known: mixed, hostile\)/);
     const f = profile('analysisThread: off\n');
     expect(() => parse(['--profile', f])).toThrow(new RegExp(`profile ${f}: field analysisThread: `));
+    const g = profile('analysisThreadFeed: true\n');
+    expect(() => parse(['--profile', g])).toThrow(new RegExp(`profile ${g}: field analysisThreadFeed: `));
   });
 });
 

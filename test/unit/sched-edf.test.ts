@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { edfCoreSchedulable, placeEdfTasks } from '../../scheduler-plugins/realtime/edf.ts';
-import type { RtTask } from '../../scheduler-plugins/realtime/task.ts';
+import { decimalRatio, MAX_TIME_US, taskDensity, utilizationExceeds, type RtTask } from '../../scheduler-plugins/realtime/task.ts';
+import { prng } from '../../core/prng.ts';
 
 const t = (wcetUs: number, periodUs: number, deadlineUs?: number): RtTask => ({ wcetUs, periodUs, ...(deadlineUs ? { deadlineUs } : {}) });
 
@@ -77,5 +78,71 @@ describe('exact utilization arithmetic', () => {
     // a bound below 1 is the decimal written: 0.5 + 0.45 <= 0.95
     expect(edfCoreSchedulable([t(5, 10), t(45, 100)], 0.95)).toMatchObject({ schedulable: true });
     expect(placeEdfTasks([[t(1_000_000_000, 2_000_000_000)]], [t(1_000_000_001, 2_000_000_000)])).toMatchObject({ ok: false });
+  });
+});
+
+describe('the float sum decides only away from the bound', () => {
+  // the core test compares the float sum when rounding cannot change the answer and the exact
+  // integer sum near the bound; both must give the exact answer, and the placement (which tests a
+  // core by its kept density sum without copying its tasks) must equal testing a copy each time
+  const rnd = prng(26);
+  const int = (lo: number, hi: number) => lo + Math.floor(rnd() * (hi - lo + 1));
+  const exact = (tasks: readonly RtTask[], bound: number) => {
+    const implicit = tasks.every((x) => (x.deadlineUs ?? x.periodUs) >= x.periodUs);
+    const [num, den] = decimalRatio(bound);
+    return !utilizationExceeds(tasks.map((x) => [x.wcetUs, implicit ? x.periodUs : Math.min(x.deadlineUs ?? x.periodUs, x.periodUs)] as const), num, den);
+  };
+  /** Tasks whose sum lands on, just under or just over `bound` (the last task's WCET chosen so), or anywhere. */
+  const nearBound = (bound: number): RtTask[] => {
+    const n = int(1, 6);
+    const big = rnd() < 0.5;
+    const tasks = Array.from({ length: n - 1 }, () => {
+      const periodUs = big ? int(1_000_000_000, MAX_TIME_US) : int(2, 1000);
+      return t(int(1, Math.max(1, Math.floor((periodUs * bound) / (2 * n)))), periodUs, rnd() < 0.2 ? int(1, periodUs) : undefined);
+    });
+    const periodUs = big ? int(1_000_000_000, MAX_TIME_US) : int(2, 1000);
+    const used = tasks.reduce((s, x) => s + x.wcetUs / Math.min(x.deadlineUs ?? x.periodUs, x.periodUs), 0);
+    const wcet = Math.max(1, Math.round((bound - used) * periodUs) + int(-1, 1));
+    return [...tasks, t(Math.min(wcet, MAX_TIME_US), periodUs)];
+  };
+  it('edfCoreSchedulable equals the exact test (2000 sets at, under and over the bounds 1, 0.95, 0.7)', () => {
+    let near = 0;
+    for (let i = 0; i < 2000; i++) {
+      const bound = [1, 0.95, 0.7][i % 3]!;
+      const tasks = nearBound(bound);
+      const r = edfCoreSchedulable(tasks, bound);
+      expect(r.schedulable, JSON.stringify({ tasks, bound })).toBe(exact(tasks, bound));
+      if (Math.abs(r.load - bound) < 1e-12) near++;
+    }
+    expect(near).toBeGreaterThan(20); // the cases the float cannot decide were exercised
+  });
+  it('placeEdfTasks equals placement by testing a copy of each core (300 random nodes, bounds 1 and 0.95)', () => {
+    const reference = (cores: readonly (readonly RtTask[])[], tasks: readonly RtTask[], bound: number) => {
+      const state = cores.map((c) => [...c]);
+      const loads = state.map((c) => c.reduce((s, x) => s + taskDensity(x), 0));
+      const order = tasks.map((_, i) => i).sort((a, b) => taskDensity(tasks[b]!) - taskDensity(tasks[a]!) || a - b);
+      const assignment: number[] = new Array<number>(tasks.length).fill(-1);
+      for (const i of order) {
+        const byLoad = state.map((_, c) => c).sort((a, b) => loads[a]! - loads[b]! || a - b);
+        const core = byLoad.find((c) => edfCoreSchedulable([...state[c]!, tasks[i]!], bound).schedulable);
+        if (core === undefined) return undefined;
+        state[core]!.push(tasks[i]!);
+        loads[core] = loads[core]! + taskDensity(tasks[i]!);
+        assignment[i] = core;
+      }
+      return assignment;
+    };
+    let placed = 0;
+    for (let i = 0; i < 300; i++) {
+      const bound = i % 2 ? 1 : 0.95;
+      const cores = Array.from({ length: int(1, 4) }, () => (rnd() < 0.3 ? [] : nearBound(bound).slice(0, int(1, 3))));
+      const tasks = nearBound(bound * int(1, 2));
+      const r = placeEdfTasks(cores, tasks, bound);
+      const ref = reference(cores, tasks, bound);
+      expect(r.ok ? r.assignment : undefined, JSON.stringify({ cores, tasks, bound })).toEqual(ref);
+      if (r.ok) placed++;
+    }
+    expect(placed).toBeGreaterThan(30);
+    expect(placed).toBeLessThan(270);
   });
 });
