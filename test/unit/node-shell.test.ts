@@ -6,7 +6,20 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { NodeShellError, parseNodeShell, shQuote, ShellNodeAccess } from '../../manifests/node-shell.ts';
+
+/** The CLI as a user runs it: exit code and output. */
+async function cli(args: string[]): Promise<{ code: number; out: string }> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(join('node_modules', '.bin', 'tsx'), [join('cli', 'ulysses.ts'), ...args], { env: { ...process.env, KUBECONFIG: '' } });
+    return { code: 0, out: stdout + stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: e.code ?? 1, out: `${e.stdout ?? ''}${e.stderr ?? ''}` };
+  }
+}
 
 const dir = mkdtempSync(join(tmpdir(), 'ulysses-node-shell-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -23,6 +36,15 @@ describe('--node-shell', () => {
     expect(() => parseNodeShell(`ssh {node} ${'x'.repeat(5000)}`)).toThrow(/longer than 4096/);
     expect(() => new ShellNodeAccess({ shell: ['ssh', 'host'], nodes })).toThrow(/no \{node\}/);
   });
+
+  it('is checked by the CLI before anything is read or changed', async () => {
+    const install = await cli(['install', '--node-shell', 'ssh root@host', '--kubeconfig', '/nonexistent']);
+    expect(install).toEqual({ code: 1, out: expect.stringContaining('ulysses: --node-shell "ssh root@host": no {node} in it') });
+    const noKubeconfig = await cli(['uninstall', '--node-shell', 'ssh root@{node}']);
+    expect(noKubeconfig).toEqual({ code: 1, out: expect.stringContaining("--node-shell: the cluster's admin kubeconfig is needed (--kubeconfig or $KUBECONFIG)") });
+    const experiment = await cli(['experiment', 'failover', '--node-shell', 'ssh root@{node}', '--out', join(dir, 'never')]);
+    expect(experiment).toEqual({ code: 1, out: expect.stringContaining('--node-shell: with --kubeconfig of a kubeadm cluster') });
+  }, 60_000);
 });
 
 describe('ShellNodeAccess', () => {
