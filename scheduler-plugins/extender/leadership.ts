@@ -7,7 +7,7 @@
  *
  * {@link LeadershipGate} is the serving state machine, pure (no I/O, clock injected):
  *
- *   standby --became leader--> rebuilding --state rebuilt--> leading --lost / stepped down--> lost | stopped
+ *   standby --became leader--> rebuilding (epoch confirmed, then the list) --state rebuilt--> leading --lost / stepped down--> lost | stopped
  *
  * Only `leading` serves, and only while the Lease was renewed less than the renew deadline ago
  * (`renewedAt` of the elector): a leader whose renewals fail stops answering the moment the
@@ -16,6 +16,14 @@
  * list of the pods (ExtenderServer.rebuild) that must be in the state before the first answer: the
  * previous leader's last reservations may not have reached this replica's watch yet. `lost` and
  * `stopped` are final: the process exits (main.ts) and comes back as a standby.
+ *
+ * Reservation epoch: the Lease's spec.leaseTransitions, +1 on every takeover, is the term's fencing
+ * token ({@link RESERVATION_EPOCH_ANNOTATION}). Every reservation PATCH carries it and the
+ * apiserver's ValidatingAdmissionPolicy `ulysses-reservation-epoch` refuses one whose epoch is not
+ * the Lease's current one, which closes what the gate cannot: a leader stopped after its last check
+ * but before its request leaves. A new leader, before it lists the pods, waits until a dry run with
+ * its epoch is admitted (the policy reads the Lease from the apiserver's cache): from then on that
+ * apiserver refuses every older epoch.
  *
  * {@link ExtenderLeadership} wires the elector, the gate, the rebuild and, in a pod, the routing
  * label: the Service selects `ulysses.io/scheduler-extender-leader: "true"`, which the leader puts

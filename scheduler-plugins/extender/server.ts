@@ -16,7 +16,8 @@
  * With a {@link ServingGate} (leadership.ts: replicas with leader election) the verbs are answered
  * only while the gate is open: otherwise HTTP 503 with the reason (a standby reached directly, a
  * leader still rebuilding or past its renew deadline), and a bind that loses the gate on its way
- * writes nothing more. GET /readyz is 200 only while the gate is open (and the informers synced);
+ * writes nothing more; each reservation PATCH carries the term's epoch, which the apiserver checks
+ * against the Lease (manifests/base/scheduler-extender/reservation-epoch-policy.yaml). GET /readyz is 200 only while the gate is open (and the informers synced);
  * /healthz stays a liveness check, 200 on every replica. `rebuild()` re-lists the pods (a
  * consistent read) into the state: a new leader calls it before it serves.
  *
@@ -844,7 +845,10 @@ export class ExtenderServer {
    * before the Lease could lapse ({@link fence}); the PATCH is conditional on the pod's
    * resourceVersion the decision saw and the binding on the one the PATCH made (each retried once on
    * a later version that changed nothing the decision read), so a write based on a stale view fails
-   * (an Error for the scheduler) instead of overwriting another replica's reservation.
+   * (an Error for the scheduler) instead of overwriting another replica's reservation. The PATCH
+   * also carries the term's reservation epoch (leadership.ts RESERVATION_EPOCH_ANNOTATION): a
+   * leader that lost the Lease after its fence check has its late PATCH refused by the apiserver
+   * (the epoch policy, HTTP 403): an Error, nothing reserved or bound.
    */
   async bind(args: ExtenderBindingArgs): Promise<ExtenderBindingResult> {
     const key = `${args.PodNamespace}/${args.PodName}`;
