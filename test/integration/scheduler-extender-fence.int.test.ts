@@ -122,8 +122,13 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
   it('an old epoch is refused with the policy\'s message, the current one admitted; a takeover moves it; removal needs none; no Lease: refused', async () => {
     await setLease('someone', 5);
     await admin.post(`/api/v1/namespaces/${ns}/pods`, pod('p'));
-    // the policy takes effect once compiled and its parameter cached: poll until the old epoch is refused
-    const old = await pollUntil('epoch 4 refused while the Lease is at 5', () => refusal(asExtender.mergePatch(podPath('p'), reservation('4'))), { timeoutMs: 30_000, intervalMs: 200 });
+    // the policy takes effect once compiled and its parameter cached: poll until the old epoch is
+    // refused (each try sets the reservation anew: a write that changes nothing is not matched)
+    const setAnew = async (epoch: string) => {
+      await asExtender.mergePatch(podPath('p'), unreserve);
+      return refusal(asExtender.mergePatch(podPath('p'), reservation(epoch)));
+    };
+    const old = await pollUntil('epoch 4 refused while the Lease is at 5', () => setAnew('4'), { timeoutMs: 30_000, intervalMs: 200 });
     expect(old).toContain("ValidatingAdmissionPolicy 'ulysses-reservation-epoch'");
     expect(old).toContain('reservation epoch "4" is not the current one: Lease ulysses-system/ulysses-scheduler-extender spec.leaseTransitions is 5 (holder "someone")');
     expect(await refusal(asExtender.mergePatch(podPath('p'), reservation()))).toContain('reservation epoch (annotation ulysses.io/reservation-epoch missing) is not the current one');
@@ -153,7 +158,7 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
 
     // no Lease, no leader: every reservation write of the extender is refused, its other writes are not
     await admin.delete(leasePath);
-    const none = await pollUntil('a reservation refused without the Lease', () => refusal(asExtender.mergePatch(podPath('p'), reservation('6'))), { timeoutMs: 30_000, intervalMs: 200 });
+    const none = await pollUntil('a reservation refused without the Lease', () => setAnew('6'), { timeoutMs: 30_000, intervalMs: 200 });
     expect(none).toContain('ulysses-reservation-epoch');
     await asExtender.mergePatch(podPath('p'), { metadata: { labels: { 'ulysses.io/scheduler-extender-leader': null } } });
   });
@@ -220,7 +225,10 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
       await a.server.start();
       a.leadership.start();
       await a.served;
-      expect(a.leadership.gate.check()).toMatchObject({ ready: true, epoch: '0' });
+      // A created the Lease (the first test deleted it): epoch 0
+      const epochA = (await admin.get<V1Lease>(leasePath)).spec?.leaseTransitions ?? -1;
+      expect(epochA).toBe(0);
+      expect(a.leadership.gate.check()).toMatchObject({ ready: true, epoch: String(epochA) });
       const b = replica('ext-b', asExtender, asExtender);
       await b.server.start();
       b.leadership.start();
@@ -233,9 +241,9 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
       paused = true;
 
       await b.served;
-      expect(b.leadership.gate.check()).toMatchObject({ ready: true, epoch: '1' });
+      expect(b.leadership.gate.check()).toMatchObject({ ready: true, epoch: String(epochA + 1) });
       const lease = await admin.get<V1Lease>(leasePath);
-      expect(lease.spec).toMatchObject({ holderIdentity: 'ext-b', leaseTransitions: 1 });
+      expect(lease.spec).toMatchObject({ holderIdentity: 'ext-b', leaseTransitions: epochA + 1 });
       await pollUntil('B has y in its state', () => b.server.state.pod(`${ns}/y`), { timeoutMs: 30_000 });
       const y0 = await admin.get<V1Pod>(podPath('y'));
       expect(await b.server.bind({ PodName: 'y', PodNamespace: ns, PodUID: y0.metadata!.uid!, Node: 'kwok-1' })).toEqual({ Error: '' });
@@ -245,7 +253,9 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
       resume();
       const outcome = await late!;
       expect(outcome).toHaveProperty('refused');
-      expect((outcome as { refused: string }).refused).toContain('reservation epoch "0" is not the current one: Lease ulysses-system/ulysses-scheduler-extender spec.leaseTransitions is 1 (holder "ext-b")');
+      expect((outcome as { refused: string }).refused).toContain(
+        `reservation epoch "${epochA}" is not the current one: Lease ulysses-system/ulysses-scheduler-extender spec.leaseTransitions is ${epochA + 1} (holder "ext-b")`,
+      );
       expect((await bindA).Error).toMatch(/^ulysses: bind sched-fence\/x to kwok-1: /);
 
       const x = await admin.get<V1Pod>(podPath('x'));
@@ -253,7 +263,7 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
       expect(x.spec?.nodeName).toBeUndefined();
       expect(x.metadata?.annotations).toEqual(pod('x').metadata!.annotations);
       expect(y.spec?.nodeName).toBe('kwok-1');
-      expect(y.metadata?.annotations).toMatchObject({ 'ulysses.io/reserved-node': 'kwok-1', 'ulysses.io/tdma-slots': '[0,1]', [RESERVATION_EPOCH_ANNOTATION]: '1' });
+      expect(y.metadata?.annotations).toMatchObject({ 'ulysses.io/reserved-node': 'kwok-1', 'ulysses.io/tdma-slots': '[0,1]', [RESERVATION_EPOCH_ANNOTATION]: String(epochA + 1) });
       // from the API: every slot held by one pod at most
       const holders = new Map<number, string[]>();
       for (const p of (await admin.get<{ items: V1Pod[] }>(`/api/v1/namespaces/${ns}/pods`)).items) {
