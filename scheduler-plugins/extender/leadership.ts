@@ -237,7 +237,8 @@ export class ExtenderLeadership {
    * of the Lease itself setting {@link RESERVATION_EPOCH_ANNOTATION}, which the policy
    * `ulysses-reservation-epoch` checks against its parameter, this same Lease, as read from the
    * apiserver's informer cache. Refused (403, the policy's message) while that cache still has the
-   * previous epoch (or no Lease): retried with backoff until admitted or leadership ends. Admitted
+   * previous epoch: retried with backoff until admitted or leadership ends (a cache without the
+   * Lease admits it: parameterNotFoundAction Allow, and a Lease just created has no earlier term). Admitted
    * means this apiserver's cache has the new epoch and refuses every older one from now on; with
    * several apiservers it proves it for the one that answered only (each has its own cache).
    * Without the policy installed the dry run is simply admitted. True once confirmed.

@@ -633,10 +633,10 @@ describe('the reservation epoch policy (manifests/base/scheduler-extender/reserv
   const docs = parseAllDocuments(readFileSync(`${dir}/reservation-epoch-policy.yaml`, 'utf8')).map((d) => d.toJS() as Record<string, any>);
   const policy = docs.find((d) => d.kind === 'ValidatingAdmissionPolicy')!;
   const binding = docs.find((d) => d.kind === 'ValidatingAdmissionPolicyBinding')!;
-  it("takes the extender's Lease as its parameter (Deny when missing), names the code's annotations and the ServiceAccount; the Role allows the dry run", () => {
+  it("takes the extender's Lease as its parameter (Allow when missing: the lookup precedes matchConditions), names the code's annotations and the ServiceAccount; the Role allows the dry run", () => {
     expect(policy.spec.paramKind).toEqual({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease' });
     const args = (readFileSync(`${dir}/deployment.yaml`, 'utf8').match(/--leader-elect-resource-(namespace|name)=\S+/g) ?? []).map((a) => a.split('=')[1]);
-    expect(binding.spec).toEqual({ policyName: policy.metadata.name, paramRef: { namespace: args[0], name: args[1], parameterNotFoundAction: 'Deny' }, validationActions: ['Deny'] });
+    expect(binding.spec).toEqual({ policyName: policy.metadata.name, paramRef: { namespace: args[0], name: args[1], parameterNotFoundAction: 'Allow' }, validationActions: ['Deny'] });
     expect(policy.spec.matchConstraints.resourceRules[1]).toMatchObject({ apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [args[1]] });
     const rbac = parseAllDocuments(readFileSync(`${dir}/rbac.yaml`, 'utf8')).map((d) => d.toJS());
     const sa = rbac.find((d) => d.kind === 'ServiceAccount');
