@@ -254,6 +254,8 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
       resume();
       const outcome = await late!;
       expect(outcome).toHaveProperty('refused');
+      // 403 (reason Forbidden): bind does not take it for a precondition failure (422) and retry
+      expect((outcome as { refused: string }).refused).toMatch(/^PATCH \/api\/v1\/namespaces\/sched-fence\/pods\/x: 403 /);
       expect((outcome as { refused: string }).refused).toContain(
         `reservation epoch "${epochA}" is not the current one: Lease ulysses-system/ulysses-scheduler-extender spec.leaseTransitions is ${epochA + 1} (holder "ext-b")`,
       );
