@@ -18,8 +18,9 @@
  * leader still rebuilding or past its renew deadline), and a bind that loses the gate on its way
  * writes nothing more; each reservation PATCH carries the term's epoch, which the apiserver checks
  * against the Lease (manifests/base/scheduler-extender/reservation-epoch-policy.yaml). GET /readyz
- * is 200 only while the gate is open (and the informers synced); /healthz stays a liveness check, 200 on every replica. `rebuild()` re-lists the pods (a
- * consistent read) into the state: a new leader calls it before it serves.
+ * is 200 only while the gate is open (and the informers synced); /healthz stays a liveness check,
+ * 200 on every replica. `rebuild()` re-lists the pods (a consistent read) into the state: a new
+ * leader calls it before it serves.
  *
  * `setConfig(cfg)` applies a new {@link ExtenderConfig} live (all fields except `listen`).
  */
