@@ -151,6 +151,18 @@ export class LeaderElector {
     return this.rd * 1000;
   }
 
+  /**
+   * spec.leaseTransitions of the Lease while this candidate leads (undefined otherwise): the number
+   * of takeovers, +1 on each (client-go's tryAcquireOrRenew: kept on a renewal, old+1 when another
+   * holder, or none, is replaced), so it is the same for one term and larger for every later leader:
+   * a fencing token (the scheduler extender's reservation epoch).
+   */
+  get leaseTransitions(): number | undefined {
+    if (!this.leading) return undefined;
+    const t = this.observed?.spec?.leaseTransitions;
+    return typeof t === 'number' ? t : undefined;
+  }
+
   /** The identity of the current leader as last observed ('' if none). */
   get leader(): string {
     return this.lastLeader;

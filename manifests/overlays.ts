@@ -51,6 +51,8 @@ export const COMPONENT_OBJECTS = {
     'Service/ulysses-scheduler-extender',
     'ValidatingAdmissionPolicy/ulysses-reservations',
     'ValidatingAdmissionPolicyBinding/ulysses-reservations',
+    'ValidatingAdmissionPolicy/ulysses-reservation-epoch',
+    'ValidatingAdmissionPolicyBinding/ulysses-reservation-epoch',
   ],
   'kubelet-shim': [
     'ServiceAccount/ulysses-kubelet-shim',

@@ -7,7 +7,7 @@
  *
  * {@link LeadershipGate} is the serving state machine, pure (no I/O, clock injected):
  *
- *   standby --became leader--> rebuilding --state rebuilt--> leading --lost / stepped down--> lost | stopped
+ *   standby --became leader--> rebuilding (epoch confirmed, then the list) --state rebuilt--> leading --lost / stepped down--> lost | stopped
  *
  * Only `leading` serves, and only while the Lease was renewed less than the renew deadline ago
  * (`renewedAt` of the elector): a leader whose renewals fail stops answering the moment the
@@ -16,6 +16,14 @@
  * list of the pods (ExtenderServer.rebuild) that must be in the state before the first answer: the
  * previous leader's last reservations may not have reached this replica's watch yet. `lost` and
  * `stopped` are final: the process exits (main.ts) and comes back as a standby.
+ *
+ * Reservation epoch: the Lease's spec.leaseTransitions, +1 on every takeover, is the term's fencing
+ * token ({@link RESERVATION_EPOCH_ANNOTATION}). Every reservation PATCH carries it and the
+ * apiserver's ValidatingAdmissionPolicy `ulysses-reservation-epoch` refuses one whose epoch is not
+ * the Lease's current one, which closes what the gate cannot: a leader stopped after its last check
+ * but before its request leaves. A new leader, before it lists the pods, waits until a dry run with
+ * its epoch is admitted (the policy reads the Lease from the apiserver's cache): from then on that
+ * apiserver refuses every older epoch.
  *
  * {@link ExtenderLeadership} wires the elector, the gate, the rebuild and, in a pod, the routing
  * label: the Service selects `ulysses.io/scheduler-extender-leader: "true"`, which the leader puts
@@ -41,7 +49,19 @@ export interface LeaseView {
   readonly renewDeadlineMs: number;
   /** Current leader's identity as last observed ('' if none). */
   readonly leader: string;
+  /** spec.leaseTransitions of the Lease while leading: the term's reservation epoch (absent: no epoch). */
+  readonly leaseTransitions?: number;
 }
+
+/**
+ * The reservation epoch: the Lease's spec.leaseTransitions of the leader that wrote a reservation,
+ * a decimal string. Every reservation PATCH of bind carries it; the ValidatingAdmissionPolicy
+ * `ulysses-reservation-epoch` (manifests/base/scheduler-extender/reservation-epoch-policy.yaml)
+ * admits a write of the extender's ServiceAccount that sets or changes a reservation only if it
+ * equals the Lease's current leaseTransitions, so a deposed leader's late write is refused by the
+ * apiserver whatever the leader believed when it sent it.
+ */
+export const RESERVATION_EPOCH_ANNOTATION = 'ulysses.io/reservation-epoch';
 
 export type Serving =
   | {
@@ -54,6 +74,8 @@ export type Serving =
       readonly validForMs?: number;
       /** The Lease's renew deadline (ms), when there is one. */
       readonly renewDeadlineMs?: number;
+      /** The term's reservation epoch ({@link RESERVATION_EPOCH_ANNOTATION}), when the Lease has one. */
+      readonly epoch?: string;
     }
   | { readonly ready: false; readonly reason: string };
 
@@ -123,7 +145,8 @@ export class LeadershipGate implements ServingGate {
         if (age >= this.lease.renewDeadlineMs) {
           return { ready: false, reason: `${this.what} last renewed ${age} ms ago, past the renew deadline of ${this.lease.renewDeadlineMs} ms: not serving` };
         }
-        return { ready: true, validForMs: this.lease.renewDeadlineMs - age, renewDeadlineMs: this.lease.renewDeadlineMs };
+        const t = this.lease.leaseTransitions;
+        return { ready: true, validForMs: this.lease.renewDeadlineMs - age, renewDeadlineMs: this.lease.renewDeadlineMs, ...(t !== undefined ? { epoch: String(t) } : {}) };
       }
     }
   }
@@ -138,6 +161,11 @@ export interface ExtenderLeadershipOptions extends Omit<LeaderElectionOptions, '
   onStopped: (reason: 'lost' | 'stopped') => void | Promise<void>;
   /** The pod this process runs in (downward API POD_NAMESPACE/POD_NAME): the routing label is kept on it. */
   pod?: { namespace: string; name: string };
+  /**
+   * Before the rebuild, wait until the apiserver admits this term's reservation epoch (default
+   * true; see ExtenderLeadership.confirmEpoch).
+   */
+  confirmEpoch?: boolean;
   log: Logger;
 }
 
@@ -179,6 +207,9 @@ export class ExtenderLeadership {
     const term = this.gate.startLeading();
     this.tookOverAt = Date.now();
     const log = this.o.log;
+    // first the epoch, then the list: once the apiserver admits the new epoch it refuses every
+    // reservation write of an older one, so the list below holds every reservation it will ever admit from them
+    if (this.o.confirmEpoch !== false && !(await this.confirmEpoch(signal))) return;
     log.info('leader: rebuilding the reservations from the pods before serving');
     // until it succeeds or leadership ends: a leader that cannot list serves nothing
     for (let attempt = 1; !signal.aborted; attempt++) {
@@ -191,13 +222,58 @@ export class ExtenderLeadership {
       }
     }
     if (signal.aborted || !this.gate.rebuilt(term)) return;
-    log.info({ rebuildMs: Date.now() - this.tookOverAt }, 'leader: state rebuilt, serving');
+    log.info({ rebuildMs: Date.now() - this.tookOverAt, epoch: this.elector.leaseTransitions }, 'leader: state rebuilt, serving');
     try {
       await this.o.onServing?.();
     } catch (err) {
       log.error({ err: (err as Error).message }, 'starting the leader-only work failed');
     }
     if (this.o.pod) await this.route(this.o.pod, signal);
+  }
+
+  /**
+   * Waits until the apiserver admits a write carrying this term's reservation epoch (the Lease's
+   * spec.leaseTransitions): a server-side dry run (`?dryRun=All`, nothing stored) of a merge PATCH
+   * of the Lease itself setting {@link RESERVATION_EPOCH_ANNOTATION}, which the policy
+   * `ulysses-reservation-epoch` checks against its parameter, this same Lease, as read from the
+   * apiserver's informer cache. Refused (403, the policy's message) while that cache still has the
+   * previous epoch: retried with backoff until admitted or leadership ends (a cache without the
+   * Lease admits it: parameterNotFoundAction Allow, and a Lease just created has no earlier term). Admitted
+   * means this apiserver's cache has the new epoch and refuses every older one from now on; with
+   * several apiservers it proves it for the one that answered only (each has its own cache).
+   * Without the policy installed the dry run is simply admitted. True once confirmed.
+   */
+  private async confirmEpoch(signal: AbortSignal): Promise<boolean> {
+    const ns = this.o.namespace ?? 'kube-system';
+    const what = `Lease ${ns}/${this.o.name}`;
+    const path = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/leases/${encodeURIComponent(this.o.name)}`;
+    const log = this.o.log;
+    const started = Date.now();
+    let last = '';
+    for (let attempt = 1; !signal.aborted; attempt++) {
+      const t = this.elector.leaseTransitions;
+      let why: string;
+      if (t === undefined) why = `${what} has no spec.leaseTransitions (the reservation epoch): cannot fence the reservations`;
+      else {
+        try {
+          await this.client.request('PATCH', path, {
+            query: { dryRun: 'All' },
+            body: { metadata: { annotations: { [RESERVATION_EPOCH_ANNOTATION]: String(t) } } },
+            contentType: 'application/merge-patch+json',
+            timeoutMs: 10_000,
+          });
+          log.info({ epoch: t, attempts: attempt, ms: Date.now() - started }, `leader: the apiserver admits reservation epoch ${t} (${what} spec.leaseTransitions)`);
+          return true;
+        } catch (err) {
+          why = `dry-run write of reservation epoch ${t} refused: ${(err as Error).message}`;
+        }
+      }
+      // every distinct reason once, then every 20th attempt
+      if (why !== last || attempt % 20 === 0) log.warn({ attempt }, `leader: not serving yet: ${why}`);
+      last = why;
+      await new Promise((r) => setTimeout(r, Math.min(1000, 25 * 2 ** attempt)));
+    }
+    return false;
   }
 
   /** Routing label on our pod, then off every other pod that still has it (a dead or deposed leader). */

@@ -16,9 +16,11 @@
  * With a {@link ServingGate} (leadership.ts: replicas with leader election) the verbs are answered
  * only while the gate is open: otherwise HTTP 503 with the reason (a standby reached directly, a
  * leader still rebuilding or past its renew deadline), and a bind that loses the gate on its way
- * writes nothing more. GET /readyz is 200 only while the gate is open (and the informers synced);
- * /healthz stays a liveness check, 200 on every replica. `rebuild()` re-lists the pods (a
- * consistent read) into the state: a new leader calls it before it serves.
+ * writes nothing more; each reservation PATCH carries the term's epoch, which the apiserver checks
+ * against the Lease (manifests/base/scheduler-extender/reservation-epoch-policy.yaml). GET /readyz
+ * is 200 only while the gate is open (and the informers synced); /healthz stays a liveness check,
+ * 200 on every replica. `rebuild()` re-lists the pods (a consistent read) into the state: a new
+ * leader calls it before it serves.
  *
  * `setConfig(cfg)` applies a new {@link ExtenderConfig} live (all fields except `listen`).
  */
@@ -35,7 +37,7 @@ import { RT_ANNOTATION, RT_CORES_ANNOTATION, TDMA_ANNOTATION, TDMA_SLOTS_ANNOTAT
 import { AnalysisBudget } from '../realtime/task.ts';
 import type { NewPod, ParsedRtNode } from '../realtime/what-if.ts';
 import { RtAnalysisWorker, type FeedSource } from './analysis-worker.ts';
-import type { ServingGate } from './leadership.ts';
+import { RESERVATION_EPOCH_ANNOTATION, type ServingGate } from './leadership.ts';
 import { extenderConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from './config.ts';
 import { evaluateNode, evaluateShared, podRequirements, verdictFor, type NodeVerdict, type PodRequirements, type RejectionReason, type SharedVerdict, type SlotMemo } from './evaluate.ts';
 import { ClusterState, extenderNodeProjection, extenderPodProjection, nodeInfoOf, RESERVED_NODE_ANNOTATION, type NodeInfo } from './state.ts';
@@ -88,9 +90,8 @@ export class DeadlineExceeded extends Error {
   }
 }
 
-/** The serving gate closed during a call (leadership lost): the call writes nothing more. */
-/** Annotations a bind's decision reads or writes on the pod being bound. */
-const DECISION_ANNOTATIONS = [RT_ANNOTATION, TDMA_ANNOTATION, RESERVED_NODE_ANNOTATION, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION];
+/** Annotations a bind's decision reads or writes on the pod being bound (the epoch: another leader's write is a change). */
+const DECISION_ANNOTATIONS = [RT_ANNOTATION, TDMA_ANNOTATION, RESERVED_NODE_ANNOTATION, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION, RESERVATION_EPOCH_ANNOTATION];
 
 /** Two versions of a pod the same for a bind's decision: same UID, both unbound, same {@link DECISION_ANNOTATIONS}. */
 function sameReservation(a: V1Pod, b: V1Pod): boolean {
@@ -106,6 +107,7 @@ function sameReservation(a: V1Pod, b: V1Pod): boolean {
  */
 export const LEASE_WRITE_MARGIN_MS = 1000;
 
+/** The serving gate closed during a call (leadership lost): the call writes nothing more. */
 class NotServing extends Error {
   constructor(reason: string) {
     super(`scheduler extender stopped serving: ${reason}`);
@@ -882,7 +884,10 @@ export class ExtenderServer {
    * before the Lease could lapse ({@link fence}); the PATCH is conditional on the pod's
    * resourceVersion the decision saw and the binding on the one the PATCH made (each retried once on
    * a later version that changed nothing the decision read), so a write based on a stale view fails
-   * (an Error for the scheduler) instead of overwriting another replica's reservation.
+   * (an Error for the scheduler) instead of overwriting another replica's reservation. The PATCH
+   * also carries the term's reservation epoch (leadership.ts RESERVATION_EPOCH_ANNOTATION): a
+   * leader that lost the Lease after its fence check has its late PATCH refused by the apiserver
+   * (the epoch policy, HTTP 403): an Error, nothing reserved or bound.
    */
   async bind(args: ExtenderBindingArgs): Promise<ExtenderBindingResult> {
     const key = `${args.PodNamespace}/${args.PodName}`;
@@ -933,6 +938,9 @@ export class ExtenderServer {
             const values: Record<string, string> = { [RESERVED_NODE_ANNOTATION]: args.Node };
             if (v.cores) values[RT_CORES_ANNOTATION] = JSON.stringify(v.cores);
             if (v.slots) values[TDMA_SLOTS_ANNOTATION] = JSON.stringify(v.slots);
+            // the fencing token: the apiserver admits the write only while this term's epoch is the Lease's (reservation-epoch-policy.yaml)
+            const epoch = this.epoch();
+            if (epoch !== undefined) values[RESERVATION_EPOCH_ANNOTATION] = epoch;
             // conditional on the pod being the version the decision saw: a write based on a stale view
             // of it (a successor reserved it meanwhile) fails instead of overwriting
             const opsFor = (base: V1Pod) => {
@@ -942,7 +950,7 @@ export class ExtenderServer {
               if (!base.metadata?.annotations) ops.push({ op: 'add', path: '/metadata/annotations', value: values });
               else for (const [k, val] of Object.entries(values)) ops.push({ op: 'add', path: `/metadata/annotations/${escapePointer(k)}`, value: val });
               // a stale reservation of a plugin that no longer applies must not stay
-              const stale = [RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION].filter((k) => !(k in values) && k in ann);
+              const stale = [RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION, RESERVATION_EPOCH_ANNOTATION].filter((k) => !(k in values) && k in ann);
               for (const k of stale) ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointer(k)}` });
               const intended = Object.fromEntries(Object.entries({ ...ann, ...values }).filter(([k]) => !stale.includes(k)));
               return { ops, intended };
@@ -1043,7 +1051,8 @@ export class ExtenderServer {
       if (Object.entries(written).some(([k, v]) => ann[k] !== v)) return;
       const ops: unknown[] = [{ op: 'test', path: '/metadata/uid', value: uid }];
       if (current.metadata?.resourceVersion) ops.push({ op: 'test', path: '/metadata/resourceVersion', value: current.metadata.resourceVersion });
-      const removes = [RESERVED_NODE_ANNOTATION, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION].filter((k) => k in ann);
+      // the epoch goes with the reservation (a removal needs none: the policy fences only setting or changing one)
+      const removes = [RESERVED_NODE_ANNOTATION, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION, RESERVATION_EPOCH_ANNOTATION].filter((k) => k in ann);
       for (const k of removes) ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointer(k)}` });
       if (removes.length) {
         this.state.upsertPod(await this.fencedWrite<V1Pod>('PATCH', podPath, `PATCH ${podPath}`, { body: ops, contentType: 'application/json-patch+json' }, timeoutMs));
@@ -1061,6 +1070,12 @@ export class ExtenderServer {
   private fencedWrite<T>(method: string, path: string, what: string, opts: { body?: unknown; contentType?: string }, maxMs: number, deadlineMs = Infinity): Promise<T> {
     const ms = Math.max(1, Math.floor(Math.min(maxMs, this.fence(what))));
     return withDeadline(this.client!.request<T>(method, path, { ...opts, timeoutMs: ms, query: { timeout: `${ms}ms` } }), Math.min(deadlineMs, ms), what);
+  }
+
+  /** This term's reservation epoch (the gate's, i.e. the Lease's spec.leaseTransitions); none without a Lease behind the gate. */
+  private epoch(): string | undefined {
+    const g = this.gate?.check();
+    return g?.ready ? g.epoch : undefined;
   }
 
   /**

@@ -173,10 +173,14 @@ describe.skipIf(!existsSync(kubectl))('kubectl kustomize of every overlay', () =
     // the Service selects the label the leader sets on its pod
     const svc = objs.find((o) => objectId(o) === 'Service/ulysses-scheduler-extender')! as unknown as { spec: { selector: Record<string, string> } };
     expect(svc.spec.selector).toEqual({ 'app.kubernetes.io/name': 'ulysses-scheduler-extender', [LEADER_LABEL]: 'true' });
-    // the Role grants exactly the Lease verbs the elector uses, in the Lease's namespace, to the extender's ServiceAccount
+    // the Role grants exactly the Lease verbs the elector uses (and patch: the new leader's dry run of its
+    // reservation epoch), in the Lease's namespace, to the extender's ServiceAccount
     const role = objs.find((o) => objectId(o) === 'Role/ulysses:scheduler-extender:leader-election')! as unknown as K8sObject & { rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[] };
     expect(role.metadata.namespace).toBe(leaseNs);
-    expect(role.rules).toEqual([{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update'] }]);
+    expect(role.rules).toEqual([{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update', 'patch'] }]);
+    // the epoch policy's parameter is this very Lease
+    const epochBinding = objs.find((o) => objectId(o) === 'ValidatingAdmissionPolicyBinding/ulysses-reservation-epoch')! as unknown as { spec: { paramRef: { namespace: string; name: string } } };
+    expect(epochBinding.spec.paramRef).toMatchObject({ namespace: leaseNs, name: leaseName });
     const rb = objs.find((o) => objectId(o) === 'RoleBinding/ulysses:scheduler-extender:leader-election')! as unknown as K8sObject & { subjects: { name: string; namespace: string }[] };
     expect(rb.metadata.namespace).toBe(leaseNs);
     expect(rb.subjects).toEqual([{ kind: 'ServiceAccount', name: spec.serviceAccountName, namespace: (d as unknown as K8sObject).metadata.namespace }]);

@@ -4,17 +4,25 @@
  * server's answers through it (503 with the reason on every verb, /readyz, /healthz), a bind that
  * loses the gate midway writing nothing more, the rebuild from a fresh pod list
  * (ClusterState.resyncPods), and the elector's renew deadline with a hanging API (fake client).
- * The real takeover under kube-scheduler is test/integration/scheduler-extender-ha.int.test.ts.
+ * The reservation epoch (the Lease's leaseTransitions as a fencing token): on every reservation
+ * PATCH, confirmed by a dry run before a new leader serves, an admission refusal an Error with
+ * nothing left behind, and the policy file consistent with the code.
+ * The real takeover under kube-scheduler is test/integration/scheduler-extender-ha.int.test.ts; the
+ * epoch against the real apiserver is test/integration/scheduler-extender-fence.int.test.ts.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
-import { LeadershipGate, type LeaseView } from '../../scheduler-plugins/extender/leadership.ts';
+import { ExtenderLeadership, LeadershipGate, RESERVATION_EPOCH_ANNOTATION, type LeaseView } from '../../scheduler-plugins/extender/leadership.ts';
 import { ExtenderServer, type BindClient } from '../../scheduler-plugins/extender/server.ts';
 import { ClusterState } from '../../scheduler-plugins/extender/state.ts';
 import { LeaderElector } from '../../core/leader-election.ts';
 import type { KubeClient } from '../../core/kube.ts';
 import { ApiError } from '../../core/kube.ts';
 import { silentLogger } from '../../core/logging.ts';
+import { readFileSync } from 'node:fs';
+import { parseAllDocuments } from 'yaml';
+import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
+import { RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../../scheduler-plugins/schedulability.ts';
 
 function lease(o: Partial<LeaseView> = {}): LeaseView & { isLeader: boolean; renewedAt: number; leader: string } {
   return { isLeader: false, renewedAt: 0, renewDeadlineMs: 10_000, leader: '', ...o };
@@ -415,5 +423,231 @@ describe('LeaderElector renew deadline', () => {
     expect(e.renewedAt).toBe(0);
     expect(e.renewDeadlineMs).toBe(400);
     expect(Math.max(...timeouts)).toBeLessThanOrEqual(400);
+  });
+});
+
+describe('reservation epoch: the Lease\'s leaseTransitions on every reservation, checked by the apiserver', () => {
+  const tdma = { tdmaNetworks: { rtnet0: { cycleUs: 20_000, slotUs: 1000, slots: 20 } } };
+  const epochOp = (value: string) => ({ op: 'add', path: `/metadata/annotations/${RESERVATION_EPOCH_ANNOTATION.replace('/', '~1')}`, value });
+
+  it('every reservation PATCH carries the epoch of the gate (the Lease\'s leaseTransitions); without a Lease behind the gate, none', async () => {
+    const l = lease({ isLeader: true, renewedAt: Date.now(), leader: 'me', leaseTransitions: 7 });
+    const gate = new LeadershipGate(l, 'Lease ulysses-system/ulysses-scheduler-extender');
+    gate.rebuilt(gate.startLeading());
+    expect(gate.check()).toMatchObject({ ready: true, epoch: '7' });
+    const api = fakePodApi();
+    const s = new ExtenderServer({ config: tdma, log: silentLogger(), gate, client: api.client });
+    servers.push(s);
+    s.state.upsertNode(tdmaNode('n1'));
+    for (const name of ['a', 'b']) api.pods.set(name, tdmaPod(name, {}, '7'));
+    // b carries an older leader's epoch from an earlier reservation: replaced
+    api.pods.set('b', tdmaPod('b', { [RESERVATION_EPOCH_ANNOTATION]: '6' }, '7'));
+    for (const name of ['a', 'b']) expect(await s.bind({ PodName: name, PodNamespace: 'ns', PodUID: `uid-${name}`, Node: 'n1' })).toEqual({ Error: '' });
+    const patches = api.calls.filter((c) => c.method === 'PATCH');
+    expect(patches).toHaveLength(2);
+    for (const p of patches) expect(p.body).toContainEqual(epochOp('7'));
+    for (const name of ['a', 'b']) expect(api.pods.get(name)!.metadata!.annotations![RESERVATION_EPOCH_ANNOTATION]).toBe('7');
+
+    // leader election off (no Lease): no epoch written
+    const plain = fakePodApi();
+    plain.pods.set('c', tdmaPod('c', {}, '7'));
+    const s2 = new ExtenderServer({ config: tdma, log: silentLogger(), client: plain.client });
+    servers.push(s2);
+    s2.state.upsertNode(tdmaNode('n1'));
+    expect(await s2.bind({ PodName: 'c', PodNamespace: 'ns', PodUID: 'uid-c', Node: 'n1' })).toEqual({ Error: '' });
+    expect(plain.pods.get('c')!.metadata!.annotations).not.toHaveProperty(RESERVATION_EPOCH_ANNOTATION);
+  });
+
+  it('a PATCH the apiserver refuses (the epoch policy: another leader took over) is an Error over HTTP 200; nothing reserved, nothing bound, the state as before', async () => {
+    const l = lease({ isLeader: true, renewedAt: Date.now(), leader: 'me', leaseTransitions: 3 });
+    const gate = new LeadershipGate(l, 'Lease ulysses-system/ulysses-scheduler-extender');
+    gate.rebuilt(gate.startLeading());
+    const refusal =
+      'PATCH /api/v1/namespaces/ns/pods/x: 403 pods "x" is forbidden: ValidatingAdmissionPolicy \'ulysses-reservation-epoch\' with binding \'ulysses-reservation-epoch\' denied request: reservation epoch "3" is not the current one: Lease ulysses-system/ulysses-scheduler-extender spec.leaseTransitions is 4 (holder "b")';
+    const api = fakePodApi((method) => {
+      if (method === 'PATCH') throw new ApiError(refusal, 403, 'Forbidden');
+    });
+    api.pods.set('x', tdmaPod('x', {}, '7'));
+    const s = new ExtenderServer({ config: tdma, log: silentLogger(), gate, client: api.client });
+    servers.push(s);
+    s.state.upsertNode(tdmaNode('n1'));
+    s.state.upsertPod(tdmaPod('x', {}, '7'));
+    const r = await s.app.inject({ method: 'POST', url: '/bind', payload: { PodName: 'x', PodNamespace: 'ns', PodUID: 'uid-x', Node: 'n1' } });
+    expect(r.statusCode).toBe(200);
+    expect((r.json() as { Error: string }).Error).toBe(`ulysses: bind ns/x to n1: ${refusal}`);
+    // one PATCH (a refusal is not a precondition failure: not retried), no binding, no release
+    expect(api.calls.map((c) => c.method)).toEqual(['PATCH']);
+    expect(api.calls[0]!.body).toContainEqual(epochOp('3'));
+    expect(api.pods.get('x')!.metadata!.annotations).toEqual(tdmaPod('x').metadata!.annotations);
+    expect(api.pods.get('x')!.spec!.nodeName).toBeUndefined();
+    // the slots assumed for the PATCH are given back
+    expect(s.state.takenSlots('rtnet0', 'none')).toEqual([]);
+    expect(s.state.pod('ns/x')!.pod.metadata!.annotations).not.toHaveProperty(RESERVATION_EPOCH_ANNOTATION);
+  });
+
+  it('the release after a failed binding removes the epoch with the reservation', async () => {
+    const l = lease({ isLeader: true, renewedAt: Date.now(), leader: 'me', leaseTransitions: 2 });
+    const gate = new LeadershipGate(l, 'Lease x/y');
+    gate.rebuilt(gate.startLeading());
+    let released!: () => void;
+    const done = new Promise<void>((r) => (released = r));
+    const api = fakePodApi((method, path) => {
+      if (method === 'POST') throw new ApiError(`POST ${path}: 500 etcd unavailable`, 500);
+      if (method === 'PATCH' && api.calls.filter((c) => c.method === 'PATCH').length === 2) queueMicrotask(released);
+    });
+    api.pods.set('r', tdmaPod('r', {}, '7'));
+    const s = new ExtenderServer({ config: tdma, log: silentLogger(), gate, client: api.client });
+    servers.push(s);
+    s.state.upsertNode(tdmaNode('n1'));
+    expect((await s.bind({ PodName: 'r', PodNamespace: 'ns', PodUID: 'uid-r', Node: 'n1' })).Error).toMatch(/500 etcd unavailable/);
+    await done;
+    await new Promise((r) => setImmediate(r));
+    const release = api.calls.filter((c) => c.method === 'PATCH')[1]!;
+    expect(release.body).toContainEqual({ op: 'remove', path: `/metadata/annotations/${RESERVATION_EPOCH_ANNOTATION.replace('/', '~1')}` });
+    expect(api.pods.get('r')!.metadata!.annotations).toEqual(tdmaPod('r').metadata!.annotations);
+  });
+
+  it('a new leader serves only once the apiserver admits its epoch (a dry run, refused while its cache has the old Lease), and only then lists the pods', async () => {
+    const order: string[] = [];
+    // a released Lease (holder empty) after 4 takeovers: ours is the 5th
+    let stored: Record<string, any> = {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { name: 'ulysses-scheduler-extender', namespace: 'ulysses-system', resourceVersion: '1' },
+      spec: { holderIdentity: '', leaseDurationSeconds: 1, leaseTransitions: 4 },
+    };
+    let refusals = 2;
+    const dryRuns: Array<{ query?: Record<string, unknown>; body?: unknown; contentType?: string }> = [];
+    const leaseApi = {
+      request: async (method: string, path: string, opts: { body?: any; query?: Record<string, unknown>; contentType?: string } = {}) => {
+        expect(path).toMatch(/^\/apis\/coordination\.k8s\.io\/v1\/namespaces\/ulysses-system\/leases/);
+        if (method === 'GET') return structuredClone(stored);
+        if (method === 'PUT') {
+          stored = { ...opts.body, metadata: { ...opts.body.metadata, resourceVersion: String(Number(stored.metadata.resourceVersion) + 1) } };
+          return structuredClone(stored);
+        }
+        if (method === 'PATCH') {
+          dryRuns.push(opts);
+          if (refusals-- > 0) {
+            order.push('dry run refused');
+            throw new ApiError(`PATCH ${path}: 403 reservation epoch "5" is not the current one: Lease ulysses-system/ulysses-scheduler-extender spec.leaseTransitions is 4`, 403, 'Forbidden');
+          }
+          order.push('dry run admitted');
+          return structuredClone(stored);
+        }
+        throw new Error(`unexpected ${method} ${path}`);
+      },
+    } as unknown as KubeClient;
+    let serving!: () => void;
+    const served = new Promise<void>((r) => (serving = r));
+    const leadership = new ExtenderLeadership({
+      client: leaseApi,
+      namespace: 'ulysses-system',
+      name: 'ulysses-scheduler-extender',
+      identity: 'me',
+      leaseDurationSeconds: 3,
+      renewDeadlineSeconds: 2,
+      retryPeriodSeconds: 0.5,
+      log: silentLogger(),
+      rebuild: async () => {
+        order.push(`rebuild (gate ready: ${leadership.gate.check().ready})`);
+      },
+      onServing: () => serving(),
+      onStopped: () => undefined,
+    });
+    leadership.start();
+    try {
+      await served;
+      expect(order).toEqual(['dry run refused', 'dry run refused', 'dry run admitted', 'rebuild (gate ready: false)']);
+      expect(stored.spec.leaseTransitions).toBe(5);
+      for (const d of dryRuns) {
+        expect(d.query).toEqual({ dryRun: 'All' });
+        expect(d.contentType).toBe('application/merge-patch+json');
+        expect(d.body).toEqual({ metadata: { annotations: { [RESERVATION_EPOCH_ANNOTATION]: '5' } } });
+      }
+      // the first bind writes that epoch
+      expect(leadership.gate.check()).toMatchObject({ ready: true, epoch: '5' });
+      const api = fakePodApi();
+      api.pods.set('a', tdmaPod('a', {}, '7'));
+      const s = new ExtenderServer({ config: tdma, log: silentLogger(), gate: leadership.gate, client: api.client });
+      servers.push(s);
+      s.state.upsertNode(tdmaNode('n1'));
+      expect(await s.bind({ PodName: 'a', PodNamespace: 'ns', PodUID: 'uid-a', Node: 'n1' })).toEqual({ Error: '' });
+      expect(api.pods.get('a')!.metadata!.annotations![RESERVATION_EPOCH_ANNOTATION]).toBe('5');
+    } finally {
+      await leadership.stop();
+    }
+  });
+
+  it('LeaderElector: leaseTransitions +1 on every takeover (also of a released Lease), kept on renewals, 0 for the Lease it creates', async () => {
+    let stored: Record<string, any> | undefined;
+    const client = {
+      request: async (method: string, _path: string, opts: { body?: any } = {}) => {
+        if (method === 'GET') {
+          if (!stored) throw new ApiError('not found', 404, 'NotFound');
+          return structuredClone(stored);
+        }
+        stored = { ...opts.body, metadata: { name: 'l', namespace: 'ns', resourceVersion: String(++seq) } };
+        return structuredClone(stored);
+      },
+      put: async (_path: string, body: any) => {
+        stored = { ...body, metadata: { ...body.metadata, resourceVersion: String(++seq) } };
+        return structuredClone(stored);
+      },
+    } as unknown as KubeClient;
+    const term = async (identity: string) => {
+      let seen: number | undefined;
+      let renewed: number | undefined;
+      const e: LeaderElector = new LeaderElector({
+        client,
+        namespace: 'ns',
+        name: 'l',
+        identity,
+        leaseDurationSeconds: 0.6,
+        renewDeadlineSeconds: 0.4,
+        retryPeriodSeconds: 0.1,
+        log: silentLogger(),
+        onStartedLeading: async (signal) => {
+          seen = e.leaseTransitions;
+          // one renewal later, the same number
+          const before = e.renewedAt;
+          while (e.renewedAt === before && !signal.aborted) await new Promise((r) => setTimeout(r, 20));
+          renewed = e.leaseTransitions;
+          void e.stop();
+        },
+      });
+      await e.run();
+      expect(e.leaseTransitions).toBeUndefined();
+      return { seen, renewed };
+    };
+    expect(await term('a')).toEqual({ seen: 0, renewed: 0 });
+    // a released its Lease on stop (holder empty): b's takeover is a transition, and so is a's return
+    expect(stored!.spec.holderIdentity).toBe('');
+    expect(await term('b')).toEqual({ seen: 1, renewed: 1 });
+    expect(await term('a')).toEqual({ seen: 2, renewed: 2 });
+  });
+});
+
+describe('the reservation epoch policy (manifests/base/scheduler-extender/reservation-epoch-policy.yaml)', () => {
+  const dir = 'manifests/base/scheduler-extender';
+  const docs = parseAllDocuments(readFileSync(`${dir}/reservation-epoch-policy.yaml`, 'utf8')).map((d) => d.toJS() as Record<string, any>);
+  const policy = docs.find((d) => d.kind === 'ValidatingAdmissionPolicy')!;
+  const binding = docs.find((d) => d.kind === 'ValidatingAdmissionPolicyBinding')!;
+  it("takes the extender's Lease as its parameter (Allow when missing: the lookup precedes matchConditions), names the code's annotations and the ServiceAccount; the Role allows the dry run", () => {
+    expect(policy.spec.paramKind).toEqual({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease' });
+    const args = (readFileSync(`${dir}/deployment.yaml`, 'utf8').match(/--leader-elect-resource-(namespace|name)=\S+/g) ?? []).map((a) => a.split('=')[1]);
+    expect(binding.spec).toEqual({ policyName: policy.metadata.name, paramRef: { namespace: args[0], name: args[1], parameterNotFoundAction: 'Allow' }, validationActions: ['Deny'] });
+    expect(policy.spec.matchConstraints.resourceRules[1]).toMatchObject({ apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [args[1]] });
+    const rbac = parseAllDocuments(readFileSync(`${dir}/rbac.yaml`, 'utf8')).map((d) => d.toJS());
+    const sa = rbac.find((d) => d.kind === 'ServiceAccount');
+    expect(policy.spec.matchConditions[0].expression).toBe(`request.userInfo.username == 'system:serviceaccount:${sa.metadata.namespace}:${sa.metadata.name}'`);
+    const keys = /\[('ulysses\.io[^\]]+)\]/.exec(policy.spec.matchConditions[1].expression)![1]!;
+    expect(JSON.parse(`[${keys.replace(/'/g, '"')}]`)).toEqual([RESERVED_NODE_ANNOTATION, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION, RESERVATION_EPOCH_ANNOTATION]);
+    const text = readFileSync(`${dir}/reservation-epoch-policy.yaml`, 'utf8');
+    expect(text.match(/'ulysses\.io\/[a-z-]+'/g)!.every((k) => [RESERVED_NODE_ANNOTATION, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION, RESERVATION_EPOCH_ANNOTATION].includes(k.slice(1, -1)))).toBe(true);
+    // refusals are 403 (Forbidden): bind retries a 422 as a precondition failure
+    for (const v of policy.spec.validations) expect(v.reason).toBe('Forbidden');
+    const role = rbac.find((d) => d.kind === 'Role');
+    expect(role.rules.find((r: { resources: string[] }) => r.resources.includes('leases')).verbs).toContain('patch');
   });
 });

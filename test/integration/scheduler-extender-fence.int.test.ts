@@ -1,0 +1,285 @@
+/**
+ * The reservation epoch fence (manifests/base/scheduler-extender/reservation-epoch-policy.yaml) on
+ * the testbed's REAL kube-apiserver, the extender's writes made as its ServiceAccount (impersonated,
+ * with the RBAC of rbac.yaml):
+ *  1. a reservation PATCH carrying an epoch other than the Lease's current spec.leaseTransitions is
+ *     refused with the policy's message, the current one admitted; after another holder takes the
+ *     Lease (transitions +1) the old epoch is refused; removing a reservation needs no epoch; without
+ *     the Lease (parameterNotFoundAction Allow) pods are still created and the extender writes;
+ *  2. the late-write window: replica A leads and binds pod X; its reservation PATCH is held right
+ *     after its fence check (a client that holds the request, as a process stopped before the
+ *     request leaves it) and its Lease renewals stop; B takes the Lease, confirms its epoch, rebuilds
+ *     and reserves pod Y on the same TDMA slots; A's PATCH then reaches the apiserver and is refused
+ *     by the policy (X's resourceVersion unchanged: its own preconditions would have let it through),
+ *     so no slot is booked twice.
+ * Direct extender calls (no kube-scheduler): the pods use a scheduler that does not exist.
+ */
+import { readFileSync } from 'node:fs';
+import { parseAllDocuments } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { V1Lease, V1Pod } from '@kubernetes/client-node';
+import { useTestbed } from './harness.ts';
+import { ApiError, KubeClient, plainHeaders, type KubeAccess } from '../../core/kube.ts';
+import { pollUntil } from '../../experiments/testbed/processes.ts';
+import { ensureNamespace } from '../../experiments/workloads.ts';
+import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
+import { silentLogger } from '../../core/logging.ts';
+import { ExtenderServer, type BindClient } from '../../scheduler-plugins/extender/server.ts';
+import { ExtenderLeadership, RESERVATION_EPOCH_ANNOTATION } from '../../scheduler-plugins/extender/leadership.ts';
+
+const runDir = '/tmp/ulysses-it-sched-fence';
+const ns = 'sched-fence';
+const SA = 'system:serviceaccount:ulysses-system:ulysses-scheduler-extender';
+const DIR = 'manifests/base/scheduler-extender';
+const LEASE_NS = 'ulysses-system';
+const LEASE = 'ulysses-scheduler-extender';
+const leasePath = `/apis/coordination.k8s.io/v1/namespaces/${LEASE_NS}/leases/${LEASE}`;
+const t = useTestbed(runDir, { realNodes: 0, kwokNodes: 1, namespace: ns });
+
+function collection(o: { kind: string; metadata: { namespace?: string } }): string {
+  const paths: Record<string, string> = {
+    ServiceAccount: `/api/v1/namespaces/${o.metadata.namespace}/serviceaccounts`,
+    ClusterRole: '/apis/rbac.authorization.k8s.io/v1/clusterroles',
+    ClusterRoleBinding: '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
+    Role: `/apis/rbac.authorization.k8s.io/v1/namespaces/${o.metadata.namespace}/roles`,
+    RoleBinding: `/apis/rbac.authorization.k8s.io/v1/namespaces/${o.metadata.namespace}/rolebindings`,
+    ValidatingAdmissionPolicy: '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies',
+    ValidatingAdmissionPolicyBinding: '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings',
+  };
+  const path = paths[o.kind];
+  if (!path) throw new Error(`${DIR}: no collection path for kind ${o.kind}`);
+  return path;
+}
+
+/** A pod needing both TDMA slots of rtnet0 (2 slots): two such pods can never both hold them. */
+function pod(name: string): V1Pod {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: ns, annotations: { 'ulysses.io/tdma': '{"network":"rtnet0","slots":2}' } },
+    spec: {
+      schedulerName: 'nobody',
+      containers: [{ name: 'c', image: 'pause', imagePullPolicy: 'Never' }],
+      tolerations: [{ key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' }],
+    },
+  };
+}
+
+/** The admission refusal of a request, or undefined if it went through. */
+async function refusal(req: Promise<unknown>): Promise<string | undefined> {
+  try {
+    await req;
+    return undefined;
+  } catch (err) {
+    if (err instanceof ApiError && (err.statusCode === 403 || err.statusCode === 422)) return err.message;
+    throw err;
+  }
+}
+
+let admin: KubeClient;
+let asExtender: KubeClient;
+const podPath = (name: string) => `/api/v1/namespaces/${ns}/pods/${name}`;
+const reservation = (epoch?: string) => ({
+  metadata: { annotations: { 'ulysses.io/reserved-node': 'kwok-1', 'ulysses.io/tdma-slots': '[0,1]', ...(epoch !== undefined ? { [RESERVATION_EPOCH_ANNOTATION]: epoch } : {}) } },
+});
+const unreserve = { metadata: { annotations: { 'ulysses.io/reserved-node': null, 'ulysses.io/tdma-slots': null, [RESERVATION_EPOCH_ANNOTATION]: null } } };
+const CONFIG = { listen: { host: '127.0.0.1', port: 0 }, tdmaNetworks: { rtnet0: { cycleUs: 2000, slotUs: 1000, slots: 2 } } };
+
+/** Sets the Lease (as another holder, e.g. a replica of another process) to `transitions`. */
+async function setLease(holder: string, transitions: number): Promise<void> {
+  const spec = { holderIdentity: holder, leaseDurationSeconds: 1, leaseTransitions: transitions, renewTime: new Date().toISOString().replace(/\.(\d{3})Z$/, '.$1000Z') };
+  try {
+    const cur = await admin.get<V1Lease>(leasePath);
+    await admin.put(leasePath, { ...cur, spec: { ...cur.spec, ...spec } });
+  } catch (err) {
+    if (!(err instanceof ApiError && err.statusCode === 404)) throw err;
+    await admin.post(`/apis/coordination.k8s.io/v1/namespaces/${LEASE_NS}/leases`, { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: LEASE, namespace: LEASE_NS }, spec });
+  }
+}
+
+beforeAll(async () => {
+  admin = new KubeClient(t.kc);
+  const impersonating: KubeAccess = {
+    getCurrentCluster: () => t.kc.getCurrentCluster(),
+    applyToFetchOptions: async (o: object) => {
+      const applied = (await t.kc.applyToFetchOptions(o as never)) as { headers?: unknown };
+      return { ...applied, headers: { ...plainHeaders(applied.headers), 'Impersonate-User': SA } };
+    },
+  };
+  asExtender = new KubeClient(impersonating);
+  await ensureNamespace(t.core, LEASE_NS);
+  for (const file of ['rbac.yaml', 'reservation-policy.yaml', 'reservation-epoch-policy.yaml']) {
+    for (const doc of parseAllDocuments(readFileSync(`${DIR}/${file}`, 'utf8'))) {
+      const o = doc.toJS() as { kind: string; metadata: { namespace?: string } };
+      await admin.request('POST', collection(o), { body: o });
+    }
+  }
+  await admin.mergePatch('/api/v1/nodes/kwok-1', { metadata: { labels: { 'ulysses.io/tdma-network': 'rtnet0' } } });
+}, 120_000);
+
+describe('reservation epoch: the apiserver admits a reservation only with the Lease\'s current leaseTransitions', () => {
+  it('an old epoch is refused with the policy\'s message, the current one admitted; a takeover moves it; removal needs none; no Lease: nothing blocked', async () => {
+    await setLease('someone', 5);
+    await admin.post(`/api/v1/namespaces/${ns}/pods`, pod('p'));
+    // the policy takes effect once compiled and its parameter cached: poll until the old epoch is
+    // refused (each try sets the reservation anew: a write that changes nothing is not matched)
+    const setAnew = async (epoch: string) => {
+      await asExtender.mergePatch(podPath('p'), unreserve);
+      return refusal(asExtender.mergePatch(podPath('p'), reservation(epoch)));
+    };
+    const old = await pollUntil('epoch 4 refused while the Lease is at 5', () => setAnew('4'), { timeoutMs: 30_000, intervalMs: 200 });
+    expect(old).toContain("ValidatingAdmissionPolicy 'ulysses-reservation-epoch'");
+    expect(old).toContain('reservation epoch "4" is not the current one: Lease ulysses-system/ulysses-scheduler-extender spec.leaseTransitions is 5 (holder "someone")');
+    expect(await refusal(asExtender.mergePatch(podPath('p'), reservation()))).toContain('reservation epoch (annotation ulysses.io/reservation-epoch missing) is not the current one');
+    // the current epoch: admitted
+    await asExtender.mergePatch(podPath('p'), reservation('5'));
+    expect((await admin.get<V1Pod>(podPath('p'))).metadata?.annotations).toMatchObject({ 'ulysses.io/tdma-slots': '[0,1]', [RESERVATION_EPOCH_ANNOTATION]: '5' });
+    // other writes of the extender (the routing label) are not matched
+    await asExtender.mergePatch(podPath('p'), { metadata: { labels: { 'ulysses.io/scheduler-extender-leader': 'true' } } });
+
+    // another holder takes the Lease: 5 is refused from the moment the apiserver has seen it
+    await setLease('other', 6);
+    const moved = await pollUntil('epoch 5 refused after the takeover', () => refusal(asExtender.mergePatch(podPath('p'), { metadata: { annotations: { 'ulysses.io/tdma-slots': '[1,0]', [RESERVATION_EPOCH_ANNOTATION]: '5' } } })), {
+      timeoutMs: 30_000,
+      intervalMs: 100,
+    });
+    expect(moved).toContain('reservation epoch "5" is not the current one: Lease ulysses-system/ulysses-scheduler-extender spec.leaseTransitions is 6 (holder "other")');
+    expect((await admin.get<V1Pod>(podPath('p'))).metadata?.annotations?.['ulysses.io/tdma-slots']).toBe('[0,1]');
+    // a dry run with the new epoch (the new leader's confirmation) is admitted and stores nothing
+    await asExtender.request('PATCH', leasePath, { query: { dryRun: 'All' }, body: { metadata: { annotations: { [RESERVATION_EPOCH_ANNOTATION]: '6' } } }, contentType: 'application/merge-patch+json' });
+    expect(await refusal(asExtender.request('PATCH', leasePath, { query: { dryRun: 'All' }, body: { metadata: { annotations: { [RESERVATION_EPOCH_ANNOTATION]: '5' } } }, contentType: 'application/merge-patch+json' }))).toContain(
+      'spec.leaseTransitions is 6',
+    );
+    expect((await admin.get<V1Lease>(leasePath)).metadata?.annotations?.[RESERVATION_EPOCH_ANNOTATION]).toBeUndefined();
+    // removing the reservation needs no epoch (conditional on the pod's version in bind's release)
+    await asExtender.mergePatch(podPath('p'), unreserve);
+    expect(Object.keys((await admin.get<V1Pod>(podPath('p'))).metadata?.annotations ?? {}).filter((k) => k !== 'ulysses.io/tdma')).toEqual([]);
+
+    // no Lease (a fresh install before the first leader): nothing to fence, and nothing blocked (with
+    // Deny, the parameter lookup, which precedes matchConditions, refused every pod write of the cluster)
+    await admin.delete(leasePath);
+    await pollUntil('a reservation admitted without the Lease', async () => (await setAnew('6')) === undefined, { timeoutMs: 30_000, intervalMs: 200 });
+    await admin.post(`/api/v1/namespaces/${ns}/pods`, pod('q'));
+    await asExtender.mergePatch(podPath('p'), unreserve);
+    await asExtender.mergePatch(podPath('p'), { metadata: { labels: { 'ulysses.io/scheduler-extender-leader': null } } });
+  });
+
+  it('the late write of a paused leader: B takes over and reserves pod Y on slots [0,1]; A\'s PATCH for pod X on the same slots is refused; no slot booked twice', async () => {
+    await admin.post(`/api/v1/namespaces/${ns}/pods`, pod('x'));
+    await admin.post(`/api/v1/namespaces/${ns}/pods`, pod('y'));
+    const stops: Array<() => Promise<void>> = [];
+    try {
+      /** A's Lease client: once `paused`, its requests go unanswered until their timeout (its renewals stop, as in a stopped process). */
+      let paused = false;
+      const aLease = {
+        request: <T>(method: string, path: string, opts: { timeoutMs?: number } = {}): Promise<T> =>
+          paused ? new Promise<T>((_, reject) => setTimeout(() => reject(new Error('replica A paused')), opts.timeoutMs ?? 1000)) : asExtender.request<T>(method, path, opts),
+        put: <T>(path: string, body: unknown): Promise<T> => (paused ? Promise.reject(new Error('replica A paused')) : asExtender.put<T>(path, body)),
+      } as unknown as KubeClient;
+      /** A's bind client: the reservation PATCH of x is held right after the fence let it through, until `resume`. */
+      let held!: () => void;
+      const holding = new Promise<void>((r) => (held = r));
+      let resume!: () => void;
+      const resumed = new Promise<void>((r) => (resume = r));
+      let late: Promise<{ ok: true } | { refused: string }> | undefined;
+      const aBind: BindClient = {
+        request: (<T>(method: string, path: string, opts: Parameters<KubeClient['request']>[2] = {}): Promise<T> => {
+          if (method !== 'PATCH' || path !== podPath('x')) return asExtender.request<T>(method, path, opts);
+          held();
+          // the request leaves the process only now; the apiserver's timeout counts from its arrival
+          late = resumed.then(() => asExtender.request(method, path, opts)).then(
+            () => ({ ok: true as const }),
+            (err: Error) => ({ refused: err.message }),
+          );
+          return late.then((r) => ('ok' in r ? ({} as T) : Promise.reject(new ApiError(r.refused, 403))));
+        }) as BindClient['request'],
+      };
+
+      const replica = (id: 'ext-a' | 'ext-b', leaseClient: KubeClient, bindClient: BindClient) => {
+        let serving!: () => void;
+        const served = new Promise<void>((r) => (serving = r));
+        let server!: ExtenderServer;
+        const leadership = new ExtenderLeadership({
+          client: leaseClient,
+          namespace: LEASE_NS,
+          name: LEASE,
+          identity: id,
+          leaseDurationSeconds: 3,
+          renewDeadlineSeconds: 2,
+          retryPeriodSeconds: 0.5,
+          log: silentLogger(),
+          rebuild: async (signal) => {
+            await server.rebuild(signal);
+          },
+          onServing: () => serving(),
+          onStopped: () => undefined,
+        });
+        server = new ExtenderServer({ config: CONFIG, kubeconfig: t.kc, informerThread: false, client: bindClient, gate: leadership.gate, log: silentLogger() });
+        stops.push(async () => {
+          await leadership.stop();
+          await server.stop();
+        });
+        return { server, leadership, served };
+      };
+
+      const a = replica('ext-a', aLease, aBind);
+      await a.server.start();
+      a.leadership.start();
+      await a.served;
+      // A created the Lease (the first test deleted it): epoch 0
+      const epochA = (await admin.get<V1Lease>(leasePath)).spec?.leaseTransitions ?? -1;
+      expect(epochA).toBe(0);
+      expect(a.leadership.gate.check()).toMatchObject({ ready: true, epoch: String(epochA) });
+      const b = replica('ext-b', asExtender, asExtender);
+      await b.server.start();
+      b.leadership.start();
+      await pollUntil('B sees A as the leader', () => b.leadership.elector.leader === 'ext-a', { timeoutMs: 10_000 });
+
+      await pollUntil('A has x in its state', () => a.server.state.pod(`${ns}/x`), { timeoutMs: 30_000 });
+      const xBefore = await admin.get<V1Pod>(podPath('x'));
+      const bindA = a.server.bind({ PodName: 'x', PodNamespace: ns, PodUID: xBefore.metadata!.uid!, Node: 'kwok-1' });
+      await holding; // A's PATCH passed the fence and is on its way out: the process stops here
+      paused = true;
+
+      await b.served;
+      expect(b.leadership.gate.check()).toMatchObject({ ready: true, epoch: String(epochA + 1) });
+      const lease = await admin.get<V1Lease>(leasePath);
+      expect(lease.spec).toMatchObject({ holderIdentity: 'ext-b', leaseTransitions: epochA + 1 });
+      await pollUntil('B has y in its state', () => b.server.state.pod(`${ns}/y`), { timeoutMs: 30_000 });
+      const y0 = await admin.get<V1Pod>(podPath('y'));
+      expect(await b.server.bind({ PodName: 'y', PodNamespace: ns, PodUID: y0.metadata!.uid!, Node: 'kwok-1' })).toEqual({ Error: '' });
+
+      // A resumes: its PATCH (epoch 0, preconditions on x's unchanged version) reaches the apiserver
+      expect((await admin.get<V1Pod>(podPath('x'))).metadata?.resourceVersion).toBe(xBefore.metadata?.resourceVersion);
+      resume();
+      const outcome = await late!;
+      expect(outcome).toHaveProperty('refused');
+      // 403 (reason Forbidden): bind does not take it for a precondition failure (422) and retry
+      expect((outcome as { refused: string }).refused).toMatch(/^PATCH \/api\/v1\/namespaces\/sched-fence\/pods\/x: 403 /);
+      expect((outcome as { refused: string }).refused).toContain(
+        `reservation epoch "${epochA}" is not the current one: Lease ulysses-system/ulysses-scheduler-extender spec.leaseTransitions is ${epochA + 1} (holder "ext-b")`,
+      );
+      expect((await bindA).Error).toMatch(/^ulysses: bind sched-fence\/x to kwok-1: /);
+
+      const x = await admin.get<V1Pod>(podPath('x'));
+      const y = await admin.get<V1Pod>(podPath('y'));
+      expect(x.spec?.nodeName).toBeUndefined();
+      expect(x.metadata?.annotations).toEqual(pod('x').metadata!.annotations);
+      expect(y.spec?.nodeName).toBe('kwok-1');
+      expect(y.metadata?.annotations).toMatchObject({ 'ulysses.io/reserved-node': 'kwok-1', 'ulysses.io/tdma-slots': '[0,1]', [RESERVATION_EPOCH_ANNOTATION]: String(epochA + 1) });
+      // from the API: every slot held by one pod at most
+      const holders = new Map<number, string[]>();
+      for (const p of (await admin.get<{ items: V1Pod[] }>(`/api/v1/namespaces/${ns}/pods`)).items) {
+        const slots = p.metadata?.annotations?.['ulysses.io/tdma-slots'];
+        for (const s of slots ? (JSON.parse(slots) as number[]) : []) holders.set(s, [...(holders.get(s) ?? []), p.metadata!.name!]);
+      }
+      expect(Object.fromEntries(holders)).toEqual({ 0: ['y'], 1: ['y'] });
+    } finally {
+      for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    }
+  });
+});
+
+afterAll(async () => {
+  await admin?.request('DELETE', leasePath).catch(() => undefined);
+});
