@@ -134,6 +134,19 @@ describe('reservation annotations: only the extender writes them', () => {
     expect(await refusal(admin.mergePatch(podPath('p1'), { metadata: { annotations: { 'ulysses.io/tdma-slots': null } } }))).toContain('written only by');
   });
 
+  it('a user cannot set one through a Binding (its annotations are copied onto the pod); a plain Binding still binds', async () => {
+    await admin.request('POST', `/api/v1/namespaces/${ns}/pods`, { body: pod('via-binding') });
+    await admin.request('POST', `/api/v1/namespaces/${ns}/pods`, { body: pod('plain-binding') });
+    const binding = (name: string, annotations?: Record<string, string>) => ({ apiVersion: 'v1', kind: 'Binding', metadata: { name, ...(annotations ? { annotations } : {}) }, target: { apiVersion: 'v1', kind: 'Node', name: 'kwok-1' } });
+    const refused = await refusal(admin.request('POST', `${podPath('via-binding')}/binding`, { body: binding('via-binding', { 'ulysses.io/tdma-slots': '[0,1,2,3,4]' }) }));
+    expect(refused).toContain('are written only by the Ulysses scheduler extender');
+    const stillUnbound = await admin.get<V1Pod>(podPath('via-binding'));
+    expect(stillUnbound.spec?.nodeName).toBeUndefined();
+    expect(stillUnbound.metadata?.annotations?.['ulysses.io/tdma-slots']).toBeUndefined();
+    await admin.request('POST', `${podPath('plain-binding')}/binding`, { body: binding('plain-binding') });
+    expect((await admin.get<V1Pod>(podPath('plain-binding'))).spec?.nodeName).toBe('kwok-1');
+  });
+
   it('a bogus reservation already stored (a slot beyond the network) does not block the next TDMA pod', async () => {
     // only the extender's identity can write it (as an old extender, or before the network shrank, would have)
     await admin.request('POST', `/api/v1/namespaces/${ns}/pods`, { body: pod('bogus', { 'ulysses.io/tdma': '{"network":"rtnet0","slots":1}' }) });

@@ -240,7 +240,7 @@ describe('the ValidatingAdmissionPolicy of the reservation annotations', () => {
     const sa = parseAllDocuments(readFileSync(`${dir}/rbac.yaml`, 'utf8')).map((d) => d.toJS()).find((d) => d.kind === 'ServiceAccount');
     const extender = policy.spec.variables.find((v: { name: string }) => v.name === 'extender').expression as string;
     expect(extender).toBe(`request.userInfo.username == 'system:serviceaccount:${sa.metadata.namespace}:${sa.metadata.name}'`);
-    expect(policy.spec.matchConstraints.resourceRules[0]).toMatchObject({ operations: ['CREATE', 'UPDATE'], resources: ['pods', 'pods/status'] });
+    expect(policy.spec.matchConstraints.resourceRules[0]).toMatchObject({ operations: ['CREATE', 'UPDATE'], resources: ['pods', 'pods/status', 'pods/binding'] });
     expect(binding.spec).toEqual({ policyName: policy.metadata.name, validationActions: ['Deny'] });
     expect(parseYaml(readFileSync(`${dir}/kustomization.yaml`, 'utf8')).resources).toContain('reservation-policy.yaml');
   });
