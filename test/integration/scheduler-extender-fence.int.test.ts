@@ -14,67 +14,26 @@
  *     so no slot is booked twice.
  * Direct extender calls (no kube-scheduler): the pods use a scheduler that does not exist.
  */
-import { readFileSync } from 'node:fs';
-import { parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { V1Lease, V1Pod } from '@kubernetes/client-node';
 import { useTestbed } from './harness.ts';
-import { ApiError, KubeClient, plainHeaders, type KubeAccess } from '../../core/kube.ts';
+import { ApiError, KubeClient } from '../../core/kube.ts';
+import { asExtenderClient, createExtenderManifests, refusal, unscheduledPod } from '../extender-admission.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { ensureNamespace } from '../../experiments/workloads.ts';
-import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 import { silentLogger } from '../../core/logging.ts';
 import { ExtenderServer, type BindClient } from '../../scheduler-plugins/extender/server.ts';
 import { ExtenderLeadership, RESERVATION_EPOCH_ANNOTATION } from '../../scheduler-plugins/extender/leadership.ts';
 
 const runDir = '/tmp/ulysses-it-sched-fence';
 const ns = 'sched-fence';
-const SA = 'system:serviceaccount:ulysses-system:ulysses-scheduler-extender';
-const DIR = 'manifests/base/scheduler-extender';
 const LEASE_NS = 'ulysses-system';
 const LEASE = 'ulysses-scheduler-extender';
 const leasePath = `/apis/coordination.k8s.io/v1/namespaces/${LEASE_NS}/leases/${LEASE}`;
 const t = useTestbed(runDir, { realNodes: 0, kwokNodes: 1, namespace: ns });
 
-function collection(o: { kind: string; metadata: { namespace?: string } }): string {
-  const paths: Record<string, string> = {
-    ServiceAccount: `/api/v1/namespaces/${o.metadata.namespace}/serviceaccounts`,
-    ClusterRole: '/apis/rbac.authorization.k8s.io/v1/clusterroles',
-    ClusterRoleBinding: '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
-    Role: `/apis/rbac.authorization.k8s.io/v1/namespaces/${o.metadata.namespace}/roles`,
-    RoleBinding: `/apis/rbac.authorization.k8s.io/v1/namespaces/${o.metadata.namespace}/rolebindings`,
-    ValidatingAdmissionPolicy: '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies',
-    ValidatingAdmissionPolicyBinding: '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings',
-  };
-  const path = paths[o.kind];
-  if (!path) throw new Error(`${DIR}: no collection path for kind ${o.kind}`);
-  return path;
-}
-
 /** A pod needing both TDMA slots of rtnet0 (2 slots): two such pods can never both hold them. */
-function pod(name: string): V1Pod {
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name, namespace: ns, annotations: { 'ulysses.io/tdma': '{"network":"rtnet0","slots":2}' } },
-    spec: {
-      schedulerName: 'nobody',
-      containers: [{ name: 'c', image: 'pause', imagePullPolicy: 'Never' }],
-      tolerations: [{ key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' }],
-    },
-  };
-}
-
-/** The admission refusal of a request, or undefined if it went through. */
-async function refusal(req: Promise<unknown>): Promise<string | undefined> {
-  try {
-    await req;
-    return undefined;
-  } catch (err) {
-    if (err instanceof ApiError && (err.statusCode === 403 || err.statusCode === 422)) return err.message;
-    throw err;
-  }
-}
+const pod = (name: string) => unscheduledPod(ns, name, { 'ulysses.io/tdma': '{"network":"rtnet0","slots":2}' });
 
 let admin: KubeClient;
 let asExtender: KubeClient;
@@ -99,21 +58,9 @@ async function setLease(holder: string, transitions: number): Promise<void> {
 
 beforeAll(async () => {
   admin = new KubeClient(t.kc);
-  const impersonating: KubeAccess = {
-    getCurrentCluster: () => t.kc.getCurrentCluster(),
-    applyToFetchOptions: async (o: object) => {
-      const applied = (await t.kc.applyToFetchOptions(o as never)) as { headers?: unknown };
-      return { ...applied, headers: { ...plainHeaders(applied.headers), 'Impersonate-User': SA } };
-    },
-  };
-  asExtender = new KubeClient(impersonating);
+  asExtender = asExtenderClient(t.kc);
   await ensureNamespace(t.core, LEASE_NS);
-  for (const file of ['rbac.yaml', 'reservation-policy.yaml', 'reservation-epoch-policy.yaml']) {
-    for (const doc of parseAllDocuments(readFileSync(`${DIR}/${file}`, 'utf8'))) {
-      const o = doc.toJS() as { kind: string; metadata: { namespace?: string } };
-      await admin.request('POST', collection(o), { body: o });
-    }
-  }
+  await createExtenderManifests(admin, ['rbac.yaml', 'reservation-policy.yaml', 'reservation-epoch-policy.yaml']);
   await admin.mergePatch('/api/v1/nodes/kwok-1', { metadata: { labels: { 'ulysses.io/tdma-network': 'rtnet0' } } });
 }, 120_000);
 

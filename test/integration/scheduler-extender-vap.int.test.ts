@@ -6,64 +6,21 @@
  * reservation and binds the pod; a bogus reservation the extender itself once wrote (a slot beyond
  * the network) does not block the next TDMA pod.
  */
-import { readFileSync } from 'node:fs';
-import { parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
 import { useTestbed } from './harness.ts';
-import { ApiError, KubeClient, plainHeaders, type KubeAccess } from '../../core/kube.ts';
+import { KubeClient } from '../../core/kube.ts';
+import { asExtenderClient, createExtenderManifests, refusal, unscheduledPod } from '../extender-admission.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { ensureNamespace } from '../../experiments/workloads.ts';
-import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
 import type { ExtenderFilterResult } from '../../scheduler-plugins/extender/wire.ts';
 
 const runDir = '/tmp/ulysses-it-sched-vap';
 const ns = 'sched-vap';
-const SA = 'system:serviceaccount:ulysses-system:ulysses-scheduler-extender';
-const DIR = 'manifests/base/scheduler-extender';
 const t = useTestbed(runDir, { realNodes: 0, kwokNodes: 1, namespace: ns });
 
-/** Path of an object's collection (the kinds these manifests hold). */
-function collection(o: { apiVersion: string; kind: string; metadata: { namespace?: string } }): string {
-  const paths: Record<string, string> = {
-    ServiceAccount: `/api/v1/namespaces/${o.metadata.namespace}/serviceaccounts`,
-    ClusterRole: '/apis/rbac.authorization.k8s.io/v1/clusterroles',
-    ClusterRoleBinding: '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
-    Role: `/apis/rbac.authorization.k8s.io/v1/namespaces/${o.metadata.namespace}/roles`,
-    RoleBinding: `/apis/rbac.authorization.k8s.io/v1/namespaces/${o.metadata.namespace}/rolebindings`,
-    ValidatingAdmissionPolicy: '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies',
-    ValidatingAdmissionPolicyBinding: '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings',
-  };
-  const path = paths[o.kind];
-  if (!path) throw new Error(`${DIR}: no collection path for kind ${o.kind}`);
-  return path;
-}
-
-function pod(name: string, annotations: Record<string, string> = {}): V1Pod {
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    // a scheduler that does not exist: only our bind places these pods
-    metadata: { name, namespace: ns, annotations },
-    spec: {
-      schedulerName: 'nobody',
-      containers: [{ name: 'c', image: 'pause', imagePullPolicy: 'Never' }],
-      tolerations: [{ key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' }],
-    },
-  };
-}
-
-/** The admission refusal of a request, or undefined if it went through. */
-async function refusal(req: Promise<unknown>): Promise<string | undefined> {
-  try {
-    await req;
-    return undefined;
-  } catch (err) {
-    if (err instanceof ApiError && (err.statusCode === 403 || err.statusCode === 422)) return err.message;
-    throw err;
-  }
-}
+const pod = (name: string, annotations: Record<string, string> = {}) => unscheduledPod(ns, name, annotations);
 
 let admin: KubeClient;
 let asExtender: KubeClient;
@@ -72,21 +29,9 @@ const podPath = (name: string) => `/api/v1/namespaces/${ns}/pods/${name}`;
 
 beforeAll(async () => {
   admin = new KubeClient(t.kc);
-  const impersonating: KubeAccess = {
-    getCurrentCluster: () => t.kc.getCurrentCluster(),
-    applyToFetchOptions: async (o: object) => {
-      const applied = (await t.kc.applyToFetchOptions(o as never)) as { headers?: unknown };
-      return { ...applied, headers: { ...plainHeaders(applied.headers), 'Impersonate-User': SA } };
-    },
-  };
-  asExtender = new KubeClient(impersonating);
+  asExtender = asExtenderClient(t.kc);
   await ensureNamespace(t.core, 'ulysses-system');
-  for (const file of ['rbac.yaml', 'reservation-policy.yaml']) {
-    for (const doc of parseAllDocuments(readFileSync(`${DIR}/${file}`, 'utf8'))) {
-      const o = doc.toJS() as { apiVersion: string; kind: string; metadata: { namespace?: string } };
-      await admin.request('POST', collection(o), { body: o });
-    }
-  }
+  await createExtenderManifests(admin, ['rbac.yaml', 'reservation-policy.yaml']);
   await admin.mergePatch('/api/v1/nodes/kwok-1', { metadata: { labels: { 'ulysses.io/tdma-network': 'rtnet0' } } });
   // the policy takes effect once the apiserver has compiled it: probe until a reservation is refused
   let probe = 0;
