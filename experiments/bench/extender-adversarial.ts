@@ -22,8 +22,8 @@
  *   npm run bench:extender-adversarial -- [--nodes 100] [--repetitions 20] [--clusters mixed,hostile] [--json]
  *       [--profile experiments/profiles/bench-extender-adversarial-no-analysis-thread.yaml]
  * The first /filter of each fresh extender is also reported on its own (median and max over the
- * profile's `starts` extenders): it used to carry every RT pod into the analysis thread; profile
- * `analysisThreadFeed: both` runs extenders with the background feed and without it in turn.
+ * profile's `starts` extenders): without the background feed it carries every RT pod into the analysis
+ * thread; profile `analysisThreadFeed: both` runs extenders with the feed and without it in turn.
  * (options and profile fields: experiments/bench/options.ts)
  */
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
