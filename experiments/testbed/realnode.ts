@@ -79,7 +79,12 @@ export function createCgroupRoot(spec: RealNodeSpec): void {
   }
 }
 
-/** Kills every process left in the node's cgroups (its containers), deepest cgroups first, then removes them. */
+/**
+ * Kills every process left in the node's cgroups (its containers), deepest cgroups first, then
+ * removes them. A container cgroup left FROZEN (runc freezes one while it updates or kills a
+ * container; a runtime stopped in between never thaws it) is thawed first: a frozen process cannot
+ * act on SIGKILL, so its cgroup could never be removed.
+ */
 export async function destroyCgroupRoot(cgroupRoot: string): Promise<void> {
   const all: string[] = [];
   const walk = (d: string) => {
@@ -88,6 +93,14 @@ export async function destroyCgroupRoot(cgroupRoot: string): Promise<void> {
     all.push(d);
   };
   for (const c of cgroupControllers()) walk(join(CGROUP_V1_ROOT, c, cgroupRoot));
+  for (const d of all) {
+    const state = join(d, 'freezer.state');
+    try {
+      if (readFileSync(state, 'utf8').trim() !== 'THAWED') writeFileSync(state, 'THAWED');
+    } catch {
+      /* not the freezer hierarchy, or gone */
+    }
+  }
   for (let attempt = 0; attempt < 50; attempt++) {
     let alive = 0;
     for (const d of all) {

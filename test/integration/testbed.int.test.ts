@@ -5,6 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import * as testbed from '../../experiments/testbed/testbed.ts';
 import { K8S_VERSION } from '../../experiments/testbed/binaries.ts';
 import { applyDeployment, deployment, ensureNamespace, podReady, taintNoExecute, udpFirstAnswer } from '../../experiments/workloads.ts';
@@ -106,8 +108,20 @@ describe('testbed: 2 real nodes + 10 KWOK nodes', () => {
     expect(s.problems.join('\n')).toMatch(/kube-scheduler \(pid \d+\) is not running; last log lines/);
   });
 
-  it('tears down leaving no process, mount, interface or cgroup behind; down twice is safe', async () => {
+  it('tears down leaving no process, mount, interface or cgroup behind, a container left frozen included; down twice is safe', async () => {
     const snapshot = testbed.readState(runDir)!;
+    // a container cgroup left FROZEN, as when a runtime stops while runc has it frozen: its
+    // processes cannot die until it is thawed
+    const leaves: string[] = [];
+    const walk = (d: string) => {
+      const subs = readdirSync(d, { withFileTypes: true }).filter((e) => e.isDirectory());
+      if (!subs.length && readFileSync(join(d, 'cgroup.procs'), 'utf8').trim()) leaves.push(d);
+      for (const e of subs) walk(join(d, e.name));
+    };
+    for (const n of snapshot.realNodes) walk(join('/sys/fs/cgroup/freezer', n.cgroupRoot, 'kubepods'));
+    expect(leaves.length, 'a running container on a real node').toBeGreaterThan(0);
+    writeFileSync(join(leaves[0]!, 'freezer.state'), 'FROZEN');
+    await pollUntil('the container frozen', () => readFileSync(join(leaves[0]!, 'freezer.state'), 'utf8').trim() === 'FROZEN', { timeoutMs: 10_000, intervalMs: 50 });
     await testbed.down({ runDir });
     expect(testbed.leftovers(runDir, snapshot)).toEqual([]);
     await testbed.down({ runDir }); // idempotent
