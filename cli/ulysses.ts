@@ -161,11 +161,9 @@ experiment
     if (o.image && !o.nodeShell) throw new InvalidArgumentError('--image: with --node-shell (on the testbeds the image is built and imported)');
     let cluster: import('../experiments/harness/kubeadm-configurator.ts').KubeadmClusterTarget | undefined;
     if (o.nodeShell) {
-      const { ShellNodeAccess, clusterNodes, parseNodeShell } = await import('../manifests/node-shell.ts');
+      const { nodeShellAccess } = await import('../manifests/node-shell.ts');
       if (!o.sources?.length || !o.destinations?.length) throw new InvalidArgumentError('--node-shell: --sources and --destinations name the nodes that fail and receive');
-      const shell = parseNodeShell(o.nodeShell);
-      const nodes = await clusterNodes(await loadKubeConfig(o.kubeconfig));
-      cluster = { kubeconfig: o.kubeconfig, nodes: new ShellNodeAccess({ shell, nodes }), image: o.image, sources: o.sources, destinations: o.destinations, shellDescription: `"${o.nodeShell}"` };
+      cluster = { kubeconfig: o.kubeconfig, nodes: await nodeShellAccess(o.nodeShell, () => loadKubeConfig(o.kubeconfig)), image: o.image, sources: o.sources, destinations: o.destinations, shellDescription: `"${o.nodeShell}"` };
     }
     if (o.kubeadm && o.kubeconfig && !kubeadm) throw new InvalidArgumentError(`--kubeadm with --kubeconfig ${o.kubeconfig}: not the kubeadm testbed's kubeconfig (${kubeadmState?.kubeconfig ?? 'none is up'})`);
     const configs = o.config ?? (kubeadm || cluster ? ['upstream', 1, 5] : [1, 5]);
@@ -359,13 +357,12 @@ async function installTarget(o: { kubeconfig?: string; kubectl?: string; image?:
   const components = o.components as import('../manifests/overlays.ts').Component[] | undefined;
   const log = (l: string) => console.error(l);
   if (o.nodeShell) {
-    const { ShellNodeAccess, clusterNodes, parseNodeShell } = await import('../manifests/node-shell.ts');
+    const { nodeShellAccess } = await import('../manifests/node-shell.ts');
     const { loadKubeConfig } = await import('../core/kubeconfig.ts');
     const file = o.kubeconfig ?? process.env.KUBECONFIG;
     if (!file) throw new InvalidArgumentError('--node-shell: the cluster\'s admin kubeconfig is needed (--kubeconfig or $KUBECONFIG)');
-    const shell = parseNodeShell(o.nodeShell);
-    const nodes = await clusterNodes(await loadKubeConfig(file));
-    return { kubeconfig: file, kubectl: o.kubectl, image: o.image, components, nodes: new ShellNodeAccess({ shell, nodes, shimProgram: o.shimProgram }), log, state: undefined };
+    const nodes = await nodeShellAccess(o.nodeShell, () => loadKubeConfig(file), { shimProgram: o.shimProgram });
+    return { kubeconfig: file, kubectl: o.kubectl, image: o.image, components, nodes, log, state: undefined };
   }
   const state = kubeadmTestbed.readKubeadmState();
   if (!state?.ready) throw new Error('no kubeadm testbed is up (ulysses testbed up --kubeadm); for another kubeadm cluster give --node-shell, e.g. --node-shell "ssh root@{node}" (manifests/README.md)');

@@ -68,6 +68,15 @@ export async function clusterNodes(kc: KubeConfig): Promise<InstallNode[]> {
   return nodes.map((n) => ({ name: n.metadata!.name!, controlPlane: n.metadata?.labels?.[CONTROL_PLANE_LABEL] !== undefined }));
 }
 
+/**
+ * `--node-shell TEMPLATE` on a cluster: the template checked first (before the kubeconfig is read),
+ * then the nodes listed from the API.
+ */
+export async function nodeShellAccess(template: string, kubeconfig: () => Promise<KubeConfig>, o: Omit<ShellNodeAccessOptions, 'shell' | 'nodes'> = {}): Promise<ShellNodeAccess> {
+  const shell = parseNodeShell(template);
+  return new ShellNodeAccess({ ...o, shell, nodes: await clusterNodes(await kubeconfig()) });
+}
+
 /** A word quoted for sh. */
 export function shQuote(s: string): string {
   return `'${s.replaceAll("'", `'\\''`)}'`;

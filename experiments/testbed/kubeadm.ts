@@ -88,7 +88,9 @@ export interface KubeadmUpOptions {
 }
 
 /** The audit log of a kubeadm testbed started with auditNamespaces (JSON lines, experiments/harness/api-trace.ts reads it). */
-export const kubeadmAuditLogPath = (runDir: string) => join(runDir, 'audit', 'kube-apiserver-audit.log');
+export const kubeadmAuditLogPath = (runDir: string) => join(kubeadmAuditDir(runDir), 'kube-apiserver-audit.log');
+/** The audit policy and log, mounted into kube-apiserver's static pod at the same path. */
+const kubeadmAuditDir = (runDir: string) => join(runDir, 'audit');
 
 export function defaultKubeadmRunDir(): string {
   return process.env.ULYSSES_KUBEADM_RUN_DIR ?? '/tmp/ulysses-testbed-kubeadm';
@@ -221,7 +223,7 @@ function extraArgs(n: KubeadmNode): Array<{ name: string; value: string }> {
  * log in `<run dir>/audit`, mounted into the static pod at the same path.
  */
 function auditApiServer(runDir: string): Record<string, unknown> {
-  const dir = dirname(kubeadmAuditLogPath(runDir));
+  const dir = kubeadmAuditDir(runDir);
   return {
     extraArgs: [
       { name: 'audit-policy-file', value: join(dir, 'policy.json') },
@@ -300,11 +302,43 @@ function bindsFor(runDir: string, n: KubeadmNode | undefined): Array<[string, st
   return binds;
 }
 
+/**
+ * The words that run a command in a private mount namespace with `binds` ([host path, path seen
+ * there]) mounted; the command's words follow. A missing source or target directory is created.
+ */
+function inMountNamespace(binds: Array<[string, string]>): string[] {
+  const script = 'set -e; while [ "$1" != "--" ]; do [ -e "$1" ] || mkdir -p "$1"; [ -e "$2" ] || mkdir -p "$2"; mount --bind "$1" "$2"; shift 2; done; shift; exec "$@"';
+  return ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c', script, 'sh', ...binds.flat(), '--'];
+}
+
+/** The testbed's node `name`. */
+function nodeNamed(state: KubeadmState, name: string): KubeadmNode {
+  const n = state.nodes.find((x) => x.spec.name === name);
+  if (!n) throw new Error(`no node ${name} in the kubeadm testbed`);
+  return n;
+}
+
+/** The nodes as the installer sees them. */
+const installNodes = (state: KubeadmState) => state.nodes.map((n) => ({ name: n.spec.name, controlPlane: n.role === 'control-plane' }));
+
+/**
+ * Where a node's own directories lie on this machine: [the path the node sees, the host directory]
+ * (the control plane's /etc/kubernetes and /var/lib/kubelet are the host's).
+ */
+function nodeDirs(n: KubeadmNode): Array<[string, string]> {
+  return [
+    [HOST_ETC_KUBERNETES, n.etcKubernetes],
+    [HOST_VAR_LIB_KUBELET, n.varLibKubelet],
+    ['/etc/ulysses', join(n.spec.dir, 'etc-ulysses')],
+    ['/etc/systemd/system', join(n.spec.dir, 'etc-systemd-system')],
+  ];
+}
+
 /** Runs kubeadm in a private mount namespace with `binds`; returns its exit code. */
 function spawnKubeadm(args: string[], binds: Array<[string, string]>, logFile: string) {
-  const script = 'set -e; while [ "$1" != "--" ]; do mount --bind "$1" "$2"; shift 2; done; shift; exec "$@"';
+  const [cmd, ...prefix] = inMountNamespace(binds);
   const fd = openSync(logFile, 'a');
-  const child = spawn('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', script, 'sh', ...binds.flat(), '--', binaryPath('kubeadm'), ...args], {
+  const child = spawn(cmd!, [...prefix, binaryPath('kubeadm'), ...args], {
     stdio: ['ignore', fd, fd],
     // kubeadm's preflight runs `kubelet --version` from PATH
     env: { ...process.env, PATH: `${binDir()}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}` },
@@ -466,8 +500,8 @@ export async function up(opts: KubeadmUpOptions = {}): Promise<KubeadmState> {
       if (n.role === 'worker') for (const d of [n.etcKubernetes, n.varLibKubelet]) mkdirSync(d, { recursive: true });
     }
     if (opts.auditNamespaces?.length) {
-      mkdirSync(dirname(kubeadmAuditLogPath(runDir)), { recursive: true });
-      writeFileSync(join(dirname(kubeadmAuditLogPath(runDir)), 'policy.json'), auditPolicy(opts.auditNamespaces));
+      mkdirSync(kubeadmAuditDir(runDir), { recursive: true });
+      writeFileSync(join(kubeadmAuditDir(runDir), 'policy.json'), auditPolicy(opts.auditNamespaces));
     }
     writeFileSync(join(runDir, 'kubeadm-init.yaml'), initConfig(runDir, cp, bootstrapToken, coredns, opts.auditNamespaces));
 
@@ -597,19 +631,10 @@ export async function up(opts: KubeadmUpOptions = {}): Promise<KubeadmState> {
  * - Sockets differ per node (nodes share /run): containerd's and the shim's are in the node's directory.
  */
 export function kubeadmNodeAccess(state: KubeadmState, log: (line: string) => void = () => undefined): NodeAccess {
-  const node = (name: string) => {
-    const n = state.nodes.find((x) => x.spec.name === name);
-    if (!n) throw new Error(`no node ${name} in the kubeadm testbed`);
-    return n;
-  };
+  const node = (name: string) => nodeNamed(state, name);
   const track = processTracker(state, saveState);
   const hostPath = (name: string, nodePath: string) => {
-    const n = node(name);
-    const roots: Array<[string, string]> = [
-      [HOST_ETC_KUBERNETES, n.etcKubernetes],
-      [HOST_VAR_LIB_KUBELET, n.varLibKubelet],
-      ['/etc/ulysses', join(n.spec.dir, 'etc-ulysses')],
-    ];
+    const roots = nodeDirs(node(name));
     for (const [root, local] of roots) if (nodePath === root || nodePath.startsWith(`${root}/`)) return local + nodePath.slice(root.length);
     throw new Error(`${nodePath} on ${name}: not a path the kubeadm testbed maps (${roots.map((r) => r[0]).join(', ')})`);
   };
@@ -622,7 +647,7 @@ export function kubeadmNodeAccess(state: KubeadmState, log: (line: string) => vo
     return p;
   };
   return {
-    nodes: () => state.nodes.map((n) => ({ name: n.spec.name, controlPlane: n.role === 'control-plane' })),
+    nodes: () => installNodes(state),
     async readFile(name, nodePath) {
       const p = hostPath(name, nodePath);
       return existsSync(p) ? readFileSync(p, 'utf8') : undefined;
@@ -687,16 +712,11 @@ export function kubeadmNodeAccess(state: KubeadmState, log: (line: string) => vo
  */
 export function kubeadmNodeShell(state: KubeadmState): (node: string) => string[] {
   return (name) => {
-    const n = state.nodes.find((x) => x.spec.name === name);
-    if (!n) throw new Error(`no node ${name} in the kubeadm testbed`);
-    const binds: Array<[string, string]> = [
-      ...bindsFor(state.runDir, n),
-      [join(n.spec.dir, 'etc-ulysses'), '/etc/ulysses'],
-      [join(n.spec.dir, 'etc-systemd-system'), '/etc/systemd/system'],
-    ];
-    const script = 'set -e; while [ "$1" != "--" ]; do [ -e "$1" ] || mkdir -p "$1"; [ -e "$2" ] || mkdir -p "$2"; mount --bind "$1" "$2"; shift 2; done; shift; exec "$@"';
+    const n = nodeNamed(state, name);
+    // /etc/hosts and /etc/resolv.conf as kubeadm sees them, and the node's own directories
+    const binds: Array<[string, string]> = [...bindsFor(state.runDir, undefined), ...nodeDirs(n).filter(([seen, host]) => seen !== host).map(([seen, host]): [string, string] => [host, seen])];
     return [
-      'unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c', script, 'sh', ...binds.flat(), '--',
+      ...inMountNamespace(binds),
       'env', `PATH=${join(REPO_ROOT, 'experiments', 'testbed', 'node-bin')}:${binDir()}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`,
       `ULYSSES_REPO=${REPO_ROOT}`, `ULYSSES_TESTBED_RUN_DIR=${state.runDir}`, `ULYSSES_TESTBED_NODE=${name}`, `ULYSSES_TESTBED_HOST_MNT=/proc/${process.pid}/ns/mnt`,
       'sh', '-c',
@@ -706,14 +726,10 @@ export function kubeadmNodeShell(state: KubeadmState): (node: string) => string[
 
 /** The installer's shell access to this testbed's nodes: {@link kubeadmNodeShell} with the nodes' own sockets, port and shim program. */
 export function kubeadmShellAccess(state: KubeadmState): ShellNodeAccess {
-  const spec = (name: string) => {
-    const n = state.nodes.find((x) => x.spec.name === name);
-    if (!n) throw new Error(`no node ${name} in the kubeadm testbed`);
-    return n.spec;
-  };
+  const spec = (name: string) => nodeNamed(state, name).spec;
   return new ShellNodeAccess({
     shell: kubeadmNodeShell(state),
-    nodes: state.nodes.map((n) => ({ name: n.spec.name, controlPlane: n.role === 'control-plane' })),
+    nodes: installNodes(state),
     containerdSocket: (n) => spec(n).socket,
     shimSocket: (n) => spec(n).shimSocket,
     shimMetricsPort: (n) => spec(n).shimMetricsPort,

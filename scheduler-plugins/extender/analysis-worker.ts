@@ -360,6 +360,17 @@ export class RtAnalysisWorker {
     });
   }
 
+  /** A pod version the thread does not have yet: its record (no references yet), queued in `newPods`/`newIds` for the job's batch. */
+  private register(p: ParsedRtPod, newPods: ParsedRtPod[], newIds: number[]): SentPod {
+    const r: SentPod = { id: ++this.nextPodId, name: p.name, uid: p.uid, cores: p.cores, refs: 0 };
+    this.podsBySpec.set(p.spec, r);
+    newPods.push(p);
+    newIds.push(r.id);
+    this.transfer.podsSent++;
+    this.transfer.tasksSent += p.spec.tasks.length;
+    return r;
+  }
+
   /** Posts the next feed job (at most FEED_CHUNK_UNITS of pods, the node lists made complete by it). */
   private pump(): void {
     const src = this.source;
@@ -395,15 +406,9 @@ export class RtAnalysisWorker {
           full = true;
           break;
         }
-        const r: SentPod = { id: ++this.nextPodId, name: p.name, uid: p.uid, cores: p.cores, refs: 0 };
-        this.podsBySpec.set(p.spec, r);
-        this.pending.add(r);
-        newPods.push(p);
-        newIds.push(r.id);
+        this.pending.add(this.register(p, newPods, newIds));
         units += cost;
-        this.transfer.podsSent++;
         this.transfer.podsFed++;
-        this.transfer.tasksSent += p.spec.tasks.length;
       }
       if (full) break;
       // every pod of the node is in the thread or in this job: its list goes with it
@@ -519,14 +524,7 @@ export class RtAnalysisWorker {
       const list = n.pods.map((p) => {
         let r = this.kept(p);
         if (r) this.transfer.podsReused++;
-        else {
-          r = { id: ++this.nextPodId, name: p.name, uid: p.uid, cores: p.cores, refs: 0 };
-          this.podsBySpec.set(p.spec, r);
-          newPods.push(p);
-          newIds.push(r.id);
-          this.transfer.podsSent++;
-          this.transfer.tasksSent += p.spec.tasks.length;
-        }
+        else r = this.register(p, newPods, newIds);
         r.refs++;
         return r;
       });

@@ -82,8 +82,8 @@ function clearlyOver(load: number, n: number, bound: number): boolean | undefine
 /**
  * Σ C/T (implicit) or Σ C/min(D,T) above `bound`, exactly: the float sum decides when it is clearly
  * apart from the bound ({@link clearlyOver}), the integer cross-multiplication (task.ts
- * utilizationExceeds) near it. Always the BigInt test, a core test took ~5-10 µs, so the EDF
- * placement's units (1 per core and per task tested) ran 100 times slower than the
+ * utilizationExceeds) near it. The BigInt test costs ~5-10 µs per core test, which would make the
+ * EDF placement's units (1 per core and per task tested) 100 times dearer than the
  * deferrable-server analyses' (1,000,000 units: 13-17 ms of one core).
  */
 function exceeds(tasks: readonly RtTask[], implicit: boolean, load: number, bound: number): boolean {
