@@ -137,21 +137,39 @@ export function placeEdfTasks(cores: readonly (readonly RtTask[])[], tasks: read
   };
   const order = tasks.map((_, i) => i).sort((a, b) => taskDensity(tasks[b]!) - taskDensity(tasks[a]!) || a - b);
   const assignment: number[] = new Array<number>(tasks.length).fill(-1);
+  // the cores by (load, index), a total order: sorted once, then the one core a task went to is
+  // moved to its new place (its load only grew), which is the order a fresh sort would give
+  const before = (a: number, b: number) => loads[a]! < loads[b]! || (loads[a] === loads[b] && a < b);
+  const byLoad = state.map((_, c) => c).sort((a, b) => loads[a]! - loads[b]! || a - b);
   for (const i of order) {
     const t = tasks[i]!;
     spend(budget, state.length); // ordering the cores
-    const byLoad = state.map((_, c) => c).sort((a, b) => loads[a]! - loads[b]! || a - b);
-    const core = byLoad.find((c) => {
-      spend(budget, state[c]!.length + 1);
-      return fits(c, t);
-    });
-    if (core === undefined) {
+    let at = -1;
+    for (let k = 0; k < byLoad.length; k++) {
+      spend(budget, state[byLoad[k]!]!.length + 1);
+      if (fits(byLoad[k]!, t)) {
+        at = k;
+        break;
+      }
+    }
+    if (at < 0) {
       const best = edfCoreSchedulable([...state[byLoad[0]!]!, t], bound);
       return { ok: false, reason: `task ${i} fits no core (least loaded core ${byLoad[0]}: ${best.reason})`, cores: current() };
     }
+    const core = byLoad[at]!;
     state[core]!.push(t);
     loads[core] = loads[core]! + taskDensity(t);
     assignment[i] = core;
+    // its new place: after every core still before it (binary search over the cores after `at`)
+    let lo = at + 1;
+    let hi = byLoad.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (before(byLoad[mid]!, core)) lo = mid + 1;
+      else hi = mid;
+    }
+    for (let k = at; k < lo - 1; k++) byLoad[k] = byLoad[k + 1]!;
+    byLoad[lo - 1] = core;
   }
   return { ok: true, assignment, cores: current() };
 }

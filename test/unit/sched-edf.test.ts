@@ -116,22 +116,23 @@ describe('the float sum decides only away from the bound', () => {
     }
     expect(near).toBeGreaterThan(20); // the cases the float cannot decide were exercised
   });
+  /** Worst-fit decreasing as specified: each task on the first core passing, of every core sorted afresh by (load, index). */
+  const reference = (cores: readonly (readonly RtTask[])[], tasks: readonly RtTask[], bound: number) => {
+    const state = cores.map((c) => [...c]);
+    const loads = state.map((c) => c.reduce((s, x) => s + taskDensity(x), 0));
+    const order = tasks.map((_, i) => i).sort((a, b) => taskDensity(tasks[b]!) - taskDensity(tasks[a]!) || a - b);
+    const assignment: number[] = new Array<number>(tasks.length).fill(-1);
+    for (const i of order) {
+      const byLoad = state.map((_, c) => c).sort((a, b) => loads[a]! - loads[b]! || a - b);
+      const core = byLoad.find((c) => edfCoreSchedulable([...state[c]!, tasks[i]!], bound).schedulable);
+      if (core === undefined) return undefined;
+      state[core]!.push(tasks[i]!);
+      loads[core] = loads[core]! + taskDensity(tasks[i]!);
+      assignment[i] = core;
+    }
+    return assignment;
+  };
   it('placeEdfTasks equals placement by testing a copy of each core (300 random nodes, bounds 1 and 0.95)', () => {
-    const reference = (cores: readonly (readonly RtTask[])[], tasks: readonly RtTask[], bound: number) => {
-      const state = cores.map((c) => [...c]);
-      const loads = state.map((c) => c.reduce((s, x) => s + taskDensity(x), 0));
-      const order = tasks.map((_, i) => i).sort((a, b) => taskDensity(tasks[b]!) - taskDensity(tasks[a]!) || a - b);
-      const assignment: number[] = new Array<number>(tasks.length).fill(-1);
-      for (const i of order) {
-        const byLoad = state.map((_, c) => c).sort((a, b) => loads[a]! - loads[b]! || a - b);
-        const core = byLoad.find((c) => edfCoreSchedulable([...state[c]!, tasks[i]!], bound).schedulable);
-        if (core === undefined) return undefined;
-        state[core]!.push(tasks[i]!);
-        loads[core] = loads[core]! + taskDensity(tasks[i]!);
-        assignment[i] = core;
-      }
-      return assignment;
-    };
     let placed = 0;
     for (let i = 0; i < 300; i++) {
       const bound = i % 2 ? 1 : 0.95;
@@ -144,5 +145,20 @@ describe('the float sum decides only away from the bound', () => {
     }
     expect(placed).toBeGreaterThan(30);
     expect(placed).toBeLessThan(270);
+  });
+  it('placeEdfTasks orders the cores as a fresh sort per task would (200 nodes of up to 64 cores, equal loads and repeated tasks)', () => {
+    let placed = 0;
+    for (let i = 0; i < 200; i++) {
+      const bound = i % 2 ? 1 : 0.95;
+      const shapes = [t(1, 4), t(1, 3), t(2, 5, 3), t(1, 1000)];
+      const pick = () => shapes[int(0, shapes.length - 1)]!;
+      const cores = Array.from({ length: int(1, 64) }, () => Array.from({ length: int(0, 2) }, pick));
+      const tasks = Array.from({ length: int(1, 40) }, pick);
+      const r = placeEdfTasks(cores, tasks, bound);
+      expect(r.ok ? r.assignment : undefined, JSON.stringify({ cores, tasks, bound })).toEqual(reference(cores, tasks, bound));
+      if (r.ok) placed++;
+    }
+    expect(placed).toBeGreaterThan(20);
+    expect(placed).toBeLessThan(180);
   });
 });
