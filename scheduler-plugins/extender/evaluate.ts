@@ -26,14 +26,30 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { podCriticality } from '../../core/criticality.ts';
 import { objectKey } from '../../core/objects.ts';
-import { assuranceScore, parseAssurancePolicyAnnotation, satisfies, ASSURANCE_POLICY_ANNOTATION, ASSURANCE_ANNOTATION, type AssurancePolicy } from '../assurance/assurance.ts';
+import { assuranceScore, parseAssurancePolicyAnnotation, satisfies, ASSURANCE_POLICY_ANNOTATION, type AssurancePolicy } from '../assurance/assurance.ts';
 import { parseRtAnnotation, type RtPodSpec } from '../realtime/annotations.ts';
 import { analyzeRtNode, type NewPod, type NodeReport, type ParsedRtNode } from '../realtime/what-if.ts';
 import type { AnalysisBudget } from '../realtime/task.ts';
 import { allocateSlots, parseTdmaAnnotation, type SlotAllocation, type TdmaNetwork, type TdmaRequest } from '../tdma/tdma.ts';
-import { RT_ANNOTATION, RT_CAPACITY_ANNOTATION, RT_SCHEDULER_LABEL, TDMA_ANNOTATION, TDMA_NETWORK_LABEL } from '../schedulability.ts';
+import { RT_ANNOTATION, TDMA_ANNOTATION } from '../schedulability.ts';
 import type { ExtenderConfig } from './config.ts';
 import type { ClusterState, NodeInfo } from './state.ts';
+
+/**
+ * A node's rejection, as kube-scheduler shows it: it counts identical messages over the nodes
+ * ("0/1000 nodes are available: 750 ulysses: not a real-time node, 200 ...", FitError in
+ * pkg/scheduler/framework) and cuts the event at 1 KiB, so a message names the kind of failure and
+ * never the node or its values; and every rejected node's message is in each /filter answer, which
+ * the scheduler decodes on every pod. Only a malformed node annotation names its node, and an RT
+ * analysis keeps its reason (the task, core and bound that failed).
+ */
+export const MESSAGES = {
+  assurance: `ulysses: node assurance below the pod's policy`,
+  notRealtime: `ulysses: not a real-time node`,
+  otherRtKind: (node: string, pod: string) => `ulysses: ${node} node, pod needs ${pod}`,
+  otherNetwork: (network: string) => `ulysses: not on TDMA network ${network}`,
+  unknownNode: `ulysses: node not in the extender's cache yet`,
+} as const;
 
 export type RejectionReason = 'malformed' | 'assurance' | 'realtime' | 'tdma' | 'node-annotation' | 'unknown-node' | 'bad-request';
 
@@ -263,7 +279,7 @@ function evaluateNodeAs(
       return {
         fits: false,
         reason: 'assurance',
-        message: `ulysses: node assurance ${info.assuranceText} (${ASSURANCE_ANNOTATION}) does not satisfy the pod's policy ${req.policyText}`,
+        message: MESSAGES.assurance,
       };
     }
     aScore = assuranceScore(info.assurance.value, req.policy);
@@ -274,11 +290,11 @@ function evaluateNodeAs(
   let cores: readonly number[] | undefined;
   let skipped: readonly string[] | undefined;
   if (req.rt) {
-    if (info.rtKind === null) return { fits: false, reason: 'realtime', message: `ulysses: not a real-time node (no ${RT_SCHEDULER_LABEL} label)` };
+    if (info.rtKind === null) return { fits: false, reason: 'realtime', message: MESSAGES.notRealtime };
     if (typeof info.rtKind !== 'string') return { fits: false, reason: 'node-annotation', message: `ulysses: node ${info.name}: ${info.rtKind.error}` };
     if (!info.rtCapacity.ok) return { fits: false, reason: 'node-annotation', message: `ulysses: node ${info.name}: ${info.rtCapacity.error}` };
     if (req.rt.kind !== info.rtKind) {
-      return { fits: false, reason: 'realtime', message: `ulysses: ${info.rtKind} node, but the pod's ${RT_ANNOTATION} is for ${req.rt.kind} nodes` };
+      return { fits: false, reason: 'realtime', message: MESSAGES.otherRtKind(info.rtKind, req.rt.kind) };
     }
     const existing = state.rtPodsOn(info.name, req.uid);
     if (existing.skipped.length) skipped = existing.skipped;
@@ -290,7 +306,7 @@ function evaluateNodeAs(
       return {
         fits: false,
         reason: 'realtime',
-        message: `ulysses: ${info.rtKind} node ${info.name} (${RT_CAPACITY_ANNOTATION} cores ${info.rtCapacity.value.cores}): ${report.reason}`,
+        message: `ulysses: ${info.rtKind}: ${report.reason}`,
         ...(skipped ? { skipped } : {}),
         ...(report.budgetExceeded ? { budgetExceeded: true as const } : {}),
       };
@@ -303,7 +319,7 @@ function evaluateNodeAs(
   let slots: readonly number[] | undefined;
   if (req.tdma && req.network) {
     if (info.tdmaNetwork !== req.tdma.network) {
-      return { fits: false, reason: 'tdma', message: `ulysses: node not on TDMA network ${req.tdma.network} (${TDMA_NETWORK_LABEL}=${info.tdmaNetwork ?? 'absent'})` };
+      return { fits: false, reason: 'tdma', message: MESSAGES.otherNetwork(req.tdma.network) };
     }
     let memo = slotMemo.get(req.network.name);
     if (!memo) {

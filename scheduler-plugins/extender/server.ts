@@ -39,7 +39,7 @@ import type { NewPod, ParsedRtNode } from '../realtime/what-if.ts';
 import { RtAnalysisWorker, type FeedSource } from './analysis-worker.ts';
 import { RESERVATION_EPOCH_ANNOTATION, type ServingGate } from './leadership.ts';
 import { extenderConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from './config.ts';
-import { evaluateNode, evaluateShared, podRequirements, verdictFor, type NodeVerdict, type PodRequirements, type RejectionReason, type SharedVerdict, type SlotMemo } from './evaluate.ts';
+import { evaluateNode, evaluateShared, MESSAGES, podRequirements, verdictFor, type NodeVerdict, type PodRequirements, type RejectionReason, type SharedVerdict, type SlotMemo } from './evaluate.ts';
 import { ClusterState, extenderNodeProjection, extenderPodProjection, nodeInfoOf, RESERVED_NODE_ANNOTATION, type NodeInfo } from './state.ts';
 import {
   bindingArgsSchema,
@@ -667,7 +667,7 @@ export class ExtenderServer {
         const name = names ? names[i]! : sent![i]!.metadata!.name!;
         const v = verdicts[i];
         if (!v) {
-          out.FailedNodes[name] = `ulysses: node ${name} is not in the extender's node cache (yet)`;
+          out.FailedNodes[name] = MESSAGES.unknownNode;
           counts.set('unknown-node', (counts.get('unknown-node') ?? 0) + 1);
         } else if (v.fits) {
           if (names) passingNames.push(name);

@@ -9,7 +9,7 @@ import { parse as parseYaml } from 'yaml';
 import { readFileSync } from 'node:fs';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { ExtenderServer, extenderInformerOptions, KeyedMutex } from '../../scheduler-plugins/extender/server.ts';
-import { evaluateNode, podRequirements } from '../../scheduler-plugins/extender/evaluate.ts';
+import { evaluateNode, MESSAGES, podRequirements } from '../../scheduler-plugins/extender/evaluate.ts';
 import { ClusterState, extenderNodeProjection, extenderPodProjection, RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
 import { extenderConfig } from '../../scheduler-plugins/extender/config.ts';
 import { ConfigError } from '../../core/config.ts';
@@ -102,16 +102,18 @@ describe('scheduler extender: informers', () => {
 describe('scheduler extender: filter and prioritize', () => {
   it('assurance: explicit policy, default per criticality, score prefers the node that just satisfies', async () => {
     const s = extender({ defaultAssurancePolicies: { high: { policy: 'threshold', min: { cpu: 3 } } } });
+    s.state.upsertNode(node('a0', {}, { 'ulysses.io/assurance': '{"cpu":0,"memory":5}' }));
     s.state.upsertNode(node('a1', {}, { 'ulysses.io/assurance': '{"cpu":1}' }));
     s.state.upsertNode(node('a2', {}, { 'ulysses.io/assurance': '{"cpu":2,"memory":2}' }));
     s.state.upsertNode(node('a3', {}, { 'ulysses.io/assurance': '{"cpu":3,"memory":3}' }));
     s.state.upsertNode(node('a4', {}, { 'ulysses.io/assurance': '{"cpu":9,"memory":9}' }));
-    const names = ['a1', 'a2', 'a3', 'a4'];
+    const names = ['a0', 'a1', 'a2', 'a3', 'a4'];
 
     const p = pod('p', { 'ulysses.io/assurance-policy': '{"policy":"threshold","min":{"cpu":2}}' });
     const r = await filter(s, p, names);
     expect(r.NodeNames).toEqual(['a2', 'a3', 'a4']);
-    expect(r.FailedAndUnresolvableNodes.a1).toContain('does not satisfy');
+    // one message for every node below the policy, whatever its values: kube-scheduler counts them as one reason
+    expect(r.FailedAndUnresolvableNodes).toEqual({ a0: MESSAGES.assurance, a1: MESSAGES.assurance });
     expect(r.Error).toBe('');
     const scores = await prioritize(s, p, names);
     expect(scores.a2).toBeGreaterThan(scores.a3!);
@@ -146,7 +148,7 @@ describe('scheduler extender: filter and prioritize', () => {
     s.state.upsertPod(pod('reserved', { 'ulysses.io/rt': ds(5000, 10000), 'ulysses.io/rt-cores': '[0]', [RESERVED_NODE_ANNOTATION]: 'ds2' }));
     r = await filter(s, p, names);
     expect(r.NodeNames).toEqual(['ds2']); // ds2 still has core 1
-    expect(r.FailedAndUnresolvableNodes.ds1).toMatch(/deferrable-server node ds1.*does not fit/);
+    expect(r.FailedAndUnresolvableNodes.ds1).toMatch(/^ulysses: deferrable-server: does not fit/);
     s.state.upsertPod(pod('reserved2', { 'ulysses.io/rt': ds(5000, 10000), 'ulysses.io/rt-cores': '[1]', [RESERVED_NODE_ANNOTATION]: 'ds2' }));
     r = await filter(s, p, names);
     expect(r.NodeNames).toEqual([]);
