@@ -16,8 +16,8 @@
  *
  * Placement over cores: the tasks are placed one by one, highest density first (ties by index),
  * each on the least loaded core (by density, ties by core index) that still passes the test:
- * worst-fit decreasing. All-or-nothing. With a budget, every core test is counted: the placement's
- * and the per-core summaries of its answer ({@link summaryUnits}).
+ * worst-fit decreasing. All-or-nothing. A task over the bound alone fails at once (on every core
+ * it would). With a budget, every core test is counted.
  * No I/O.
  */
 import { decimalRatio, effectiveDeadline, invalidTask, relativeDeadline, spend, taskDensity, taskUtilization, utilizationExceeds, type AnalysisBudget, type RtTask } from './task.ts';
@@ -95,9 +95,7 @@ function exceeds(tasks: readonly RtTask[], implicit: boolean, load: number, boun
   );
 }
 
-export type EdfPlacement =
-  | { readonly ok: true; /** core of each input task */ readonly assignment: readonly number[]; readonly cores: readonly EdfResult[] }
-  | { readonly ok: false; readonly reason: string; readonly cores: readonly EdfResult[] };
+export type EdfPlacement = { readonly ok: true; /** core of each input task */ readonly assignment: readonly number[] } | { readonly ok: false; readonly reason: string };
 
 /**
  * Work units (task.ts AnalysisBudget) of testing every core of `cores` once: 1 per core and 1 per
@@ -112,15 +110,10 @@ export function summaryUnits(cores: readonly (readonly RtTask[])[]): number {
 /** Worst-fit-decreasing placement of `tasks` onto cores already holding `cores[i]`. */
 export function placeEdfTasks(cores: readonly (readonly RtTask[])[], tasks: readonly RtTask[], bound = 1, budget?: AnalysisBudget): EdfPlacement {
   const state = cores.map((c) => [...c]);
-  // the per-core summaries of the answer are counted as the placement's per-core tests are
-  const current = () => {
-    spend(budget, summaryUnits(state));
-    return state.map((c) => edfCoreSchedulable(c, bound));
-  };
-  if (state.length === 0) return { ok: false, reason: 'node has no cores', cores: [] };
+  if (state.length === 0) return { ok: false, reason: 'node has no cores' };
   for (const [i, t] of tasks.entries()) {
     const bad = invalidTask(t);
-    if (bad) return { ok: false, reason: `invalid task ${i}: ${bad}`, cores: current() };
+    if (bad) return { ok: false, reason: `invalid task ${i}: ${bad}` };
   }
   // per-core density sums kept up to date (not recomputed in the sort's comparator); Σ C/min(D,T)
   // is also the utilization when every D >= T, so it is the sum the core test compares
@@ -145,7 +138,10 @@ export function placeEdfTasks(cores: readonly (readonly RtTask[])[], tasks: read
     const t = tasks[i]!;
     spend(budget, state.length); // ordering the cores
     let at = -1;
-    for (let k = 0; k < byLoad.length; k++) {
+    // a task over the bound on an empty core is over it on every core (a core's sum only grows)
+    spend(budget, 1);
+    const alone = invalidTask(t) === undefined && (!Number.isFinite(bound) || edfCoreSchedulable([t], bound).schedulable);
+    for (let k = 0; alone && k < byLoad.length; k++) {
       spend(budget, state[byLoad[k]!]!.length + 1);
       if (fits(byLoad[k]!, t)) {
         at = k;
@@ -154,7 +150,7 @@ export function placeEdfTasks(cores: readonly (readonly RtTask[])[], tasks: read
     }
     if (at < 0) {
       const best = edfCoreSchedulable([...state[byLoad[0]!]!, t], bound);
-      return { ok: false, reason: `task ${i} fits no core (least loaded core ${byLoad[0]}: ${best.reason})`, cores: current() };
+      return { ok: false, reason: `task ${i} fits no core (least loaded core ${byLoad[0]}: ${best.reason})` };
     }
     const core = byLoad[at]!;
     state[core]!.push(t);
@@ -171,5 +167,5 @@ export function placeEdfTasks(cores: readonly (readonly RtTask[])[], tasks: read
     for (let k = at; k < lo - 1; k++) byLoad[k] = byLoad[k + 1]!;
     byLoad[lo - 1] = core;
   }
-  return { ok: true, assignment, cores: current() };
+  return { ok: true, assignment };
 }

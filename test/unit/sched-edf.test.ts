@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { edfCoreSchedulable, placeEdfTasks } from '../../scheduler-plugins/realtime/edf.ts';
-import { decimalRatio, MAX_TIME_US, taskDensity, utilizationExceeds, type RtTask } from '../../scheduler-plugins/realtime/task.ts';
+import { AnalysisBudget, decimalRatio, MAX_TIME_US, taskDensity, utilizationExceeds, type RtTask } from '../../scheduler-plugins/realtime/task.ts';
 import { prng } from '../../core/prng.ts';
 
 const t = (wcetUs: number, periodUs: number, deadlineUs?: number): RtTask => ({ wcetUs, periodUs, ...(deadlineUs ? { deadlineUs } : {}) });
@@ -59,6 +59,17 @@ describe('EDF placement (worst-fit decreasing)', () => {
     expect(p.ok).toBe(false);
     if (!p.ok) expect(p.reason).toMatch(/task 1 fits no core \(least loaded core 1: utilization/);
     expect(placeEdfTasks([], [t(1, 10)])).toMatchObject({ ok: false, reason: 'node has no cores' });
+  });
+  it('a task over the bound on its own is refused without testing every core', () => {
+    // 1024 cores, 768 of them full: the task (density 1 + 1e-9) fits none, the least loaded core says why
+    const cores = Array.from({ length: 1024 }, (_, c) => (c < 768 ? [t(1000, 1000)] : []));
+    const budget = new AnalysisBudget(1_000_000);
+    const p = placeEdfTasks(cores, [t(1_000_000_001, 1_000_000_000)], 1, budget);
+    expect(p).toMatchObject({ ok: false, reason: expect.stringMatching(/^task 0 fits no core \(least loaded core 768: utilization Σ C\/T = 1\.0000 > 1/) });
+    // ordering the cores (1 per core) and the task alone, not a test of each core (1 + its tasks each)
+    expect(budget.used).toBe(1024 + 1);
+    // the same task at the bound is placed, on the least loaded core
+    expect(placeEdfTasks(cores, [t(1_000_000_000, 1_000_000_000)], 1)).toMatchObject({ ok: true, assignment: [768] });
   });
 });
 
