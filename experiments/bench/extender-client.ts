@@ -11,7 +11,8 @@
  * load, p99 8-20 ms at 100 nodes). Measurements: extender.ts's header.
  */
 import http from 'node:http';
-import { readFileSync, readlinkSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { threadId } from '../../core/thread.ts';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort } from 'node:worker_threads';
@@ -169,7 +170,7 @@ if (!isMainThread && parentPort) {
       (err: Error) => port.postMessage({ ok: false, error: err.message } satisfies Reply),
     );
   port.on('message', (req: Request) => {
-    if (req.kind === 'thread-id') void reply(Promise.resolve(/task\/(\d+)/.exec(readlinkSync('/proc/thread-self'))?.[1]));
+    if (req.kind === 'thread-id') void reply(Promise.resolve(threadId()?.toString()));
     else if (req.kind === 'names') {
       names = req.names;
       void reply(Promise.resolve());

@@ -8,6 +8,7 @@
  * `analyzeRtNode` on parsed nodes: structured-clone safe).
  */
 import { isMainThread, parentPort, workerData, type Worker } from 'node:worker_threads';
+import { setThreadNice, threadNice } from '../../core/thread.ts';
 import { tsWorker } from '../../core/ts-worker.ts';
 import type { RtPodSpec } from '../realtime/annotations.ts';
 import { DEFAULT_MAX_UTILIZATION } from '../realtime/budget-period.ts';
@@ -62,6 +63,8 @@ export interface ThreadSnapshot {
   readonly lists: ReadonlyMap<string, readonly ParsedRtPod[]>;
   /** Pods kept (referred to by a list, or brought over ahead of their node's list). */
   readonly pods: number;
+  /** The thread's nice value (Linux; undefined elsewhere). */
+  readonly nice: number | undefined;
 }
 
 /**
@@ -70,6 +73,9 @@ export interface ThreadSnapshot {
  * unpacking in the thread, so a request's job never waits long behind a feed job.
  */
 export const FEED_CHUNK_UNITS = 8192;
+
+/** The analysis thread's default nice value (config analysisThreadNice). */
+export const ANALYSIS_THREAD_NICE = 10;
 
 /**
  * Where the background feed reads the nodes' RT pods (server.ts: the ClusterState). `pods(node)`
@@ -183,6 +189,10 @@ export interface AnalysisResult {
 }
 
 if (!isMainThread && (workerData as { mark?: string } | null)?.mark === WORKER_MARK) {
+  // below the event loop's priority: a heavy analysis takes the CPU only when the loop does not need it
+  // (only ever raised: lowering it below the process's needs CAP_SYS_NICE)
+  const { nice } = workerData as { nice: number };
+  if (nice > (threadNice() ?? nice)) setThreadNice(nice);
   const pods = new Map<number, ParsedRtPod>();
   const lists = new Map<string, readonly ParsedRtPod[]>();
   const listOf = (name: string, ids: Int32Array): ParsedRtPod[] => {
@@ -196,7 +206,7 @@ if (!isMainThread && (workerData as { mark?: string } | null)?.mark === WORKER_M
   };
   parentPort!.on('message', (job: Job) => {
     if (job.snapshot) {
-      parentPort!.postMessage({ id: job.id, reports: [], used: 0, snapshot: { lists: new Map(lists), pods: pods.size } });
+      parentPort!.postMessage({ id: job.id, reports: [], used: 0, snapshot: { lists: new Map(lists), pods: pods.size, nice: threadNice() } });
       return;
     }
     if (job.reset) {
@@ -277,6 +287,8 @@ type Reply = AnalysisResult & { readonly snapshot?: ThreadSnapshot };
  * list uses once the feed has caught up (the node changed meanwhile) are dropped then.
  */
 export class RtAnalysisWorker {
+  /** @param nice the thread's nice value (config analysisThreadNice; 0 keeps the process's) */
+  constructor(private readonly nice = ANALYSIS_THREAD_NICE) {}
   private worker: Worker | undefined;
   private seq = 0;
   private nextPodId = 0;
@@ -625,7 +637,7 @@ export class RtAnalysisWorker {
 
   private thread(): Worker {
     if (this.worker) return this.worker;
-    const w = tsWorker(import.meta.url, { workerData: { mark: WORKER_MARK } });
+    const w = tsWorker(import.meta.url, { workerData: { mark: WORKER_MARK, nice: this.nice } });
     w.unref();
     w.on('message', (m: Reply & { id: number }) => {
       const p = this.waiting.get(m.id);

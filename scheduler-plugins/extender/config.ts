@@ -26,6 +26,7 @@
  * ```
  */
 import { z } from 'zod';
+import { ANALYSIS_THREAD_NICE } from './analysis-worker.ts';
 import { loadConfigFile, validateConfig } from '../../core/config.ts';
 import { assurancePolicySchema, type AssurancePolicy } from '../assurance/assurance.ts';
 import { AssuranceUpdaterConfig } from '../assurance/updater.ts';
@@ -110,6 +111,12 @@ export const ExtenderConfig = z.strictObject({
   inlineAnalysisBudget: z.number().int().min(100).max(1_000_000_000).default(50_000),
   /** Analyse what passes inlineAnalysisBudget in a worker thread (false: everything inline, up to analysisBudget). */
   analysisThread: z.boolean().default(true),
+  /**
+   * Linux nice value of the analysis thread (0-19; 0: the process's own). Above the event loop's
+   * (0), a heavy analysis gets the CPU only when the loop that answers kube-scheduler, /healthz and
+   * the other pods does not need it (CFS weight 110 against 1024 at 10).
+   */
+  analysisThreadNice: z.number().int().min(0).max(19).default(ANALYSIS_THREAD_NICE),
   /**
    * Bring the nodes' RT pods into the analysis thread in the background as the informers deliver
    * them (small jobs, one at a time), so a request finds them there; a request then carries at

@@ -748,7 +748,7 @@ export class ExtenderServer {
   /** The analysis thread (config analysisThread), started on first use. */
   private rtWorker(): RtAnalysisWorker | undefined {
     if (!this.cfg.analysisThread) return undefined;
-    return (this.analysisWorker ??= new RtAnalysisWorker());
+    return (this.analysisWorker ??= new RtAnalysisWorker(this.cfg.analysisThreadNice));
   }
 
   private stopFeed: (() => void) | undefined;

@@ -15,6 +15,7 @@ import type { ExtenderFilterResult } from '../../scheduler-plugins/extender/wire
 import { FEED_CHUNK_UNITS, RtAnalysisWorker } from '../../scheduler-plugins/extender/analysis-worker.ts';
 import type { ParsedRtPod } from '../../scheduler-plugins/realtime/what-if.ts';
 import { silentLogger } from '../../core/logging.ts';
+import { threadNice } from '../../core/thread.ts';
 import { adversarialCases, adversarialObjects } from '../../experiments/bench/extender-adversarial-inputs.ts';
 
 const servers: ExtenderServer[] = [];
@@ -251,4 +252,18 @@ describe('a /filter during a large background transfer', () => {
     expect(posted.at(-1)).toMatchObject({ request: true, batchPods: 0 });
     console.log(`[thread-feed] ${total} pods (${total * 256} tasks) fed in ${w.transfer.feedJobs} jobs; the request during the feed: ${notYet.length} of ${NODES} nodes not in the thread yet, ${r.batchPods} pods carried; pods fed when it was answered: ${fedAtAnswer}`);
   }, 120_000);
+});
+
+describe('the analysis thread yields the CPU to the event loop', () => {
+  it('runs at the configured nice value (default 10), the event loop at the process’s own', async () => {
+    const own = threadNice();
+    expect(own, 'Linux: /proc/thread-self').toBeDefined();
+    const { w } = await started();
+    expect((await w.snapshot()).nice).toBe(Math.max(own!, 10));
+    const { w: w2 } = await started({ analysisThreadNice: 15 });
+    expect((await w2.snapshot()).nice).toBe(Math.max(own!, 15));
+    const { w: w3 } = await started({ analysisThreadNice: 0 });
+    expect((await w3.snapshot()).nice).toBe(own);
+    expect(threadNice()).toBe(own);
+  });
 });
