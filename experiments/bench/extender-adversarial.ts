@@ -142,10 +142,14 @@ async function main(): Promise<void> {
   const out: Array<Record<string, unknown>> = [];
   const lines: string[] = [];
   const feedModes = opts.profile.analysisThreadFeed === 'both' ? [false, true] : [opts.profile.analysisThreadFeed === 'on'];
+  const niceModes = opts.profile.analysisThreadNice === 'both' ? [0, 10] : [opts.profile.analysisThreadNice];
+  /** The extenders of one run: every feed mode with every nice value, in turn. */
+  const variants = feedModes.flatMap((feed) => niceModes.map((nice) => ({ feed, nice })));
+  type Variant = (typeof variants)[number];
 
   /** One fresh extender (cluster filled, started), the client's run against it. */
-  const runOnce = async (cluster: (typeof opts.clusters)[number], feed: boolean) => {
-    const s = new ExtenderServer({ config: { listen: { host: '127.0.0.1', port: 0 }, analysisThread: opts.profile.analysisThread, analysisThreadFeed: feed }, log: silentLogger() });
+  const runOnce = async (cluster: (typeof opts.clusters)[number], { feed, nice }: Variant) => {
+    const s = new ExtenderServer({ config: { listen: { host: '127.0.0.1', port: 0 }, analysisThread: opts.profile.analysisThread, analysisThreadFeed: feed, analysisThreadNice: nice }, log: silentLogger() });
     const names: string[] = [];
     const pods: Array<{ label: string; pod: V1Pod }> = [];
     let holders = 0;
@@ -192,13 +196,13 @@ async function main(): Promise<void> {
 
   for (const cluster of opts.clusters) {
     type Acc = { result: ClientResult; holders: number; threadJobs: number; work: number; firsts: number[]; feedMs: number[]; loads: number[]; firstCase: string };
-    const acc = new Map<boolean, Acc>();
+    const acc = new Map<Variant, Acc>();
     for (let k = 0; k < opts.profile.starts; k++) {
-      for (const feed of feedModes) {
-        const r = await runOnce(cluster, feed);
-        const a = acc.get(feed);
+      for (const v of variants) {
+        const r = await runOnce(cluster, v);
+        const a = acc.get(v);
         if (!a) {
-          acc.set(feed, { result: r.result, holders: r.holders, threadJobs: r.threadJobs, work: r.work, firsts: [r.first], feedMs: [r.feedMs], loads: [r.load], firstCase: r.firstCase });
+          acc.set(v, { result: r.result, holders: r.holders, threadJobs: r.threadJobs, work: r.work, firsts: [r.first], feedMs: [r.feedMs], loads: [r.load], firstCase: r.firstCase });
           continue;
         }
         for (const [label, xs] of Object.entries(r.result.filters)) (a.result.filters[label] ??= []).push(...xs);
@@ -213,16 +217,18 @@ async function main(): Promise<void> {
       }
     }
     const firstMedians = new Map<boolean, number>();
-    for (const [feed, a] of acc) {
+    const healthzP99s = new Map<number, number>();
+    for (const [{ feed, nice }, a] of acc) {
       const { result } = a;
-      const feedText = !opts.profile.analysisThread ? '' : `, background feed ${feed ? 'on' : 'off'}`;
+      const feedText = !opts.profile.analysisThread ? '' : `, background feed ${feed ? 'on' : 'off'}, nice ${nice}`;
       const worst = Math.max(...Object.values(result.filters).map(max));
       const hz = { p50: quantile(result.healthzLoaded, 0.5), p99: quantile(result.healthzLoaded, 0.99), max: max(result.healthzLoaded) };
       const hzBase = { p50: quantile(result.healthzBaseline, 0.5), p99: quantile(result.healthzBaseline, 0.99), max: max(result.healthzBaseline) };
       const firstMedian = quantile(a.firsts, 0.5);
       firstMedians.set(feed, firstMedian);
+      healthzP99s.set(nice, hz.p99);
       const feedDone = a.feedMs.filter((x) => Number.isFinite(x));
-      out.push({ cluster, nodes: N, holders: a.holders, analysisThreadFeed: feed, starts: a.firsts.length, firstFilters: a.firsts, firstFilterMedian: firstMedian, feedCaughtUpMs: a.feedMs, loadAtStarts: a.loads, filters: result.filters, healthz: hz, healthzBaseline: hzBase, healthzSamples: result.healthzLoaded.length, ordinaryLoadedP99: quantile(result.ordinaryLoaded, 0.99), ordinaryBaselineP99: quantile(result.ordinaryBaseline, 0.99), analysisThreadJobs: a.threadJobs, workUnits: a.work });
+      out.push({ cluster, nodes: N, holders: a.holders, analysisThreadFeed: feed, analysisThreadNice: nice, starts: a.firsts.length, firstFilters: a.firsts, firstFilterMedian: firstMedian, feedCaughtUpMs: a.feedMs, loadAtStarts: a.loads, filters: result.filters, healthz: hz, healthzBaseline: hzBase, healthzSamples: result.healthzLoaded.length, ordinaryLoadedP99: quantile(result.ordinaryLoaded, 0.99), ordinaryBaselineP99: quantile(result.ordinaryBaseline, 0.99), analysisThreadJobs: a.threadJobs, workUnits: a.work });
       lines.push(`cluster ${cluster}: ${N} nodes (${cluster === 'hostile' ? 'every node a case node, cases round-robin' : `${cases.length} case nodes among ordinary ones`}), ${a.holders} holder pods; ${opts.repetitions} filters per case and extender, ${a.firsts.length} extender(s), every node name in each; analysis thread ${opts.profile.analysisThread ? 'on' : 'off'}${feedText}, ${a.threadJobs} thread jobs, ${a.work} work units`);
       lines.push(
         `  first /filter of a fresh extender (${a.firstCase}, after ${opts.profile.baselineMs} ms of baseline): median ${firstMedian.toFixed(2)} max ${max(a.firsts).toFixed(2)} ms over ${a.firsts.length} (target <= ${FILTER_TARGET_MS} ms: ${firstMedian <= FILTER_TARGET_MS ? 'met' : 'MISSED'} by the median); ` +
@@ -244,7 +250,8 @@ async function main(): Promise<void> {
           `alone p50 ${quantile(result.ordinaryBaseline, 0.5).toFixed(2)} p99 ${quantile(result.ordinaryBaseline, 0.99).toFixed(2)} ms (${result.ordinaryBaseline.length})`,
       );
     }
-    if (firstMedians.size === 2) lines.push(`  first /filter, median: background feed on ${firstMedians.get(true)!.toFixed(2)} ms, off ${firstMedians.get(false)!.toFixed(2)} ms (same run, extenders alternating): ${(firstMedians.get(false)! / firstMedians.get(true)!).toFixed(1)}x`);
+    if (niceModes.length === 2 && feedModes.length === 1) lines.push(`  /healthz p99 while they run: analysis thread at nice 10 ${healthzP99s.get(10)!.toFixed(2)} ms, at nice 0 ${healthzP99s.get(0)!.toFixed(2)} ms (same run, extenders alternating)`);
+    if (feedModes.length === 2 && niceModes.length === 1) lines.push(`  first /filter, median: background feed on ${firstMedians.get(true)!.toFixed(2)} ms, off ${firstMedians.get(false)!.toFixed(2)} ms (same run, extenders alternating): ${(firstMedians.get(false)! / firstMedians.get(true)!).toFixed(1)}x`);
   }
   if (opts.json) {
     console.log(JSON.stringify(out, null, 2));

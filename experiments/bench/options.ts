@@ -231,13 +231,18 @@ export const AdversarialBenchProfileSchema = z
      * extender of each, alternating, in the same run
      */
     analysisThreadFeed: z.enum(['on', 'off', 'both']),
+    /**
+     * the analysis thread's nice value (extender config analysisThreadNice; default 10, its default),
+     * or both: extenders at 0 and at 10, alternating, in the same run
+     */
+    analysisThreadNice: z.union([z.number().int().min(0).max(19), z.literal('both')]),
     /** fresh extenders per cluster (and feed mode): the first /filter of each is reported, median and max over them (default 1) */
     starts: z.number().int().positive().max(1000),
   })
   .partial()
   .strict();
 export type AdversarialBenchProfile = Required<z.infer<typeof AdversarialBenchProfileSchema>>;
-export const ADVERSARIAL_BENCH_DEFAULTS: AdversarialBenchProfile = { baselineMs: 3000, analysisThread: true, analysisThreadFeed: 'on', starts: 1 };
+export const ADVERSARIAL_BENCH_DEFAULTS: AdversarialBenchProfile = { baselineMs: 3000, analysisThread: true, analysisThreadFeed: 'on', analysisThreadNice: 10, starts: 1 };
 
 export interface AdversarialBenchOptions {
   nodes: number;

@@ -21,6 +21,7 @@ import {
   shimVariants,
 } from '../../experiments/bench/options.ts';
 import { PROXY_IMPLEMENTATIONS } from '../../kubelet-shim/proxies.ts';
+import { extenderConfig } from '../../scheduler-plugins/extender/config.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'bench-profile-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -139,11 +140,15 @@ describe('bench:extender-adversarial options', () => {
   const parse = (argv: string[]) => adversarialBenchOptions(argv, quiet(adversarialBenchCommand()));
   it('defaults, flags and the analysis thread off by profile', () => {
     expect(parse([])).toEqual({ nodes: 100, repetitions: 20, clusters: ['mixed', 'hostile'], json: false, profile: ADVERSARIAL_BENCH_DEFAULTS });
-    expect(ADVERSARIAL_BENCH_DEFAULTS).toEqual({ baselineMs: 3000, analysisThread: true, analysisThreadFeed: 'on', starts: 1 });
+    expect(ADVERSARIAL_BENCH_DEFAULTS).toEqual({ baselineMs: 3000, analysisThread: true, analysisThreadFeed: 'on', analysisThreadNice: 10, starts: 1 });
+    // the extender's own default
+    expect(extenderConfig({}).analysisThreadNice).toBe(ADVERSARIAL_BENCH_DEFAULTS.analysisThreadNice);
     const noThread = fileURLToPath(new URL('../../experiments/profiles/bench-extender-adversarial-no-analysis-thread.yaml', import.meta.url));
     expect(parse(['--repetitions', '50', '--clusters', 'hostile', '--json', '--profile', noThread])).toEqual({ nodes: 100, repetitions: 50, clusters: ['hostile'], json: true, profile: { ...ADVERSARIAL_BENCH_DEFAULTS, analysisThread: false } });
     const feed = fileURLToPath(new URL('../../experiments/profiles/bench-extender-adversarial-feed-both.yaml', import.meta.url));
     expect(parse(['--profile', feed]).profile).toEqual({ ...ADVERSARIAL_BENCH_DEFAULTS, analysisThreadFeed: 'both', starts: 10 });
+    const nice = fileURLToPath(new URL('../../experiments/profiles/bench-extender-adversarial-nice-both.yaml', import.meta.url));
+    expect(parse(['--profile', nice]).profile).toEqual({ ...ADVERSARIAL_BENCH_DEFAULTS, analysisThreadNice: 'both', starts: 5 });
   });
   it('refuses an unknown cluster and a bad analysisThread value', () => {
     expect(() => parse(['--clusters', 'mixed,calm'])).toThrow(/--clusters: unknown calm \(known: mixed, hostile\)/);
@@ -151,6 +156,8 @@ describe('bench:extender-adversarial options', () => {
     expect(() => parse(['--profile', f])).toThrow(new RegExp(`profile ${f}: field analysisThread: `));
     const g = profile('analysisThreadFeed: true\n');
     expect(() => parse(['--profile', g])).toThrow(new RegExp(`profile ${g}: field analysisThreadFeed: `));
+    const h = profile('analysisThreadNice: 20\n');
+    expect(() => parse(['--profile', h])).toThrow(new RegExp(`profile ${h}: field analysisThreadNice: `));
   });
 });
 
