@@ -112,20 +112,20 @@ describe('RT analysis budget', () => {
     expect(analyzeRtNode({ name: 'e', kind: 'edf', capacity: { cores: 1024 }, pods: [] }, { name: 'ns/wide', uid: 'w', spec: { kind: 'edf', tasks } }, { budget: big }).schedulable).toBe(true);
   });
 
-  it("EDF per-core summaries are counted: a pod whose placement fits the budget but whose 1024 core summaries do not is refused with the budget's reason", async () => {
+  it("EDF per-core summaries are counted: a pod whose placement fits the budget but whose 1024 core utilizations do not is refused with the budget's reason", async () => {
     const one = { kind: 'edf' as const, tasks: [{ wcetUs: 1, periodUs: 2 }] };
     const node1024 = { name: 'e', kind: 'edf' as const, capacity: { cores: 1024 }, pods: [] };
-    // the placement: 1 (node) + 1024 (ordering the cores) + 1 (the first core takes the task) = 1026 units;
-    // the summaries of the 1024 cores after it (1024 cores + 1 task) pass 1500
+    // the placement: 1 (node) + 1024 (ordering the cores) + 1 (the task alone) + 1 (the first core takes it) = 1027 units,
+    // the test of the core used 2; the utilizations of the 1024 cores after it (1024 cores + 1 task) pass 1500
     const small = new AnalysisBudget(1500);
     const r = analyzeRtNode(node1024, { name: 'ns/one', uid: 'o', spec: one }, { budget: small });
     expect(r.schedulable).toBe(false);
     expect(r.reason).toMatch(/^analysis budget exceeded: 1 tasks x 1 pods on 1024 core\(s\) \(budget 1500 work units per request\)$/);
     expect(small.used).toBeLessThanOrEqual(1500);
-    // with room: placed, and every summary counted (placement 1026, its core summaries 1025, the used core 2, utilizations 1025)
+    // with room: placed, and every summary counted (placement 1027, the used core 2, utilizations 1025)
     const big = new AnalysisBudget(10_000);
     expect(analyzeRtNode(node1024, { name: 'ns/one', uid: 'o', spec: one }, { budget: big }).schedulable).toBe(true);
-    expect(big.used).toBe(1026 + 1025 + 2 + 1025);
+    expect(big.used).toBe(1027 + 2 + 1025);
     // through /filter, inline and with the analysis thread: refused with the reason, the request within its budget
     for (const analysisThread of [false, true]) {
       const s = new ExtenderServer({ config: { analysisBudget: 1500, analysisThread }, log: silentLogger() });
