@@ -7,7 +7,9 @@
  *  - per case, the /filter latency of each repetition (a fresh pod UID each: refusals by the work
  *    budget are never cached, so every repetition analyses again), its max and median;
  *  - meanwhile, /healthz sent back to back: its p50/p99/max while the adversarial filters run,
- *    against /healthz alone in the same run (baseline);
+ *    against /healthz alone in the same run (baseline), and the extender's event loop meanwhile
+ *    (perf_hooks: the delay of a 1 ms timer, p99 and max, and the share of time it was busy): a
+ *    /healthz tail with a short loop delay is the CPU, one with a long delay the loop's own work;
  *  - an ordinary pod's /filter (no RT demand) interleaved, the same way, against its baseline.
  * The clients (filter sender, /healthz prober, ordinary pod) run in a worker thread of their own
  * (their timing is not delayed by the extender's event loop, only by what they measure); the
@@ -29,6 +31,7 @@
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import os from 'node:os';
 import http from 'node:http';
+import { monitorEventLoopDelay, performance, type EventLoopUtilization } from 'node:perf_hooks';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { adversarialBenchOptions, benchFailure } from './options.ts';
 
@@ -99,6 +102,8 @@ async function runClient(job: ClientJob): Promise<ClientResult> {
   })();
   await new Promise((res) => setTimeout(res, job.baselineMs));
   state.phase = 'loaded';
+  // the extender's thread measures its event loop from here (main below)
+  parentPort?.postMessage({ phase: 'loaded' });
   for (let rep = 0; rep < job.repetitions; rep++) {
     for (const { label, pod } of job.pods) {
       const p = { ...pod, metadata: { ...pod.metadata, uid: `${pod.metadata!.uid}-${rep}` } };
@@ -182,27 +187,38 @@ async function main(): Promise<void> {
     const job: ClientJob = { url, names, pods, repetitions: opts.repetitions, ordinary, baselineMs: opts.profile.baselineMs };
     const work0 = { ...s.analysisWork };
     const load = os.loadavg()[0]!;
+    // the event loop while the adversarial filters run: how long a callback (a /healthz) waited for it, and how busy it was
+    const loopDelay = monitorEventLoopDelay({ resolution: 1 });
+    let elu0: EventLoopUtilization | undefined;
     const result = await new Promise<ClientResult>((resolve, reject) => {
-      worker.once('message', (m: { ok?: ClientResult; error?: string }) => (m.ok ? resolve(m.ok) : reject(new Error(m.error))));
+      worker.on('message', (m: { ok?: ClientResult; error?: string; phase?: 'loaded' }) => {
+        if (m.phase === 'loaded') {
+          loopDelay.enable();
+          elu0 = performance.eventLoopUtilization();
+        } else if (m.ok) resolve(m.ok);
+        else reject(new Error(m.error));
+      });
       worker.once('error', reject);
       worker.postMessage(job);
     });
+    loopDelay.disable();
+    const loop = { delayP99: loopDelay.percentile(99) / 1e6, delayMax: loopDelay.max / 1e6, busy: elu0 ? performance.eventLoopUtilization(elu0).utilization : Number.NaN };
     await worker.terminate();
     const threadJobs = s.analysisThreadJobs;
     await s.stop();
     const first = result.filters[pods[0]!.label]![0]!;
-    return { result, holders, threadJobs, work: s.analysisWork.units - work0.units, first, firstCase: pods[0]!.label, feedMs, load };
+    return { result, holders, threadJobs, work: s.analysisWork.units - work0.units, first, firstCase: pods[0]!.label, feedMs, load, loop };
   };
 
   for (const cluster of opts.clusters) {
-    type Acc = { result: ClientResult; holders: number; threadJobs: number; work: number; firsts: number[]; feedMs: number[]; loads: number[]; firstCase: string };
+    type Acc = { result: ClientResult; holders: number; threadJobs: number; work: number; firsts: number[]; feedMs: number[]; loads: number[]; firstCase: string; loops: Array<{ delayP99: number; delayMax: number; busy: number }> };
     const acc = new Map<Variant, Acc>();
     for (let k = 0; k < opts.profile.starts; k++) {
       for (const v of variants) {
         const r = await runOnce(cluster, v);
         const a = acc.get(v);
         if (!a) {
-          acc.set(v, { result: r.result, holders: r.holders, threadJobs: r.threadJobs, work: r.work, firsts: [r.first], feedMs: [r.feedMs], loads: [r.load], firstCase: r.firstCase });
+          acc.set(v, { result: r.result, holders: r.holders, threadJobs: r.threadJobs, work: r.work, firsts: [r.first], feedMs: [r.feedMs], loads: [r.load], firstCase: r.firstCase, loops: [r.loop] });
           continue;
         }
         for (const [label, xs] of Object.entries(r.result.filters)) (a.result.filters[label] ??= []).push(...xs);
@@ -214,6 +230,7 @@ async function main(): Promise<void> {
         a.firsts.push(r.first);
         a.feedMs.push(r.feedMs);
         a.loads.push(r.load);
+        a.loops.push(r.loop);
       }
     }
     const firstMedians = new Map<boolean, number>();
@@ -228,7 +245,7 @@ async function main(): Promise<void> {
       firstMedians.set(feed, firstMedian);
       healthzP99s.set(nice, hz.p99);
       const feedDone = a.feedMs.filter((x) => Number.isFinite(x));
-      out.push({ cluster, nodes: N, holders: a.holders, analysisThreadFeed: feed, analysisThreadNice: nice, starts: a.firsts.length, firstFilters: a.firsts, firstFilterMedian: firstMedian, feedCaughtUpMs: a.feedMs, loadAtStarts: a.loads, filters: result.filters, healthz: hz, healthzBaseline: hzBase, healthzSamples: result.healthzLoaded.length, ordinaryLoadedP99: quantile(result.ordinaryLoaded, 0.99), ordinaryBaselineP99: quantile(result.ordinaryBaseline, 0.99), analysisThreadJobs: a.threadJobs, workUnits: a.work });
+      out.push({ cluster, nodes: N, holders: a.holders, analysisThreadFeed: feed, analysisThreadNice: nice, starts: a.firsts.length, firstFilters: a.firsts, firstFilterMedian: firstMedian, feedCaughtUpMs: a.feedMs, loadAtStarts: a.loads, filters: result.filters, healthz: hz, healthzBaseline: hzBase, healthzSamples: result.healthzLoaded.length, ordinaryLoadedP99: quantile(result.ordinaryLoaded, 0.99), ordinaryBaselineP99: quantile(result.ordinaryBaseline, 0.99), analysisThreadJobs: a.threadJobs, workUnits: a.work, eventLoop: a.loops });
       lines.push(`cluster ${cluster}: ${N} nodes (${cluster === 'hostile' ? 'every node a case node, cases round-robin' : `${cases.length} case nodes among ordinary ones`}), ${a.holders} holder pods; ${opts.repetitions} filters per case and extender, ${a.firsts.length} extender(s), every node name in each; analysis thread ${opts.profile.analysisThread ? 'on' : 'off'}${feedText}, ${a.threadJobs} thread jobs, ${a.work} work units`);
       lines.push(
         `  first /filter of a fresh extender (${a.firstCase}, after ${opts.profile.baselineMs} ms of baseline): median ${firstMedian.toFixed(2)} max ${max(a.firsts).toFixed(2)} ms over ${a.firsts.length} (target <= ${FILTER_TARGET_MS} ms: ${firstMedian <= FILTER_TARGET_MS ? 'met' : 'MISSED'} by the median); ` +
@@ -244,6 +261,9 @@ async function main(): Promise<void> {
       lines.push(
         `  /healthz while they run: ${result.healthzLoaded.length} answers, p50 ${hz.p50.toFixed(2)} p99 ${hz.p99.toFixed(2)} max ${hz.max.toFixed(2)} ms (target p99 < ${HEALTHZ_P99_TARGET_MS} ms: ${hz.p99 < HEALTHZ_P99_TARGET_MS ? 'met' : 'MISSED'}); ` +
           `alone (baseline, same run): ${result.healthzBaseline.length} answers, p50 ${hzBase.p50.toFixed(2)} p99 ${hzBase.p99.toFixed(2)} max ${hzBase.max.toFixed(2)} ms; ratio p99 ${(hz.p99 / hzBase.p99).toFixed(2)}x; non-200: ${result.healthzFailures}`,
+      );
+      lines.push(
+        `  the extender's event loop while they run (per extender): delay p99 ${a.loops.map((l) => l.delayP99.toFixed(1)).join(', ')} ms, max ${a.loops.map((l) => l.delayMax.toFixed(1)).join(', ')} ms; busy ${a.loops.map((l) => `${(100 * l.busy).toFixed(0)}%`).join(', ')}`,
       );
       lines.push(
         `  ordinary pod /filter (no RT demand, every node): while they run p50 ${quantile(result.ordinaryLoaded, 0.5).toFixed(2)} p99 ${quantile(result.ordinaryLoaded, 0.99).toFixed(2)} ms (${result.ordinaryLoaded.length}); ` +
