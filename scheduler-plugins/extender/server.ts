@@ -293,6 +293,14 @@ export class ExtenderServer {
   readonly verdictStats = { hits: 0, misses: 0 };
   /** RT analysis work (realtime/task.ts AnalysisBudget units) since start, and of the last request. */
   readonly analysisWork = { requests: 0, units: 0, last: 0 };
+  /** Of that, the work done on the event loop (the inline part of filter and prioritize) since start. */
+  readonly inlineWork = { units: 0 };
+  /**
+   * Demands whose RT analyses ran past the inline budget (least recently used dropped first): the
+   * next pods with the same demand (replicas, retries) send their RT nodes to the analysis thread
+   * at once, instead of keeping the event loop for another inline attempt that runs out again.
+   */
+  private readonly threadDemands = new Map<string, true>();
   private analysisWorker: RtAnalysisWorker | undefined;
   private listening: string | undefined;
   private readonly gate: ServingGate | undefined;
@@ -564,6 +572,21 @@ export class ExtenderServer {
     return new AnalysisBudget(this.cfg.analysisBudget);
   }
 
+  /** The inline part of a request's budget: inlineAnalysisBudget, none for a demand that ran past it before. */
+  private inlineBudget(req: PodRequirements): AnalysisBudget {
+    const total = this.cfg.analysisBudget;
+    return new AnalysisBudget(this.threadDemands.has(req.demand) ? 0 : Math.min(this.cfg.inlineAnalysisBudget, total), total);
+  }
+
+  /** The inline work of a filter or prioritize; a demand whose analyses ran past it goes to the thread next time. */
+  private inlineSpent(req: PodRequirements, budget: AnalysisBudget, deferred: number): void {
+    this.inlineWork.units += budget.used;
+    if (!deferred) return;
+    this.threadDemands.delete(req.demand);
+    this.threadDemands.set(req.demand, true);
+    while (this.threadDemands.size > VERDICT_CACHE_DEMANDS) this.threadDemands.delete(this.threadDemands.keys().next().value!);
+  }
+
   /** Counts the request's analysis work; an exhausted budget (`exceededLimit`) is logged once per pod. */
   private budgetSpent(work: number, exceededLimit: number | undefined, req: PodRequirements): void {
     if (work > 0 || exceededLimit === undefined) {
@@ -648,7 +671,7 @@ export class ExtenderServer {
     const cache = names ? this.verdictsFor(r.req) : undefined;
     const memo: SlotMemo = new Map();
     const worker = names ? this.rtWorker() : undefined;
-    const budget = worker ? new AnalysisBudget(Math.min(this.cfg.inlineAnalysisBudget, this.cfg.analysisBudget), this.cfg.analysisBudget) : this.budget();
+    const budget = worker ? this.inlineBudget(r.req) : this.budget();
     const verdicts: Array<NodeVerdict | undefined> = new Array<NodeVerdict | undefined>(count);
     const deferred: Array<{ index: number; info: NodeInfo }> = [];
     for (let i = 0; i < count; i++) {
@@ -659,6 +682,7 @@ export class ExtenderServer {
       if (worker && !v.fits && v.budgetExceeded) deferred.push({ index: i, info });
       else verdicts[i] = v;
     }
+    if (worker) this.inlineSpent(r.req, budget, deferred.length);
     const finish = (work: number): ExtenderFilterResult => {
       const passingNames: string[] = [];
       const passingNodes: V1Node[] = [];
@@ -794,7 +818,7 @@ export class ExtenderServer {
     const memo: SlotMemo = new Map();
     // as filter: inline on inlineAnalysisBudget, the nodes past it in the analysis thread
     const worker = r.ok && names ? this.rtWorker() : undefined;
-    const budget = worker ? new AnalysisBudget(Math.min(this.cfg.inlineAnalysisBudget, this.cfg.analysisBudget), this.cfg.analysisBudget) : this.budget();
+    const budget = worker && r.ok ? this.inlineBudget(r.req) : this.budget();
     const deferred: Array<{ index: number; info: NodeInfo }> = [];
     for (let i = 0; i < count; i++) {
       const Host = nameAt(i);
@@ -805,6 +829,7 @@ export class ExtenderServer {
     }
     if (!r.ok) return out;
     const req = r.req;
+    if (worker) this.inlineSpent(req, budget, deferred.length);
     if (!deferred.length || !worker) {
       this.budgetSpent(budget.used, budget.exceeded ? budget.limit : undefined, req);
       return out;

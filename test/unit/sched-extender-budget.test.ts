@@ -190,4 +190,29 @@ describe('RT analysis budget', () => {
     expect(s.analysisThreadJobs).toBe(1);
     expect(s.analysisWork.last).toBeLessThanOrEqual(20_000_000);
   }, 60_000);
+
+  it('a demand that ran past the inline budget sends its RT nodes to the thread at once next time; a light one stays inline', async () => {
+    const s = new ExtenderServer({ config: { analysisBudget: 2_000_000 }, log: silentLogger() });
+    servers.push(s);
+    for (const n of ['rt1', 'rt2', 'rt3']) s.state.upsertNode(node(n));
+    const names = ['rt1', 'rt2', 'rt3'];
+    const first = await filter(s, pod('hostile-a', hostile), names);
+    const inlineFirst = s.inlineWork.units;
+    expect(inlineFirst).toBeGreaterThan(0);
+    expect(s.analysisThreadJobs).toBe(1);
+    // a replica (same demand, its own UID): the same answer, with no inline work (the event loop is not held for it)
+    const second = await filter(s, pod('hostile-b', hostile), names);
+    expect(s.inlineWork.units).toBe(inlineFirst);
+    expect(s.analysisThreadJobs).toBe(2);
+    expect(second.NodeNames).toEqual([]);
+    const msg = (r: typeof first, uid: string) => Object.fromEntries(Object.entries(r.FailedAndUnresolvableNodes).map(([k, m]) => [k, m.split(uid).join('UID')]));
+    expect(msg(second, 'uid-hostile-b')).toEqual(msg(first, 'uid-hostile-a'));
+    expect(second.FailedAndUnresolvableNodes.rt1).toContain('analysis budget exceeded: 256 tasks x 1 servers on 1 core(s) (budget 2000000 work units per request)');
+    // a light pod is analysed inline, every time
+    const small = { server: { budgetUs: 100, periodUs: 1000 }, tasks: [{ wcetUs: 50, periodUs: 1000 }] };
+    expect((await filter(s, pod('small-a', small), names)).NodeNames).toEqual(names);
+    const inlineSmall = s.inlineWork.units;
+    expect(inlineSmall).toBeGreaterThan(inlineFirst);
+    expect(s.analysisThreadJobs).toBe(2);
+  }, 60_000);
 });
