@@ -74,9 +74,6 @@ export interface ThreadSnapshot {
  */
 export const FEED_CHUNK_UNITS = 8192;
 
-/** The analysis thread's default nice value (config analysisThreadNice). */
-export const ANALYSIS_THREAD_NICE = 10;
-
 /**
  * Where the background feed reads the nodes' RT pods (server.ts: the ClusterState). `pods(node)`
  * must return the very list object a request's analysis gets for the node (ClusterState.rtSummary),
@@ -288,7 +285,7 @@ type Reply = AnalysisResult & { readonly snapshot?: ThreadSnapshot };
  */
 export class RtAnalysisWorker {
   /** @param nice the thread's nice value (config analysisThreadNice; 0 keeps the process's) */
-  constructor(private readonly nice = ANALYSIS_THREAD_NICE) {}
+  constructor(private readonly nice: number) {}
   private worker: Worker | undefined;
   private seq = 0;
   private nextPodId = 0;

@@ -26,7 +26,6 @@
  * ```
  */
 import { z } from 'zod';
-import { ANALYSIS_THREAD_NICE } from './analysis-worker.ts';
 import { loadConfigFile, validateConfig } from '../../core/config.ts';
 import { assurancePolicySchema, type AssurancePolicy } from '../assurance/assurance.ts';
 import { AssuranceUpdaterConfig } from '../assurance/updater.ts';
@@ -65,6 +64,9 @@ export const ReschedulerConfig = z.strictObject({
 export type ReschedulerConfig = z.output<typeof ReschedulerConfig>;
 
 const policyOrNull = assurancePolicySchema.nullable().default(null);
+
+/** The analysis thread's default nice value (analysisThreadNice). */
+export const ANALYSIS_THREAD_NICE = 10;
 
 export const ExtenderConfig = z.strictObject({
   listen: z

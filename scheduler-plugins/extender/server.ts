@@ -271,6 +271,13 @@ type NodeVerdicts = Array<CachedVerdict | undefined>;
 /** Demands whose verdicts are kept (least recently used dropped first). */
 const VERDICT_CACHE_DEMANDS = 256;
 
+/** `key` set to `value` as the most recently used entry of `m`, the least recently used dropped past `max`. */
+function keepRecent<K, V>(m: Map<K, V>, key: K, value: V, max: number): void {
+  m.delete(key);
+  m.set(key, value);
+  while (m.size > max) m.delete(m.keys().next().value!);
+}
+
 export class ExtenderServer {
   readonly app: FastifyInstance;
   readonly state: ClusterState;
@@ -537,15 +544,8 @@ export class ExtenderServer {
    */
   private verdictsFor(req: PodRequirements): Map<string, NodeVerdicts> {
     const key = this.state.holdsCapacity(req.uid) ? `uid:${req.uid}\u0000${req.demand}` : req.demand;
-    let m = this.verdicts.get(key);
-    if (m) {
-      // most recently used last
-      this.verdicts.delete(key);
-    } else {
-      m = new Map();
-      while (this.verdicts.size >= VERDICT_CACHE_DEMANDS) this.verdicts.delete(this.verdicts.keys().next().value!);
-    }
-    this.verdicts.set(key, m);
+    const m = this.verdicts.get(key) ?? new Map<string, NodeVerdicts>();
+    keepRecent(this.verdicts, key, m, VERDICT_CACHE_DEMANDS);
     return m;
   }
 
@@ -581,10 +581,7 @@ export class ExtenderServer {
   /** The inline work of a filter or prioritize; a demand whose analyses ran past it goes to the thread next time. */
   private inlineSpent(req: PodRequirements, budget: AnalysisBudget, deferred: number): void {
     this.inlineWork.units += budget.used;
-    if (!deferred) return;
-    this.threadDemands.delete(req.demand);
-    this.threadDemands.set(req.demand, true);
-    while (this.threadDemands.size > VERDICT_CACHE_DEMANDS) this.threadDemands.delete(this.threadDemands.keys().next().value!);
+    if (deferred) keepRecent(this.threadDemands, req.demand, true, VERDICT_CACHE_DEMANDS);
   }
 
   /** Counts the request's analysis work; an exhausted budget (`exceededLimit`) is logged once per pod. */

@@ -115,7 +115,7 @@ export function placeEdfTasks(cores: readonly (readonly RtTask[])[], tasks: read
     const bad = invalidTask(t);
     if (bad) return { ok: false, reason: `invalid task ${i}: ${bad}` };
   }
-  // per-core density sums kept up to date (not recomputed in the sort's comparator); Σ C/min(D,T)
+  // per-core density sums kept up to date (not recomputed per comparison); Σ C/min(D,T)
   // is also the utilization when every D >= T, so it is the sum the core test compares
   const loads = state.map((c) => c.reduce((s, t) => s + taskDensity(t), 0));
   const invalid = state.map((c) => c.some((t) => invalidTask(t) !== undefined));
@@ -140,7 +140,7 @@ export function placeEdfTasks(cores: readonly (readonly RtTask[])[], tasks: read
     let at = -1;
     // a task over the bound on an empty core is over it on every core (a core's sum only grows)
     spend(budget, 1);
-    const alone = invalidTask(t) === undefined && (!Number.isFinite(bound) || edfCoreSchedulable([t], bound).schedulable);
+    const alone = edfCoreSchedulable([t], bound).schedulable;
     for (let k = 0; alone && k < byLoad.length; k++) {
       spend(budget, state[byLoad[k]!]!.length + 1);
       if (fits(byLoad[k]!, t)) {

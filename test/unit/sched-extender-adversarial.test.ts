@@ -9,7 +9,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { ExtenderServer, type BindClient } from '../../scheduler-plugins/extender/server.ts';
-import type { ExtenderConfigInput } from '../../scheduler-plugins/extender/config.ts';
+import { ANALYSIS_THREAD_NICE, type ExtenderConfigInput } from '../../scheduler-plugins/extender/config.ts';
 import type { ExtenderFilterResult, HostPriority } from '../../scheduler-plugins/extender/wire.ts';
 import { higherPriorityTasks, taskPriorityOrder, taskSetFacts, type RtTask } from '../../scheduler-plugins/realtime/task.ts';
 import { silentLogger } from '../../core/logging.ts';
@@ -223,7 +223,7 @@ describe("bind's re-check in the analysis thread gives up inside httpTimeoutMs",
 
 describe('the analysis thread keeps each node\'s pods list', () => {
   it('a node unchanged since the last job is sent without its pods; a changed node sends its list of pod ids, a restarted thread the pods again; the verdicts are the inline ones', async () => {
-    const w = new RtAnalysisWorker();
+    const w = new RtAnalysisWorker(ANALYSIS_THREAD_NICE);
     try {
       const c = CASES.find((x) => x.name === 'ds-max-servers')!;
       const parse = (rt: string) => {

@@ -13,6 +13,7 @@ import type { Worker } from 'node:worker_threads';
 import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
 import type { ExtenderFilterResult } from '../../scheduler-plugins/extender/wire.ts';
 import { FEED_CHUNK_UNITS, RtAnalysisWorker } from '../../scheduler-plugins/extender/analysis-worker.ts';
+import { ANALYSIS_THREAD_NICE } from '../../scheduler-plugins/extender/config.ts';
 import type { ParsedRtPod } from '../../scheduler-plugins/realtime/what-if.ts';
 import { silentLogger } from '../../core/logging.ts';
 import { threadNice } from '../../core/thread.ts';
@@ -165,7 +166,7 @@ describe('a /filter during a large background transfer', () => {
       names.push(`max-${n}`);
     }
     const total = NODES * c.holders.length;
-    const w = new RtAnalysisWorker();
+    const w = new RtAnalysisWorker(ANALYSIS_THREAD_NICE);
     (s as unknown as { analysisWorker: RtAnalysisWorker }).analysisWorker = w;
     type Posted = { request: boolean; feedJobsOut: number; feedJobsBefore: number; batchPods: number; batchTasks: number; unitsCharged: number };
     const posted: Posted[] = [];
