@@ -399,6 +399,16 @@ export class ExtenderServer {
       metrics().rejections.inc({ reason: 'not-serving' });
       return reply.code(503).send({ error: `ulysses: scheduler extender not serving: ${g.reason}` });
     });
+    // a replica that does not serve keeps no connection of the scheduler: kube-scheduler's client
+    // reuses a kept-alive connection for every later call, and an established connection stays with
+    // the pod it was routed to (kube-proxy) when the Service moves to the new leader; `Connection:
+    // close` on the 503, and on an answer finished after the gate closed (a deposed leader's last
+    // bind), makes its next call open a new connection, which the Service routes to the leader
+    app.addHook('onSend', async (req, reply) => {
+      if (req.method !== 'POST' || !this.gate || this.gate.check().ready) return;
+      const verb = req.url.split('?')[0]!.slice(1);
+      if (verb === 'filter' || verb === 'prioritize' || verb === 'bind') reply.header('connection', 'close');
+    });
     const timed = <T>(verb: Verb, fn: () => T | Promise<T>) => async () => {
       const end = metrics().requestDuration.startTimer({ verb });
       try {

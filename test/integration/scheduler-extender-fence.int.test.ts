@@ -11,11 +11,28 @@
  *     request leaves it) and its Lease renewals stop; B takes the Lease, confirms its epoch, rebuilds
  *     and reserves pod Y on the same TDMA slots; A's PATCH then reaches the apiserver and is refused
  *     by the policy (X's resourceVersion unchanged: its own preconditions would have let it through),
- *     so no slot is booked twice.
- * Direct extender calls (no kube-scheduler): the pods use a scheduler that does not exist.
+ *     so no slot is booked twice;
+ *  3. the same window through the REAL kube-scheduler (the testbed's, configured with the extender
+ *     behind a forwarder that, like a Service, sends each new connection to the replica whose
+ *     /readyz is 200): kube-scheduler calls A's /filter and /bind for pod X; A's reservation PATCH is
+ *     held after its fence check, and A's answer to that /bind with it (a process stopped there
+ *     sends neither); A's renewals stop, B takes the Lease and becomes Ready, the forwarder routes to
+ *     B, and kube-scheduler schedules pod Y (the same two slots) through B while X's bind is still
+ *     in flight (X is only assumed in the scheduler's cache). A then resumes: its PATCH is refused by
+ *     the epoch policy (403) and its /bind answers the Error. What kube-scheduler does with it
+ *     (pkg/scheduler/schedule_one.go, v1.36): the extender's bind Error is the binding cycle's
+ *     status (extender.go Bind returns `result.Error` as the error; `extendersBinding` returns it
+ *     since the extender is not ignorable); handleBindingCycleError runs Unreserve, forgets the
+ *     assumed pod and calls the failure handler: a Warning `FailedScheduling` Event with that text,
+ *     PodScheduled=False reason SchedulerError, and the pod back in the queue (backoff). Its next
+ *     attempt goes to B, whose filter refuses kwok-1 (both slots held by Y): FailedScheduling
+ *     "0/1 nodes are available: ..." with the extender's TDMA message, reason Unschedulable, and X
+ *     stays Pending, unbound and without a reservation.
+ * Cases 1 and 2 call the extender directly: their pods use a scheduler that does not exist.
  */
+import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { V1Lease, V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Event, V1Lease, V1Pod } from '@kubernetes/client-node';
 import { useTestbed } from './harness.ts';
 import { ApiError, KubeClient } from '../../core/kube.ts';
 import { asExtenderClient, createExtenderManifests, refusal, unscheduledPod } from '../extender-admission.ts';
@@ -24,13 +41,30 @@ import { ensureNamespace } from '../../experiments/workloads.ts';
 import { silentLogger } from '../../core/logging.ts';
 import { ExtenderServer, type BindClient } from '../../scheduler-plugins/extender/server.ts';
 import { ExtenderLeadership, RESERVATION_EPOCH_ANNOTATION } from '../../scheduler-plugins/extender/leadership.ts';
+import { renderKubeSchedulerConfiguration } from '../../scheduler-plugins/extender/kube-scheduler-config.ts';
+import { schedulerKubeconfigPath } from '../../experiments/testbed/testbed.ts';
+import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
+import { ReadyForwarder } from '../extender-forwarder.ts';
 
 const runDir = '/tmp/ulysses-it-sched-fence';
 const ns = 'sched-fence';
 const LEASE_NS = 'ulysses-system';
 const LEASE = 'ulysses-scheduler-extender';
 const leasePath = `/apis/coordination.k8s.io/v1/namespaces/${LEASE_NS}/leases/${LEASE}`;
-const t = useTestbed(runDir, { realNodes: 0, kwokNodes: 1, namespace: ns });
+/** What the testbed's kube-scheduler calls (case 3): the forwarder in front of the replicas. */
+const FRONT = 20460;
+/**
+ * kube-scheduler's httpTimeout for the extender (and the replicas' httpTimeoutMs): long enough that
+ * X's bind, held while B takes over and Y is placed, is answered by A rather than given up by the
+ * scheduler (the Lease lapses in 3 s).
+ */
+const HTTP_TIMEOUT_S = 60;
+const schedulerConfig = '/tmp/ulysses-it-sched-fence-kube-scheduler.yaml';
+writeFileSync(
+  schedulerConfig,
+  renderKubeSchedulerConfiguration({ kubeconfig: schedulerKubeconfigPath(runDir), extenderUrl: `http://127.0.0.1:${FRONT}`, httpTimeout: `${HTTP_TIMEOUT_S}s` }),
+);
+const t = useTestbed(runDir, { realNodes: 0, kwokNodes: 1, namespace: ns, schedulerConfig });
 
 /** A pod needing both TDMA slots of rtnet0 (2 slots): two such pods can never both hold them. */
 const pod = (name: string) => unscheduledPod(ns, name, { 'ulysses.io/tdma': '{"network":"rtnet0","slots":2}' });
@@ -43,6 +77,12 @@ const reservation = (epoch?: string) => ({
 });
 const unreserve = { metadata: { annotations: { 'ulysses.io/reserved-node': null, 'ulysses.io/tdma-slots': null, [RESERVATION_EPOCH_ANNOTATION]: null } } };
 const CONFIG = { listen: { host: '127.0.0.1', port: 0 }, tdmaNetworks: { rtnet0: { cycleUs: 2000, slotUs: 1000, slots: 2 } } };
+
+/** `p`, or a failure naming `what` after `ms` (a bound on a wait, not a measurement). */
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), ms)))]).finally(() => clearTimeout(timer));
+}
 
 /** Sets the Lease (as another holder, e.g. a replica of another process) to `transitions`. */
 async function setLease(holder: string, transitions: number): Promise<void> {
@@ -221,6 +261,194 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
         for (const s of slots ? (JSON.parse(slots) as number[]) : []) holders.set(s, [...(holders.get(s) ?? []), p.metadata!.name!]);
       }
       expect(Object.fromEntries(holders)).toEqual({ 0: ['y'], 1: ['y'] });
+    } finally {
+      for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    }
+  });
+
+  it('the late write through the real kube-scheduler: A binds X for the scheduler, is paused, B takes over and the scheduler places Y through B; A\'s PATCH is refused, X stays Pending with the extender\'s message', async () => {
+    // a clean slate: the earlier cases' pods (y holds both slots) and Lease
+    await admin.request('DELETE', `/api/v1/namespaces/${ns}/pods`, { query: { gracePeriodSeconds: 0 } });
+    await pollUntil('the earlier pods gone', async () => (await admin.get<{ items: V1Pod[] }>(`/api/v1/namespaces/${ns}/pods`)).items.length === 0, { timeoutMs: 60_000 });
+    await admin.request('DELETE', leasePath).catch((err: unknown) => {
+      if (!(err instanceof ApiError && err.statusCode === 404)) throw err;
+    });
+    /** A pod of the testbed's kube-scheduler needing both TDMA slots of rtnet0, for the KWOK node. */
+    const scheduledPod = (name: string): V1Pod => ({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name, namespace: ns, annotations: { 'ulysses.io/tdma': '{"network":"rtnet0","slots":2}' } },
+      spec: {
+        containers: [{ name: 'c', image: 'pause', imagePullPolicy: 'Never' }],
+        tolerations: [{ key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' }],
+        nodeSelector: { type: 'kwok' },
+      },
+    });
+    const ports: Record<string, number> = {};
+    const forwarder = new ReadyForwarder(FRONT, () => ports);
+    const stops: Array<() => Promise<void>> = [forwarder.close.bind(forwarder)];
+    try {
+      let paused = false;
+      const aLease = {
+        request: <T>(method: string, path: string, opts: { timeoutMs?: number } = {}): Promise<T> =>
+          paused ? new Promise<T>((_, reject) => setTimeout(() => reject(new Error('replica A paused')), opts.timeoutMs ?? 1000)) : asExtender.request<T>(method, path, opts),
+        put: <T>(path: string, body: unknown): Promise<T> => (paused ? Promise.reject(new Error('replica A paused')) : asExtender.put<T>(path, body)),
+      } as unknown as KubeClient;
+      // A's reservation PATCH of sx: held right after the fence let it through, until `resume`
+      let held!: (body: unknown) => void;
+      const holding = new Promise<unknown>((r) => (held = r));
+      let resume!: () => void;
+      const resumed = new Promise<void>((r) => (resume = r));
+      let late: Promise<{ ok: true } | { refused: string }> | undefined;
+      const aBind: BindClient = {
+        request: (<T>(method: string, path: string, opts: Parameters<KubeClient['request']>[2] = {}): Promise<T> => {
+          if (method !== 'PATCH' || path !== podPath('sx') || late) return asExtender.request<T>(method, path, opts);
+          held(opts.body);
+          late = resumed.then(() => asExtender.request(method, path, opts)).then(
+            () => ({ ok: true as const }),
+            (err: Error) => ({ refused: err.message }),
+          );
+          return late.then((r) => ('ok' in r ? ({} as T) : Promise.reject(new ApiError(r.refused, 403))));
+        }) as BindClient['request'],
+      };
+
+      const replica = (id: 'ext-a' | 'ext-b', leaseClient: KubeClient, bindClient: BindClient) => {
+        let serving!: () => void;
+        const served = new Promise<void>((r) => (serving = r));
+        let server!: ExtenderServer;
+        const leadership = new ExtenderLeadership({
+          client: leaseClient,
+          namespace: LEASE_NS,
+          name: LEASE,
+          identity: id,
+          leaseDurationSeconds: 3,
+          renewDeadlineSeconds: 2,
+          retryPeriodSeconds: 0.5,
+          log: silentLogger(),
+          rebuild: async (signal) => {
+            await server.rebuild(signal);
+          },
+          onServing: () => serving(),
+          onStopped: () => undefined,
+        });
+        server = new ExtenderServer({
+          config: { ...CONFIG, httpTimeoutMs: HTTP_TIMEOUT_S * 1000 },
+          kubeconfig: t.kc,
+          informerThread: false,
+          client: bindClient,
+          gate: leadership.gate,
+          log: silentLogger(),
+        });
+        // the binds kube-scheduler sent this replica (its /bind route calls server.bind), as answered
+        const binds: Array<{ pod: string; node: string; error: string }> = [];
+        const bind = server.bind.bind(server);
+        let answer: Promise<void> = Promise.resolve();
+        server.bind = async (args) => {
+          const r = await bind(args);
+          await answer;
+          binds.push({ pod: args.PodName, node: args.Node, error: r.Error ?? '' });
+          return r;
+        };
+        stops.push(async () => {
+          await leadership.stop();
+          await server.stop();
+        });
+        return { server, leadership, served, binds, holdAnswers: (until: Promise<void>) => (answer = until) };
+      };
+
+      const a = replica('ext-a', aLease, aBind);
+      // A's /bind answers wait for A to resume too: a stopped process sends neither its PATCH nor its answer
+      a.holdAnswers(resumed);
+      ports['ext-a'] = (await a.server.start()).port;
+      a.leadership.start();
+      await a.served;
+      await pollUntil('the forwarder routes to ext-a', () => forwarder.ready === 'ext-a', { timeoutMs: 10_000 });
+      const epochA = (await admin.get<V1Lease>(leasePath)).spec?.leaseTransitions ?? -1;
+      expect(epochA).toBe(0);
+      const b = replica('ext-b', asExtender, asExtender);
+      ports['ext-b'] = (await b.server.start()).port;
+      b.leadership.start();
+      await pollUntil('B sees A as the leader', () => b.leadership.elector.leader === 'ext-a', { timeoutMs: 10_000 });
+      expect(forwarder.ready).toBe('ext-a');
+
+      // kube-scheduler schedules sx: filter, then bind, both at A; A's PATCH passes the fence and is held
+      const sx = await admin.post<V1Pod>(`/api/v1/namespaces/${ns}/pods`, scheduledPod('sx'));
+      const patch = (await withTimeout(holding, 60_000, 'A holding the reservation PATCH of sx (kube-scheduler never called A\'s /bind?)')) as Array<{ op: string; path: string; value?: unknown }>;
+      paused = true; // the process stops here: no renewal, no answer
+      expect(patch).toContainEqual({ op: 'add', path: `/metadata/annotations/${RESERVATION_EPOCH_ANNOTATION.replace('/', '~1')}`, value: String(epochA) });
+
+      await b.served;
+      expect(b.leadership.gate.check()).toMatchObject({ ready: true, epoch: String(epochA + 1) });
+      expect((await admin.get<V1Lease>(leasePath)).spec).toMatchObject({ holderIdentity: 'ext-b', leaseTransitions: epochA + 1 });
+      await pollUntil('the forwarder routes to ext-b', () => forwarder.ready === 'ext-b', { timeoutMs: 10_000 });
+
+      // kube-scheduler places sy through B while sx's bind at A is still in flight
+      await admin.post(`/api/v1/namespaces/${ns}/pods`, scheduledPod('sy'));
+      const y = await pollUntil(
+        'sy bound through B',
+        async () => {
+          const p = await admin.get<V1Pod>(podPath('sy'));
+          return p.spec?.nodeName ? p : undefined;
+        },
+        { timeoutMs: 60_000 },
+      );
+      expect(y.spec?.nodeName).toBe('kwok-1');
+      expect(y.metadata?.annotations).toMatchObject({ 'ulysses.io/reserved-node': 'kwok-1', 'ulysses.io/tdma-slots': '[0,1]', [RESERVATION_EPOCH_ANNOTATION]: String(epochA + 1) });
+      expect(b.binds).toEqual([{ pod: 'sy', node: 'kwok-1', error: '' }]);
+      expect(a.binds).toEqual([]); // A's answer for sx is still held (sent once A resumes)
+
+      // A resumes: its PATCH (epoch 0) reaches the apiserver; its own preconditions (sx's version) still hold
+      const rvTest = patch.find((op) => op.op === 'test' && op.path === '/metadata/resourceVersion');
+      expect(rvTest?.value).toBe((await admin.get<V1Pod>(podPath('sx'))).metadata?.resourceVersion);
+      resume();
+      const outcome = await late!;
+      expect(outcome).toHaveProperty('refused');
+      expect((outcome as { refused: string }).refused).toMatch(/^PATCH \/api\/v1\/namespaces\/sched-fence\/pods\/sx: 403 /);
+      expect((outcome as { refused: string }).refused).toContain(
+        `reservation epoch "${epochA}" is not the current one: Lease ulysses-system/ulysses-scheduler-extender spec.leaseTransitions is ${epochA + 1} (holder "ext-b")`,
+      );
+      // kube-scheduler really sent sx's bind to A, and A answered it with an Error
+      await pollUntil('A answered the bind of sx', () => a.binds.length > 0, { timeoutMs: 10_000 });
+      expect(a.binds).toEqual([{ pod: 'sx', node: 'kwok-1', error: expect.stringMatching(/^ulysses: bind sched-fence\/sx to kwok-1: /) }]);
+
+      // what kube-scheduler made of it: the bind Error as a FailedScheduling Event, then (retried
+      // through B) unschedulable with the extender's TDMA message
+      const events = async () =>
+        (await admin.request<{ items: CoreV1Event[] }>('GET', `/api/v1/namespaces/${ns}/events`, { query: { fieldSelector: `involvedObject.uid=${sx.metadata!.uid!}` } })).items.filter(
+          (e) => e.reason === 'FailedScheduling',
+        );
+      const bindError = await pollUntil('FailedScheduling of sx with A\'s bind Error', async () => (await events()).find((e) => e.message?.includes('ulysses: bind sched-fence/sx to kwok-1: ')), { timeoutMs: 30_000 });
+      expect(bindError.type).toBe('Warning');
+      const unschedulable = await pollUntil('FailedScheduling of sx: no slots left (B\'s filter)', async () => (await events()).find((e) => e.message?.includes('ulysses: ulysses.io/tdma: ')), {
+        timeoutMs: 60_000,
+      });
+      expect(unschedulable.message).toMatch(/^0\/1 nodes are available: /);
+      const x = await pollUntil(
+        'sx Pending, PodScheduled=False Unschedulable',
+        async () => {
+          const p = await admin.get<V1Pod>(podPath('sx'));
+          return p.status?.conditions?.some((c) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable') ? p : undefined;
+        },
+        { timeoutMs: 30_000 },
+      );
+      expect(x.spec?.nodeName).toBeUndefined();
+      expect(x.status?.phase).toBe('Pending');
+      // A's last answer (sent after its gate closed) ended its connection: the scheduler's next call
+      // for sx opened a new one, routed to B, rather than reaching the deposed A (a 503)
+      expect((await events()).map((e) => e.message).filter((m) => m?.includes('code 503'))).toEqual([]);
+      expect(x.metadata?.annotations).toEqual(scheduledPod('sx').metadata!.annotations);
+      expect(b.binds.map((r) => r.pod)).toEqual(['sy']);
+      expect(a.binds).toHaveLength(1);
+
+      // from the API: every slot held by one pod at most, and only sy bound
+      const holders = new Map<number, string[]>();
+      const pods = (await admin.get<{ items: V1Pod[] }>(`/api/v1/namespaces/${ns}/pods`)).items;
+      for (const p of pods) {
+        const slots = p.metadata?.annotations?.['ulysses.io/tdma-slots'];
+        for (const s of slots ? (JSON.parse(slots) as number[]) : []) holders.set(s, [...(holders.get(s) ?? []), p.metadata!.name!]);
+      }
+      expect(Object.fromEntries(holders)).toEqual({ 0: ['sy'], 1: ['sy'] });
+      expect(Object.fromEntries(pods.map((p) => [p.metadata!.name!, p.spec?.nodeName ?? null]))).toEqual({ sx: null, sy: 'kwok-1' });
     } finally {
       for (const stop of stops.reverse()) await stop().catch(() => undefined);
     }

@@ -20,6 +20,8 @@ import type { KubeClient } from '../../core/kube.ts';
 import { ApiError } from '../../core/kube.ts';
 import { silentLogger } from '../../core/logging.ts';
 import { readFileSync } from 'node:fs';
+import { Agent, request } from 'node:http';
+import type { Socket } from 'node:net';
 import { parseAllDocuments } from 'yaml';
 import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
 import { RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../../scheduler-plugins/schedulability.ts';
@@ -144,6 +146,46 @@ describe('ExtenderServer behind a gate', () => {
     expect(f.json().NodeNames).toEqual(['n1']);
     expect((await s.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
     expect((await s.app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
+  });
+
+  it('over a kept-alive connection: a verb answered while the gate is closed ends the connection (the next call reconnects, to the leader); while open it stays', async () => {
+    const gate = switchGate();
+    const s = new ExtenderServer({ config: { listen: { host: '127.0.0.1', port: 0 }, tdmaNetworks: { rtnet0: { cycleUs: 5000, slotUs: 1000, slots: 5 } } }, log: silentLogger(), gate });
+    servers.push(s);
+    s.state.upsertNode(tdmaNode('n1'));
+    const { port } = await s.start();
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    /** One POST on the agent: status, Connection header, and the socket it used (and whether that socket closed after). */
+    const post = (verb: string, body: unknown) =>
+      new Promise<{ status: number; connection: string | undefined; socket: Socket; closed: Promise<void> }>((resolve, reject) => {
+        const req = request({ host: '127.0.0.1', port, path: `/${verb}`, method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+          const socket = res.socket;
+          const closed = new Promise<void>((r) => socket.once('close', () => r()));
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode!, connection: res.headers.connection, socket, closed }));
+        });
+        req.on('error', reject);
+        req.end(JSON.stringify(body));
+      });
+    try {
+      gate.open = true;
+      const first = await post('filter', filterBody(tdmaPod('a')));
+      expect([first.status, first.connection]).toEqual([200, 'keep-alive']);
+      const second = await post('filter', filterBody(tdmaPod('a')));
+      expect(second.socket).toBe(first.socket);
+
+      gate.open = false;
+      const refused = await post('filter', filterBody(tdmaPod('a')));
+      expect([refused.status, refused.connection]).toEqual([503, 'close']);
+      expect(refused.socket).toBe(first.socket);
+      await refused.closed;
+      gate.open = true;
+      const after = await post('filter', filterBody(tdmaPod('a')));
+      expect(after.status).toBe(200);
+      expect(after.socket).not.toBe(first.socket);
+    } finally {
+      agent.destroy();
+    }
   });
 
   it('without a gate (leader election off) it serves and /readyz is 200', async () => {
