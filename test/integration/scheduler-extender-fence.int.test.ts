@@ -19,7 +19,9 @@
  *     sends neither); A's renewals stop, B takes the Lease and becomes Ready, the forwarder routes to
  *     B, and kube-scheduler schedules pod Y (the same two slots) through B while X's bind is still
  *     in flight (X is only assumed in the scheduler's cache). A then resumes: its PATCH is refused by
- *     the epoch policy (403) and its /bind answers the Error. What kube-scheduler does with it
+ *     the epoch policy (403) and its /bind answers an Error (bind gave up on the PATCH at the
+ *     fence's deadline, before the renew deadline: "gave up after N ms ... PATCH ... did not finish
+ *     within M ms"; the 403 is the late request's own outcome). What kube-scheduler does with it
  *     (pkg/scheduler/schedule_one.go, v1.36): the extender's bind Error is the binding cycle's
  *     status (extender.go Bind returns `result.Error` as the error; `extendersBinding` returns it
  *     since the extender is not ignorable); handleBindingCycleError runs Unreserve, forgets the

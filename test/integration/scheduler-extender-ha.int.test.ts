@@ -14,7 +14,6 @@
  * /healthz).
  */
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoordinationV1Api, type V1Pod } from '@kubernetes/client-node';
@@ -25,6 +24,7 @@ import { isAlive, pollUntil, startProcess, stopProcess, type TrackedProcess } fr
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 import { schedulerKubeconfigPath } from '../../experiments/testbed/testbed.ts';
 import { renderKubeSchedulerConfiguration } from '../../scheduler-plugins/extender/kube-scheduler-config.ts';
+import { ReadyForwarder } from '../extender-forwarder.ts';
 
 const runDir = '/tmp/ulysses-it-sched-extender-ha';
 const schedulerConfig = '/tmp/ulysses-it-sched-extender-ha-kube-scheduler.yaml';
@@ -48,7 +48,7 @@ const NODES: Record<string, { labels?: Record<string, string>; annotations?: Rec
 const LEASE = ['--leader-elect-lease-duration', '3s', '--leader-elect-renew-deadline', '2s', '--leader-elect-retry-period', '500ms'];
 
 const procs = new Map<Replica, TrackedProcess>();
-let forwarder: Forwarder | undefined;
+let forwarder: ReadyForwarder | undefined;
 
 function startReplica(id: Replica): TrackedProcess {
   const cfgFile = join(runDir, `${id}.yaml`);
@@ -76,55 +76,6 @@ async function probe(id: Replica, path: string): Promise<{ status: number; body:
   }
 }
 
-/**
- * A Service in miniature: /readyz of every backend polled (a readiness probe every 100 ms); a new
- * connection goes to a Ready backend, or is refused (reset) when none is, as kube-proxy rejects a
- * Service without ready endpoints. Open connections stay where they are until either side closes.
- */
-class Forwarder {
-  ready: Replica | undefined;
-  private readonly server: net.Server;
-  private readonly timer: NodeJS.Timeout;
-  private readonly sockets = new Set<net.Socket>();
-  private probing = false;
-
-  constructor(port: number) {
-    this.server = net.createServer((client) => {
-      const target = this.ready;
-      if (!target) return void client.resetAndDestroy();
-      const upstream = net.connect(PORTS[target], '127.0.0.1');
-      for (const s of [client, upstream]) {
-        this.sockets.add(s);
-        s.on('close', () => this.sockets.delete(s));
-      }
-      client.on('error', () => upstream.destroy());
-      upstream.on('error', () => client.resetAndDestroy());
-      client.on('close', () => upstream.destroy());
-      upstream.on('close', () => client.destroy());
-      client.pipe(upstream).pipe(client);
-    });
-    this.server.listen(port, '127.0.0.1');
-    this.timer = setInterval(() => void this.probe(), 100);
-  }
-
-  private async probe(): Promise<void> {
-    if (this.probing) return;
-    this.probing = true;
-    try {
-      const states = await Promise.all((Object.keys(PORTS) as Replica[]).map(async (id) => ((await probe(id, '/readyz'))?.status === 200 ? id : undefined)));
-      this.ready = states.find((s) => s);
-    } finally {
-      this.probing = false;
-    }
-  }
-
-  async close(): Promise<void> {
-    clearInterval(this.timer);
-    for (const s of this.sockets) s.destroy();
-    await new Promise<void>((r) => this.server.close(() => r()));
-  }
-}
-
 const holder = async () => {
   try {
     return (await t.kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: 'ulysses-scheduler-extender', namespace: 'kube-system' })).spec?.holderIdentity ?? '';
@@ -138,7 +89,7 @@ beforeAll(async () => {
   for (const [name, role] of Object.entries(NODES)) {
     await new KubeClient(t.kc).mergePatch(`/api/v1/nodes/${name}`, { metadata: { labels: role.labels ?? {}, annotations: role.annotations ?? {} } });
   }
-  forwarder = new Forwarder(FRONT);
+  forwarder = new ReadyForwarder(FRONT, () => PORTS);
 });
 afterAll(async () => {
   await forwarder?.close();
