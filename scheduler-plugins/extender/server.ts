@@ -24,7 +24,7 @@
  *
  * `setConfig(cfg)` applies a new {@link ExtenderConfig} live (all fields except `listen`).
  */
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type { KubeConfig, V1Node, V1Pod } from '@kubernetes/client-node';
 import { Counter, Histogram } from 'prom-client';
 import { ResilientInformer, type Informer, type InformerOptions } from '../../core/informer.ts';
@@ -268,6 +268,17 @@ interface CachedVerdict {
  */
 type NodeVerdicts = Array<CachedVerdict | undefined>;
 
+/**
+ * A verb's answer written as JSON text, sent as is. At 1000 nodes the answers are tens of KB; the
+ * names and messages are written from their JSON texts kept with the node (NodeInfo.nameJson) and
+ * the message ({@link ExtenderServer.jsonString}), where an object tree given to JSON.stringify
+ * would be built and walked anew for every request (bench:extender: KWOK round trip, issue 26).
+ */
+export type AnswerJson = string;
+
+/** Texts whose JSON forms are kept (rejection messages: a few per kind of failure, more with pod UIDs in). */
+const JSON_STRINGS_KEPT = 4096;
+
 /** Demands whose verdicts are kept (least recently used dropped first). */
 const VERDICT_CACHE_DEMANDS = 256;
 
@@ -417,17 +428,29 @@ export class ExtenderServer {
         end();
       }
     };
-    app.post('/filter', async (req) =>
-      timed('filter', () => {
-        const args = this.args(req.body);
-        return typeof args === 'string' ? this.refused('filter', args, req.id) : this.filter(args);
-      })(),
+    // an answer written as JSON text (AnswerJson) goes out as is, anything else through fastify's serializer
+    const answer = async (reply: FastifyReply, out: Promise<unknown>) => {
+      const body = await out;
+      if (typeof body === 'string') reply.type('application/json; charset=utf-8');
+      return body;
+    };
+    app.post('/filter', async (req, reply) =>
+      answer(
+        reply,
+        timed('filter', () => {
+          const args = this.args(req.body);
+          return typeof args === 'string' ? this.refused('filter', args, req.id) : this.filter(args);
+        })(),
+      ),
     );
-    app.post('/prioritize', async (req) =>
-      timed('prioritize', () => {
-        const args = this.args(req.body);
-        return typeof args === 'string' ? this.refused('prioritize', args, req.id) : this.prioritize(args);
-      })(),
+    app.post('/prioritize', async (req, reply) =>
+      answer(
+        reply,
+        timed('prioritize', () => {
+          const args = this.args(req.body);
+          return typeof args === 'string' ? this.refused('prioritize', args, req.id) : this.prioritize(args);
+        })(),
+      ),
     );
     app.post('/bind', async (req) =>
       timed('bind', () => {
@@ -521,6 +544,18 @@ export class ExtenderServer {
     if (verb === 'prioritize') return [];
     if (verb === 'bind') return { Error: text };
     return { FailedNodes: {}, FailedAndUnresolvableNodes: {}, Error: text };
+  }
+
+  private readonly jsonStrings = new Map<string, string>();
+
+  /** `text` as a JSON string, kept: the same rejection messages recur on every request. */
+  private jsonString(text: string): string {
+    let j = this.jsonStrings.get(text);
+    if (j === undefined) {
+      if (this.jsonStrings.size >= JSON_STRINGS_KEPT) this.jsonStrings.clear();
+      this.jsonStrings.set(text, (j = JSON.stringify(text)));
+    }
+    return j;
   }
 
   /** True the first time `key` is seen with `message` (bounded memory: the oldest entries are forgotten). */
@@ -659,7 +694,7 @@ export class ExtenderServer {
    * meanwhile. Their verdicts are cached under the node and network versions of before the thread
    * ran (a change meanwhile makes them stale, not wrong).
    */
-  filter(args: ExtenderArgs): ExtenderFilterResult | Promise<ExtenderFilterResult> {
+  filter(args: ExtenderArgs): ExtenderFilterResult | AnswerJson | Promise<ExtenderFilterResult | AnswerJson> {
     const out: ExtenderFilterResult = { FailedNodes: {}, FailedAndUnresolvableNodes: {}, Error: '' };
     const names = args.NodeNames;
     // nodeCacheCapable (the scheduler sends names): no per-node objects on this path
@@ -680,39 +715,59 @@ export class ExtenderServer {
     const worker = names ? this.rtWorker() : undefined;
     const budget = worker ? this.inlineBudget(r.req) : this.budget();
     const verdicts: Array<NodeVerdict | undefined> = new Array<NodeVerdict | undefined>(count);
+    const infos: Array<NodeInfo | undefined> = new Array<NodeInfo | undefined>(count);
     const deferred: Array<{ index: number; info: NodeInfo }> = [];
     for (let i = 0; i < count; i++) {
-      const name = names ? names[i]! : sent![i]!.metadata!.name!;
-      const info = names ? this.state.node(name) : nodeInfoOf(sent![i]!);
+      const info = names ? this.state.node(names[i]!) : nodeInfoOf(sent![i]!);
       if (!info) continue;
+      infos[i] = info;
       const v = this.evaluate(r.req, info, cache, memo, budget);
       if (worker && !v.fits && v.budgetExceeded) deferred.push({ index: i, info });
       else verdicts[i] = v;
     }
     if (worker) this.inlineSpent(r.req, budget, deferred.length);
-    const finish = (work: number): ExtenderFilterResult => {
-      const passingNames: string[] = [];
-      const passingNodes: V1Node[] = [];
+    const finish = (work: number): ExtenderFilterResult | AnswerJson => {
       const counts = new Map<RejectionReason, number>();
-      for (let i = 0; i < count; i++) {
-        const name = names ? names[i]! : sent![i]!.metadata!.name!;
-        const v = verdicts[i];
-        if (!v) {
-          out.FailedNodes[name] = MESSAGES.unknownNode;
-          counts.set('unknown-node', (counts.get('unknown-node') ?? 0) + 1);
-        } else if (v.fits) {
-          if (names) passingNames.push(name);
-          else passingNodes.push(sent![i]!);
-        } else {
-          out.FailedAndUnresolvableNodes[name] = v.message;
-          counts.set(v.reason, (counts.get(v.reason) ?? 0) + 1);
+      const count1 = (reason: RejectionReason) => counts.set(reason, (counts.get(reason) ?? 0) + 1);
+      let answer: ExtenderFilterResult | AnswerJson;
+      if (names) {
+        // nodeCacheCapable, the scheduler's path at scale: written as JSON text (see AnswerJson)
+        let passing = '';
+        let unknown = '';
+        let refused = '';
+        for (let i = 0; i < count; i++) {
+          const v = verdicts[i];
+          if (!v) {
+            unknown += `${unknown ? ',' : ''}${JSON.stringify(names[i]!)}:${this.jsonString(MESSAGES.unknownNode)}`;
+            count1('unknown-node');
+          } else if (v.fits) {
+            if (passing) passing += ',';
+            passing += infos[i]!.nameJson;
+          } else {
+            if (refused) refused += ',';
+            refused += infos[i]!.nameJson;
+            refused += ':';
+            refused += this.jsonString(v.message);
+            count1(v.reason);
+          }
         }
+        answer = `{"NodeNames":[${passing}],"FailedNodes":{${unknown}},"FailedAndUnresolvableNodes":{${refused}},"Error":""}`;
+      } else {
+        const passingNodes: V1Node[] = [];
+        for (let i = 0; i < count; i++) {
+          const v = verdicts[i];
+          if (v?.fits) passingNodes.push(sent![i]!);
+          else if (v) {
+            out.FailedAndUnresolvableNodes[sent![i]!.metadata!.name!] = v.message;
+            count1(v.reason);
+          }
+        }
+        out.Nodes = { items: passingNodes };
+        answer = out;
       }
       for (const [reason, n] of counts) m.rejections.inc({ reason }, n);
       this.budgetSpent(work, budget.exceeded && !deferred.length ? budget.limit : undefined, r.req);
-      if (names) out.NodeNames = passingNames;
-      else out.Nodes = { items: passingNodes };
-      return out;
+      return answer;
     };
     if (!deferred.length || !worker) return finish(budget.used);
     return this.analyzeDeferred(r.req, deferred, cache!, memo, worker, this.cfg.analysisBudget - budget.used).then(({ results, used, exceeded }) => {
@@ -814,12 +869,27 @@ export class ExtenderServer {
     return this.analysisWorker?.feedIdle() ?? Promise.resolve();
   }
 
-  prioritize(args: ExtenderArgs): HostPriority[] | Promise<HostPriority[]> {
+  prioritize(args: ExtenderArgs): AnswerJson | Promise<AnswerJson> {
     const names = args.NodeNames;
     const sent = names ? undefined : (args.Nodes?.items ?? []);
     const count = names ? names.length : sent!.length;
     const nameAt = (i: number) => (names ? names[i]! : sent![i]!.metadata!.name!);
     const out: HostPriority[] = new Array<HostPriority>(count);
+    const infos: Array<NodeInfo | undefined> = new Array<NodeInfo | undefined>(count);
+    // the HostPriorityList as JSON text (see AnswerJson); a node's name as its NodeInfo has it written
+    const answer = (): AnswerJson => {
+      let text = '[';
+      for (let i = 0; i < count; i++) {
+        if (i) text += ',';
+        text += '{"Host":';
+        text += infos[i]?.nameJson ?? JSON.stringify(out[i]!.Host);
+        text += ',"Score":';
+        const score = out[i]!.Score;
+        text += Number.isFinite(score) ? score : 0; // as JSON.stringify's null reads in Go
+        text += '}';
+      }
+      return `${text}]`;
+    };
     const r = podRequirements(args.Pod, this.cfg, this.networks);
     const cache = r.ok && names ? this.verdictsFor(r.req) : undefined;
     const memo: SlotMemo = new Map();
@@ -830,21 +900,22 @@ export class ExtenderServer {
     for (let i = 0; i < count; i++) {
       const Host = nameAt(i);
       const info = !r.ok ? undefined : names ? this.state.node(Host) : nodeInfoOf(sent![i]!);
+      infos[i] = info;
       const v = r.ok && info ? this.evaluate(r.req, info, cache, memo, budget) : undefined;
       if (worker && info && v && !v.fits && v.budgetExceeded) deferred.push({ index: i, info });
       out[i] = { Host, Score: v?.fits ? v.score : 0 };
     }
-    if (!r.ok) return out;
+    if (!r.ok) return answer();
     const req = r.req;
     if (worker) this.inlineSpent(req, budget, deferred.length);
     if (!deferred.length || !worker) {
       this.budgetSpent(budget.used, budget.exceeded ? budget.limit : undefined, req);
-      return out;
+      return answer();
     }
     return this.analyzeDeferred(req, deferred, cache!, memo, worker, this.cfg.analysisBudget - budget.used).then(({ results, used, exceeded }) => {
       for (const [k, d] of deferred.entries()) out[d.index] = { Host: nameAt(d.index), Score: results[k]!.fits ? results[k]!.score : 0 };
       this.budgetSpent(budget.used + used, exceeded ? this.cfg.analysisBudget : undefined, req);
-      return out;
+      return answer();
     });
   }
 

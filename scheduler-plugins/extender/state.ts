@@ -53,6 +53,8 @@ export const RESERVED_NODE_ANNOTATION = 'ulysses.io/reserved-node';
 export interface NodeInfo {
   readonly name: string;
   readonly node: V1Node;
+  /** The name as JSON text: the verbs' answers are written as text (server.ts filterAnswer). */
+  readonly nameJson: string;
   /** `ulysses.io/assurance` (absent = no assurance: every level 0). */
   readonly assurance: Parsed<AssuranceVector>;
   /** The parsed vector as JSON, for messages. */
@@ -160,8 +162,10 @@ export function nodeInfoOf(node: V1Node, version = 0): NodeInfo {
         ? (kindLabel as RtKind)
         : { error: `label ${RT_SCHEDULER_LABEL}: unknown kind ${JSON.stringify(kindLabel)} (expected ${RT_KINDS.join(', ')})` };
   const assurance: Parsed<AssuranceVector> = ann[ASSURANCE_ANNOTATION] === undefined ? { ok: true, value: {} } : parseAssuranceAnnotation(ann[ASSURANCE_ANNOTATION]);
+  const name = node.metadata?.name ?? '';
   return {
-    name: node.metadata?.name ?? '',
+    name,
+    nameJson: JSON.stringify(name),
     node,
     assurance,
     assuranceText: assurance.ok ? JSON.stringify(assurance.value) : '(malformed)',

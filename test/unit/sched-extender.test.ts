@@ -288,6 +288,43 @@ describe('scheduler extender: filter and prioritize', () => {
 });
 
 describe('scheduler extender: plumbing', () => {
+  it('answers filter and prioritize as JSON text that reads as the object answer: names and messages escaped, each node in one place', async () => {
+    const s = extender();
+    const odd = 'q"uote\\back\u00e4\u2028';
+    s.state.upsertNode(node('fits', {}, { 'ulysses.io/assurance': '{"cpu":4,"memory":4,"network":3}' }));
+    s.state.upsertNode(node('low', {}, { 'ulysses.io/assurance': '{"cpu":0,"memory":0}' }));
+    s.state.upsertNode(node(odd, {}, { 'ulysses.io/assurance': '{"cpu":4,"memory":4,"network":3}' }));
+    s.state.upsertNode(node('rt', { 'ulysses.io/rt-scheduler': 'deferrable-server' }, { 'ulysses.io/rt-capacity': '{"cores":1}', 'ulysses.io/assurance': '{"cpu":4,"memory":4}' }));
+    s.state.upsertNode(node('bad', {}, { 'ulysses.io/assurance': '{"cpu":"x"}' }));
+    const p = pod('p', { 'ulysses.io/assurance-policy': '{"policy":"threshold","min":{"cpu":2,"memory":1}}' });
+    const names = ['fits', 'low', odd, 'rt', 'bad', 'gone\u0000"'];
+    const res = await s.app.inject({ method: 'POST', url: '/filter', payload: { Pod: p, NodeNames: names } });
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+    const text = res.json() as ExtenderFilterResult;
+    // the same nodes sent whole (the path answered as an object, serialized by fastify)
+    const sent = names.slice(0, 5).map((n) => s.state.node(n)!.node);
+    const whole = (await s.app.inject({ method: 'POST', url: '/filter', payload: { Pod: p, Nodes: { items: sent } } })).json() as ExtenderFilterResult;
+    expect(text.NodeNames).toEqual(whole.Nodes!.items.map((n) => n.metadata!.name));
+    expect(text.FailedAndUnresolvableNodes).toEqual(whole.FailedAndUnresolvableNodes);
+    expect(text.FailedNodes).toEqual({ 'gone\u0000"': MESSAGES.unknownNode });
+    expect(text.Error).toBe('');
+    // every node in exactly one place; the refusals name their kind of failure
+    expect(text.NodeNames).toEqual(['fits', odd, 'rt']);
+    expect(text.FailedAndUnresolvableNodes).toEqual({ low: MESSAGES.assurance, bad: expect.stringContaining('ulysses: node bad: ') });
+    const prio = await s.app.inject({ method: 'POST', url: '/prioritize', payload: { Pod: pod('p2', { 'ulysses.io/assurance-policy': '{"policy":"threshold","min":{"cpu":2,"memory":1}}' }), NodeNames: ['fits', odd, 'low', 'gone'] } });
+    expect(prio.headers['content-type']).toMatch(/^application\/json/);
+    const scores = prio.json() as Array<{ Host: string; Score: number }>;
+    expect(scores.map((h) => h.Host)).toEqual(['fits', odd, 'low', 'gone']);
+    expect(scores.every((h) => Number.isInteger(h.Score) && h.Score >= 0 && h.Score <= 10)).toBe(true);
+    expect(scores[0]!.Score).toBeGreaterThan(0);
+    expect(scores[0]!.Score).toBe(scores[1]!.Score); // same vectors, same score
+    expect([scores[2]!.Score, scores[3]!.Score]).toEqual([0, 0]); // refused, unknown
+    // refused by TDMA everywhere: nothing passes, an empty list (not null) as kube-scheduler reads it
+    const none = await filter(s, pod('p3', { 'ulysses.io/tdma': '{"network":"rtnet0","slots":1}' }), ['fits', odd]);
+    expect(none.NodeNames).toEqual([]);
+    expect(Object.keys(none.FailedAndUnresolvableNodes)).toEqual(['fits', odd]);
+  });
+
   it('KeyedMutex serializes runs sharing a key and not others', async () => {
     const m = new KeyedMutex();
     const log: string[] = [];
