@@ -12,6 +12,17 @@
  *     and reserves pod Y on the same TDMA slots; A's PATCH then reaches the apiserver and is refused
  *     by the policy (X's resourceVersion unchanged: its own preconditions would have let it through),
  *     so no slot is booked twice.
+ *  3. the epoch on every apiserver: the testbed runs TWO kube-apiservers on its etcd (option
+ *     `apiservers: 2`: 10.243.0.1 and 10.243.0.2, both listed in the EndpointSlice default/kubernetes
+ *     by their lease endpoint reconcilers); a new leader dry-runs its epoch against both addresses
+ *     directly (its `confirmations`, and each apiserver's own apiserver_request_total of dry-run Lease
+ *     PATCHes, counted before and after) before it serves. Then the second apiserver is stopped
+ *     (SIGSTOP) and another replica takes over: it confirms on the first, does not serve, and its
+ *     readiness reason names 10.243.0.2:16443 as pending, until SIGCONT, after which it confirms
+ *     there too and serves. A stopped apiserver leaves the list once its endpoint lease (an etcd key
+ *     with a 15 s TTL, refreshed every 10 s) expired and the other apiserver's reconciler ran; the
+ *     test stops it right after it refreshed that key (watched in etcd), so it stays listed for at
+ *     least 15 s, and resumes it as soon as the pending reason is seen (no waiting on time).
  * Direct extender calls (no kube-scheduler): the pods use a scheduler that does not exist.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,6 +31,11 @@ import { useTestbed } from './harness.ts';
 import { ApiError, KubeClient } from '../../core/kube.ts';
 import { asExtenderClient, createExtenderManifests, refusal, unscheduledPod } from '../extender-admission.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
+import { join } from 'node:path';
+import { apiserverOf } from '../../experiments/testbed/testbed.ts';
+import { PORTS, httpsGet } from '../../experiments/testbed/controlplane.ts';
+import { pkiPaths } from '../../experiments/testbed/pki.ts';
+import { APISERVER_SLICE_PATH, apiserversFromSlice } from '../../scheduler-plugins/extender/apiservers.ts';
 import { ensureNamespace } from '../../experiments/workloads.ts';
 import { silentLogger } from '../../core/logging.ts';
 import { ExtenderServer, type BindClient } from '../../scheduler-plugins/extender/server.ts';
@@ -30,7 +46,7 @@ const ns = 'sched-fence';
 const LEASE_NS = 'ulysses-system';
 const LEASE = 'ulysses-scheduler-extender';
 const leasePath = `/apis/coordination.k8s.io/v1/namespaces/${LEASE_NS}/leases/${LEASE}`;
-const t = useTestbed(runDir, { realNodes: 0, kwokNodes: 1, namespace: ns });
+const t = useTestbed(runDir, { realNodes: 0, kwokNodes: 1, namespace: ns, apiservers: 2 });
 
 /** A pod needing both TDMA slots of rtnet0 (2 slots): two such pods can never both hold them. */
 const pod = (name: string) => unscheduledPod(ns, name, { 'ulysses.io/tdma': '{"network":"rtnet0","slots":2}' });
@@ -222,6 +238,117 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
       }
       expect(Object.fromEntries(holders)).toEqual({ 0: ['y'], 1: ['y'] });
     } finally {
+      for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    }
+  });
+});
+
+/** Dry-run Lease PATCHes apiserver `url` admitted, from its own metrics (apiserver_request_total, code 200). */
+async function admittedDryRuns(url: string): Promise<number> {
+  const pki = pkiPaths(join(runDir, 'pki'));
+  const [status, body] = await httpsGet(`${url}/metrics`, { ca: pki.caCert, ...pki.client('admin') });
+  if (status !== 200) throw new Error(`GET ${url}/metrics: ${status}`);
+  let n = 0;
+  for (const line of body.split('\n')) {
+    if (!line.startsWith('apiserver_request_total{')) continue;
+    if (['code="200"', 'dry_run="All"', 'resource="leases"', 'verb="PATCH"'].every((l) => line.includes(l))) n += Number(line.split(' ').pop());
+  }
+  return n;
+}
+
+/** mod_revision of apiserver `ip`'s endpoint lease, the etcd key its lease reconciler refreshes (via etcd's JSON gateway). */
+async function endpointLeaseRevision(ip: string): Promise<string | undefined> {
+  const res = await fetch(`http://127.0.0.1:${PORTS.etcdClient}/v3/kv/range`, { method: 'POST', body: JSON.stringify({ key: Buffer.from(`/registry/masterleases/${ip}`).toString('base64') }) });
+  const body = (await res.json()) as { kvs?: Array<{ mod_revision?: string }> };
+  return body.kvs?.[0]?.mod_revision;
+}
+
+describe('reservation epoch on every apiserver (two kube-apiservers on one etcd)', () => {
+  it('a new leader dry-runs its epoch on both listed apiservers; with the second stopped it does not serve (readiness names it) until it resumes', async () => {
+    const first = apiserverOf(0, runDir);
+    const second = apiserverOf(1, runDir);
+    expect([first.address, second.address]).toEqual(['10.243.0.1', '10.243.0.2']);
+    // both listed by the apiservers' own reconcilers (each adds itself within its 10 s interval)
+    await pollUntil('both apiservers in EndpointSlice default/kubernetes', async () => JSON.stringify(apiserversFromSlice(await admin.get(APISERVER_SLICE_PATH))) === JSON.stringify([first.url, second.url]), {
+      timeoutMs: 60_000,
+      intervalMs: 200,
+    });
+    const stops: Array<() => Promise<void>> = [];
+    let stopped = false;
+    try {
+      const replica = (id: string) => {
+        let serving = false;
+        let served!: () => void;
+        const servedP = new Promise<void>((r) => (served = r));
+        const leadership = new ExtenderLeadership({
+          client: asExtender,
+          namespace: LEASE_NS,
+          name: LEASE,
+          identity: id,
+          leaseDurationSeconds: 3,
+          renewDeadlineSeconds: 2,
+          retryPeriodSeconds: 0.5,
+          log: silentLogger(),
+          rebuild: async () => undefined,
+          onServing: () => {
+            serving = true;
+            served();
+          },
+          onStopped: () => undefined,
+        });
+        stops.push(() => leadership.stop());
+        leadership.start();
+        return { leadership, served: servedP, serving: () => serving };
+      };
+      const before = { first: await admittedDryRuns(first.url), second: await admittedDryRuns(second.url) };
+      const c = replica('ext-c');
+      await c.served;
+      const epochC = Number((await admin.get<V1Lease>(leasePath)).spec?.leaseTransitions);
+      expect(c.leadership.confirmations).toEqual(
+        expect.arrayContaining([
+          { apiserver: '10.243.0.1:16443', epoch: epochC, kubeconfigServer: true },
+          { apiserver: '10.243.0.2:16443', epoch: epochC, kubeconfigServer: false },
+        ]),
+      );
+      expect(c.leadership.confirmations).toHaveLength(2);
+      // each apiserver itself admitted a dry run of the Lease (the kubeconfig's server is the first: one request each)
+      expect(await admittedDryRuns(first.url)).toBeGreaterThan(before.first);
+      expect(await admittedDryRuns(second.url)).toBeGreaterThan(before.second);
+      await c.leadership.stop();
+
+      // stop the second apiserver right after it refreshed its endpoint lease: it stays listed >= 15 s
+      const rev0 = await endpointLeaseRevision(second.address);
+      expect(rev0).toBeDefined();
+      await pollUntil('the second apiserver refreshed its endpoint lease', async () => (await endpointLeaseRevision(second.address)) !== rev0, { timeoutMs: 30_000, intervalMs: 50 });
+      process.kill(second.pid, 'SIGSTOP');
+      stopped = true;
+      const d = replica('ext-d');
+      const pendingReason = await pollUntil(
+        'the new leader confirmed on the first apiserver and waits for the second',
+        () => {
+          const g = d.leadership.gate.check();
+          return !g.ready && g.reason.includes('10.243.0.2:16443') && !g.reason.includes('10.243.0.1:16443') ? g.reason : undefined;
+        },
+        { timeoutMs: 30_000, intervalMs: 20 },
+      );
+      const epochD = Number((await admin.get<V1Lease>(leasePath)).spec?.leaseTransitions);
+      expect(epochD).toBe(epochC + 1);
+      expect(pendingReason).toMatch(new RegExp(`confirming reservation epoch ${epochD} .* on 2 apiserver\\(s\\); pending: 10\\.243\\.0\\.2:16443: `));
+      expect(d.serving()).toBe(false);
+      expect(d.leadership.confirmations).toEqual([{ apiserver: '10.243.0.1:16443', epoch: epochD, kubeconfigServer: true }]);
+      // still listed: the leader waits for it, not for the list
+      expect(apiserversFromSlice(await admin.get(APISERVER_SLICE_PATH))).toContain(second.url);
+
+      process.kill(second.pid, 'SIGCONT');
+      stopped = false;
+      await d.served;
+      expect(d.leadership.confirmations).toEqual([
+        { apiserver: '10.243.0.1:16443', epoch: epochD, kubeconfigServer: true },
+        { apiserver: '10.243.0.2:16443', epoch: epochD, kubeconfigServer: false },
+      ]);
+      expect(d.leadership.gate.check()).toMatchObject({ ready: true, epoch: String(epochD) });
+    } finally {
+      if (stopped) process.kill(second.pid, 'SIGCONT');
       for (const stop of stops.reverse()) await stop().catch(() => undefined);
     }
   });
