@@ -308,8 +308,8 @@ export class ExtenderLeadership {
         this.gate.progress(term, show());
         await Promise.all(
           [...pending.keys()].map(async (u) => {
-            const client = u === own ? this.client : this.direct(u);
             try {
+              const client = u === own ? this.client : this.direct(u);
               await client.request('PATCH', path, {
                 query: { dryRun: 'All' },
                 body: { metadata: { annotations: { [RESERVATION_EPOCH_ANNOTATION]: String(t) } } },
@@ -364,6 +364,7 @@ export class ExtenderLeadership {
     let c = this.directClients.get(url);
     if (!c) {
       if (this.directClients.size >= MAX_APISERVERS * 2) this.directClients.clear();
+      if (!this.o.apiserverClient && !this.client.kc) throw new Error(`no kubeconfig behind the Lease client: cannot reach apiserver ${hostPort(url)} directly`);
       c = this.o.apiserverClient?.(url) ?? new KubeClient(apiserverAccess(this.client.kc, url));
       this.directClients.set(url, c);
     }

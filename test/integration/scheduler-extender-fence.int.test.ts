@@ -135,6 +135,7 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
       /** A's Lease client: once `paused`, its requests go unanswered until their timeout (its renewals stop, as in a stopped process). */
       let paused = false;
       const aLease = {
+        kc: asExtender.kc, // the same credentials for the epoch's dry runs against each apiserver
         request: <T>(method: string, path: string, opts: { timeoutMs?: number } = {}): Promise<T> =>
           paused ? new Promise<T>((_, reject) => setTimeout(() => reject(new Error('replica A paused')), opts.timeoutMs ?? 1000)) : asExtender.request<T>(method, path, opts),
         put: <T>(path: string, body: unknown): Promise<T> => (paused ? Promise.reject(new Error('replica A paused')) : asExtender.put<T>(path, body)),
