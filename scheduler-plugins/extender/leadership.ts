@@ -22,8 +22,9 @@
  * apiserver's ValidatingAdmissionPolicy `ulysses-reservation-epoch` refuses one whose epoch is not
  * the Lease's current one, which closes what the gate cannot: a leader stopped after its last check
  * but before its request leaves. A new leader, before it lists the pods, waits until a dry run with
- * its epoch is admitted (the policy reads the Lease from the apiserver's cache): from then on that
- * apiserver refuses every older epoch.
+ * its epoch is admitted by every kube-apiserver (each reads the Lease from its own cache; the
+ * apiservers listed in default/kubernetes, apiservers.ts, and the kubeconfig's server): from then
+ * on every one of them refuses every older epoch.
  *
  * {@link ExtenderLeadership} wires the elector, the gate, the rebuild and, in a pod, the routing
  * label: the Service selects `ulysses.io/scheduler-extender-leader: "true"`, which the leader puts
@@ -176,7 +177,7 @@ export interface ExtenderLeadershipOptions extends Omit<LeaderElectionOptions, '
   /** The pod this process runs in (downward API POD_NAMESPACE/POD_NAME): the routing label is kept on it. */
   pod?: { namespace: string; name: string };
   /**
-   * Before the rebuild, wait until the apiserver admits this term's reservation epoch (default
+   * Before the rebuild, wait until every apiserver admits this term's reservation epoch (default
    * true; see ExtenderLeadership.confirmEpoch).
    */
   confirmEpoch?: boolean;
