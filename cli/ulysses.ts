@@ -20,6 +20,7 @@ tb.command('up')
   .option('--real-nodes <n>', 'real nodes (kubelet + containerd)', int('--real-nodes'), 2)
   .option('--kwok-nodes <n>', 'KWOK nodes', int('--kwok-nodes'), 0)
   .option('--controllers <list>', 'kube-controller-manager --controllers', '*')
+  .option('--apiservers <n>', 'kube-apiservers on the one etcd: 1, or 2 (each on its own address of the bridge uly-apis, both listed in default/kubernetes)', int('--apiservers'), 1)
   .option('--pin-cpus', 'pin control plane to CPU 0 and nodes to CPU 1', false)
   .option('--kubelet-shim <config>', "run Ulysses' kubelet-shim between each real kubelet and containerd, with this config file")
   .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
@@ -41,6 +42,7 @@ tb.command('up')
       pinCpus: o.pinCpus,
       runDir: o.runDir,
       kubeletShimConfig: o.kubeletShim,
+      apiservers: o.apiservers,
     });
     console.log(`export KUBECONFIG=${s.kubeconfig}`);
   });

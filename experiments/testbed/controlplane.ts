@@ -22,6 +22,22 @@ export const PORTS = {
 export const APISERVER_URL = `https://127.0.0.1:${PORTS.apiserver}`;
 export const SERVICE_CIDR = '10.96.0.0/16';
 
+/**
+ * Two kube-apiservers on one etcd (TestbedOptions.apiservers = 2): their addresses, /32 on the
+ * bridge {@link APISERVERS_BRIDGE} of this machine (no port, nothing else on it). A loopback
+ * address is no valid endpoint of the `kubernetes` Service, so with two apiservers each binds and
+ * advertises its own address here, with the default lease endpoint reconciler: both are listed in
+ * default/kubernetes (Endpoints and EndpointSlice), as on a kubeadm HA cluster, and every client of
+ * the testbed talks to the first one.
+ */
+export const HA_APISERVER_IPS = ['10.243.0.1', '10.243.0.2'] as const;
+export const APISERVERS_BRIDGE = 'uly-apis';
+
+/** The URL of apiserver `index` (0: the first) of a control plane. */
+export function apiserverUrl(o: Pick<ControlPlaneOptions, 'apiserverAddresses'>, index = 0): string {
+  return `https://${o.apiserverAddresses?.[index] ?? '127.0.0.1'}:${PORTS.apiserver}`;
+}
+
 /** GET over HTTPS; resolves with [status, body]. `insecure` for components with self-signed serving certs. */
 export function httpsGet(url: string, tls: { ca?: string; cert?: string; key?: string; insecure?: boolean }): Promise<[number, string]> {
   return new Promise((resolve, reject) => {
@@ -56,6 +72,11 @@ export interface ControlPlaneOptions {
   cpus?: string;
   /** audit the pod and EndpointSlice writes in these namespaces ({@link auditPolicy}, {@link auditLogPath}) */
   auditNamespaces?: readonly string[];
+  /**
+   * One address per apiserver ({@link HA_APISERVER_IPS}): each binds and advertises its own, with
+   * the lease endpoint reconciler. Absent: one apiserver on 127.0.0.1, listed nowhere.
+   */
+  apiserverAddresses?: readonly string[];
 }
 
 /** The apiserver's audit log (JSON lines) of a testbed started with auditNamespaces. */
@@ -122,24 +143,37 @@ export function etcdSpec(o: ControlPlaneOptions) {
   };
 }
 
-export function apiserverSpec(o: ControlPlaneOptions) {
+/** The process name of apiserver `index`: kube-apiserver, kube-apiserver-2, ... */
+export const apiserverName = (index: number) => (index === 0 ? 'kube-apiserver' : `kube-apiserver-${index + 1}`);
+
+/** Apiserver `index` (0: the first; others only with apiserverAddresses, serving certificate `apiserver-<n>` of the PKI). */
+export function apiserverSpec(o: ControlPlaneOptions, index = 0) {
   const { pki } = o;
   const kc = pki.client('apiserver-kubelet-client');
+  const address = o.apiserverAddresses?.[index];
+  if (index > 0 && !address) throw new Error(`kube-apiserver ${index + 1}: the control plane has ${o.apiserverAddresses?.length ?? 1} apiserver address(es)`);
+  const serving = index === 0 ? { cert: pki.apiserverCert, key: pki.apiserverKey } : pki.client(`apiserver-${index + 1}`);
+  const name = apiserverName(index);
   return {
-    name: 'kube-apiserver',
+    name,
     cmd: binaryPath('kube-apiserver'),
     args: [
       `--etcd-servers=http://127.0.0.1:${PORTS.etcdClient}`,
-      '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
-      // a loopback address is no valid endpoint of the `kubernetes` Service: kube-apiserver 1.37
-      // refuses to start with it and the default lease reconciler, 1.36 failed each endpoint write.
-      // Nothing on the testbed reaches the apiserver through that Service (no kube-proxy, no in-cluster clients)
-      '--endpoint-reconciler-type=none',
+      ...(address
+        ? // its own address, listed in default/kubernetes by the lease endpoint reconciler (the default)
+          [`--bind-address=${address}`, `--advertise-address=${address}`]
+        : [
+            '--bind-address=127.0.0.1',
+            '--advertise-address=127.0.0.1',
+            // a loopback address is no valid endpoint of the `kubernetes` Service: kube-apiserver 1.37
+            // refuses to start with it and the default lease reconciler, 1.36 failed each endpoint write.
+            // Nothing on the testbed reaches the apiserver through that Service (no kube-proxy, no in-cluster clients)
+            '--endpoint-reconciler-type=none',
+          ]),
       `--secure-port=${PORTS.apiserver}`,
       `--cert-dir=${join(o.runDir, 'pki')}`,
-      `--tls-cert-file=${pki.apiserverCert}`,
-      `--tls-private-key-file=${pki.apiserverKey}`,
+      `--tls-cert-file=${serving.cert}`,
+      `--tls-private-key-file=${serving.key}`,
       `--client-ca-file=${pki.caCert}`,
       `--service-cluster-ip-range=${SERVICE_CIDR}`,
       '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
@@ -153,10 +187,10 @@ export function apiserverSpec(o: ControlPlaneOptions) {
       // reach kubelets by their InternalIP (no DNS on the testbed: never resolve node names)
       '--kubelet-preferred-address-types=InternalIP',
       '--profiling=false',
-      ...auditFlags(o),
+      ...(index === 0 ? auditFlags(o) : []),
       '--v=1',
     ],
-    logFile: join(o.runDir, 'logs', 'kube-apiserver.log'),
+    logFile: join(o.runDir, 'logs', `${name}.log`),
     cpus: o.cpus,
   };
 }
@@ -225,22 +259,22 @@ function assertRunning(p: { name: string; pid: number; logFile: string } | undef
   if (p && !isAlive(p.pid)) throw new FatalError(`${p.name} exited:\n${tailFile(p.logFile)}`);
 }
 
-/** Waits for /readyz; with `p` (the apiserver's process) a dead apiserver ends the wait at once. */
-export async function waitApiserverReady(o: ControlPlaneOptions, logFile: string, timeoutMs = 90_000, p?: TrackedProcess): Promise<void> {
+/** Waits for /readyz of apiserver `index`; with `p` (the apiserver's process) a dead apiserver ends the wait at once. */
+export async function waitApiserverReady(o: ControlPlaneOptions, logFile: string, timeoutMs = 90_000, p?: TrackedProcess, index = 0): Promise<void> {
   const admin = o.pki.client('admin');
   await pollUntil(
-    'kube-apiserver /readyz',
+    `${apiserverName(index)} /readyz`,
     async () => {
       assertRunning(p);
-      return (await httpsGet(`${APISERVER_URL}/readyz`, { ca: o.pki.caCert, ...admin }))[0] === 200;
+      return (await httpsGet(`${apiserverUrl(o, index)}/readyz`, { ca: o.pki.caCert, ...admin }))[0] === 200;
     },
     { timeoutMs, explain: () => tailFile(logFile) },
   );
 }
 
-export async function startApiserver(o: ControlPlaneOptions): Promise<TrackedProcess> {
-  const p = startProcess(apiserverSpec(o));
-  await waitApiserverReady(o, p.logFile, undefined, p);
+export async function startApiserver(o: ControlPlaneOptions, index = 0): Promise<TrackedProcess> {
+  const p = startProcess(apiserverSpec(o, index));
+  await waitApiserverReady(o, p.logFile, undefined, p, index);
   return p;
 }
 

@@ -37,30 +37,40 @@ export interface Pki {
   client(file: string): { cert: string; key: string };
 }
 
+/** Signs `<name>.crt` (key `<name>.key`, EC P-256) with the CA in `dir`. */
+async function signCert(dir: string, name: string, subj: string, ext: string): Promise<void> {
+  await openssl(['ecparam', '-name', 'prime256v1', '-genkey', '-noout', '-out', `${name}.key`], dir);
+  await openssl(['req', '-new', '-key', `${name}.key`, '-subj', subj, '-out', `${name}.csr`], dir);
+  await writeFile(join(dir, `${name}.ext`), ext);
+  await openssl(
+    ['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-set_serial', `0x${randomBytes(16).toString('hex')}`, '-sha256', '-days', '3650', '-extfile', `${name}.ext`, '-out', `${name}.crt`],
+    dir,
+  );
+}
+
+/** An apiserver serving certificate's extensions: these IP SANs and the `kubernetes` Service names (as kubeadm's). */
+function servingExt(ips: string[]): string {
+  const sans = [...ips.map((ip) => `IP:${ip}`), 'DNS:localhost', 'DNS:kubernetes', 'DNS:kubernetes.default', 'DNS:kubernetes.default.svc', 'DNS:kubernetes.default.svc.cluster.local'].join(',');
+  return `basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=${sans}\n`;
+}
+
+/**
+ * Another apiserver's serving certificate from the testbed CA (`<name>.crt`/`.key` in the PKI dir),
+ * valid for `ips` and the `kubernetes` Service names: each apiserver's own address, as kubeadm
+ * puts the advertise address of every control-plane node into that node's certificate.
+ */
+export async function generateApiserverCert(pki: Pki, name: string, ips: string[]): Promise<{ cert: string; key: string }> {
+  await signCert(pki.dir, name, '/CN=kube-apiserver', servingExt(ips));
+  return { cert: join(pki.dir, `${name}.crt`), key: join(pki.dir, `${name}.key`) };
+}
+
 export async function generatePki(dir: string, clients: ClientIdentity[], apiserverIps: string[]): Promise<Pki> {
   await mkdir(dir, { recursive: true });
-  const p = (f: string) => join(dir, f);
   await openssl(['ecparam', '-name', 'prime256v1', '-genkey', '-noout', '-out', 'ca.key'], dir);
   await openssl(['req', '-x509', '-new', '-key', 'ca.key', '-sha256', '-days', '3650', '-subj', '/CN=ulysses-testbed-ca', '-out', 'ca.crt'], dir);
 
-  const sign = async (name: string, subj: string, ext: string) => {
-    await openssl(['ecparam', '-name', 'prime256v1', '-genkey', '-noout', '-out', `${name}.key`], dir);
-    await openssl(['req', '-new', '-key', `${name}.key`, '-subj', subj, '-out', `${name}.csr`], dir);
-    await writeFile(p(`${name}.ext`), ext);
-    await openssl(
-      ['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-set_serial', `0x${randomBytes(16).toString('hex')}`, '-sha256', '-days', '3650', '-extfile', `${name}.ext`, '-out', `${name}.crt`],
-      dir,
-    );
-  };
-  const sans = [
-    ...apiserverIps.map((ip) => `IP:${ip}`),
-    'DNS:localhost',
-    'DNS:kubernetes',
-    'DNS:kubernetes.default',
-    'DNS:kubernetes.default.svc',
-    'DNS:kubernetes.default.svc.cluster.local',
-  ].join(',');
-  await sign('apiserver', '/CN=kube-apiserver', `basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=${sans}\n`);
+  const sign = (name: string, subj: string, ext: string) => signCert(dir, name, subj, ext);
+  await sign('apiserver', '/CN=kube-apiserver', servingExt(apiserverIps));
   await Promise.all(
     clients.map((c) =>
       sign(c.file, `${c.org ? `/O=${c.org}` : ''}/CN=${c.cn}`, 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n'),

@@ -52,7 +52,7 @@ export function realNodeSpec(runDir: string, index: number): RealNodeSpec {
   };
 }
 
-async function sh(cmd: string, args: string[]): Promise<string> {
+export async function sh(cmd: string, args: string[]): Promise<string> {
   try {
     return (await run(cmd, args)).stdout;
   } catch (err) {

@@ -13,11 +13,14 @@ import { stringify as stringifyYaml } from 'yaml';
 import { ensureBinaries, K8S_VERSION, cacheDir, missingBinaries } from './binaries.ts';
 import { BUILD_PREREQUISITES, TESTBED_PREREQUISITES, ensurePrerequisites } from './prerequisites.ts';
 import { buildTestImages } from './images/index.ts';
-import { generatePki, pkiPaths, writeKubeconfig, type Pki } from './pki.ts';
+import { generateApiserverCert, generatePki, pkiPaths, writeKubeconfig, type Pki } from './pki.ts';
 import {
-  APISERVER_URL,
+  APISERVERS_BRIDGE,
+  HA_APISERVER_IPS,
   PORTS,
+  apiserverName,
   apiserverSpec,
+  apiserverUrl,
   startApiserver,
   startControllerManager,
   startEtcd,
@@ -25,7 +28,7 @@ import {
   waitApiserverReady,
   type ControlPlaneOptions,
 } from './controlplane.ts';
-import { realNodeSpec, startRealNode, stopRealNode, unmountUnder, mountsUnder, deleteBridge, destroyCgroupRoot, type RealNodeSpec } from './realnode.ts';
+import { realNodeSpec, startRealNode, stopRealNode, unmountUnder, mountsUnder, deleteBridge, destroyCgroupRoot, sh, type RealNodeSpec } from './realnode.ts';
 import { createKwokNodes, DEFAULT_KWOK_DELAYS, KWOK_PORT, startKwok, writeKwokStages, type KwokDelays } from './kwok.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { isNodeReady } from '../../core/objects.ts';
@@ -63,6 +66,14 @@ export interface TestbedOptions {
    */
   auditNamespaces?: string[];
   /**
+   * 2: a second kube-apiserver on the same etcd, as on a kubeadm HA control plane. Both bind and
+   * advertise their own address on the bridge `uly-apis` (HA_APISERVER_IPS: 10.243.0.1, 10.243.0.2,
+   * port 16443, each with its own serving certificate from the testbed CA valid for its address)
+   * with the default lease endpoint reconciler, so both are listed in default/kubernetes; the
+   * kubeconfigs point at the first. Default 1: one apiserver on 127.0.0.1, listed nowhere.
+   */
+  apiservers?: 1 | 2;
+  /**
    * How long to wait for every node to be Ready and schedulable; default 120 s + 0.3 s per KWOK
    * node (kwok and the node lifecycle controller need minutes for 1000 nodes on 2 cores).
    */
@@ -80,7 +91,7 @@ export interface TestbedState {
   runDir: string;
   kubeconfig: string;
   apiserver: string;
-  options: { realNodes: number; kwokNodes: number; controllers: string; pinCpus: boolean; kwokCpus?: 'control-plane' | 'nodes'; kubeletShimConfig?: string; schedulerConfig?: string; auditNamespaces?: string[] };
+  options: { realNodes: number; kwokNodes: number; controllers: string; pinCpus: boolean; kwokCpus?: 'control-plane' | 'nodes'; kubeletShimConfig?: string; schedulerConfig?: string; auditNamespaces?: string[]; apiservers?: 1 | 2 };
   processes: TrackedProcess[];
   realNodes: RealNodeSpec[];
   kwokNodes: string[];
@@ -122,12 +133,13 @@ export function schedulerKubeconfigPath(runDir: string): string {
   return join(runDir, 'kubeconfigs', 'kube-scheduler.kubeconfig');
 }
 
-function controlPlaneOptions(runDir: string, pki: Pki, controllers: string, cpus?: string, schedulerConfig?: string, auditNamespaces?: string[]): ControlPlaneOptions {
+function controlPlaneOptions(runDir: string, pki: Pki, controllers: string, cpus?: string, schedulerConfig?: string, auditNamespaces?: string[], apiservers: 1 | 2 = 1): ControlPlaneOptions {
   return {
     runDir,
     pki,
     controllers,
     cpus,
+    ...(apiservers === 2 ? { apiserverAddresses: HA_APISERVER_IPS } : {}),
     ...(schedulerConfig ? { schedulerConfig } : {}),
     ...(auditNamespaces?.length ? { auditNamespaces } : {}),
     kubeconfigs: {
@@ -159,6 +171,9 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
   const cpCpus = pinCpus ? '0' : undefined;
   const nodeCpus = pinCpus ? '1' : undefined;
   const kwokCpus = opts.kwokCpus ?? 'control-plane';
+  const apiservers = opts.apiservers ?? 1;
+  if (apiservers !== 1 && apiservers !== 2) throw new Error(`testbed option apiservers: ${JSON.stringify(opts.apiservers)} (1 or 2)`);
+  const url = apiserverUrl(apiservers === 2 ? { apiserverAddresses: HA_APISERVER_IPS } : {});
 
   ensurePrerequisites([...TESTBED_PREREQUISITES, ...(missingBinaries().length ? BUILD_PREREQUISITES : [])], { log });
   await assertPortsFree([...Object.values(PORTS), ...(kwokCount ? [KWOK_PORT] : [])]);
@@ -174,8 +189,18 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
     version: K8S_VERSION,
     runDir,
     kubeconfig: join(runDir, 'kubeconfigs', 'admin.kubeconfig'),
-    apiserver: APISERVER_URL,
-    options: { realNodes: realCount, kwokNodes: kwokCount, controllers, pinCpus, kwokCpus, kubeletShimConfig: opts.kubeletShimConfig, schedulerConfig: opts.schedulerConfig, ...(opts.auditNamespaces?.length ? { auditNamespaces: opts.auditNamespaces } : {}) },
+    apiserver: url,
+    options: {
+      realNodes: realCount,
+      kwokNodes: kwokCount,
+      controllers,
+      pinCpus,
+      kwokCpus,
+      kubeletShimConfig: opts.kubeletShimConfig,
+      schedulerConfig: opts.schedulerConfig,
+      ...(opts.auditNamespaces?.length ? { auditNamespaces: opts.auditNamespaces } : {}),
+      ...(apiservers === 2 ? { apiservers } : {}),
+    },
     processes: [],
     realNodes: nodes,
     kwokNodes: kwokNames,
@@ -195,19 +220,25 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
         { file: 'apiserver-kubelet-client', cn: 'kube-apiserver-kubelet-client', org: 'system:masters' },
         ...nodes.map((n) => ({ file: `node-${n.name}`, cn: `system:node:${n.name}`, org: 'system:nodes' })),
       ],
-      ['127.0.0.1', '10.96.0.1'],
+      ['127.0.0.1', '10.96.0.1', ...(apiservers === 2 ? [HA_APISERVER_IPS[0]] : [])],
     );
+    if (apiservers === 2) {
+      await generateApiserverCert(pki, 'apiserver-2', [HA_APISERVER_IPS[1], '10.96.0.1']);
+      await createApiserversBridge();
+    }
     const kcDir = join(runDir, 'kubeconfigs');
-    await writeKubeconfig(state.kubeconfig, APISERVER_URL, pki, 'admin', 'admin');
-    await writeKubeconfig(join(kcDir, 'kube-scheduler.kubeconfig'), APISERVER_URL, pki, 'kube-scheduler', 'kube-scheduler');
-    await writeKubeconfig(join(kcDir, 'kube-controller-manager.kubeconfig'), APISERVER_URL, pki, 'kube-controller-manager', 'kube-controller-manager');
-    for (const n of nodes) await writeKubeconfig(join(kcDir, `${n.name}.kubeconfig`), APISERVER_URL, pki, `node-${n.name}`, n.name);
+    await writeKubeconfig(state.kubeconfig, url, pki, 'admin', 'admin');
+    await writeKubeconfig(join(kcDir, 'kube-scheduler.kubeconfig'), url, pki, 'kube-scheduler', 'kube-scheduler');
+    await writeKubeconfig(join(kcDir, 'kube-controller-manager.kubeconfig'), url, pki, 'kube-controller-manager', 'kube-controller-manager');
+    for (const n of nodes) await writeKubeconfig(join(kcDir, `${n.name}.kubeconfig`), url, pki, `node-${n.name}`, n.name);
 
-    const cp = controlPlaneOptions(runDir, pki, controllers, cpCpus, opts.schedulerConfig, opts.auditNamespaces);
+    const cp = controlPlaneOptions(runDir, pki, controllers, cpCpus, opts.schedulerConfig, opts.auditNamespaces, apiservers);
     log('starting etcd');
     track(await startEtcd(cp));
-    log('starting kube-apiserver');
-    track(await startApiserver(cp));
+    for (let i = 0; i < apiservers; i++) {
+      log(`starting ${apiserverName(i)}${cp.apiserverAddresses ? ` on ${cp.apiserverAddresses[i]}` : ''}`);
+      track(await startApiserver(cp, i));
+    }
     log('starting kube-scheduler and kube-controller-manager');
     track(await startScheduler(cp));
     track(await startControllerManager(cp));
@@ -297,6 +328,7 @@ export async function down(opts: { runDir?: string; log?: (line: string) => void
     await deleteBridge(n.bridge);
     await destroyCgroupRoot(n.cgroupRoot);
   }
+  if (state.options.apiservers === 2) await deleteBridge(APISERVERS_BRIDGE);
   // keep the logs: node logs are moved next to the control-plane ones
   for (const entry of existsSync(runDir) ? readdirSync(runDir) : []) {
     if (entry === 'logs') continue;
@@ -369,7 +401,7 @@ export async function restartComponent(name: 'kube-apiserver', opts: { runDir?: 
   const old = state.processes[idx]!;
   await stopProcess(old.pid, 10_000);
   if (opts.downtimeMs) await new Promise((r) => setTimeout(r, opts.downtimeMs));
-  const cp = controlPlaneOptions(runDir, pkiPaths(join(runDir, 'pki')), state.options.controllers, old.cpus, state.options.schedulerConfig, state.options.auditNamespaces);
+  const cp = controlPlaneOptions(runDir, pkiPaths(join(runDir, 'pki')), state.options.controllers, old.cpus, state.options.schedulerConfig, state.options.auditNamespaces, state.options.apiservers);
   const spec = apiserverSpec(cp);
   const p = startProcess(spec);
   state.processes[idx] = p;
@@ -416,6 +448,7 @@ export function leftovers(runDir = defaultRunDir(), state?: TestbedState): strin
     if (existsSync(`/sys/class/net/${n.bridge}`)) out.push(`interface ${n.bridge}`);
     if (existsSync(join('/sys/fs/cgroup/pids', n.cgroupRoot))) out.push(`cgroup ${n.cgroupRoot}`);
   }
+  if (state?.options.apiservers === 2 && existsSync(`/sys/class/net/${APISERVERS_BRIDGE}`)) out.push(`interface ${APISERVERS_BRIDGE}`);
   return out;
 }
 
@@ -430,6 +463,27 @@ export function reconfigureKubeletShim(node: string, config: unknown, runDir = d
   if (!spec || !proc) throw new Error(`node ${node} of the testbed in ${runDir} runs no kubelet-shim`);
   writeFileSync(join(spec.dir, 'kubelet-shim.yaml'), stringifyYaml(config));
   process.kill(proc.pid, 'SIGHUP');
+}
+
+/**
+ * The bridge carrying the apiservers' addresses of a testbed with two apiservers (one /32 each,
+ * no port): idempotent.
+ */
+async function createApiserversBridge(): Promise<void> {
+  const links = await sh('ip', ['-o', 'link', 'show']);
+  if (!links.includes(` ${APISERVERS_BRIDGE}:`)) await sh('ip', ['link', 'add', 'name', APISERVERS_BRIDGE, 'type', 'bridge']);
+  const addrs = await sh('ip', ['-o', '-4', 'addr', 'show', 'dev', APISERVERS_BRIDGE]);
+  for (const ip of HA_APISERVER_IPS) if (!addrs.includes(` ${ip}/32`)) await sh('ip', ['addr', 'add', `${ip}/32`, 'dev', APISERVERS_BRIDGE]);
+  await sh('ip', ['link', 'set', APISERVERS_BRIDGE, 'up']);
+}
+
+/** The tracked process of apiserver `index` (0: the first) of the testbed in `runDir`, and its URL. */
+export function apiserverOf(index: number, runDir = defaultRunDir()): { pid: number; url: string; address: string } {
+  const state = readState(runDir);
+  const p = state?.processes.find((x) => x.name === apiserverName(index));
+  if (!state || !p) throw new Error(`the testbed in ${runDir} has no ${apiserverName(index)}`);
+  const address = state.options.apiservers === 2 ? HA_APISERVER_IPS[index]! : '127.0.0.1';
+  return { pid: p.pid, url: apiserverUrl(state.options.apiservers === 2 ? { apiserverAddresses: HA_APISERVER_IPS } : {}, index), address };
 }
 
 /** Fails fast (naming the port) when another testbed or program already listens on a port we need. */

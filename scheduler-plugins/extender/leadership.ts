@@ -22,8 +22,9 @@
  * apiserver's ValidatingAdmissionPolicy `ulysses-reservation-epoch` refuses one whose epoch is not
  * the Lease's current one, which closes what the gate cannot: a leader stopped after its last check
  * but before its request leaves. A new leader, before it lists the pods, waits until a dry run with
- * its epoch is admitted (the policy reads the Lease from the apiserver's cache): from then on that
- * apiserver refuses every older epoch.
+ * its epoch is admitted by every kube-apiserver (each reads the Lease from its own cache; the
+ * apiservers listed in default/kubernetes, apiservers.ts, and the kubeconfig's server): from then
+ * on every one of them refuses every older epoch.
  *
  * {@link ExtenderLeadership} wires the elector, the gate, the rebuild and, in a pod, the routing
  * label: the Service selects `ulysses.io/scheduler-extender-leader: "true"`, which the leader puts
@@ -35,6 +36,10 @@
 import { KubeClient } from '../../core/kube.ts';
 import { LeaderElector, type LeaderElectionOptions } from '../../core/leader-election.ts';
 import type { Logger } from '../../core/logging.ts';
+import { APISERVER_ENDPOINTS_PATH, APISERVER_SLICE_PATH, MAX_APISERVERS, apiserverAccess, apiserversFromEndpoints, apiserversFromSlice, hostPort } from './apiservers.ts';
+
+/** Bound of each request of the epoch confirmation (the list read, each apiserver's dry run). */
+export const CONFIRM_TIMEOUT_MS = 5_000;
 
 /** Label of the pod that leads: the Service `ulysses-scheduler-extender` selects it. */
 export const LEADER_LABEL = 'ulysses.io/scheduler-extender-leader';
@@ -84,11 +89,15 @@ export interface ServingGate {
   check(): Serving;
 }
 
+const REBUILDING = "rebuilding the reservations from the pods' annotations";
+
 export class LeadershipGate implements ServingGate {
   private state: LeadershipPhase = 'standby';
   /** One number per term of leadership: a rebuild of an earlier term never marks a later one ready. */
   private term = 0;
   private since: number;
+  /** What the `rebuilding` phase waits for (its readiness reason). */
+  private detail = REBUILDING;
 
   constructor(
     private readonly lease: LeaseView,
@@ -108,7 +117,13 @@ export class LeadershipGate implements ServingGate {
     if (this.state === 'lost' || this.state === 'stopped') return this.term;
     this.state = 'rebuilding';
     this.since = this.now();
+    this.detail = REBUILDING;
     return ++this.term;
+  }
+
+  /** What term `term`, still rebuilding, waits for now (e.g. the apiservers yet to confirm its epoch): the readiness reason. */
+  progress(term: number, detail: string): void {
+    if (term === this.term && this.state === 'rebuilding') this.detail = detail;
   }
 
   /** The state of `term` is rebuilt: serving, if that term still leads. */
@@ -134,7 +149,7 @@ export class LeadershipGate implements ServingGate {
         return { ready: false, reason: `standby replica: ${this.what} is held by ${leader ? JSON.stringify(leader) : 'no one yet'}; only the leader answers` };
       }
       case 'rebuilding':
-        return { ready: false, reason: `leader since ${this.now() - this.since} ms, rebuilding the reservations from the pods' annotations; not serving yet` };
+        return { ready: false, reason: `leader since ${this.now() - this.since} ms, ${this.detail}; not serving yet` };
       case 'lost':
         return { ready: false, reason: `lost ${this.what} (not renewed within the renew deadline): not serving` };
       case 'stopped':
@@ -162,10 +177,12 @@ export interface ExtenderLeadershipOptions extends Omit<LeaderElectionOptions, '
   /** The pod this process runs in (downward API POD_NAMESPACE/POD_NAME): the routing label is kept on it. */
   pod?: { namespace: string; name: string };
   /**
-   * Before the rebuild, wait until the apiserver admits this term's reservation epoch (default
+   * Before the rebuild, wait until every apiserver admits this term's reservation epoch (default
    * true; see ExtenderLeadership.confirmEpoch).
    */
   confirmEpoch?: boolean;
+  /** The client for one apiserver's own address (default: the client's credentials aimed there, apiservers.ts apiserverAccess). */
+  apiserverClient?: (url: string) => Pick<KubeClient, 'request'>;
   log: Logger;
 }
 
@@ -174,6 +191,12 @@ export class ExtenderLeadership {
   readonly gate: LeadershipGate;
   readonly elector: LeaderElector;
   private readonly client: KubeClient;
+  private readonly directClients = new Map<string, Pick<KubeClient, 'request'>>();
+  /**
+   * Every apiserver that admitted an epoch of this process (host:port, the epoch, whether it was the
+   * kubeconfig's server), in order: what the log says, for tests and diagnosis.
+   */
+  readonly confirmations: Array<{ apiserver: string; epoch: number; kubeconfigServer: boolean }> = [];
   /** our clock, ms: when this replica became leader (for the log) */
   private tookOverAt = 0;
 
@@ -209,7 +232,7 @@ export class ExtenderLeadership {
     const log = this.o.log;
     // first the epoch, then the list: once the apiserver admits the new epoch it refuses every
     // reservation write of an older one, so the list below holds every reservation it will ever admit from them
-    if (this.o.confirmEpoch !== false && !(await this.confirmEpoch(signal))) return;
+    if (this.o.confirmEpoch !== false && !(await this.confirmEpoch(signal, term))) return;
     log.info('leader: rebuilding the reservations from the pods before serving');
     // until it succeeds or leadership ends: a leader that cannot list serves nothing
     for (let attempt = 1; !signal.aborted; attempt++) {
@@ -232,48 +255,121 @@ export class ExtenderLeadership {
   }
 
   /**
-   * Waits until the apiserver admits a write carrying this term's reservation epoch (the Lease's
-   * spec.leaseTransitions): a server-side dry run (`?dryRun=All`, nothing stored) of a merge PATCH
-   * of the Lease itself setting {@link RESERVATION_EPOCH_ANNOTATION}, which the policy
+   * Waits until EVERY kube-apiserver admits a write carrying this term's reservation epoch (the
+   * Lease's spec.leaseTransitions): a server-side dry run (`?dryRun=All`, nothing stored) of a merge
+   * PATCH of the Lease itself setting {@link RESERVATION_EPOCH_ANNOTATION}, which the policy
    * `ulysses-reservation-epoch` checks against its parameter, this same Lease, as read from the
-   * apiserver's informer cache. Refused (403, the policy's message) while that cache still has the
-   * previous epoch: retried with backoff until admitted or leadership ends (a cache without the
-   * Lease admits it: parameterNotFoundAction Allow, and a Lease just created has no earlier term). Admitted
-   * means this apiserver's cache has the new epoch and refuses every older one from now on; with
-   * several apiservers it proves it for the one that answered only (each has its own cache).
-   * Without the policy installed the dry run is simply admitted. True once confirmed.
+   * answering apiserver's informer cache. Refused (403, the policy's message) while that cache still
+   * has the previous epoch. Admitted means that apiserver refuses every older epoch from now on; each
+   * apiserver has its own cache, so the dry run goes to each of them directly:
+   *  - the kubeconfig's server (the one the reservation writes go to; behind it may be an apiserver
+   *    that is listed nowhere, e.g. `--endpoint-reconciler-type=none`), and
+   *  - every address of the apiservers' own list, the EndpointSlice (else Endpoints)
+   *    default/kubernetes (apiservers.ts), re-read every round: an apiserver that cannot be reached
+   *    holds the leader back until it confirms or leaves the list (a stopped apiserver leaves it
+   *    5-25 s after it stopped). Same credentials; TLS verified against the kubeconfig's CA with the
+   *    address as the server name (apiservers.ts apiserverAccess).
+   * Every round is bounded (list read and each dry run: {@link CONFIRM_TIMEOUT_MS}), confirmations
+   * are kept across rounds, and the readiness reason names the apiservers still pending. An
+   * extender that cannot reach the listed addresses (run outside the cluster's network) does not
+   * serve as the leader: that is the safe side, the reason says which address it could not reach.
+   * A cache without the Lease admits the dry run (parameterNotFoundAction Allow; a Lease just created
+   * has no earlier term), and so does a cluster without the policy. True once confirmed.
    */
-  private async confirmEpoch(signal: AbortSignal): Promise<boolean> {
+  private async confirmEpoch(signal: AbortSignal, term: number): Promise<boolean> {
     const ns = this.o.namespace ?? 'kube-system';
     const what = `Lease ${ns}/${this.o.name}`;
     const path = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/leases/${encodeURIComponent(this.o.name)}`;
     const log = this.o.log;
     const started = Date.now();
+    const server = this.client.kc?.getCurrentCluster()?.server;
+    const own = server ? new URL(server).origin : '(kubeconfig server)';
+    /** apiserver URL -> the epoch it admitted */
+    const confirmed = new Map<string, number>();
     let last = '';
     for (let attempt = 1; !signal.aborted; attempt++) {
       const t = this.elector.leaseTransitions;
       let why: string;
       if (t === undefined) why = `${what} has no spec.leaseTransitions (the reservation epoch): cannot fence the reservations`;
       else {
+        let listed: string[] | undefined;
+        let listError = '';
         try {
-          await this.client.request('PATCH', path, {
-            query: { dryRun: 'All' },
-            body: { metadata: { annotations: { [RESERVATION_EPOCH_ANNOTATION]: String(t) } } },
-            contentType: 'application/merge-patch+json',
-            timeoutMs: 10_000,
-          });
-          log.info({ epoch: t, attempts: attempt, ms: Date.now() - started }, `leader: the apiserver admits reservation epoch ${t} (${what} spec.leaseTransitions)`);
-          return true;
+          listed = await this.listApiservers();
         } catch (err) {
-          why = `dry-run write of reservation epoch ${t} refused: ${(err as Error).message}`;
+          listError = `cannot read the apiservers' list (EndpointSlice default/kubernetes): ${(err as Error).message}`;
         }
+        const targets = [own, ...(listed ?? []).filter((u) => u !== own)];
+        const pending = new Map<string, string>();
+        for (const u of targets) if (confirmed.get(u) !== t) pending.set(u, 'no answer yet');
+        const show = () => {
+          const items = [...pending].map(([u, r]) => `${hostPort(u)}${u === own ? ' (kubeconfig server)' : ''}: ${r}`);
+          return `confirming reservation epoch ${t} (${what} spec.leaseTransitions) on ${targets.length} apiserver(s); pending: ${items.join('; ') || 'none'}${listError ? `; ${listError}` : ''}`;
+        };
+        this.gate.progress(term, show());
+        await Promise.all(
+          [...pending.keys()].map(async (u) => {
+            try {
+              const client = u === own ? this.client : this.direct(u);
+              await client.request('PATCH', path, {
+                query: { dryRun: 'All' },
+                body: { metadata: { annotations: { [RESERVATION_EPOCH_ANNOTATION]: String(t) } } },
+                contentType: 'application/merge-patch+json',
+                timeoutMs: CONFIRM_TIMEOUT_MS,
+              });
+              confirmed.set(u, t);
+              pending.delete(u);
+              this.confirmations.push({ apiserver: hostPort(u), epoch: t, kubeconfigServer: u === own });
+              log.info({ epoch: t, apiserver: hostPort(u), attempts: attempt }, `leader: apiserver ${hostPort(u)} admits reservation epoch ${t}`);
+            } catch (err) {
+              const e = err as Error & { statusCode?: number; code?: string; type?: string };
+              pending.set(u, e.name === 'AbortError' || e.type === 'aborted' ? `no answer within ${CONFIRM_TIMEOUT_MS} ms` : e.statusCode !== undefined ? `refused: ${e.message}` : `unreachable: ${e.message}`);
+            }
+            if (!signal.aborted) this.gate.progress(term, show());
+          }),
+        );
+        if (pending.size === 0 && listed !== undefined) {
+          log.info({ epoch: t, apiservers: targets.map(hostPort), attempts: attempt, ms: Date.now() - started }, `leader: every apiserver admits reservation epoch ${t} (${what} spec.leaseTransitions)`);
+          this.gate.progress(term, REBUILDING);
+          return true;
+        }
+        why = show();
       }
+      this.gate.progress(term, why);
       // every distinct reason once, then every 20th attempt
-      if (why !== last || attempt % 20 === 0) log.warn({ attempt }, `leader: not serving yet: ${why}`);
-      last = why;
+      if (why.replace(/within \d+ ms/g, '') !== last || attempt % 20 === 0) log.warn({ attempt }, `leader: not serving yet: ${why}`);
+      last = why.replace(/within \d+ ms/g, '');
       await new Promise((r) => setTimeout(r, Math.min(1000, 25 * 2 ** attempt)));
     }
     return false;
+  }
+
+  /** The apiservers' own list (apiservers.ts), read through the kubeconfig's server. */
+  private async listApiservers(): Promise<string[]> {
+    try {
+      return apiserversFromSlice(await this.client.request('GET', APISERVER_SLICE_PATH, { timeoutMs: CONFIRM_TIMEOUT_MS }));
+    } catch (err) {
+      if ((err as { statusCode?: number }).statusCode !== 404) throw err;
+    }
+    try {
+      return apiserversFromEndpoints(await this.client.request('GET', APISERVER_ENDPOINTS_PATH, { timeoutMs: CONFIRM_TIMEOUT_MS }));
+    } catch (err) {
+      // neither object: a cluster whose apiservers list themselves nowhere; the kubeconfig's server is all there is
+      if ((err as { statusCode?: number }).statusCode === 404) return [];
+      throw err;
+    }
+  }
+
+  /** A client for one apiserver's own address (kept per address: one keep-alive connection each). */
+  private direct(url: string): Pick<KubeClient, 'request'> {
+    let c = this.directClients.get(url);
+    if (!c) {
+      if (this.directClients.size >= MAX_APISERVERS * 2) this.directClients.clear();
+      if (!this.o.apiserverClient && !this.client.kc) throw new Error(`no kubeconfig behind the Lease client: cannot reach apiserver ${hostPort(url)} directly`);
+      c = this.o.apiserverClient?.(url) ?? new KubeClient(apiserverAccess(this.client.kc, url));
+      this.directClients.set(url, c);
+    }
+    return c;
   }
 
   /** Routing label on our pod, then off every other pod that still has it (a dead or deposed leader). */

@@ -29,8 +29,20 @@
  *     PodScheduled=False reason SchedulerError, and the pod back in the queue (backoff). Its next
  *     attempt goes to B, whose filter refuses kwok-1 (both slots held by Y): FailedScheduling
  *     "0/1 nodes are available: ..." with the extender's TDMA message, reason Unschedulable, and X
- *     stays Pending, unbound and without a reservation.
- * Cases 1 and 2 call the extender directly: their pods use a scheduler that does not exist.
+ *     stays Pending, unbound and without a reservation;
+ *  4. the epoch on every apiserver: the testbed runs TWO kube-apiservers on its etcd (option
+ *     `apiservers: 2`: 10.243.0.1 and 10.243.0.2, both listed in the EndpointSlice default/kubernetes
+ *     by their lease endpoint reconcilers); a new leader dry-runs its epoch against both addresses
+ *     directly (its `confirmations`, and each apiserver's own apiserver_request_total of dry-run Lease
+ *     PATCHes, counted before and after) before it serves. Then the second apiserver is stopped
+ *     (SIGSTOP) and another replica takes over: it confirms on the first, does not serve, and its
+ *     readiness reason names 10.243.0.2:16443 as pending, until SIGCONT, after which it confirms
+ *     there too and serves. A stopped apiserver would leave the list once its endpoint lease (an
+ *     etcd key with a 15 s TTL, refreshed every 10 s) expired and the other apiserver's reconciler
+ *     ran; the test writes that key again under an etcd lease of its own while the apiserver is
+ *     stopped, so it stays listed whatever the time the takeover takes (an apiserver listed but not
+ *     answering), and resumes it as soon as the pending reason is seen (no waiting on time).
+ * Cases 1, 2 and 4 call the extender directly: their pods use a scheduler that does not exist.
  */
 import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -39,6 +51,11 @@ import { useTestbed } from './harness.ts';
 import { ApiError, KubeClient } from '../../core/kube.ts';
 import { asExtenderClient, createExtenderManifests, refusal, unscheduledPod } from '../extender-admission.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
+import { join } from 'node:path';
+import { apiserverOf } from '../../experiments/testbed/testbed.ts';
+import { PORTS, httpsGet } from '../../experiments/testbed/controlplane.ts';
+import { pkiPaths } from '../../experiments/testbed/pki.ts';
+import { APISERVER_SLICE_PATH, apiserversFromSlice } from '../../scheduler-plugins/extender/apiservers.ts';
 import { ensureNamespace } from '../../experiments/workloads.ts';
 import { silentLogger } from '../../core/logging.ts';
 import { ExtenderServer, type BindClient } from '../../scheduler-plugins/extender/server.ts';
@@ -66,7 +83,7 @@ writeFileSync(
   schedulerConfig,
   renderKubeSchedulerConfiguration({ kubeconfig: schedulerKubeconfigPath(runDir), extenderUrl: `http://127.0.0.1:${FRONT}`, httpTimeout: `${HTTP_TIMEOUT_S}s` }),
 );
-const t = useTestbed(runDir, { realNodes: 0, kwokNodes: 1, namespace: ns, schedulerConfig });
+const t = useTestbed(runDir, { realNodes: 0, kwokNodes: 1, namespace: ns, schedulerConfig, apiservers: 2 });
 
 /** A pod needing both TDMA slots of rtnet0 (2 slots): two such pods can never both hold them. */
 const pod = (name: string) => unscheduledPod(ns, name, { 'ulysses.io/tdma': '{"network":"rtnet0","slots":2}' });
@@ -161,6 +178,7 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
       /** A's Lease client: once `paused`, its requests go unanswered until their timeout (its renewals stop, as in a stopped process). */
       let paused = false;
       const aLease = {
+        kc: asExtender.kc, // the same credentials for the epoch's dry runs against each apiserver
         request: <T>(method: string, path: string, opts: { timeoutMs?: number } = {}): Promise<T> =>
           paused ? new Promise<T>((_, reject) => setTimeout(() => reject(new Error('replica A paused')), opts.timeoutMs ?? 1000)) : asExtender.request<T>(method, path, opts),
         put: <T>(path: string, body: unknown): Promise<T> => (paused ? Promise.reject(new Error('replica A paused')) : asExtender.put<T>(path, body)),
@@ -452,6 +470,132 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
       expect(Object.fromEntries(holders)).toEqual({ 0: ['sy'], 1: ['sy'] });
       expect(Object.fromEntries(pods.map((p) => [p.metadata!.name!, p.spec?.nodeName ?? null]))).toEqual({ sx: null, sy: 'kwok-1' });
     } finally {
+      for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    }
+  });
+});
+
+/** Dry-run Lease PATCHes apiserver `url` admitted, from its own metrics (apiserver_request_total, code 200). */
+async function admittedDryRuns(url: string): Promise<number> {
+  const pki = pkiPaths(join(runDir, 'pki'));
+  const [status, body] = await httpsGet(`${url}/metrics`, { ca: pki.caCert, ...pki.client('admin') });
+  if (status !== 200) throw new Error(`GET ${url}/metrics: ${status}`);
+  let n = 0;
+  for (const line of body.split('\n')) {
+    if (!line.startsWith('apiserver_request_total{')) continue;
+    if (['code="200"', 'dry_run="All"', 'resource="leases"', 'verb="PATCH"'].every((l) => line.includes(l))) n += Number(line.split(' ').pop());
+  }
+  return n;
+}
+
+/** etcd's JSON gateway (v3 API: keys and values base64). */
+async function etcd<T>(path: string, body: object): Promise<T> {
+  const res = await fetch(`http://127.0.0.1:${PORTS.etcdClient}/v3/${path}`, { method: 'POST', body: JSON.stringify(body) });
+  if (!res.ok) throw new Error(`etcd ${path}: HTTP ${res.status}: ${await res.text()}`);
+  return (await res.json()) as T;
+}
+
+/** The etcd key of apiserver `ip`'s endpoint lease, which its lease reconciler refreshes (TTL 15 s, every 10 s). */
+const endpointLeaseKey = (ip: string) => Buffer.from(`/registry/masterleases/${ip}`).toString('base64');
+
+/**
+ * Keeps apiserver `ip` listed while it is stopped: its endpoint lease's key written again, same
+ * value, under an etcd lease of the test's own (10 min), as if it still refreshed it: an apiserver
+ * that is listed but does not answer (hung, or cut off from this client), for as long as the test
+ * needs. Once resumed, its reconciler's next refresh puts the key under its own lease again.
+ */
+async function holdEndpointLease(ip: string): Promise<void> {
+  const cur = await etcd<{ kvs?: Array<{ value: string }> }>('kv/range', { key: endpointLeaseKey(ip) });
+  const value = cur.kvs?.[0]?.value;
+  if (!value) throw new Error(`apiserver ${ip} has no endpoint lease in etcd: not listed`);
+  const { ID } = await etcd<{ ID: string }>('lease/grant', { TTL: 600 });
+  await etcd('kv/put', { key: endpointLeaseKey(ip), value, lease: ID });
+}
+
+describe('reservation epoch on every apiserver (two kube-apiservers on one etcd)', () => {
+  it('a new leader dry-runs its epoch on both listed apiservers; with the second stopped it does not serve (readiness names it) until it resumes', async () => {
+    const first = apiserverOf(0, runDir);
+    const second = apiserverOf(1, runDir);
+    expect([first.address, second.address]).toEqual(['10.243.0.1', '10.243.0.2']);
+    // both listed by the apiservers' own reconcilers (each adds itself within its 10 s interval)
+    await pollUntil('both apiservers in EndpointSlice default/kubernetes', async () => JSON.stringify(apiserversFromSlice(await admin.get(APISERVER_SLICE_PATH))) === JSON.stringify([first.url, second.url]), {
+      timeoutMs: 60_000,
+      intervalMs: 200,
+    });
+    const stops: Array<() => Promise<void>> = [];
+    let stopped = false;
+    try {
+      const replica = (id: string) => {
+        let serving = false;
+        let served!: () => void;
+        const servedP = new Promise<void>((r) => (served = r));
+        const leadership = new ExtenderLeadership({
+          client: asExtender,
+          namespace: LEASE_NS,
+          name: LEASE,
+          identity: id,
+          leaseDurationSeconds: 3,
+          renewDeadlineSeconds: 2,
+          retryPeriodSeconds: 0.5,
+          log: silentLogger(),
+          rebuild: async () => undefined,
+          onServing: () => {
+            serving = true;
+            served();
+          },
+          onStopped: () => undefined,
+        });
+        stops.push(() => leadership.stop());
+        leadership.start();
+        return { leadership, served: servedP, serving: () => serving };
+      };
+      const before = { first: await admittedDryRuns(first.url), second: await admittedDryRuns(second.url) };
+      const c = replica('ext-c');
+      await c.served;
+      const epochC = Number((await admin.get<V1Lease>(leasePath)).spec?.leaseTransitions);
+      expect(c.leadership.confirmations).toEqual(
+        expect.arrayContaining([
+          { apiserver: '10.243.0.1:16443', epoch: epochC, kubeconfigServer: true },
+          { apiserver: '10.243.0.2:16443', epoch: epochC, kubeconfigServer: false },
+        ]),
+      );
+      expect(c.leadership.confirmations).toHaveLength(2);
+      // each apiserver itself admitted a dry run of the Lease (the kubeconfig's server is the first: one request each)
+      expect(await admittedDryRuns(first.url)).toBeGreaterThan(before.first);
+      expect(await admittedDryRuns(second.url)).toBeGreaterThan(before.second);
+      await c.leadership.stop();
+
+      // stop the second apiserver and keep it listed (its endpoint lease held by the test): listed, not answering
+      process.kill(second.pid, 'SIGSTOP');
+      stopped = true;
+      await holdEndpointLease(second.address);
+      const d = replica('ext-d');
+      const pendingReason = await pollUntil(
+        'the new leader confirmed on the first apiserver and waits for the second',
+        () => {
+          const g = d.leadership.gate.check();
+          return !g.ready && g.reason.includes('10.243.0.2:16443') && !g.reason.includes('10.243.0.1:16443') ? g.reason : undefined;
+        },
+        { timeoutMs: 30_000, intervalMs: 20 },
+      );
+      const epochD = Number((await admin.get<V1Lease>(leasePath)).spec?.leaseTransitions);
+      expect(epochD).toBe(epochC + 1);
+      expect(pendingReason).toMatch(new RegExp(`confirming reservation epoch ${epochD} .* on 2 apiserver\\(s\\); pending: 10\\.243\\.0\\.2:16443: `));
+      expect(d.serving()).toBe(false);
+      expect(d.leadership.confirmations).toEqual([{ apiserver: '10.243.0.1:16443', epoch: epochD, kubeconfigServer: true }]);
+      // still listed: the leader waits for it, not for the list
+      expect(apiserversFromSlice(await admin.get(APISERVER_SLICE_PATH))).toContain(second.url);
+
+      process.kill(second.pid, 'SIGCONT');
+      stopped = false;
+      await d.served;
+      expect(d.leadership.confirmations).toEqual([
+        { apiserver: '10.243.0.1:16443', epoch: epochD, kubeconfigServer: true },
+        { apiserver: '10.243.0.2:16443', epoch: epochD, kubeconfigServer: false },
+      ]);
+      expect(d.leadership.gate.check()).toMatchObject({ ready: true, epoch: String(epochD) });
+    } finally {
+      if (stopped) process.kill(second.pid, 'SIGCONT');
       for (const stop of stops.reverse()) await stop().catch(() => undefined);
     }
   });

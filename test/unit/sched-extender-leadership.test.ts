@@ -12,6 +12,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { APISERVER_ENDPOINTS_PATH, APISERVER_SLICE_PATH } from '../../scheduler-plugins/extender/apiservers.ts';
 import { ExtenderLeadership, LeadershipGate, RESERVATION_EPOCH_ANNOTATION, type LeaseView } from '../../scheduler-plugins/extender/leadership.ts';
 import { ExtenderServer, type BindClient } from '../../scheduler-plugins/extender/server.ts';
 import { ClusterState } from '../../scheduler-plugins/extender/state.ts';
@@ -562,6 +563,8 @@ describe('reservation epoch: the Lease\'s leaseTransitions on every reservation,
     const dryRuns: Array<{ query?: Record<string, unknown>; body?: unknown; contentType?: string }> = [];
     const leaseApi = {
       request: async (method: string, path: string, opts: { body?: any; query?: Record<string, unknown>; contentType?: string } = {}) => {
+        // a cluster whose apiserver lists itself nowhere (--endpoint-reconciler-type=none): the kubeconfig's server only
+        if (method === 'GET' && (path === APISERVER_SLICE_PATH || path === APISERVER_ENDPOINTS_PATH)) throw new ApiError(`GET ${path}: 404 not found`, 404, 'NotFound');
         expect(path).toMatch(/^\/apis\/coordination\.k8s\.io\/v1\/namespaces\/ulysses-system\/leases/);
         if (method === 'GET') return structuredClone(stored);
         if (method === 'PUT') {
