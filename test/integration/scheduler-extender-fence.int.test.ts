@@ -310,6 +310,7 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
     try {
       let paused = false;
       const aLease = {
+        kc: asExtender.kc, // the same credentials for the epoch's dry runs against each apiserver
         request: <T>(method: string, path: string, opts: { timeoutMs?: number } = {}): Promise<T> =>
           paused ? new Promise<T>((_, reject) => setTimeout(() => reject(new Error('replica A paused')), opts.timeoutMs ?? 1000)) : asExtender.request<T>(method, path, opts),
         put: <T>(path: string, body: unknown): Promise<T> => (paused ? Promise.reject(new Error('replica A paused')) : asExtender.put<T>(path, body)),
