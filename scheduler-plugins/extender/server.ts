@@ -434,24 +434,17 @@ export class ExtenderServer {
       if (typeof body === 'string') reply.type('application/json; charset=utf-8');
       return body;
     };
-    app.post('/filter', async (req, reply) =>
-      answer(
-        reply,
-        timed('filter', () => {
-          const args = this.args(req.body);
-          return typeof args === 'string' ? this.refused('filter', args, req.id) : this.filter(args);
-        })(),
-      ),
-    );
-    app.post('/prioritize', async (req, reply) =>
-      answer(
-        reply,
-        timed('prioritize', () => {
-          const args = this.args(req.body);
-          return typeof args === 'string' ? this.refused('prioritize', args, req.id) : this.prioritize(args);
-        })(),
-      ),
-    );
+    for (const verb of ['filter', 'prioritize'] as const) {
+      app.post(`/${verb}`, async (req, reply) =>
+        answer(
+          reply,
+          timed(verb, () => {
+            const args = this.args(req.body);
+            return typeof args === 'string' ? this.refused(verb, args, req.id) : verb === 'filter' ? this.filter(args) : this.prioritize(args);
+          })(),
+        ),
+      );
+    }
     app.post('/bind', async (req) =>
       timed('bind', () => {
         const parsed = bindingArgsSchema.safeParse(req.body);

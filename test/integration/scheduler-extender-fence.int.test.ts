@@ -64,6 +64,7 @@ import { renderKubeSchedulerConfiguration } from '../../scheduler-plugins/extend
 import { schedulerKubeconfigPath } from '../../experiments/testbed/testbed.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 import { ReadyForwarder } from '../extender-forwarder.ts';
+import { FAST_LEASE } from '../fast-lease.ts';
 
 const runDir = '/tmp/ulysses-it-sched-fence';
 const ns = 'sched-fence';
@@ -101,6 +102,79 @@ const CONFIG = { listen: { host: '127.0.0.1', port: 0 }, tdmaNetworks: { rtnet0:
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), ms)))]).finally(() => clearTimeout(timer));
+}
+
+/** A replica's Lease client whose requests, once paused, go unanswered until their timeout (renewals stop, as in a stopped process). */
+function pausableLeaseClient(): { client: KubeClient; pause: () => void } {
+  let paused = false;
+  const client = {
+    kc: asExtender.kc, // the same credentials for the epoch's dry runs against each apiserver
+    request: <T>(method: string, path: string, opts: { timeoutMs?: number } = {}): Promise<T> =>
+      paused ? new Promise<T>((_, reject) => setTimeout(() => reject(new Error('replica paused')), opts.timeoutMs ?? 1000)) : asExtender.request<T>(method, path, opts),
+    put: <T>(path: string, body: unknown): Promise<T> => (paused ? Promise.reject(new Error('replica paused')) : asExtender.put<T>(path, body)),
+  } as unknown as KubeClient;
+  return { client, pause: () => (paused = true) };
+}
+
+/**
+ * A replica's bind client whose first PATCH of `path` (the reservation) is held right after the
+ * fence let it through: `holding` resolves with its body, and the request leaves the process only
+ * on `resume()` (`resumed`; the apiserver's timeout counts from its arrival); `late()` is its outcome.
+ */
+function heldPatchClient(path: string): { client: BindClient; holding: Promise<unknown>; resume: () => void; resumed: Promise<void>; late: () => Promise<{ ok: true } | { refused: string }> | undefined } {
+  let held!: (body: unknown) => void;
+  const holding = new Promise<unknown>((r) => (held = r));
+  let resume!: () => void;
+  const resumed = new Promise<void>((r) => (resume = r));
+  let late: Promise<{ ok: true } | { refused: string }> | undefined;
+  const client: BindClient = {
+    request: (<T>(method: string, p: string, opts: Parameters<KubeClient['request']>[2] = {}): Promise<T> => {
+      if (method !== 'PATCH' || p !== path || late) return asExtender.request<T>(method, p, opts);
+      held(opts.body);
+      late = resumed.then(() => asExtender.request(method, p, opts)).then(
+        () => ({ ok: true as const }),
+        (err: Error) => ({ refused: err.message }),
+      );
+      return late.then((r) => ('ok' in r ? ({} as T) : Promise.reject(new ApiError(r.refused, 403))));
+    }) as BindClient['request'],
+  };
+  return { client, holding, resume, resumed, late: () => late };
+}
+
+/** Releases A's held reservation PATCH of `pod`: the apiserver refuses it (403) for its old epoch, B (epoch +1) holding the Lease. */
+async function expectLateWriteRefused(held: ReturnType<typeof heldPatchClient>, pod: string, epochA: number): Promise<void> {
+  held.resume();
+  const outcome = await held.late();
+  expect(outcome).toHaveProperty('refused');
+  const refused = (outcome as { refused: string }).refused;
+  expect(refused.startsWith(`PATCH /api/v1/namespaces/sched-fence/pods/${pod}: 403 `)).toBe(true);
+  expect(refused).toContain(`reservation epoch "${epochA}" is not the current one: Lease ulysses-system/ulysses-scheduler-extender spec.leaseTransitions is ${epochA + 1} (holder "ext-b")`);
+}
+
+/** One extender replica (an ExtenderServer behind its ExtenderLeadership), stopped at the end of the test through `stops`. */
+function fenceReplica(id: string, leaseClient: KubeClient, bindClient: BindClient, config: object, stops: Array<() => Promise<void>>) {
+  let serving!: () => void;
+  const served = new Promise<void>((r) => (serving = r));
+  let server!: ExtenderServer;
+  const leadership = new ExtenderLeadership({
+    client: leaseClient,
+    namespace: LEASE_NS,
+    name: LEASE,
+    identity: id,
+    ...FAST_LEASE,
+    log: silentLogger(),
+    rebuild: async (signal) => {
+      await server.rebuild(signal);
+    },
+    onServing: () => serving(),
+    onStopped: () => undefined,
+  });
+  server = new ExtenderServer({ config, kubeconfig: t.kc, informerThread: false, client: bindClient, gate: leadership.gate, log: silentLogger() });
+  stops.push(async () => {
+    await leadership.stop();
+    await server.stop();
+  });
+  return { server, leadership, served };
 }
 
 /** Sets the Lease (as another holder, e.g. a replica of another process) to `transitions`. */
@@ -175,61 +249,12 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
     await admin.post(`/api/v1/namespaces/${ns}/pods`, pod('y'));
     const stops: Array<() => Promise<void>> = [];
     try {
-      /** A's Lease client: once `paused`, its requests go unanswered until their timeout (its renewals stop, as in a stopped process). */
-      let paused = false;
-      const aLease = {
-        kc: asExtender.kc, // the same credentials for the epoch's dry runs against each apiserver
-        request: <T>(method: string, path: string, opts: { timeoutMs?: number } = {}): Promise<T> =>
-          paused ? new Promise<T>((_, reject) => setTimeout(() => reject(new Error('replica A paused')), opts.timeoutMs ?? 1000)) : asExtender.request<T>(method, path, opts),
-        put: <T>(path: string, body: unknown): Promise<T> => (paused ? Promise.reject(new Error('replica A paused')) : asExtender.put<T>(path, body)),
-      } as unknown as KubeClient;
-      /** A's bind client: the reservation PATCH of x is held right after the fence let it through, until `resume`. */
-      let held!: () => void;
-      const holding = new Promise<void>((r) => (held = r));
-      let resume!: () => void;
-      const resumed = new Promise<void>((r) => (resume = r));
-      let late: Promise<{ ok: true } | { refused: string }> | undefined;
-      const aBind: BindClient = {
-        request: (<T>(method: string, path: string, opts: Parameters<KubeClient['request']>[2] = {}): Promise<T> => {
-          if (method !== 'PATCH' || path !== podPath('x')) return asExtender.request<T>(method, path, opts);
-          held();
-          // the request leaves the process only now; the apiserver's timeout counts from its arrival
-          late = resumed.then(() => asExtender.request(method, path, opts)).then(
-            () => ({ ok: true as const }),
-            (err: Error) => ({ refused: err.message }),
-          );
-          return late.then((r) => ('ok' in r ? ({} as T) : Promise.reject(new ApiError(r.refused, 403))));
-        }) as BindClient['request'],
-      };
+      const aLease = pausableLeaseClient();
+      // A's reservation PATCH of x: held right after the fence let it through, until resumed
+      const aBind = heldPatchClient(podPath('x'));
+      const replica = (id: 'ext-a' | 'ext-b', leaseClient: KubeClient, bindClient: BindClient) => fenceReplica(id, leaseClient, bindClient, CONFIG, stops);
 
-      const replica = (id: 'ext-a' | 'ext-b', leaseClient: KubeClient, bindClient: BindClient) => {
-        let serving!: () => void;
-        const served = new Promise<void>((r) => (serving = r));
-        let server!: ExtenderServer;
-        const leadership = new ExtenderLeadership({
-          client: leaseClient,
-          namespace: LEASE_NS,
-          name: LEASE,
-          identity: id,
-          leaseDurationSeconds: 3,
-          renewDeadlineSeconds: 2,
-          retryPeriodSeconds: 0.5,
-          log: silentLogger(),
-          rebuild: async (signal) => {
-            await server.rebuild(signal);
-          },
-          onServing: () => serving(),
-          onStopped: () => undefined,
-        });
-        server = new ExtenderServer({ config: CONFIG, kubeconfig: t.kc, informerThread: false, client: bindClient, gate: leadership.gate, log: silentLogger() });
-        stops.push(async () => {
-          await leadership.stop();
-          await server.stop();
-        });
-        return { server, leadership, served };
-      };
-
-      const a = replica('ext-a', aLease, aBind);
+      const a = replica('ext-a', aLease.client, aBind.client);
       await a.server.start();
       a.leadership.start();
       await a.served;
@@ -245,8 +270,8 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
       await pollUntil('A has x in its state', () => a.server.state.pod(`${ns}/x`), { timeoutMs: 30_000 });
       const xBefore = await admin.get<V1Pod>(podPath('x'));
       const bindA = a.server.bind({ PodName: 'x', PodNamespace: ns, PodUID: xBefore.metadata!.uid!, Node: 'kwok-1' });
-      await holding; // A's PATCH passed the fence and is on its way out: the process stops here
-      paused = true;
+      await aBind.holding; // A's PATCH passed the fence and is on its way out: the process stops here
+      aLease.pause();
 
       await b.served;
       expect(b.leadership.gate.check()).toMatchObject({ ready: true, epoch: String(epochA + 1) });
@@ -258,14 +283,8 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
 
       // A resumes: its PATCH (epoch 0, preconditions on x's unchanged version) reaches the apiserver
       expect((await admin.get<V1Pod>(podPath('x'))).metadata?.resourceVersion).toBe(xBefore.metadata?.resourceVersion);
-      resume();
-      const outcome = await late!;
-      expect(outcome).toHaveProperty('refused');
       // 403 (reason Forbidden): bind does not take it for a precondition failure (422) and retry
-      expect((outcome as { refused: string }).refused).toMatch(/^PATCH \/api\/v1\/namespaces\/sched-fence\/pods\/x: 403 /);
-      expect((outcome as { refused: string }).refused).toContain(
-        `reservation epoch "${epochA}" is not the current one: Lease ulysses-system/ulysses-scheduler-extender spec.leaseTransitions is ${epochA + 1} (holder "ext-b")`,
-      );
+      await expectLateWriteRefused(aBind, 'x', epochA);
       expect((await bindA).Error).toMatch(/^ulysses: bind sched-fence\/x to kwok-1: /);
 
       const x = await admin.get<V1Pod>(podPath('x'));
@@ -308,58 +327,12 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
     const forwarder = new ReadyForwarder(FRONT, () => ports);
     const stops: Array<() => Promise<void>> = [forwarder.close.bind(forwarder)];
     try {
-      let paused = false;
-      const aLease = {
-        kc: asExtender.kc, // the same credentials for the epoch's dry runs against each apiserver
-        request: <T>(method: string, path: string, opts: { timeoutMs?: number } = {}): Promise<T> =>
-          paused ? new Promise<T>((_, reject) => setTimeout(() => reject(new Error('replica A paused')), opts.timeoutMs ?? 1000)) : asExtender.request<T>(method, path, opts),
-        put: <T>(path: string, body: unknown): Promise<T> => (paused ? Promise.reject(new Error('replica A paused')) : asExtender.put<T>(path, body)),
-      } as unknown as KubeClient;
-      // A's reservation PATCH of sx: held right after the fence let it through, until `resume`
-      let held!: (body: unknown) => void;
-      const holding = new Promise<unknown>((r) => (held = r));
-      let resume!: () => void;
-      const resumed = new Promise<void>((r) => (resume = r));
-      let late: Promise<{ ok: true } | { refused: string }> | undefined;
-      const aBind: BindClient = {
-        request: (<T>(method: string, path: string, opts: Parameters<KubeClient['request']>[2] = {}): Promise<T> => {
-          if (method !== 'PATCH' || path !== podPath('sx') || late) return asExtender.request<T>(method, path, opts);
-          held(opts.body);
-          late = resumed.then(() => asExtender.request(method, path, opts)).then(
-            () => ({ ok: true as const }),
-            (err: Error) => ({ refused: err.message }),
-          );
-          return late.then((r) => ('ok' in r ? ({} as T) : Promise.reject(new ApiError(r.refused, 403))));
-        }) as BindClient['request'],
-      };
+      const aLease = pausableLeaseClient();
+      // A's reservation PATCH of sx: held right after the fence let it through, until resumed
+      const aBind = heldPatchClient(podPath('sx'));
 
       const replica = (id: 'ext-a' | 'ext-b', leaseClient: KubeClient, bindClient: BindClient) => {
-        let serving!: () => void;
-        const served = new Promise<void>((r) => (serving = r));
-        let server!: ExtenderServer;
-        const leadership = new ExtenderLeadership({
-          client: leaseClient,
-          namespace: LEASE_NS,
-          name: LEASE,
-          identity: id,
-          leaseDurationSeconds: 3,
-          renewDeadlineSeconds: 2,
-          retryPeriodSeconds: 0.5,
-          log: silentLogger(),
-          rebuild: async (signal) => {
-            await server.rebuild(signal);
-          },
-          onServing: () => serving(),
-          onStopped: () => undefined,
-        });
-        server = new ExtenderServer({
-          config: { ...CONFIG, httpTimeoutMs: HTTP_TIMEOUT_S * 1000 },
-          kubeconfig: t.kc,
-          informerThread: false,
-          client: bindClient,
-          gate: leadership.gate,
-          log: silentLogger(),
-        });
+        const { server, leadership, served } = fenceReplica(id, leaseClient, bindClient, { ...CONFIG, httpTimeoutMs: HTTP_TIMEOUT_S * 1000 }, stops);
         // the binds kube-scheduler sent this replica (its /bind route calls server.bind), as answered
         const binds: Array<{ pod: string; node: string; error: string }> = [];
         const bind = server.bind.bind(server);
@@ -370,16 +343,12 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
           binds.push({ pod: args.PodName, node: args.Node, error: r.Error ?? '' });
           return r;
         };
-        stops.push(async () => {
-          await leadership.stop();
-          await server.stop();
-        });
         return { server, leadership, served, binds, holdAnswers: (until: Promise<void>) => (answer = until) };
       };
 
-      const a = replica('ext-a', aLease, aBind);
+      const a = replica('ext-a', aLease.client, aBind.client);
       // A's /bind answers wait for A to resume too: a stopped process sends neither its PATCH nor its answer
-      a.holdAnswers(resumed);
+      a.holdAnswers(aBind.resumed);
       ports['ext-a'] = (await a.server.start()).port;
       a.leadership.start();
       await a.served;
@@ -394,8 +363,8 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
 
       // kube-scheduler schedules sx: filter, then bind, both at A; A's PATCH passes the fence and is held
       const sx = await admin.post<V1Pod>(`/api/v1/namespaces/${ns}/pods`, scheduledPod('sx'));
-      const patch = (await withTimeout(holding, 60_000, 'A holding the reservation PATCH of sx (kube-scheduler never called A\'s /bind?)')) as Array<{ op: string; path: string; value?: unknown }>;
-      paused = true; // the process stops here: no renewal, no answer
+      const patch = (await withTimeout(aBind.holding, 60_000, 'A holding the reservation PATCH of sx (kube-scheduler never called A\'s /bind?)')) as Array<{ op: string; path: string; value?: unknown }>;
+      aLease.pause(); // the process stops here: no renewal, no answer
       expect(patch).toContainEqual({ op: 'add', path: `/metadata/annotations/${RESERVATION_EPOCH_ANNOTATION.replace('/', '~1')}`, value: String(epochA) });
 
       await b.served;
@@ -421,13 +390,7 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
       // A resumes: its PATCH (epoch 0) reaches the apiserver; its own preconditions (sx's version) still hold
       const rvTest = patch.find((op) => op.op === 'test' && op.path === '/metadata/resourceVersion');
       expect(rvTest?.value).toBe((await admin.get<V1Pod>(podPath('sx'))).metadata?.resourceVersion);
-      resume();
-      const outcome = await late!;
-      expect(outcome).toHaveProperty('refused');
-      expect((outcome as { refused: string }).refused).toMatch(/^PATCH \/api\/v1\/namespaces\/sched-fence\/pods\/sx: 403 /);
-      expect((outcome as { refused: string }).refused).toContain(
-        `reservation epoch "${epochA}" is not the current one: Lease ulysses-system/ulysses-scheduler-extender spec.leaseTransitions is ${epochA + 1} (holder "ext-b")`,
-      );
+      await expectLateWriteRefused(aBind, 'sx', epochA);
       // kube-scheduler really sent sx's bind to A, and A answered it with an Error
       await pollUntil('A answered the bind of sx', () => a.binds.length > 0, { timeoutMs: 10_000 });
       expect(a.binds).toEqual([{ pod: 'sx', node: 'kwok-1', error: expect.stringMatching(/^ulysses: bind sched-fence\/sx to kwok-1: /) }]);
@@ -535,9 +498,7 @@ describe('reservation epoch on every apiserver (two kube-apiservers on one etcd)
           namespace: LEASE_NS,
           name: LEASE,
           identity: id,
-          leaseDurationSeconds: 3,
-          renewDeadlineSeconds: 2,
-          retryPeriodSeconds: 0.5,
+          ...FAST_LEASE,
           log: silentLogger(),
           rebuild: async () => undefined,
           onServing: () => {

@@ -21,6 +21,7 @@ import {
 import { ExtenderLeadership, RESERVATION_EPOCH_ANNOTATION } from '../../scheduler-plugins/extender/leadership.ts';
 import { ApiError, type KubeClient } from '../../core/kube.ts';
 import { silentLogger } from '../../core/logging.ts';
+import { FAST_LEASE, testLeadership } from '../fast-lease.ts';
 
 /** The slice kube-apiserver writes (EndpointsAdapter: one endpoint per IP, ready, the port "https"). */
 const slice = (ips: string[], port = 6443, addressType = 'IPv4') => ({
@@ -158,18 +159,11 @@ describe("a new leader confirms its epoch on every listed apiserver before it se
     leadership = new ExtenderLeadership({
       client: own,
       apiserverClient: direct,
-      namespace: 'ulysses-system',
-      name: 'ulysses-scheduler-extender',
-      identity: 'me',
-      leaseDurationSeconds: 3,
-      renewDeadlineSeconds: 2,
-      retryPeriodSeconds: 0.5,
-      log: silentLogger(),
+      ...testLeadership('me'),
       rebuild: async () => {
         calls.push(`rebuild (ready: ${leadership.gate.check().ready})`);
       },
       onServing: () => serving(),
-      onStopped: () => undefined,
     });
     leadership.start();
     try {
@@ -237,9 +231,7 @@ describe("a new leader confirms its epoch on every listed apiserver before it se
       namespace: 'ns',
       name: 'l',
       identity: 'me',
-      leaseDurationSeconds: 3,
-      renewDeadlineSeconds: 2,
-      retryPeriodSeconds: 0.5,
+      ...FAST_LEASE,
       log: silentLogger(),
       rebuild: async () => undefined,
       onServing: () => {

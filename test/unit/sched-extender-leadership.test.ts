@@ -26,6 +26,7 @@ import type { Socket } from 'node:net';
 import { parseAllDocuments } from 'yaml';
 import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
 import { RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../../scheduler-plugins/schedulability.ts';
+import { testLeadership } from '../fast-lease.ts';
 
 function lease(o: Partial<LeaseView> = {}): LeaseView & { isLeader: boolean; renewedAt: number; leader: string } {
   return { isLeader: false, renewedAt: 0, renewDeadlineMs: 10_000, leader: '', ...o };
@@ -587,18 +588,11 @@ describe('reservation epoch: the Lease\'s leaseTransitions on every reservation,
     const served = new Promise<void>((r) => (serving = r));
     const leadership = new ExtenderLeadership({
       client: leaseApi,
-      namespace: 'ulysses-system',
-      name: 'ulysses-scheduler-extender',
-      identity: 'me',
-      leaseDurationSeconds: 3,
-      renewDeadlineSeconds: 2,
-      retryPeriodSeconds: 0.5,
-      log: silentLogger(),
+      ...testLeadership('me'),
       rebuild: async () => {
         order.push(`rebuild (gate ready: ${leadership.gate.check().ready})`);
       },
       onServing: () => serving(),
-      onStopped: () => undefined,
     });
     leadership.start();
     try {
