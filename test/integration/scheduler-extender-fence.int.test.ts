@@ -41,7 +41,9 @@
  *     etcd key with a 15 s TTL, refreshed every 10 s) expired and the other apiserver's reconciler
  *     ran; the test writes that key again under an etcd lease of its own while the apiserver is
  *     stopped, so it stays listed whatever the time the takeover takes (an apiserver listed but not
- *     answering), and resumes it as soon as the pending reason is seen (no waiting on time).
+ *     answering), and resumes it as soon as the pending reason is seen (no waiting on time). Then
+ *     it is stopped again and left to expire: once it has left the list, the next leader serves,
+ *     confirmed on the first apiserver only.
  * Cases 1, 2 and 4 call the extender directly: their pods use a scheduler that does not exist.
  */
 import { writeFileSync } from 'node:fs';
@@ -147,7 +149,7 @@ async function expectLateWriteRefused(held: ReturnType<typeof heldPatchClient>, 
   const outcome = await held.late();
   expect(outcome).toHaveProperty('refused');
   const refused = (outcome as { refused: string }).refused;
-  expect(refused.startsWith(`PATCH /api/v1/namespaces/sched-fence/pods/${pod}: 403 `)).toBe(true);
+  expect(refused).toMatch(new RegExp(`^PATCH /api/v1/namespaces/sched-fence/pods/${pod}: 403 `));
   expect(refused).toContain(`reservation epoch "${epochA}" is not the current one: Lease ulysses-system/ulysses-scheduler-extender spec.leaseTransitions is ${epochA + 1} (holder "ext-b")`);
 }
 
@@ -347,8 +349,11 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
       };
 
       const a = replica('ext-a', aLease.client, aBind.client);
-      // A's /bind answers wait for A to resume too: a stopped process sends neither its PATCH nor its answer
-      a.holdAnswers(aBind.resumed);
+      // A's /bind answers wait for A to resume too: a stopped process sends neither its PATCH nor its
+      // answer; the answer after the PATCH's outcome (the order of a process that resumes: the
+      // PATCH was on its way out), so kube-scheduler's reaction to it (X's status) cannot reach the
+      // apiserver first and fail the PATCH's resourceVersion test instead of the epoch policy
+      a.holdAnswers(aBind.resumed.then(() => aBind.late()).then(() => undefined));
       ports['ext-a'] = (await a.server.start()).port;
       a.leadership.start();
       await a.served;
@@ -468,12 +473,17 @@ const endpointLeaseKey = (ip: string) => Buffer.from(`/registry/masterleases/${i
  * that is listed but does not answer (hung, or cut off from this client), for as long as the test
  * needs. Once resumed, its reconciler's next refresh puts the key under its own lease again.
  */
-async function holdEndpointLease(ip: string): Promise<void> {
-  const cur = await etcd<{ kvs?: Array<{ value: string }> }>('kv/range', { key: endpointLeaseKey(ip) });
-  const value = cur.kvs?.[0]?.value;
+async function holdEndpointLease(ip: string): Promise<string> {
+  const value = (await endpointLease(ip))?.value;
   if (!value) throw new Error(`apiserver ${ip} has no endpoint lease in etcd: not listed`);
   const { ID } = await etcd<{ ID: string }>('lease/grant', { TTL: 600 });
   await etcd('kv/put', { key: endpointLeaseKey(ip), value, lease: ID });
+  return ID;
+}
+
+/** The key of apiserver `ip`'s endpoint lease: its value and the etcd lease it is held under. */
+async function endpointLease(ip: string): Promise<{ value: string; lease?: string } | undefined> {
+  return (await etcd<{ kvs?: Array<{ value: string; lease?: string }> }>('kv/range', { key: endpointLeaseKey(ip) })).kvs?.[0];
 }
 
 describe('reservation epoch on every apiserver (two kube-apiservers on one etcd)', () => {
@@ -530,7 +540,7 @@ describe('reservation epoch on every apiserver (two kube-apiservers on one etcd)
       // stop the second apiserver and keep it listed (its endpoint lease held by the test): listed, not answering
       process.kill(second.pid, 'SIGSTOP');
       stopped = true;
-      await holdEndpointLease(second.address);
+      const held = await holdEndpointLease(second.address);
       const d = replica('ext-d');
       const pendingReason = await pollUntil(
         'the new leader confirmed on the first apiserver and waits for the second',
@@ -556,6 +566,22 @@ describe('reservation epoch on every apiserver (two kube-apiservers on one etcd)
         { apiserver: '10.243.0.2:16443', epoch: epochD, kubeconfigServer: false },
       ]);
       expect(d.leadership.gate.check()).toMatchObject({ ready: true, epoch: String(epochD) });
+
+      // an apiserver that stays stopped leaves the list (its endpoint lease expires: 5-25 s), and a
+      // new leader then serves without it: first the resumed apiserver holds its key again itself
+      await pollUntil('the resumed apiserver refreshed its endpoint lease', async () => (await endpointLease(second.address))?.lease !== held, { timeoutMs: 60_000, intervalMs: 200 });
+      await d.leadership.stop();
+      process.kill(second.pid, 'SIGSTOP');
+      stopped = true;
+      const e = replica('ext-e');
+      await pollUntil('the stopped apiserver left EndpointSlice default/kubernetes', async () => !apiserversFromSlice(await admin.get(APISERVER_SLICE_PATH)).includes(second.url), {
+        timeoutMs: 120_000,
+        intervalMs: 200,
+      });
+      await withTimeout(e.served, 60_000, 'the new leader serving once the stopped apiserver left the list');
+      const epochE = Number((await admin.get<V1Lease>(leasePath)).spec?.leaseTransitions);
+      expect(epochE).toBe(epochD + 1);
+      expect(e.leadership.confirmations).toEqual([{ apiserver: '10.243.0.1:16443', epoch: epochE, kubeconfigServer: true }]);
     } finally {
       if (stopped) process.kill(second.pid, 'SIGCONT');
       for (const stop of stops.reverse()) await stop().catch(() => undefined);
