@@ -52,7 +52,7 @@ export function realNodeSpec(runDir: string, index: number): RealNodeSpec {
   };
 }
 
-export async function sh(cmd: string, args: string[]): Promise<string> {
+async function sh(cmd: string, args: string[]): Promise<string> {
   try {
     return (await run(cmd, args)).stdout;
   } catch (err) {
@@ -131,12 +131,17 @@ export async function destroyCgroupRoot(cgroupRoot: string): Promise<void> {
   }
 }
 
-export async function createBridge(spec: RealNodeSpec): Promise<void> {
+/** The bridge `bridge` with these IPv4 addresses (`ip/prefix`), up: idempotent. */
+export async function ensureBridge(bridge: string, cidrs: readonly string[]): Promise<void> {
   const links = await sh('ip', ['-o', 'link', 'show']);
-  if (!links.includes(` ${spec.bridge}:`)) await sh('ip', ['link', 'add', 'name', spec.bridge, 'type', 'bridge']);
-  const addrs = await sh('ip', ['-o', '-4', 'addr', 'show', 'dev', spec.bridge]);
-  if (!addrs.includes(`${spec.gateway}/24`)) await sh('ip', ['addr', 'add', `${spec.gateway}/24`, 'dev', spec.bridge]);
-  await sh('ip', ['link', 'set', spec.bridge, 'up']);
+  if (!links.includes(` ${bridge}:`)) await sh('ip', ['link', 'add', 'name', bridge, 'type', 'bridge']);
+  const addrs = await sh('ip', ['-o', '-4', 'addr', 'show', 'dev', bridge]);
+  for (const cidr of cidrs) if (!addrs.includes(` ${cidr} `)) await sh('ip', ['addr', 'add', cidr, 'dev', bridge]);
+  await sh('ip', ['link', 'set', bridge, 'up']);
+}
+
+export async function createBridge(spec: RealNodeSpec): Promise<void> {
+  await ensureBridge(spec.bridge, [`${spec.gateway}/24`]);
   writeFileSync('/proc/sys/net/ipv4/ip_forward', '1');
 }
 

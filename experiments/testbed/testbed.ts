@@ -28,7 +28,7 @@ import {
   waitApiserverReady,
   type ControlPlaneOptions,
 } from './controlplane.ts';
-import { realNodeSpec, startRealNode, stopRealNode, unmountUnder, mountsUnder, deleteBridge, destroyCgroupRoot, sh, type RealNodeSpec } from './realnode.ts';
+import { realNodeSpec, startRealNode, stopRealNode, unmountUnder, mountsUnder, deleteBridge, destroyCgroupRoot, ensureBridge, type RealNodeSpec } from './realnode.ts';
 import { createKwokNodes, DEFAULT_KWOK_DELAYS, KWOK_PORT, startKwok, writeKwokStages, type KwokDelays } from './kwok.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { isNodeReady } from '../../core/objects.ts';
@@ -139,7 +139,7 @@ function controlPlaneOptions(runDir: string, pki: Pki, controllers: string, cpus
     pki,
     controllers,
     cpus,
-    ...(apiservers === 2 ? { apiserverAddresses: HA_APISERVER_IPS } : {}),
+    ...apiserverAddresses(apiservers),
     ...(schedulerConfig ? { schedulerConfig } : {}),
     ...(auditNamespaces?.length ? { auditNamespaces } : {}),
     kubeconfigs: {
@@ -173,7 +173,7 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
   const kwokCpus = opts.kwokCpus ?? 'control-plane';
   const apiservers = opts.apiservers ?? 1;
   if (apiservers !== 1 && apiservers !== 2) throw new Error(`testbed option apiservers: ${JSON.stringify(opts.apiservers)} (1 or 2)`);
-  const url = apiserverUrl(apiservers === 2 ? { apiserverAddresses: HA_APISERVER_IPS } : {});
+  const url = apiserverUrl(apiserverAddresses(apiservers));
 
   ensurePrerequisites([...TESTBED_PREREQUISITES, ...(missingBinaries().length ? BUILD_PREREQUISITES : [])], { log });
   await assertPortsFree([...Object.values(PORTS), ...(kwokCount ? [KWOK_PORT] : [])]);
@@ -224,7 +224,8 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
     );
     if (apiservers === 2) {
       await generateApiserverCert(pki, 'apiserver-2', [HA_APISERVER_IPS[1], '10.96.0.1']);
-      await createApiserversBridge();
+      // the apiservers' addresses, one /32 each on a bridge of their own (no port on it)
+      await ensureBridge(APISERVERS_BRIDGE, HA_APISERVER_IPS.map((ip) => `${ip}/32`));
     }
     const kcDir = join(runDir, 'kubeconfigs');
     await writeKubeconfig(state.kubeconfig, url, pki, 'admin', 'admin');
@@ -465,25 +466,18 @@ export function reconfigureKubeletShim(node: string, config: unknown, runDir = d
   process.kill(proc.pid, 'SIGHUP');
 }
 
-/**
- * The bridge carrying the apiservers' addresses of a testbed with two apiservers (one /32 each,
- * no port): idempotent.
- */
-async function createApiserversBridge(): Promise<void> {
-  const links = await sh('ip', ['-o', 'link', 'show']);
-  if (!links.includes(` ${APISERVERS_BRIDGE}:`)) await sh('ip', ['link', 'add', 'name', APISERVERS_BRIDGE, 'type', 'bridge']);
-  const addrs = await sh('ip', ['-o', '-4', 'addr', 'show', 'dev', APISERVERS_BRIDGE]);
-  for (const ip of HA_APISERVER_IPS) if (!addrs.includes(` ${ip}/32`)) await sh('ip', ['addr', 'add', `${ip}/32`, 'dev', APISERVERS_BRIDGE]);
-  await sh('ip', ['link', 'set', APISERVERS_BRIDGE, 'up']);
-}
-
 /** The tracked process of apiserver `index` (0: the first) of the testbed in `runDir`, and its URL. */
 export function apiserverOf(index: number, runDir = defaultRunDir()): { pid: number; url: string; address: string } {
   const state = readState(runDir);
   const p = state?.processes.find((x) => x.name === apiserverName(index));
   if (!state || !p) throw new Error(`the testbed in ${runDir} has no ${apiserverName(index)}`);
-  const address = state.options.apiservers === 2 ? HA_APISERVER_IPS[index]! : '127.0.0.1';
-  return { pid: p.pid, url: apiserverUrl(state.options.apiservers === 2 ? { apiserverAddresses: HA_APISERVER_IPS } : {}, index), address };
+  const addresses = apiserverAddresses(state.options.apiservers);
+  return { pid: p.pid, url: apiserverUrl(addresses, index), address: addresses.apiserverAddresses?.[index] ?? '127.0.0.1' };
+}
+
+/** The control plane's apiserver addresses for the testbed option `apiservers` (none: one apiserver on 127.0.0.1). */
+function apiserverAddresses(apiservers: 1 | 2 | undefined): Pick<ControlPlaneOptions, 'apiserverAddresses'> {
+  return apiservers === 2 ? { apiserverAddresses: HA_APISERVER_IPS } : {};
 }
 
 /** Fails fast (naming the port) when another testbed or program already listens on a port we need. */

@@ -336,9 +336,10 @@ export class ExtenderLeadership {
         why = show();
       }
       this.gate.progress(term, why);
-      // every distinct reason once, then every 20th attempt
-      if (why.replace(/within \d+ ms/g, '') !== last || attempt % 20 === 0) log.warn({ attempt }, `leader: not serving yet: ${why}`);
-      last = why.replace(/within \d+ ms/g, '');
+      // every distinct reason once (timeouts told apart by nothing but their length are one), then every 20th attempt
+      const kind = why.replace(/within \d+ ms/g, '');
+      if (kind !== last || attempt % 20 === 0) log.warn({ attempt }, `leader: not serving yet: ${why}`);
+      last = kind;
       await new Promise((r) => setTimeout(r, Math.min(1000, 25 * 2 ** attempt)));
     }
     return false;

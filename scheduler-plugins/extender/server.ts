@@ -55,6 +55,12 @@ import {
 
 export type Verb = 'filter' | 'prioritize' | 'bind';
 
+/** The extender verb a request URL names (`/filter?...`), if any. */
+function verbOf(url: string): Verb | undefined {
+  const path = url.split('?')[0]!.slice(1);
+  return path === 'filter' || path === 'prioritize' || path === 'bind' ? path : undefined;
+}
+
 let requestDuration: Histogram<'verb'> | undefined;
 let rejections: Counter<'reason'> | undefined;
 let binds: Counter<'result'> | undefined;
@@ -402,9 +408,7 @@ export class ExtenderServer {
     });
     // a replica that may not answer (standby, rebuilding, past its renew deadline): 503 with the reason
     app.addHook('onRequest', async (req, reply) => {
-      if (req.method !== 'POST' || !this.gate) return;
-      const verb = req.url.split('?')[0]!.slice(1);
-      if (verb !== 'filter' && verb !== 'prioritize' && verb !== 'bind') return;
+      if (req.method !== 'POST' || !this.gate || !verbOf(req.url)) return;
       const g = this.gate.check();
       if (g.ready) return;
       metrics().rejections.inc({ reason: 'not-serving' });
@@ -416,9 +420,7 @@ export class ExtenderServer {
     // close` on the 503, and on an answer finished after the gate closed (a deposed leader's last
     // bind), makes its next call open a new connection, which the Service routes to the leader
     app.addHook('onSend', async (req, reply) => {
-      if (req.method !== 'POST' || !this.gate || this.gate.check().ready) return;
-      const verb = req.url.split('?')[0]!.slice(1);
-      if (verb === 'filter' || verb === 'prioritize' || verb === 'bind') reply.header('connection', 'close');
+      if (req.method === 'POST' && this.gate && verbOf(req.url) && !this.gate.check().ready) reply.header('connection', 'close');
     });
     const timed = <T>(verb: Verb, fn: () => T | Promise<T>) => async () => {
       const end = metrics().requestDuration.startTimer({ verb });
@@ -465,8 +467,8 @@ export class ExtenderServer {
     // (HTTP 200: kube-scheduler reads no other body); anything else is an internal error: 500, logged with the request id
     app.setErrorHandler((err: { statusCode?: number; message: string; stack?: string }, req, reply) => {
       const client = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500;
-      const verb = req.url.split('?')[0]!.slice(1);
-      if (client && (verb === 'filter' || verb === 'prioritize' || verb === 'bind') && !reply.sent) {
+      const verb = verbOf(req.url);
+      if (client && verb && !reply.sent) {
         return reply.code(200).send(this.refused(verb, `${req.method} /${verb}: ${err.message}`, req.id));
       }
       if (client) {
@@ -867,7 +869,7 @@ export class ExtenderServer {
     const sent = names ? undefined : (args.Nodes?.items ?? []);
     const count = names ? names.length : sent!.length;
     const nameAt = (i: number) => (names ? names[i]! : sent![i]!.metadata!.name!);
-    const out: HostPriority[] = new Array<HostPriority>(count);
+    const scores = new Array<number>(count).fill(0);
     const infos: Array<NodeInfo | undefined> = new Array<NodeInfo | undefined>(count);
     // the HostPriorityList as JSON text (see AnswerJson); a node's name as its NodeInfo has it written
     const answer = (): AnswerJson => {
@@ -875,9 +877,9 @@ export class ExtenderServer {
       for (let i = 0; i < count; i++) {
         if (i) text += ',';
         text += '{"Host":';
-        text += infos[i]?.nameJson ?? JSON.stringify(out[i]!.Host);
+        text += infos[i]?.nameJson ?? JSON.stringify(nameAt(i));
         text += ',"Score":';
-        const score = out[i]!.Score;
+        const score = scores[i]!;
         text += Number.isFinite(score) ? score : 0; // as JSON.stringify's null reads in Go
         text += '}';
       }
@@ -891,12 +893,11 @@ export class ExtenderServer {
     const budget = worker && r.ok ? this.inlineBudget(r.req) : this.budget();
     const deferred: Array<{ index: number; info: NodeInfo }> = [];
     for (let i = 0; i < count; i++) {
-      const Host = nameAt(i);
-      const info = !r.ok ? undefined : names ? this.state.node(Host) : nodeInfoOf(sent![i]!);
+      const info = !r.ok ? undefined : names ? this.state.node(names[i]!) : nodeInfoOf(sent![i]!);
       infos[i] = info;
       const v = r.ok && info ? this.evaluate(r.req, info, cache, memo, budget) : undefined;
       if (worker && info && v && !v.fits && v.budgetExceeded) deferred.push({ index: i, info });
-      out[i] = { Host, Score: v?.fits ? v.score : 0 };
+      if (v?.fits) scores[i] = v.score;
     }
     if (!r.ok) return answer();
     const req = r.req;
@@ -906,7 +907,7 @@ export class ExtenderServer {
       return answer();
     }
     return this.analyzeDeferred(req, deferred, cache!, memo, worker, this.cfg.analysisBudget - budget.used).then(({ results, used, exceeded }) => {
-      for (const [k, d] of deferred.entries()) out[d.index] = { Host: nameAt(d.index), Score: results[k]!.fits ? results[k]!.score : 0 };
+      for (const [k, d] of deferred.entries()) scores[d.index] = results[k]!.fits ? results[k]!.score : 0;
       this.budgetSpent(budget.used + used, exceeded ? this.cfg.analysisBudget : undefined, req);
       return answer();
     });

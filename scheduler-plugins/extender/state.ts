@@ -53,7 +53,7 @@ export const RESERVED_NODE_ANNOTATION = 'ulysses.io/reserved-node';
 export interface NodeInfo {
   readonly name: string;
   readonly node: V1Node;
-  /** The name as JSON text: the verbs' answers are written as text (server.ts filterAnswer). */
+  /** The name as JSON text: the verbs' answers are written as text (server.ts AnswerJson). */
   readonly nameJson: string;
   /** `ulysses.io/assurance` (absent = no assurance: every level 0). */
   readonly assurance: Parsed<AssuranceVector>;
