@@ -67,7 +67,7 @@
  * (`--help`: the options; the profile's fields — churn, client, CPU pinning, SCHED_FIFO, informers,
  * per-round output... — experiments/bench/options.ts, examples experiments/profiles/bench-extender-*.yaml.)
  */
-import { PerformanceObserver } from 'node:perf_hooks';
+import { PerformanceObserver, constants as perfConstants } from 'node:perf_hooks';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -88,6 +88,7 @@ import { pinMainThreadApart, pollUntil } from '../testbed/processes.ts';
 import { K8S_VERSION } from '../testbed/binaries.ts';
 import PQueue from 'p-queue';
 import { benchFailure, extenderBenchOptions, type ExtenderPodKind } from './options.ts';
+import { bootstrapQuantileRatio, quantile } from '../harness/stats.ts';
 
 const args = process.argv.slice(2);
 const OPTS = (() => {
@@ -293,22 +294,28 @@ const POD_KINDS: Record<ExtenderPodKind, Record<string, string>> = {
  * for the tail attribution of each row; and the informer events the extender's state received
  * (KWOK mode), so a slow round can be matched with what else this event loop did during it.
  */
-const gcPauses: Array<{ start: number; end: number }> = [];
+const gcPauses: Array<{ start: number; end: number; major: boolean }> = [];
 new PerformanceObserver((list) => {
-  for (const e of list.getEntries()) gcPauses.push({ start: e.startTime, end: e.startTime + e.duration });
+  for (const e of list.getEntries()) {
+    const kind = (e as { detail?: { kind?: number } }).detail?.kind;
+    gcPauses.push({ start: e.startTime, end: e.startTime + e.duration, major: kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR });
+  }
 }).observe({ entryTypes: ['gc'] });
 const informerEvents = { pods: 0, nodes: 0 };
 const informerEventCount = () => informerEvents.pods + informerEvents.nodes;
 
-/** GC pause time (ms) inside [t0, t1]. */
-function gcWithin(t0: number, t1: number): number {
-  let ms = 0;
+/** GC pause time (ms) inside [t0, t1], and the pauses there: mark-compacts (major) and the others (scavenges, incremental marking steps). */
+function gcWithin(t0: number, t1: number): { ms: number; major: number; other: number } {
+  const r = { ms: 0, major: 0, other: 0 };
   for (let i = gcPauses.length - 1; i >= 0; i--) {
     const g = gcPauses[i]!;
     if (g.end < t0) break;
-    ms += Math.max(0, Math.min(g.end, t1) - Math.max(g.start, t0));
+    if (g.start > t1) continue;
+    r.ms += Math.max(0, Math.min(g.end, t1) - Math.max(g.start, t0));
+    if (g.major) r.major++;
+    else r.other++;
   }
-  return ms;
+  return r;
 }
 
 /**
@@ -320,6 +327,11 @@ interface TailAttribution {
   rounds: number;
   tailGcMs: number;
   allGcMs: number;
+  /** GC pauses per round: mark-compacts, and the others (scavenges, incremental marking) */
+  tailMajorGcs: number;
+  allMajorGcs: number;
+  tailOtherGcs: number;
+  allOtherGcs: number;
   tailEvents: number;
   allEvents: number;
   tailPreempted: number;
@@ -338,6 +350,8 @@ interface RoundTrace {
   /** the extender's handler time of the round's two requests */
   serverMs: number;
   gcMs: number;
+  majorGcs: number;
+  otherGcs: number;
   events: number;
   preempted: number;
   clientPreempted: number;
@@ -349,6 +363,10 @@ function attributeTail(rounds: RoundTrace[], machine: RepCpu | null): TailAttrib
     rounds: tail.length,
     tailGcMs: mean(tail, (r) => r.gcMs),
     allGcMs: mean(rounds, (r) => r.gcMs),
+    tailMajorGcs: mean(tail, (r) => r.majorGcs),
+    allMajorGcs: mean(rounds, (r) => r.majorGcs),
+    tailOtherGcs: mean(tail, (r) => r.otherGcs),
+    allOtherGcs: mean(rounds, (r) => r.otherGcs),
     tailEvents: mean(tail, (r) => r.events),
     allEvents: mean(rounds, (r) => r.events),
     tailPreempted: mean(tail, (r) => r.preempted),
@@ -362,9 +380,6 @@ function attributeTail(rounds: RoundTrace[], machine: RepCpu | null): TailAttrib
 /** Issue 26: the extender's round-trip p99 at most this multiple of the no-op extender's p99 in the same run. */
 const P99_RATIO_TARGET = 1.3;
 
-function quantile(sorted: number[], q: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-}
 
 /** Server-side handler time (fastify reply.elapsedTime) of the requests since the last reset. */
 const serverTime = { ms: 0 };
@@ -396,6 +411,8 @@ interface Row {
   serverP99Ms: number;
   noopP50Ms: number;
   noopP99Ms: number;
+  /** 90% bootstrap interval of p99 / no-op p99 (the rounds of both rows resampled): a ratio whose interval reaches across the target is inconclusive */
+  p99RatioInterval: [number, number] | null;
   /** Node verdicts computed (not answered from the cache) per timed round, filter + prioritize. */
   recomputedPerRound: number;
   /** The slowest 1% of the extender's (and the no-op's) rounds vs all of them: GC pauses, informer events, preemptions inside. */
@@ -437,7 +454,8 @@ async function measure(
     if (i >= 0) {
       lat.push(dt);
       const t0 = r.startMs - performance.timeOrigin;
-      traces.push({ ms: dt, gcMs: gcWithin(t0, t0 + dt), events: informerEventCount() - e0, preempted: c1 - c0, clientPreempted: r.clientPreempted ?? 0, serverMs: serverTime.ms });
+      const gc = gcWithin(t0, t0 + dt);
+      traces.push({ ms: dt, gcMs: gc.ms, majorGcs: gc.major, otherGcs: gc.other, events: informerEventCount() - e0, preempted: c1 - c0, clientPreempted: r.clientPreempted ?? 0, serverMs: serverTime.ms });
       server.push(serverTime.ms);
       misses += recomputed() - m0;
     }
@@ -482,6 +500,7 @@ async function rowsFor(n: number, url: string, server: ExtenderServer, names: st
       serverP99Ms: quantile(ours.server, 0.99),
       noopP50Ms: quantile(base.lat, 0.5),
       noopP99Ms: quantile(base.lat, 0.99),
+      p99RatioInterval: bootstrapQuantileRatio(ours.lat, base.lat, 0.99),
       recomputedPerRound: ours.recomputedPerRound,
       tail: ours.tail,
       noopTail: base.tail,
@@ -809,18 +828,20 @@ async function main() {
   console.log(`churn: ${CHURN === 'all' ? 'every node' : `${CHURN} node(s)`} changed between two rounds (extender rows): a new pod bound to the node${KWOK ? ` through the API (create with spec.nodeName; the previous churn pod on the node deleted) by the ${CHURN_BY === 'parent' ? 'parent process (churnBy: parent)' : 'measuring process (churnBy: measuring)'}, waited for in the extender's state` : ' (the previous one on the node deleted)'}${IDLE_MS > 0 ? `; then ${IDLE_MS} ms idle (idleMs), in both rows` : ''}`);
   console.log(`round trip = filter+prioritize measured by the client (${CLIENT_DESCRIPTION[CLIENT]}); server = fastify handler time of the two requests (reply.elapsedTime); recomputed = node verdicts computed per round (the rest came from the cache)`);
   console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} on ${os.cpus().length} CPUs`);
-  console.log('nodes  pod                       feasible | round trip p50  p99 | server p50  p99 | no-op round trip p50  p99 | recomputed | p99 / no-op p99 (target <= 1.3x)');
+  console.log('nodes  pod                       feasible | round trip p50  p99 | server p50  p99 | no-op round trip p50  p99 | recomputed | p99 / no-op p99 (target <= 1.3x; 90% bootstrap interval; inconclusive when it reaches across the target)');
   const f = (x: number, w = 7) => x.toFixed(3).padStart(w);
   const t = (a: TailAttribution) =>
-    `GC ${a.tailGcMs.toFixed(2)} ms (all ${a.allGcMs.toFixed(2)}), informer events ${a.tailEvents.toFixed(1)} (all ${a.allEvents.toFixed(1)}), main thread preempted ${a.tailPreempted.toFixed(1)} (all ${a.allPreempted.toFixed(2)})` +
+    `GC ${a.tailGcMs.toFixed(2)} ms (all ${a.allGcMs.toFixed(2)}) in ${a.tailMajorGcs.toFixed(2)} mark-compacts (all ${a.allMajorGcs.toFixed(3)}) and ${a.tailOtherGcs.toFixed(2)} other pauses (all ${a.allOtherGcs.toFixed(3)}), informer events ${a.tailEvents.toFixed(1)} (all ${a.allEvents.toFixed(1)}), main thread preempted ${a.tailPreempted.toFixed(1)} (all ${a.allPreempted.toFixed(2)})` +
     (CLIENT !== 'loop' ? `, client ${CLIENT === 'go' ? 'process' : 'thread'} preempted ${a.tailClientPreempted.toFixed(1)} (all ${a.allClientPreempted.toFixed(2)})` : '') +
     (a.machine ? `; machine during the row: ${describeMachine(a.machine)}` : '');
   const tails: string[] = [];
   for (const r of rows) {
     tails.push(`${String(r.nodes).padEnd(6)} ${r.pod.padEnd(25)} extender: ${t(r.tail)} | no-op: ${t(r.noopTail)}`);
     const ratio = r.p99Ms / r.noopP99Ms;
+    const iv = r.p99RatioInterval;
+    const verdict = iv && iv[0] <= P99_RATIO_TARGET !== iv[1] <= P99_RATIO_TARGET ? 'inconclusive' : ratio <= P99_RATIO_TARGET ? 'met' : 'MISSED';
     console.log(
-      `${String(r.nodes).padEnd(6)} ${r.pod.padEnd(25)} ${String(r.feasible).padStart(8)} | ${f(r.p50Ms, 14)} ${f(r.p99Ms)} | ${f(r.serverP50Ms, 10)} ${f(r.serverP99Ms)} | ${f(r.noopP50Ms, 20)} ${f(r.noopP99Ms)} | ${r.recomputedPerRound.toFixed(1).padStart(10)} | ${ratio.toFixed(2)}x ${ratio <= P99_RATIO_TARGET ? 'met' : 'MISSED'}`,
+      `${String(r.nodes).padEnd(6)} ${r.pod.padEnd(25)} ${String(r.feasible).padStart(8)} | ${f(r.p50Ms, 14)} ${f(r.p99Ms)} | ${f(r.serverP50Ms, 10)} ${f(r.serverP99Ms)} | ${f(r.noopP50Ms, 20)} ${f(r.noopP99Ms)} | ${r.recomputedPerRound.toFixed(1).padStart(10)} | ${ratio.toFixed(2)}x${iv ? ` (90% ${iv[0].toFixed(2)}-${iv[1].toFixed(2)})` : ''} ${verdict}`,
     );
   }
   console.log(`slowest 1% of the rounds vs all rounds: mean main-thread GC pause, informer events (KWOK mode) and involuntary context switches of the main thread${CLIENT === 'worker' ? ' and of the client thread' : CLIENT === 'go' ? " and of the Go client's threads" : ''} inside one round; the machine during the row (/proc: busy, hypervisor steal, the bench's and the testbed's CPU, anything else's)`);

@@ -6,7 +6,7 @@ import { prng } from '../../core/prng.ts';
 import { EVENTS, SERVICE_EVENT, cellKey, compareConfigurations, configKey, parseConfigKey, type Cell, type ConfigKey, type EventName, type RepResult } from './results.ts';
 
 /** Quantile of sorted values, linear interpolation between closest ranks (R type 7, numpy default). */
-export function quantile(sorted: readonly number[], q: number): number {
+export function quantile(sorted: ArrayLike<number>, q: number): number {
   if (!sorted.length) return Number.NaN;
   if (q <= 0) return sorted[0]!;
   if (q >= 1) return sorted[sorted.length - 1]!;
@@ -94,14 +94,22 @@ export class SummaryIndex {
 
 /**
  * Percentile-bootstrap interval (default 90%) of median(a) / median(b) for two independent cells'
- * repetitions: each of `resamples` rounds draws both cells with replacement, seeded, so a report
- * regenerates identically. With 4-8 repetitions per cell it is coarse, but it says whether a ratio
- * near a limit could as well be on the other side of it. null without values or with a zero median.
+ * repetitions ({@link bootstrapQuantileRatio} at 0.5). With 4-8 repetitions per cell it is coarse,
+ * but it says whether a ratio near a limit could as well be on the other side of it.
  */
 export function bootstrapMedianRatio(a: readonly number[], b: readonly number[], o: { resamples?: number; level?: number; seed?: number } = {}): [number, number] | null {
+  return bootstrapQuantileRatio(a, b, 0.5, o);
+}
+
+/**
+ * Percentile-bootstrap interval (default 90%) of quantile(a, q) / quantile(b, q) for two independent
+ * samples: each of `resamples` rounds draws both with replacement, seeded, so a report regenerates
+ * identically. null without values or with a zero denominator in every round.
+ */
+export function bootstrapQuantileRatio(a: readonly number[], b: readonly number[], q: number, o: { resamples?: number; level?: number; seed?: number } = {}): [number, number] | null {
   if (!a.length || !b.length) return null;
   const rnd = prng(o.seed ?? 1);
-  const resample = (xs: readonly number[]) => quantile(xs.map(() => xs[Math.floor(rnd() * xs.length)]!).sort((p, q) => p - q), 0.5);
+  const resample = (xs: readonly number[]) => quantile(Float64Array.from(xs, () => xs[Math.floor(rnd() * xs.length)]!).sort(), q);
   const ratios: number[] = [];
   for (let i = 0; i < (o.resamples ?? 2000); i++) {
     const num = resample(a);

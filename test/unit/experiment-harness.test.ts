@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { EVENTS, emptyEvents, parseResults, repKey, type FailoverEvents, type RepResult } from '../../experiments/harness/results.ts';
-import { quantile, SummaryIndex, summarize, summaryCsv } from '../../experiments/harness/stats.ts';
+import { bootstrapQuantileRatio, quantile, SummaryIndex, summarize, summaryCsv } from '../../experiments/harness/stats.ts';
 import { checkTargets, renderVerdict, renderReport } from '../../experiments/harness/report.ts';
 import { ecdf, fig61Svg, fig65Svg, niceTicks } from '../../experiments/harness/svg.ts';
 import { planReps, warmupReps } from '../../experiments/harness/experiment.ts';
@@ -116,6 +116,23 @@ describe('report', () => {
     expect(md).toContain('(1/3 never)');
     const { checks } = checkTargets(new SummaryIndex(rows));
     expect(checks.filter((c) => c.met === false).length).toBeGreaterThanOrEqual(3);
+  });
+  it('bootstraps the interval of a ratio of tail quantiles (p99 of one sample / p99 of another)', () => {
+    const base = Array.from({ length: 1000 }, (_, i) => 5 + (i % 100) / 100);
+    // every value twice the baseline's: the p99 ratio is 2 in every resample
+    const [lo, hi] = bootstrapQuantileRatio(base.map((x) => 2 * x), base, 0.99)!;
+    expect(lo).toBeCloseTo(2, 1);
+    expect(hi).toBeCloseTo(2, 1);
+    // the same body plus 15 slow rounds: the point p99 is a slow one, but resamples with fewer of them land on the body
+    const tailed = [...base.slice(15), ...Array.from({ length: 15 }, () => 9)];
+    const iv = bootstrapQuantileRatio(tailed, base, 0.99)!;
+    const p99 = (xs: number[]) => quantile([...xs].sort((a, b) => a - b), 0.99);
+    expect(p99(tailed) / p99(base)).toBeGreaterThan(1.3);
+    expect(iv[0]).toBeLessThan(1.3);
+    expect(iv[1]).toBeGreaterThan(1.3);
+    expect(bootstrapQuantileRatio([], base, 0.99)).toBeNull();
+    // seeded: the same interval every time
+    expect(bootstrapQuantileRatio(tailed, base, 0.99)).toEqual(iv);
   });
   it('gives each target a bootstrap interval and calls a verdict inconclusive when the interval crosses the limit', () => {
     // idle 1.0 s every time; at load 0.9-1.4 s: median 1.1x (met) but a resample can be 1.4x
