@@ -288,6 +288,33 @@ const JSON_STRINGS_KEPT = 4096;
 /** Demands whose verdicts are kept (least recently used dropped first). */
 const VERDICT_CACHE_DEMANDS = 256;
 
+/** Pods whose filter answer is kept for their prioritize ({@link FilterCycle}; most recent first kept). */
+const FILTER_CYCLES_KEPT = 16;
+
+/**
+ * One pod's filter answer on the nodeCacheCapable path, kept for the prioritize call kube-scheduler
+ * makes next in the same scheduling cycle. That call carries the nodes that passed every filter, a
+ * subsequence of this filter's passing nodes in the same order (pkg/scheduler/schedule_one.go
+ * findNodesThatPassExtenders keeps the extender's list, prioritizeNodes sends it on): prioritize
+ * then reads each node's score by walking both lists, with no look-up per node. Used only while
+ * nothing a verdict reads changed (state generation, configuration) and the pod's demand is the same.
+ */
+interface FilterCycle {
+  readonly demand: string;
+  readonly generation: number;
+  readonly configGen: number;
+  /** the passing nodes in the filter's order: names, names as JSON, scores */
+  readonly names: string[];
+  readonly nameJson: string[];
+  readonly scores: number[];
+}
+
+/** `text` followed by one HostPriority as JSON, the node's name given as JSON. */
+function hostPriorityJson(text: string, nameJson: string, score: number): string {
+  // a non-finite score as 0: JSON.stringify's null reads as 0 in Go
+  return `${text}{"Host":${nameJson},"Score":${Number.isFinite(score) ? score : 0}}`;
+}
+
 /** `key` set to `value` as the most recently used entry of `m`, the least recently used dropped past `max`. */
 function keepRecent<K, V>(m: Map<K, V>, key: K, value: V, max: number): void {
   m.delete(key);
@@ -325,6 +352,8 @@ export class ExtenderServer {
    * at once, instead of keeping the event loop for another inline attempt that runs out again.
    */
   private readonly threadDemands = new Map<string, true>();
+  /** pod UID -> its last filter answer (see {@link FilterCycle}). */
+  private readonly cycles = new Map<string, FilterCycle>();
   private analysisWorker: RtAnalysisWorker | undefined;
   private listening: string | undefined;
   private readonly gate: ServingGate | undefined;
@@ -706,6 +735,8 @@ export class ExtenderServer {
       return out;
     }
     const cache = names ? this.verdictsFor(r.req) : undefined;
+    // the verdicts below are of this generation (a thread's, cached under the versions of before it ran, as well)
+    const generation = this.state.generation;
     const memo: SlotMemo = new Map();
     const worker = names ? this.rtWorker() : undefined;
     const budget = worker ? this.inlineBudget(r.req) : this.budget();
@@ -730,14 +761,19 @@ export class ExtenderServer {
         let passing = '';
         let unknown = '';
         let refused = '';
+        const cycle: FilterCycle = { demand: r.req.demand, generation, configGen: this.configGen, names: [], nameJson: [], scores: [] };
         for (let i = 0; i < count; i++) {
           const v = verdicts[i];
           if (!v) {
             unknown += `${unknown ? ',' : ''}${JSON.stringify(names[i]!)}:${this.jsonString(MESSAGES.unknownNode)}`;
             count1('unknown-node');
           } else if (v.fits) {
+            const nameJson = infos[i]!.nameJson;
             if (passing) passing += ',';
-            passing += infos[i]!.nameJson;
+            passing += nameJson;
+            cycle.names.push(names[i]!);
+            cycle.nameJson.push(nameJson);
+            cycle.scores.push(v.score);
           } else {
             if (refused) refused += ',';
             refused += infos[i]!.nameJson;
@@ -747,6 +783,7 @@ export class ExtenderServer {
           }
         }
         answer = `{"NodeNames":[${passing}],"FailedNodes":{${unknown}},"FailedAndUnresolvableNodes":{${refused}},"Error":""}`;
+        keepRecent(this.cycles, r.req.uid, cycle, FILTER_CYCLES_KEPT);
       } else {
         const passingNodes: V1Node[] = [];
         for (let i = 0; i < count; i++) {
@@ -876,16 +913,15 @@ export class ExtenderServer {
       let text = '[';
       for (let i = 0; i < count; i++) {
         if (i) text += ',';
-        text += '{"Host":';
-        text += infos[i]?.nameJson ?? JSON.stringify(nameAt(i));
-        text += ',"Score":';
-        const score = scores[i]!;
-        text += Number.isFinite(score) ? score : 0; // as JSON.stringify's null reads in Go
-        text += '}';
+        text = hostPriorityJson(text, infos[i]?.nameJson ?? JSON.stringify(nameAt(i)), scores[i]!);
       }
       return `${text}]`;
     };
     const r = podRequirements(args.Pod, this.cfg, this.networks);
+    if (r.ok && names) {
+      const fromFilter = this.scoresFromFilter(r.req, names);
+      if (fromFilter !== undefined) return fromFilter;
+    }
     const cache = r.ok && names ? this.verdictsFor(r.req) : undefined;
     const memo: SlotMemo = new Map();
     // as filter: inline on inlineAnalysisBudget, the nodes past it in the analysis thread
@@ -911,6 +947,28 @@ export class ExtenderServer {
       this.budgetSpent(budget.used + used, exceeded ? this.cfg.analysisBudget : undefined, req);
       return answer();
     });
+  }
+
+  /**
+   * The prioritize answer from the pod's filter answer of this scheduling cycle ({@link FilterCycle}),
+   * or undefined when it cannot serve: no such answer, something changed since, or a node the
+   * filter did not pass (or not in its order) is asked for.
+   */
+  private scoresFromFilter(req: PodRequirements, names: readonly string[]): AnswerJson | undefined {
+    const c = this.cycles.get(req.uid);
+    if (!c || c.generation !== this.state.generation || c.configGen !== this.configGen || c.demand !== req.demand) return undefined;
+    let text = '[';
+    let j = 0;
+    for (let i = 0; i < names.length; i++) {
+      const name = names[i]!;
+      while (j < c.names.length && c.names[j] !== name) j++;
+      if (j === c.names.length) return undefined;
+      if (i) text += ',';
+      text = hostPriorityJson(text, c.nameJson[j]!, c.scores[j]!);
+      j++;
+    }
+    this.verdictStats.hits += names.length;
+    return `${text}]`;
   }
 
   /**

@@ -251,8 +251,16 @@ export class ClusterState {
     return this.pods.size;
   }
 
+  private changes = 0;
+
+  /** Bumped with every node and network version: equal values mean no verdict can have changed in between. */
+  get generation(): number {
+    return this.changes;
+  }
+
   private bumpNode(name: string | undefined): void {
     if (!name) return;
+    this.changes++;
     const v = (this.nodeVersions.get(name) ?? 0) + 1;
     this.nodeVersions.set(name, v);
     const info = this.nodes.get(name);
@@ -273,7 +281,9 @@ export class ClusterState {
   }
 
   private bumpNetwork(rec: PodRecord | undefined): void {
-    if (rec?.tdma?.ok) this.networkVersions.set(rec.tdma.value.network, (this.networkVersions.get(rec.tdma.value.network) ?? 0) + 1);
+    if (!rec?.tdma?.ok) return;
+    this.changes++;
+    this.networkVersions.set(rec.tdma.value.network, (this.networkVersions.get(rec.tdma.value.network) ?? 0) + 1);
   }
 
   nodeVersion(name: string): number {

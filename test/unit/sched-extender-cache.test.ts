@@ -10,9 +10,10 @@
  *   node kind, or deferrable-server nodes only, where such rejections are frequent), every filter
  *   and prioritize answer equals the uncached evaluation (evaluateNode on a state rebuilt from the
  *   latest objects), and an identical second round recomputes nothing;
+ * - prioritize answered from the same pod's filter (its scheduling cycle) only while nothing changed;
  * - the fast request check accepts only bodies the zod schema accepts.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { prng } from '../../core/prng.ts';
 import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
@@ -228,6 +229,38 @@ describe('scheduler extender caches', () => {
     expect(s.state.nodeVersion('t')).toBeGreaterThan(v);
     expect(await round('assurance changed')).toBe(2);
     expect(await round('nothing changed again')).toBe(0);
+  });
+
+  it('prioritize right after the pod’s filter reads the filter’s scores; a change in between, another order or a node it did not pass is evaluated', async () => {
+    const s = extender();
+    const policy = { 'ulysses.io/assurance-policy': '{"policy":"threshold","min":{"cpu":2}}' };
+    const names = ['a', 'b', 'c', 'd'];
+    names.forEach((n, i) => s.state.upsertNode(node(n, {}, { 'ulysses.io/assurance': `{"cpu":${i + 1},"memory":${4 - i}}` })));
+    const lookups = vi.spyOn(s.state, 'node');
+    const p = pod('p', policy);
+    const f = await filter(s, p, names);
+    expect(f.NodeNames).toEqual(['b', 'c', 'd']);
+    const want = expected(s, p, names).scores;
+    lookups.mockClear();
+    // kube-scheduler's cycle: the passing nodes (or a subsequence, after other extenders), same order
+    expect(await prioritize(s, p, ['b', 'c', 'd'])).toEqual({ b: want.b, c: want.c, d: want.d });
+    expect(await prioritize(s, p, ['b', 'd'])).toEqual({ b: want.b, d: want.d });
+    expect(lookups).not.toHaveBeenCalled();
+    // another pod of the same demand has no filter answer of its own: evaluated (from the verdict cache)
+    expect(await prioritize(s, pod('q', policy), ['b', 'c'])).toEqual({ b: want.b, c: want.c });
+    expect(lookups).toHaveBeenCalled();
+    // a node the filter refused, or another order: evaluated per node
+    for (const asked of [['a', 'b'], ['d', 'b']]) {
+      lookups.mockClear();
+      expect(await prioritize(s, p, asked)).toEqual(Object.fromEntries(asked.map((n) => [n, n === 'a' ? 0 : want[n]])));
+      expect(lookups).toHaveBeenCalled();
+    }
+    // a node changed between filter and prioritize: its new score, not the filter's
+    await filter(s, p, names);
+    s.state.upsertNode(node('c', {}, { 'ulysses.io/assurance': '{"cpu":9,"memory":9}' }));
+    const now = expected(s, p, names).scores;
+    expect(now.c).not.toBe(want.c);
+    expect(await prioritize(s, p, ['b', 'c', 'd'])).toEqual({ b: now.b, c: now.c, d: now.d });
   });
 
   it('TDMA verdicts follow the network: a slot taken on another node invalidates them', async () => {
