@@ -692,8 +692,8 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
       stuck = listed.items.filter((p) => !ready(p));
       return { nodes, pods, notReady };
     };
-    // a few pods kwok leaves not Ready (on 2 vCPUs with 1000 KWOK nodes, 12-16 of 5,422 in two runs
-    // of one session): the rows run once that count has not changed for SETTLED_MS, and say so
+    // a few pods kwok may leave not Ready for good (12-16 of 5,422 with 1000 KWOK nodes on 2 vCPUs):
+    // the rows run once that count has not changed for SETTLED_MS, and say so
     const SETTLED_MS = 120_000;
     let stuck: V1Pod[] = [];
     let settled = { notReady: -1, since: Date.now() };
