@@ -381,7 +381,6 @@ function attributeTail(rounds: RoundTrace[], machine: RepCpu | null): TailAttrib
 /** Issue 26: the extender's round-trip p99 at most this multiple of the no-op extender's p99 in the same run. */
 const P99_RATIO_TARGET = 1.3;
 
-
 /** Server-side handler time (fastify reply.elapsedTime) of the requests since the last reset. */
 const serverTime = { ms: 0 };
 function instrument(app: FastifyInstance) {
@@ -688,8 +687,8 @@ async function kwokMeasure(n: number, kubeconfig: string, names: string[], noopU
       // the list only once the state is complete (not on every poll before)
       if (nodes + pods > 0) return { nodes, pods, notReady: null };
       const listed = await client.get<{ items: V1Pod[] }>(`/api/v1/namespaces/${NS}/pods`, { labelSelector: 'app=bench-extender' });
-      const notReady: number | null = shape.pods.length - listed.items.filter(ready).length;
       stuck = listed.items.filter((p) => !ready(p));
+      const notReady: number | null = shape.pods.length - (listed.items.length - stuck.length);
       return { nodes, pods, notReady };
     };
     // a few pods kwok may leave not Ready for good (12-16 of 5,422 with 1000 KWOK nodes on 2 vCPUs):

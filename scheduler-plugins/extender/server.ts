@@ -303,9 +303,8 @@ interface FilterCycle {
   readonly demand: string;
   readonly generation: number;
   readonly configGen: number;
-  /** the passing nodes in the filter's order: names, names as JSON, scores */
-  readonly names: string[];
-  readonly nameJson: string[];
+  /** the passing nodes in the filter's order, and their scores */
+  readonly nodes: NodeInfo[];
   readonly scores: number[];
 }
 
@@ -761,18 +760,16 @@ export class ExtenderServer {
         let passing = '';
         let unknown = '';
         let refused = '';
-        const cycle: FilterCycle = { demand: r.req.demand, generation, configGen: this.configGen, names: [], nameJson: [], scores: [] };
+        const cycle: FilterCycle = { demand: r.req.demand, generation, configGen: this.configGen, nodes: [], scores: [] };
         for (let i = 0; i < count; i++) {
           const v = verdicts[i];
           if (!v) {
             unknown += `${unknown ? ',' : ''}${JSON.stringify(names[i]!)}:${this.jsonString(MESSAGES.unknownNode)}`;
             count1('unknown-node');
           } else if (v.fits) {
-            const nameJson = infos[i]!.nameJson;
             if (passing) passing += ',';
-            passing += nameJson;
-            cycle.names.push(names[i]!);
-            cycle.nameJson.push(nameJson);
+            passing += infos[i]!.nameJson;
+            cycle.nodes.push(infos[i]!);
             cycle.scores.push(v.score);
           } else {
             if (refused) refused += ',';
@@ -961,10 +958,10 @@ export class ExtenderServer {
     let j = 0;
     for (let i = 0; i < names.length; i++) {
       const name = names[i]!;
-      while (j < c.names.length && c.names[j] !== name) j++;
-      if (j === c.names.length) return undefined;
+      while (j < c.nodes.length && c.nodes[j]!.name !== name) j++;
+      if (j === c.nodes.length) return undefined;
       if (i) text += ',';
-      text = hostPriorityJson(text, c.nameJson[j]!, c.scores[j]!);
+      text = hostPriorityJson(text, c.nodes[j]!.nameJson, c.scores[j]!);
       j++;
     }
     this.verdictStats.hits += names.length;
