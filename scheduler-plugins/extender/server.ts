@@ -39,8 +39,9 @@ import type { NewPod, ParsedRtNode } from '../realtime/what-if.ts';
 import { RtAnalysisWorker, type FeedSource } from './analysis-worker.ts';
 import { RESERVATION_EPOCH_ANNOTATION, type ServingGate } from './leadership.ts';
 import { extenderConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from './config.ts';
-import { evaluateNode, evaluateShared, MESSAGES, podRequirements, verdictFor, type NodeVerdict, type PodRequirements, type RejectionReason, type SharedVerdict, type SlotMemo } from './evaluate.ts';
-import { ClusterState, extenderNodeProjection, extenderPodProjection, nodeInfoOf, RESERVED_NODE_ANNOTATION, type NodeInfo } from './state.ts';
+import { evaluateNode, evaluateShared, MESSAGES, podRequirements, verdictFor, type NodeVerdict, type PodRequirements, type RejectionReason, type SlotMemo } from './evaluate.ts';
+import { ClusterState, extenderNodeProjection, extenderPodProjection, nodeInfoOf, RESERVED_NODE_ANNOTATION, SLOT_DEFERRABLE_SERVER, SLOT_PLAIN_NAME, type NodeInfo } from './state.ts';
+import { DemandVerdicts, FITS, MISS } from './verdict-cache.ts';
 import {
   bindingArgsSchema,
   describeIssues,
@@ -254,27 +255,6 @@ function extenderInformers(kc: KubeConfig, log: Logger, thread: boolean): { node
 }
 
 /**
- * One cached verdict of a node for a demand at one tie rank (see {@link NodeVerdicts}), with the pod
- * named by a mark (evaluate.ts POD_MARK). Valid while the node (what the analyses read from its
- * object and from the pods holding capacity on it: ClusterState.nodeVersion, bumped by the informer
- * handlers only when one of those fields changes, see state.ts) and the pod's TDMA network are what
- * they were.
- */
-interface CachedVerdict {
-  readonly nodeVersion: number;
-  readonly networkVersion: number;
-  readonly shared: SharedVerdict;
-}
-
-/**
- * A node's cached verdicts for one demand, indexed by the pod's rank among the node's deferrable
- * servers of its period (ClusterState.dsTieRank; 0 unless a deferrable-server pod meets a
- * deferrable-server node): pods with random UIDs rank differently on the same node, each rank has
- * its own verdict.
- */
-type NodeVerdicts = Array<CachedVerdict | undefined>;
-
-/**
  * A verb's answer written as JSON text, sent as is. At 1000 nodes the answers are tens of KB; the
  * names and messages are written from their JSON texts kept with the node (NodeInfo.nameJson) and
  * the message ({@link ExtenderServer.jsonString}), where an object tree given to JSON.stringify
@@ -303,8 +283,9 @@ interface FilterCycle {
   readonly demand: string;
   readonly generation: number;
   readonly configGen: number;
-  /** the passing nodes in the filter's order, and their scores */
-  readonly nodes: NodeInfo[];
+  /** the passing nodes in the filter's order (the names as the filter's request had them), their slots and scores */
+  readonly names: string[];
+  readonly slots: number[];
   readonly scores: number[];
 }
 
@@ -334,11 +315,11 @@ export class ExtenderServer {
   /** pod UID -> last malformed-annotation message logged (log once per pod and message). */
   private readonly reported = new Map<string, string>();
   /**
-   * Verdict cache: demand key -> node -> tie rank -> verdict (see {@link verdictsFor}). Filter
+   * Verdict cache: demand key -> node slot -> tie rank -> verdict (see {@link verdictsFor}). Filter
    * fills it, prioritize of the same pod reads it, and so do the next pods with the same demand
    * (the replicas of a Deployment, a pod retried) on every node whose state did not change in between.
    */
-  private readonly verdicts = new Map<string, Map<string, NodeVerdicts>>();
+  private readonly verdicts = new Map<string, DemandVerdicts>();
   /** Per-node verdicts answered from the cache (hits) and computed (misses), filter and prioritize together, since start. */
   readonly verdictStats = { hits: 0, misses: 0 };
   /** RT analysis work (realtime/task.ts AnalysisBudget units) since start, and of the last request. */
@@ -606,32 +587,45 @@ export class ExtenderServer {
    * that (1) a pod that already holds capacity is left out of the analyses of its own
    * node/network, (2) deferrable servers of equal period are ranked by UID, and (3) a rejection by
    * the deferrable-server test may name the pod's own server ("server of pod <uid>"). (1): such a
-   * pod gets a map of its own (keyed by UID too); (2): the verdicts of a node are kept per rank of
-   * the pod among the node's equal-period servers ({@link NodeVerdicts}); (3): the cached verdict
-   * names the pod by a mark, replaced by the asking pod's UID (evaluate.ts evaluateShared).
+   * pod gets a cache of its own (keyed by UID too); (2): the verdicts of a node are kept per rank of
+   * the pod among the node's equal-period servers ({@link tieRank}); (3): the cached verdict names
+   * the pod by a mark, replaced by the asking pod's UID (evaluate.ts evaluateShared). The verdicts
+   * are of the current version of the demand's TDMA network.
    */
-  private verdictsFor(req: PodRequirements): Map<string, NodeVerdicts> {
+  private verdictsFor(req: PodRequirements): DemandVerdicts {
     const key = this.state.holdsCapacity(req.uid) ? `uid:${req.uid}\u0000${req.demand}` : req.demand;
-    const m = this.verdicts.get(key) ?? new Map<string, NodeVerdicts>();
+    const m = this.verdicts.get(key) ?? new DemandVerdicts();
     keepRecent(this.verdicts, key, m, VERDICT_CACHE_DEMANDS);
+    m.syncNetwork(this.networkVersionOf(req));
     return m;
   }
 
-  private evaluate(req: PodRequirements, info: NodeInfo, cache: Map<string, NodeVerdicts> | undefined, memo: SlotMemo, budget: AnalysisBudget): NodeVerdict {
-    if (!cache) return this.computed(evaluateNode(req, info, this.state, this.cfg, memo, budget), info);
-    const nodeVersion = info.version;
-    const networkVersion = req.network ? this.state.networkVersion(req.network.name) : 0;
-    const tieRank = req.rt?.kind === 'deferrable-server' && info.rtKind === 'deferrable-server' ? this.state.dsTieRank(info.name, req.rt.server.periodUs, req.uid) : 0;
-    let byRank = cache.get(info.name);
-    const hit = byRank?.[tieRank];
-    if (hit && hit.nodeVersion === nodeVersion && hit.networkVersion === networkVersion) {
+  private networkVersionOf(req: PodRequirements): number {
+    return req.network ? this.state.networkVersion(req.network.name) : 0;
+  }
+
+  /**
+   * The pod's rank among the node's deferrable servers of its period (ClusterState.dsTieRank; 0
+   * unless a deferrable-server pod meets a deferrable-server node): pods with random UIDs rank
+   * differently on the same node, each rank has its own verdict.
+   */
+  private tieRank(req: PodRequirements, info: NodeInfo): number {
+    return req.rt?.kind === 'deferrable-server' && info.rtKind === 'deferrable-server' ? this.state.dsTieRank(info.name, req.rt.server.periodUs, req.uid) : 0;
+  }
+
+  /** The node's verdict for the pod; with `cache` (the node in the state, in `slot`), from and into the demand's verdicts. */
+  private evaluate(req: PodRequirements, info: NodeInfo, slot: number | undefined, cache: DemandVerdicts | undefined, memo: SlotMemo, budget: AnalysisBudget): NodeVerdict {
+    if (!cache || slot === undefined) return this.computed(evaluateNode(req, info, this.state, this.cfg, memo, budget), info);
+    const stamp = this.state.stampOf(slot);
+    const tieRank = this.tieRank(req, info);
+    const hit = cache.get(slot, tieRank, stamp);
+    if (hit) {
       this.verdictStats.hits++;
-      return verdictFor(hit.shared, req.uid);
+      return verdictFor(hit, req.uid);
     }
     const shared = evaluateShared(req, info, this.state, this.cfg, memo, budget);
-    if (!byRank) cache.set(info.name, (byRank = []));
     // a verdict naming this pod in a way POD_MARK cannot stand for stays uncached (evaluate.ts evaluateShared)
-    byRank[tieRank] = shared.shareable ? { nodeVersion, networkVersion, shared } : undefined;
+    cache.set(slot, tieRank, stamp, shared.shareable ? shared : undefined);
     return this.computed(verdictFor(shared, req.uid), info);
   }
 
@@ -714,7 +708,7 @@ export class ExtenderServer {
    * `analysisThread` (and node names, the nodeCacheCapable path) the nodes whose analysis ran past
    * it are analysed again in the analysis thread (analysis-worker.ts) with what is left of
    * `analysisBudget`, and the answer is a promise: the event loop serves /healthz and other pods
-   * meanwhile. Their verdicts are cached under the node and network versions of before the thread
+   * meanwhile. Their verdicts are cached under the node stamps and network version of before the thread
    * ran (a change meanwhile makes them stale, not wrong).
    */
   filter(args: ExtenderArgs): ExtenderFilterResult | AnswerJson | Promise<ExtenderFilterResult | AnswerJson> {
@@ -734,21 +728,51 @@ export class ExtenderServer {
       return out;
     }
     const cache = names ? this.verdictsFor(r.req) : undefined;
-    // the verdicts below are of this generation (a thread's, cached under the versions of before it ran, as well)
+    // the verdicts below are of this generation (a thread's, cached under the stamps of before it ran, as well)
     const generation = this.state.generation;
     const memo: SlotMemo = new Map();
     const worker = names ? this.rtWorker() : undefined;
     const budget = worker ? this.inlineBudget(r.req) : this.budget();
+    // per node: its verdict as a code (verdict-cache.ts: FITS with its score, a refusal of the
+    // demand, or MISS: the verdict is in `verdicts`), and on the names path its slot (-1: a node the
+    // state does not have) and whether its name is its own JSON text between quotes
+    const codes = new Int32Array(count);
+    const scores = new Float64Array(count);
+    const slots = new Int32Array(count);
+    const plain = new Uint8Array(count);
     const verdicts: Array<NodeVerdict | undefined> = new Array<NodeVerdict | undefined>(count);
-    const infos: Array<NodeInfo | undefined> = new Array<NodeInfo | undefined>(count);
-    const deferred: Array<{ index: number; info: NodeInfo }> = [];
-    for (let i = 0; i < count; i++) {
-      const info = names ? this.state.node(names[i]!) : nodeInfoOf(sent![i]!);
-      if (!info) continue;
-      infos[i] = info;
-      const v = this.evaluate(r.req, info, cache, memo, budget);
-      if (worker && !v.fits && v.budgetExceeded) deferred.push({ index: i, info });
-      else verdicts[i] = v;
+    const deferred: Array<{ index: number; info: NodeInfo; slot: number }> = [];
+    if (names) {
+      const { index, infos, stamps, flags } = this.state.slots;
+      // a deferrable-server pod's verdict on a deferrable-server node depends on its tie rank: evaluate() finds it
+      const ranked = r.req.rt?.kind === 'deferrable-server' ? SLOT_DEFERRABLE_SERVER : 0;
+      let hits = 0;
+      for (let i = 0; i < count; i++) {
+        const slot = index.get(names[i]!);
+        if (slot === undefined) {
+          slots[i] = -1;
+          continue;
+        }
+        slots[i] = slot;
+        plain[i] = flags[slot]! & SLOT_PLAIN_NAME;
+        const code = flags[slot]! & ranked ? MISS : cache!.code(slot, stamps[slot]!);
+        codes[i] = code;
+        if (code !== MISS) {
+          if (code === FITS) scores[i] = cache!.score(slot);
+          hits++;
+          continue;
+        }
+        const info = infos[slot]!;
+        const v = this.evaluate(r.req, info, slot, cache, memo, budget);
+        if (worker && !v.fits && v.budgetExceeded) deferred.push({ index: i, info, slot });
+        else verdicts[i] = v;
+      }
+      this.verdictStats.hits += hits;
+    } else {
+      for (let i = 0; i < count; i++) {
+        codes[i] = MISS;
+        verdicts[i] = this.evaluate(r.req, nodeInfoOf(sent![i]!), undefined, undefined, memo, budget);
+      }
     }
     if (worker) this.inlineSpent(r.req, budget, deferred.length);
     const finish = (work: number): ExtenderFilterResult | AnswerJson => {
@@ -760,23 +784,35 @@ export class ExtenderServer {
         let passing = '';
         let unknown = '';
         let refused = '';
-        const cycle: FilterCycle = { demand: r.req.demand, generation, configGen: this.configGen, nodes: [], scores: [] };
+        const cycle: FilterCycle = { demand: r.req.demand, generation, configGen: this.configGen, names: [], slots: [], scores: [] };
         for (let i = 0; i < count; i++) {
-          const v = verdicts[i];
-          if (!v) {
-            unknown += `${unknown ? ',' : ''}${JSON.stringify(names[i]!)}:${this.jsonString(MESSAGES.unknownNode)}`;
+          const name = names[i]!;
+          if (slots[i]! < 0) {
+            unknown += `${unknown ? ',' : ''}${JSON.stringify(name)}:${this.jsonString(MESSAGES.unknownNode)}`;
             count1('unknown-node');
-          } else if (v.fits) {
+            continue;
+          }
+          const code = codes[i]!;
+          const v = code === MISS ? verdicts[i]! : undefined;
+          const nameJson = plain[i] ? `"${name}"` : JSON.stringify(name);
+          if (code === FITS || v?.fits) {
             if (passing) passing += ',';
-            passing += infos[i]!.nameJson;
-            cycle.nodes.push(infos[i]!);
-            cycle.scores.push(v.score);
+            passing += nameJson;
+            cycle.names.push(name);
+            cycle.slots.push(slots[i]!);
+            cycle.scores.push(v?.fits ? v.score : scores[i]!);
           } else {
             if (refused) refused += ',';
-            refused += infos[i]!.nameJson;
+            refused += nameJson;
             refused += ':';
-            refused += this.jsonString(v.message);
-            count1(v.reason);
+            if (v) {
+              refused += this.jsonString(v.message);
+              count1(v.reason);
+            } else {
+              const f = cache!.refusal(code);
+              refused += f.json;
+              count1(f.reason);
+            }
           }
         }
         answer = `{"NodeNames":[${passing}],"FailedNodes":{${unknown}},"FailedAndUnresolvableNodes":{${refused}},"Error":""}`;
@@ -784,9 +820,9 @@ export class ExtenderServer {
       } else {
         const passingNodes: V1Node[] = [];
         for (let i = 0; i < count; i++) {
-          const v = verdicts[i];
-          if (v?.fits) passingNodes.push(sent![i]!);
-          else if (v) {
+          const v = verdicts[i]!;
+          if (v.fits) passingNodes.push(sent![i]!);
+          else {
             out.FailedAndUnresolvableNodes[sent![i]!.metadata!.name!] = v.message;
             count1(v.reason);
           }
@@ -809,16 +845,17 @@ export class ExtenderServer {
   /** The analysis thread's part of a filter (see {@link filter}). */
   private async analyzeDeferred(
     req: PodRequirements,
-    deferred: ReadonlyArray<{ index: number; info: NodeInfo }>,
-    cache: Map<string, NodeVerdicts>,
+    deferred: ReadonlyArray<{ index: number; info: NodeInfo; slot: number }>,
+    cache: DemandVerdicts,
     memo: SlotMemo,
     worker: RtAnalysisWorker,
     limit: number,
   ): Promise<{ results: NodeVerdict[]; used: number; exceeded: boolean }> {
     const collected = { nodes: [] as ParsedRtNode[], pods: [] as NewPod[] };
     const COLLECTED = new Error('collected');
-    const before = deferred.map(({ info }) => {
-      const key = this.verdictKey(req, info);
+    const network = this.networkVersionOf(req);
+    const before = deferred.map(({ info, slot }) => {
+      const key = { stamp: this.state.stampOf(slot), tieRank: this.tieRank(req, info) };
       try {
         evaluateShared(req, info, this.state, this.cfg, memo, undefined, (n, p) => {
           collected.nodes.push(n);
@@ -834,25 +871,16 @@ export class ExtenderServer {
     this.feed(worker);
     const res = await worker.analyze(collected.nodes, collected.pods, Math.max(limit, 1), this.cfg.analysisBudget);
     let exceeded = false;
-    const results = deferred.map(({ info }, k) => {
+    // kept under the stamps of before the thread ran, unless the demand's verdicts moved on to another network version meanwhile
+    const keep = cache.ofNetwork(network);
+    const results = deferred.map(({ info, slot }, k) => {
       const shared = evaluateShared(req, info, this.state, this.cfg, memo, undefined, () => res.reports[k]!);
       if (!shared.verdict.fits && shared.verdict.budgetExceeded) exceeded = true;
-      const { nodeVersion, networkVersion, tieRank } = before[k]!;
-      let byRank = cache.get(info.name);
-      if (!byRank) cache.set(info.name, (byRank = []));
-      byRank[tieRank] = shared.shareable ? { nodeVersion, networkVersion, shared } : undefined;
+      const { stamp, tieRank } = before[k]!;
+      if (keep) cache.set(slot, tieRank, stamp, shared.shareable ? shared : undefined);
       return this.computed(verdictFor(shared, req.uid), info);
     });
     return { results, used: res.used, exceeded };
-  }
-
-  /** The node's cache coordinates for the pod (see {@link evaluate}). */
-  private verdictKey(req: PodRequirements, info: NodeInfo): { nodeVersion: number; networkVersion: number; tieRank: number } {
-    return {
-      nodeVersion: info.version,
-      networkVersion: req.network ? this.state.networkVersion(req.network.name) : 0,
-      tieRank: req.rt?.kind === 'deferrable-server' && info.rtKind === 'deferrable-server' ? this.state.dsTieRank(info.name, req.rt.server.periodUs, req.uid) : 0,
-    };
   }
 
   /** Jobs the analysis thread answered since start. */
@@ -924,12 +952,13 @@ export class ExtenderServer {
     // as filter: inline on inlineAnalysisBudget, the nodes past it in the analysis thread
     const worker = r.ok && names ? this.rtWorker() : undefined;
     const budget = worker && r.ok ? this.inlineBudget(r.req) : this.budget();
-    const deferred: Array<{ index: number; info: NodeInfo }> = [];
+    const deferred: Array<{ index: number; info: NodeInfo; slot: number }> = [];
     for (let i = 0; i < count; i++) {
-      const info = !r.ok ? undefined : names ? this.state.node(names[i]!) : nodeInfoOf(sent![i]!);
+      const slot = r.ok && names ? this.state.slotOf(names[i]!) : undefined;
+      const info = !r.ok ? undefined : names ? (slot === undefined ? undefined : this.state.slots.infos[slot]) : nodeInfoOf(sent![i]!);
       infos[i] = info;
-      const v = r.ok && info ? this.evaluate(r.req, info, cache, memo, budget) : undefined;
-      if (worker && info && v && !v.fits && v.budgetExceeded) deferred.push({ index: i, info });
+      const v = r.ok && info ? this.evaluate(r.req, info, slot, cache, memo, budget) : undefined;
+      if (worker && info && v && !v.fits && v.budgetExceeded) deferred.push({ index: i, info, slot: slot! });
       if (v?.fits) scores[i] = v.score;
     }
     if (!r.ok) return answer();
@@ -954,14 +983,17 @@ export class ExtenderServer {
   private scoresFromFilter(req: PodRequirements, names: readonly string[]): AnswerJson | undefined {
     const c = this.cycles.get(req.uid);
     if (!c || c.generation !== this.state.generation || c.configGen !== this.configGen || c.demand !== req.demand) return undefined;
+    // the same generation: the filter's nodes are in the same slots
+    const { infos, flags } = this.state.slots;
     let text = '[';
     let j = 0;
     for (let i = 0; i < names.length; i++) {
       const name = names[i]!;
-      while (j < c.nodes.length && c.nodes[j]!.name !== name) j++;
-      if (j === c.nodes.length) return undefined;
+      while (j < c.names.length && c.names[j] !== name) j++;
+      if (j === c.names.length) return undefined;
       if (i) text += ',';
-      text = hostPriorityJson(text, c.nodes[j]!.nameJson, c.scores[j]!);
+      const slot = c.slots[j]!;
+      text = hostPriorityJson(text, flags[slot]! & SLOT_PLAIN_NAME ? `"${name}"` : infos[slot]!.nameJson, c.scores[j]!);
       j++;
     }
     this.verdictStats.hits += names.length;

@@ -236,7 +236,7 @@ describe('scheduler extender caches', () => {
     const policy = { 'ulysses.io/assurance-policy': '{"policy":"threshold","min":{"cpu":2}}' };
     const names = ['a', 'b', 'c', 'd'];
     names.forEach((n, i) => s.state.upsertNode(node(n, {}, { 'ulysses.io/assurance': `{"cpu":${i + 1},"memory":${4 - i}}` })));
-    const lookups = vi.spyOn(s.state, 'node');
+    const lookups = vi.spyOn(s.state, 'slotOf');
     const p = pod('p', policy);
     const f = await filter(s, p, names);
     expect(f.NodeNames).toEqual(['b', 'c', 'd']);
@@ -261,6 +261,26 @@ describe('scheduler extender caches', () => {
     const now = expected(s, p, names).scores;
     expect(now.c).not.toBe(want.c);
     expect(await prioritize(s, p, ['b', 'c', 'd'])).toEqual({ b: now.b, c: now.c, d: now.d });
+  });
+
+  it('a node that takes a deleted node’s slot gets its own verdicts, not those cached for the slot', async () => {
+    const s = extender();
+    const policy = { 'ulysses.io/assurance-policy': '{"policy":"threshold","min":{"cpu":2}}' };
+    s.state.upsertNode(node('a', {}, { 'ulysses.io/assurance': '{"cpu":3}' }));
+    s.state.upsertNode(node('keep', {}, { 'ulysses.io/assurance': '{"cpu":3}' }));
+    expect((await filter(s, pod('p1', policy), ['a', 'keep'])).NodeNames).toEqual(['a', 'keep']);
+    const slot = s.state.slotOf('a');
+    s.state.deleteNode('a');
+    expect((await filter(s, pod('p2', policy), ['a', 'keep'])).FailedNodes).toEqual({ a: MESSAGES.unknownNode });
+    // b (below the policy) in a's slot, then a back (in a new slot): each its own verdict
+    s.state.upsertNode(node('b', {}, { 'ulysses.io/assurance': '{"cpu":1}' }));
+    expect(s.state.slotOf('b')).toBe(slot);
+    await assertUncached(s, pod('p3', policy), ['b', 'keep'], 'b in a’s slot');
+    expect((await filter(s, pod('p4', policy), ['b'])).NodeNames).toEqual([]);
+    s.state.deleteNode('b');
+    s.state.upsertNode(node('a', {}, { 'ulysses.io/assurance': '{"cpu":1}' }));
+    await assertUncached(s, pod('p5', policy), ['a', 'keep'], 'a back, below the policy');
+    expect((await filter(s, pod('p6', policy), ['a'])).NodeNames).toEqual([]);
   });
 
   it('TDMA verdicts follow the network: a slot taken on another node invalidates them', async () => {
@@ -361,7 +381,7 @@ describe('scheduler extender caches', () => {
    */
   const mixes = [
     { mix: 'RT nodes of every kind', seed: 0xcac4e, steps: 300, kinds: ['deferrable-server', 'budget-period', 'edf'], allRt: false, podNamed: 0, replicaNamedFromCache: 0 },
-    { mix: 'deferrable-server nodes only', seed: 0xd5e7, steps: 600, kinds: ['deferrable-server'], allRt: true, podNamed: 50, replicaNamedFromCache: 30 },
+    { mix: 'deferrable-server nodes only', seed: 0xd5e7, steps: 700, kinds: ['deferrable-server'], allRt: true, podNamed: 50, replicaNamedFromCache: 30 },
   ];
   it.each(mixes)('random cluster changes (status-only updates among them) and pods: every answer equals the uncached evaluation ($mix)', async (mix) => {
     const rnd = prng(mix.seed);
@@ -397,6 +417,8 @@ describe('scheduler extender caches', () => {
     const holders: V1Pod[] = [];
     let checks = 0;
     let statusOnly = 0;
+    let replaced = 0;
+    const replacing = prng(mix.seed + 1);
     /** Rejections naming the pod being placed (its server missing its deadline: "server of pod <uid>: ...", "pod <uid> task <i>: ..."). */
     let podNamed = 0;
     /** Such rejections of a replica answered entirely from the cache (from the verdict computed for another UID). */
@@ -419,7 +441,15 @@ describe('scheduler extender caches', () => {
       } else if (op < 5 && holders.length) {
         s.state.deletePod(holders.splice(int(holders.length), 1)[0]!);
       } else if (op < 6) {
-        if (rnd() < 0.5 || !holders.length) setNode(int(names.length));
+        // the node replacements drawn apart, so the rest of the sequence stays the seed's
+        if (replacing() < 0.25) {
+          // a node leaves and another joins: the new one takes the old one's slot (state.ts NodeSlots)
+          const i = int(names.length);
+          s.state.deleteNode(names[i]!);
+          names[i] = `n${i}-${step}`;
+          setNode(i);
+          replaced++;
+        } else if (rnd() < 0.5 || !holders.length) setNode(int(names.length));
         else {
           // a change the analyses read: the pod moves, ends, or its RT / reservation annotations change
           const i = int(holders.length);
@@ -485,6 +515,7 @@ describe('scheduler extender caches', () => {
     }
     expect(checks).toBeGreaterThan(100);
     expect(statusOnly).toBeGreaterThan(80);
+    expect(replaced).toBeGreaterThan(5);
     expect(podNamed).toBeGreaterThanOrEqual(mix.podNamed);
     expect(replicaNamedFromCache).toBeGreaterThanOrEqual(mix.replicaNamedFromCache);
   }, 60_000); // seconds of seeded work: beyond vitest's 5-s default on a loaded 2-CPU machine (not a timing claim)

@@ -1,0 +1,127 @@
+/**
+ * The verdicts of one demand (server.ts verdictsFor: the pods of one demand get the same verdict
+ * on a node, evaluate.ts SharedVerdict), by node slot (state.ts NodeSlots). A verdict is valid while
+ * its node's stamp and the demand's TDMA network version are what they were when it was computed.
+ *
+ * The verdicts at tie rank 0 (every verdict except a deferrable-server pod's on a
+ * deferrable-server node, see server.ts verdictsFor) are kept in typed arrays indexed by slot: the
+ * stamp, and a code that is the verdict itself for the filter's answer (fits, with the score in
+ * another array, or the index of its refusal, whose message is kept as JSON text once per demand).
+ * So the filter answers a node from a few contiguous arrays: at 1000 nodes, after the idle gap a
+ * binding leaves between two scheduling cycles, reading an object graph per node (verdict, shared
+ * verdict, cache entry) from cold CPU caches cost most of the extender's handling.
+ */
+import type { RejectionReason, SharedVerdict } from './evaluate.ts';
+
+/** {@link DemandVerdicts.code}: the node fits (its score: {@link DemandVerdicts.score}). */
+export const FITS = -1;
+/** {@link DemandVerdicts.code}: no valid verdict in the arrays (none, stale, or one naming the pod): see {@link DemandVerdicts.get}. */
+export const MISS = -2;
+
+/** A refusal of the demand: its message as JSON text and the reason it is counted under. */
+export interface Refusal {
+  readonly json: string;
+  readonly reason: RejectionReason;
+}
+
+/** Refusal messages kept per demand (one per kind of failure, more where a message names a node); past it a refusal is read from its verdict. */
+const REFUSALS_KEPT = 4096;
+
+interface RankedVerdict {
+  readonly stamp: number;
+  readonly shared: SharedVerdict;
+}
+
+export class DemandVerdicts {
+  /** The version of the demand's TDMA network the verdicts are of (0: no network). */
+  private network = 0;
+  private stamps = new Float64Array(0);
+  private codes = new Int32Array(0);
+  private scores = new Float64Array(0);
+  private shared: Array<SharedVerdict | undefined> = [];
+  private readonly refusals: Refusal[] = [];
+  private readonly refusalIndex = new Map<string, number>();
+  /** Tie ranks above 0: slot -> rank -> verdict. */
+  private readonly ranked = new Map<number, Array<RankedVerdict | undefined>>();
+
+  /** Drops every verdict unless they are of this version of the demand's TDMA network. */
+  syncNetwork(version: number): void {
+    if (version === this.network) return;
+    this.network = version;
+    this.stamps.fill(-1);
+    this.ranked.clear();
+  }
+
+  /** Is `version` the network version the verdicts are of? */
+  ofNetwork(version: number): boolean {
+    return version === this.network;
+  }
+
+  /** The slot's verdict at tie rank 0 as a code, if it is of `stamp`: {@link FITS}, a refusal's index ({@link refusal}), or {@link MISS}. */
+  code(slot: number, stamp: number): number {
+    return slot < this.stamps.length && this.stamps[slot] === stamp ? this.codes[slot]! : MISS;
+  }
+
+  /** The score of a slot whose {@link code} is {@link FITS}. */
+  score(slot: number): number {
+    return this.scores[slot]!;
+  }
+
+  refusal(index: number): Refusal {
+    return this.refusals[index]!;
+  }
+
+  /** The slot's verdict at `rank` if it is of `stamp`. */
+  get(slot: number, rank: number, stamp: number): SharedVerdict | undefined {
+    if (rank === 0) return slot < this.stamps.length && this.stamps[slot] === stamp ? this.shared[slot] : undefined;
+    const v = this.ranked.get(slot)?.[rank];
+    return v?.stamp === stamp ? v.shared : undefined;
+  }
+
+  /** The slot's verdict at `rank`, computed at `stamp`; undefined: none to keep (the slot's old one dropped). */
+  set(slot: number, rank: number, stamp: number, shared: SharedVerdict | undefined): void {
+    if (rank !== 0) {
+      let byRank = this.ranked.get(slot);
+      if (!byRank) this.ranked.set(slot, (byRank = []));
+      byRank[rank] = shared && { stamp, shared };
+      return;
+    }
+    if (slot >= this.stamps.length) this.grow(slot + 1);
+    this.shared[slot] = shared;
+    if (!shared) {
+      this.stamps[slot] = -1;
+      return;
+    }
+    this.stamps[slot] = stamp;
+    const v = shared.verdict;
+    if (v.fits) {
+      this.codes[slot] = FITS;
+      this.scores[slot] = v.score;
+    } else this.codes[slot] = shared.namesPod ? MISS : this.refusalOf(v.message, v.reason);
+  }
+
+  private refusalOf(message: string, reason: RejectionReason): number {
+    const key = `${reason}\u0000${message}`;
+    let k = this.refusalIndex.get(key);
+    if (k === undefined) {
+      if (this.refusals.length >= REFUSALS_KEPT) return MISS;
+      k = this.refusals.length;
+      this.refusals.push({ json: JSON.stringify(message), reason });
+      this.refusalIndex.set(key, k);
+    }
+    return k;
+  }
+
+  private grow(min: number): void {
+    const n = Math.max(min, this.stamps.length * 2, 64);
+    const stamps = new Float64Array(n).fill(-1);
+    stamps.set(this.stamps);
+    const codes = new Int32Array(n);
+    codes.set(this.codes);
+    const scores = new Float64Array(n);
+    scores.set(this.scores);
+    this.stamps = stamps;
+    this.codes = codes;
+    this.scores = scores;
+  }
+}
