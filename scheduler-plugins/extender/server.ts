@@ -613,11 +613,18 @@ export class ExtenderServer {
     return req.rt?.kind === 'deferrable-server' && info.rtKind === 'deferrable-server' ? this.state.dsTieRank(info.name, req.rt.server.periodUs, req.uid) : 0;
   }
 
-  /** The node's verdict for the pod; with `cache` (the node in the state, in `slot`), from and into the demand's verdicts. */
-  private evaluate(req: PodRequirements, info: NodeInfo, slot: number | undefined, cache: DemandVerdicts | undefined, memo: SlotMemo, budget: AnalysisBudget): NodeVerdict {
+  /** The node's verdict for the pod; with `cache` (the node in the state, in `slot`), from and into the demand's verdicts at the pod's tie rank there. */
+  private evaluate(
+    req: PodRequirements,
+    info: NodeInfo,
+    slot: number | undefined,
+    cache: DemandVerdicts | undefined,
+    memo: SlotMemo,
+    budget: AnalysisBudget,
+    tieRank = this.tieRank(req, info),
+  ): NodeVerdict {
     if (!cache || slot === undefined) return this.computed(evaluateNode(req, info, this.state, this.cfg, memo, budget), info);
     const stamp = this.state.stampOf(slot);
-    const tieRank = this.tieRank(req, info);
     const hit = cache.get(slot, tieRank, stamp);
     if (hit) {
       this.verdictStats.hits++;
@@ -744,7 +751,7 @@ export class ExtenderServer {
     const deferred: Array<{ index: number; info: NodeInfo; slot: number }> = [];
     if (names) {
       const { index, infos, stamps, flags } = this.state.slots;
-      // a deferrable-server pod's verdict on a deferrable-server node depends on its tie rank: evaluate() finds it
+      // a deferrable-server pod's verdict on a deferrable-server node is that of its tie rank: rank 0 in the arrays, the others from evaluate()
       const ranked = r.req.rt?.kind === 'deferrable-server' ? SLOT_DEFERRABLE_SERVER : 0;
       let hits = 0;
       for (let i = 0; i < count; i++) {
@@ -755,15 +762,16 @@ export class ExtenderServer {
         }
         slots[i] = slot;
         plain[i] = flags[slot]! & SLOT_PLAIN_NAME;
-        const code = flags[slot]! & ranked ? MISS : cache!.code(slot, stamps[slot]!);
+        const info = infos[slot]!;
+        const rank = flags[slot]! & ranked ? this.tieRank(r.req, info) : 0;
+        const code = rank === 0 ? cache!.code(slot, stamps[slot]!) : MISS;
         codes[i] = code;
         if (code !== MISS) {
           if (code === FITS) scores[i] = cache!.score(slot);
           hits++;
           continue;
         }
-        const info = infos[slot]!;
-        const v = this.evaluate(r.req, info, slot, cache, memo, budget);
+        const v = this.evaluate(r.req, info, slot, cache, memo, budget, rank);
         if (worker && !v.fits && v.budgetExceeded) deferred.push({ index: i, info, slot });
         else verdicts[i] = v;
       }
@@ -780,11 +788,12 @@ export class ExtenderServer {
       const count1 = (reason: RejectionReason) => counts.set(reason, (counts.get(reason) ?? 0) + 1);
       let answer: ExtenderFilterResult | AnswerJson;
       if (names) {
-        // nodeCacheCapable, the scheduler's path at scale: written as JSON text (see AnswerJson)
-        let passing = '';
+        // nodeCacheCapable, the scheduler's path at scale: written as JSON text (see AnswerJson), the
+        // pieces joined once (flat text, where appending piece by piece leaves a tree of strings to flatten)
+        const passing: string[] = [];
+        const refused: string[] = [];
         let unknown = '';
-        let refused = '';
-        const cycle: FilterCycle = { demand: r.req.demand, generation, configGen: this.configGen, names: [], slots: [], scores: [] };
+        const cycle: FilterCycle = { demand: r.req.demand, generation, configGen: this.configGen, names: passing, slots: [], scores: [] };
         for (let i = 0; i < count; i++) {
           const name = names[i]!;
           if (slots[i]! < 0) {
@@ -794,28 +803,23 @@ export class ExtenderServer {
           }
           const code = codes[i]!;
           const v = code === MISS ? verdicts[i]! : undefined;
-          const nameJson = plain[i] ? `"${name}"` : JSON.stringify(name);
           if (code === FITS || v?.fits) {
-            if (passing) passing += ',';
-            passing += nameJson;
-            cycle.names.push(name);
+            passing.push(name);
             cycle.slots.push(slots[i]!);
             cycle.scores.push(v?.fits ? v.score : scores[i]!);
           } else {
-            if (refused) refused += ',';
-            refused += nameJson;
-            refused += ':';
+            const nameJson = plain[i] ? `"${name}"` : JSON.stringify(name);
             if (v) {
-              refused += this.jsonString(v.message);
+              refused.push(`${nameJson}:${this.jsonString(v.message)}`);
               count1(v.reason);
             } else {
               const f = cache!.refusal(code);
-              refused += f.json;
+              refused.push(`${nameJson}:${f.json}`);
               count1(f.reason);
             }
           }
         }
-        answer = `{"NodeNames":[${passing}],"FailedNodes":{${unknown}},"FailedAndUnresolvableNodes":{${refused}},"Error":""}`;
+        answer = `{"NodeNames":${JSON.stringify(passing)},"FailedNodes":{${unknown}},"FailedAndUnresolvableNodes":{${refused.join(',')}},"Error":""}`;
         keepRecent(this.cycles, r.req.uid, cycle, FILTER_CYCLES_KEPT);
       } else {
         const passingNodes: V1Node[] = [];
