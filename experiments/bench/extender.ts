@@ -411,6 +411,8 @@ interface Row {
   serverP99Ms: number;
   noopP50Ms: number;
   noopP99Ms: number;
+  /** the no-op's handler time (its JSON parse and answer), as serverP50Ms is the extender's */
+  noopServerP50Ms: number;
   /** 90% bootstrap interval of p99 / no-op p99 (the rounds of both rows resampled): a ratio whose interval reaches across the target is inconclusive */
   p99RatioInterval: [number, number] | null;
   /** Node verdicts computed (not answered from the cache) per timed round, filter + prioritize. */
@@ -500,6 +502,7 @@ async function rowsFor(n: number, url: string, server: ExtenderServer, names: st
       serverP99Ms: quantile(ours.server, 0.99),
       noopP50Ms: quantile(base.lat, 0.5),
       noopP99Ms: quantile(base.lat, 0.99),
+      noopServerP50Ms: quantile(base.server, 0.5),
       p99RatioInterval: bootstrapQuantileRatio(ours.lat, base.lat, 0.99),
       recomputedPerRound: ours.recomputedPerRound,
       tail: ours.tail,
@@ -841,7 +844,7 @@ async function main() {
   console.log(`churn: ${CHURN === 'all' ? 'every node' : `${CHURN} node(s)`} changed between two rounds (extender rows): a new pod bound to the node${KWOK ? ` through the API (create with spec.nodeName; the previous churn pod on the node deleted) by the ${CHURN_BY === 'parent' ? 'parent process (churnBy: parent)' : 'measuring process (churnBy: measuring)'}, waited for in the extender's state` : ' (the previous one on the node deleted)'}${IDLE_MS > 0 ? `; then ${IDLE_MS} ms idle (idleMs), in both rows` : ''}`);
   console.log(`round trip = filter+prioritize measured by the client (${CLIENT_DESCRIPTION[CLIENT]}); server = fastify handler time of the two requests (reply.elapsedTime); recomputed = node verdicts computed per round (the rest came from the cache)`);
   console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} on ${os.cpus().length} CPUs`);
-  console.log('nodes  pod                       feasible | round trip p50  p99 | server p50  p99 | no-op round trip p50  p99 | recomputed | p99 / no-op p99 (target <= 1.3x; 90% bootstrap interval; inconclusive when it reaches across the target)');
+  console.log('nodes  pod                       feasible | round trip p50  p99 | server p50  p99 | no-op round trip p50  p99, server p50 | recomputed | p99 / no-op p99 (target <= 1.3x; 90% bootstrap interval; inconclusive when it reaches across the target)');
   const f = (x: number, w = 7) => x.toFixed(3).padStart(w);
   const t = (a: TailAttribution) =>
     `GC ${a.tailGcMs.toFixed(2)} ms (all ${a.allGcMs.toFixed(2)}) in ${a.tailMajorGcs.toFixed(2)} mark-compacts (all ${a.allMajorGcs.toFixed(3)}) and ${a.tailOtherGcs.toFixed(2)} other pauses (all ${a.allOtherGcs.toFixed(3)}), informer events ${a.tailEvents.toFixed(1)} (all ${a.allEvents.toFixed(1)}), main thread preempted ${a.tailPreempted.toFixed(1)} (all ${a.allPreempted.toFixed(2)})` +
@@ -854,7 +857,7 @@ async function main() {
     const iv = r.p99RatioInterval;
     const verdict = iv && iv[0] <= P99_RATIO_TARGET !== iv[1] <= P99_RATIO_TARGET ? 'inconclusive' : ratio <= P99_RATIO_TARGET ? 'met' : 'MISSED';
     console.log(
-      `${String(r.nodes).padEnd(6)} ${r.pod.padEnd(25)} ${String(r.feasible).padStart(8)} | ${f(r.p50Ms, 14)} ${f(r.p99Ms)} | ${f(r.serverP50Ms, 10)} ${f(r.serverP99Ms)} | ${f(r.noopP50Ms, 20)} ${f(r.noopP99Ms)} | ${r.recomputedPerRound.toFixed(1).padStart(10)} | ${ratio.toFixed(2)}x${iv ? ` (90% ${iv[0].toFixed(2)}-${iv[1].toFixed(2)})` : ''} ${verdict}`,
+      `${String(r.nodes).padEnd(6)} ${r.pod.padEnd(25)} ${String(r.feasible).padStart(8)} | ${f(r.p50Ms, 14)} ${f(r.p99Ms)} | ${f(r.serverP50Ms, 10)} ${f(r.serverP99Ms)} | ${f(r.noopP50Ms, 20)} ${f(r.noopP99Ms)} ${f(r.noopServerP50Ms, 12)} | ${r.recomputedPerRound.toFixed(1).padStart(10)} | ${ratio.toFixed(2)}x${iv ? ` (90% ${iv[0].toFixed(2)}-${iv[1].toFixed(2)})` : ''} ${verdict}`,
     );
   }
   console.log(`slowest 1% of the rounds vs all rounds: mean main-thread GC pause, informer events (KWOK mode) and involuntary context switches of the main thread${CLIENT === 'worker' ? ' and of the client thread' : CLIENT === 'go' ? " and of the Go client's threads" : ''} inside one round; the machine during the row (/proc: busy, hypervisor steal, the bench's and the testbed's CPU, anything else's)`);

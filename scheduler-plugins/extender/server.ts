@@ -41,7 +41,7 @@ import { RESERVATION_EPOCH_ANNOTATION, type ServingGate } from './leadership.ts'
 import { extenderConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from './config.ts';
 import { evaluateNode, evaluateShared, MESSAGES, podRequirements, verdictFor, type NodeVerdict, type PodRequirements, type RejectionReason, type SlotMemo } from './evaluate.ts';
 import { ClusterState, extenderNodeProjection, extenderPodProjection, nodeInfoOf, RESERVED_NODE_ANNOTATION, SLOT_DEFERRABLE_SERVER, SLOT_PLAIN_NAME, type NodeInfo } from './state.ts';
-import { DemandVerdicts, FITS, MISS } from './verdict-cache.ts';
+import { DemandVerdicts, FITS, MISS, refusalJson } from './verdict-cache.ts';
 import {
   bindingArgsSchema,
   describeIssues,
@@ -751,7 +751,7 @@ export class ExtenderServer {
     const deferred: Array<{ index: number; info: NodeInfo; slot: number }> = [];
     if (names) {
       const { index, infos, stamps, flags } = this.state.slots;
-      // a deferrable-server pod's verdict on a deferrable-server node is that of its tie rank: rank 0 in the arrays, the others from evaluate()
+      // a deferrable-server pod's verdict on a deferrable-server node is that of its tie rank there
       const ranked = r.req.rt?.kind === 'deferrable-server' ? SLOT_DEFERRABLE_SERVER : 0;
       let hits = 0;
       for (let i = 0; i < count; i++) {
@@ -764,10 +764,10 @@ export class ExtenderServer {
         plain[i] = flags[slot]! & SLOT_PLAIN_NAME;
         const info = infos[slot]!;
         const rank = flags[slot]! & ranked ? this.tieRank(r.req, info) : 0;
-        const code = rank === 0 ? cache!.code(slot, stamps[slot]!) : MISS;
+        const code = cache!.code(slot, stamps[slot]!, rank);
         codes[i] = code;
         if (code !== MISS) {
-          if (code === FITS) scores[i] = cache!.score(slot);
+          if (code === FITS) scores[i] = cache!.score(slot, rank);
           hits++;
           continue;
         }
@@ -792,6 +792,8 @@ export class ExtenderServer {
         // pieces joined once (flat text, where appending piece by piece leaves a tree of strings to flatten)
         const passing: string[] = [];
         const refused: string[] = [];
+        // the messages naming this pod, once per request
+        const podJson: string[] = [];
         let unknown = '';
         const cycle: FilterCycle = { demand: r.req.demand, generation, configGen: this.configGen, names: passing, slots: [], scores: [] };
         for (let i = 0; i < count; i++) {
@@ -814,7 +816,7 @@ export class ExtenderServer {
               count1(v.reason);
             } else {
               const f = cache!.refusal(code);
-              refused.push(`${nameJson}:${f.json}`);
+              refused.push(`${nameJson}:${typeof f.json === 'string' ? f.json : (podJson[code] ??= refusalJson(f, r.req.uid))}`);
               count1(f.reason);
             }
           }

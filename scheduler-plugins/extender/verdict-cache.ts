@@ -3,25 +3,32 @@
  * on a node, evaluate.ts SharedVerdict), by node slot (state.ts NodeSlots). A verdict is valid while
  * its node's stamp and the demand's TDMA network version are what they were when it was computed.
  *
- * The verdicts at tie rank 0 (every verdict except a deferrable-server pod's on a
- * deferrable-server node, see server.ts verdictsFor) are kept in typed arrays indexed by slot: the
- * stamp, and a code that is the verdict itself for the filter's answer (fits, with the score in
- * another array, or the index of its refusal, whose message is kept as JSON text once per demand).
- * So the filter answers a node from a few contiguous arrays: at 1000 nodes, after the idle gap a
- * binding leaves between two scheduling cycles, reading an object graph per node (verdict, shared
- * verdict, cache entry) from cold CPU caches cost most of the extender's handling.
+ * Each verdict also has a code that is the verdict itself for the filter's answer: fits (with its
+ * score), or the index of its refusal, whose message is kept as JSON text once per demand (a
+ * message naming the pod as pieces around its UID, evaluate.ts POD_MARK). The verdicts at tie
+ * rank 0 (every verdict except some of a deferrable-server pod's on a deferrable-server node, see
+ * server.ts tieRank) are kept in typed arrays indexed by slot: stamp, code, score. So the filter
+ * answers a node from a few contiguous arrays: at 1000 nodes, after the idle gap a binding leaves
+ * between two scheduling cycles, reading an object graph per node (verdict, shared verdict, cache
+ * entry) from cold CPU caches cost most of the extender's handling.
  */
-import type { RejectionReason, SharedVerdict } from './evaluate.ts';
+import { POD_MARK, type RejectionReason, type SharedVerdict } from './evaluate.ts';
 
 /** {@link DemandVerdicts.code}: the node fits (its score: {@link DemandVerdicts.score}). */
 export const FITS = -1;
-/** {@link DemandVerdicts.code}: no valid verdict in the arrays (none, stale, or one naming the pod): see {@link DemandVerdicts.get}. */
+/** {@link DemandVerdicts.code}: no valid verdict (none, stale, or a refusal past REFUSALS_KEPT): see {@link DemandVerdicts.get}. */
 export const MISS = -2;
 
 /** A refusal of the demand: its message as JSON text and the reason it is counted under. */
 export interface Refusal {
-  readonly json: string;
+  /** the message as JSON text; for a message naming the pod, the JSON texts (without quotes) of the pieces around the pod's UID */
+  readonly json: string | readonly string[];
   readonly reason: RejectionReason;
+}
+
+/** The message of `r` for the pod with this UID as JSON text (evaluate.ts verdictFor, as JSON). */
+export function refusalJson(r: Refusal, uid: string): string {
+  return typeof r.json === 'string' ? r.json : `"${r.json.join(JSON.stringify(uid).slice(1, -1))}"`;
 }
 
 /** Refusal messages kept per demand (one per kind of failure, more where a message names a node); past it a refusal is read from its verdict. */
@@ -30,6 +37,7 @@ const REFUSALS_KEPT = 4096;
 interface RankedVerdict {
   readonly stamp: number;
   readonly shared: SharedVerdict;
+  readonly code: number;
 }
 
 export class DemandVerdicts {
@@ -57,14 +65,18 @@ export class DemandVerdicts {
     return version === this.network;
   }
 
-  /** The slot's verdict at tie rank 0 as a code, if it is of `stamp`: {@link FITS}, a refusal's index ({@link refusal}), or {@link MISS}. */
-  code(slot: number, stamp: number): number {
-    return slot < this.stamps.length && this.stamps[slot] === stamp ? this.codes[slot]! : MISS;
+  /** The slot's verdict at `rank` as a code, if it is of `stamp`: {@link FITS}, a refusal's index ({@link refusal}), or {@link MISS}. */
+  code(slot: number, stamp: number, rank = 0): number {
+    if (rank === 0) return slot < this.stamps.length && this.stamps[slot] === stamp ? this.codes[slot]! : MISS;
+    const v = this.ranked.get(slot)?.[rank];
+    return v?.stamp === stamp ? v.code : MISS;
   }
 
-  /** The score of a slot whose {@link code} is {@link FITS}. */
-  score(slot: number): number {
-    return this.scores[slot]!;
+  /** The score of a verdict whose {@link code} is {@link FITS}. */
+  score(slot: number, rank = 0): number {
+    if (rank === 0) return this.scores[slot]!;
+    const v = this.ranked.get(slot)![rank]!.shared.verdict;
+    return v.fits ? v.score : 0;
   }
 
   refusal(index: number): Refusal {
@@ -83,7 +95,7 @@ export class DemandVerdicts {
     if (rank !== 0) {
       let byRank = this.ranked.get(slot);
       if (!byRank) this.ranked.set(slot, (byRank = []));
-      byRank[rank] = shared && { stamp, shared };
+      byRank[rank] = shared && { stamp, shared, code: this.codeOf(shared) };
       return;
     }
     if (slot >= this.stamps.length) this.grow(slot + 1);
@@ -93,20 +105,20 @@ export class DemandVerdicts {
       return;
     }
     this.stamps[slot] = stamp;
-    const v = shared.verdict;
-    if (v.fits) {
-      this.codes[slot] = FITS;
-      this.scores[slot] = v.score;
-    } else this.codes[slot] = shared.namesPod ? MISS : this.refusalOf(v.message, v.reason);
+    this.codes[slot] = this.codeOf(shared);
+    if (shared.verdict.fits) this.scores[slot] = shared.verdict.score;
   }
 
-  private refusalOf(message: string, reason: RejectionReason): number {
-    const key = `${reason}\u0000${message}`;
+  private codeOf(shared: SharedVerdict): number {
+    const v = shared.verdict;
+    if (v.fits) return FITS;
+    const key = `${v.reason}\u0000${shared.namesPod ? 'pod' : ''}\u0000${v.message}`;
     let k = this.refusalIndex.get(key);
     if (k === undefined) {
       if (this.refusals.length >= REFUSALS_KEPT) return MISS;
       k = this.refusals.length;
-      this.refusals.push({ json: JSON.stringify(message), reason });
+      const json = shared.namesPod ? v.message.split(POD_MARK).map((part) => JSON.stringify(part).slice(1, -1)) : JSON.stringify(v.message);
+      this.refusals.push({ json, reason: v.reason });
       this.refusalIndex.set(key, k);
     }
     return k;
