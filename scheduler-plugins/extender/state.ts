@@ -228,9 +228,9 @@ export const SLOT_PLAIN_NAME = 2;
  * generation at the node's last version bump, so no two changes of any nodes share one: a verdict
  * cached under a slot's stamp (server.ts DemandVerdicts) is valid exactly while the stamp is the
  * same, also after the slot went to another node. The verbs' per-node loop reads these contiguous
- * arrays instead of a NodeInfo and the objects a cached verdict is made of: at 1000 nodes, on a
- * request that finds the CPU caches cold (the idle gap a binding leaves between two scheduling
- * cycles), those scattered objects cost most of the extender's handling.
+ * arrays instead of a NodeInfo and the objects a cached verdict is made of, each a cache miss of
+ * its own when a request finds the CPU caches cold (the idle gap a binding leaves between two
+ * scheduling cycles).
  */
 export interface NodeSlots {
   readonly index: ReadonlyMap<string, number>;

@@ -8,9 +8,9 @@
  * message naming the pod as pieces around its UID, evaluate.ts POD_MARK). The verdicts at tie
  * rank 0 (every verdict except some of a deferrable-server pod's on a deferrable-server node, see
  * server.ts tieRank) are kept in typed arrays indexed by slot: stamp, code, score. So the filter
- * answers a node from a few contiguous arrays: at 1000 nodes, after the idle gap a binding leaves
- * between two scheduling cycles, reading an object graph per node (verdict, shared verdict, cache
- * entry) from cold CPU caches cost most of the extender's handling.
+ * answers a node from a few contiguous arrays, where an object graph per node (verdict, shared
+ * verdict, cache entry) is several cache misses per node: at 1000 nodes, after the idle gap a
+ * binding leaves between two scheduling cycles, the CPU caches are cold (bench:extender).
  */
 import { POD_MARK, type RejectionReason, type SharedVerdict } from './evaluate.ts';
 
