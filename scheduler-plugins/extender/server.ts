@@ -40,7 +40,7 @@ import { RtAnalysisWorker, type FeedSource } from './analysis-worker.ts';
 import { RESERVATION_EPOCH_ANNOTATION, type ServingGate } from './leadership.ts';
 import { extenderConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from './config.ts';
 import { evaluateNode, evaluateShared, MESSAGES, podRequirements, verdictFor, type NodeVerdict, type PodRequirements, type RejectionReason, type SlotMemo } from './evaluate.ts';
-import { ClusterState, extenderNodeProjection, extenderPodProjection, nodeInfoOf, RESERVED_NODE_ANNOTATION, SLOT_DEFERRABLE_SERVER, SLOT_PLAIN_NAME, type NodeInfo } from './state.ts';
+import { ClusterState, extenderNodeProjection, extenderPodProjection, nodeInfoOf, RESERVED_NODE_ANNOTATION, nameJson, SLOT_DEFERRABLE_SERVER, SLOT_PLAIN_NAME, type NodeInfo } from './state.ts';
 import { DemandVerdicts, FITS, MISS, refusalJson } from './verdict-cache.ts';
 import {
   bindingArgsSchema,
@@ -621,10 +621,11 @@ export class ExtenderServer {
     cache: DemandVerdicts | undefined,
     memo: SlotMemo,
     budget: AnalysisBudget,
-    tieRank = this.tieRank(req, info),
+    rank?: number,
   ): NodeVerdict {
     if (!cache || slot === undefined) return this.computed(evaluateNode(req, info, this.state, this.cfg, memo, budget), info);
     const stamp = this.state.stampOf(slot);
+    const tieRank = rank ?? this.tieRank(req, info);
     const hit = cache.get(slot, tieRank, stamp);
     if (hit) {
       this.verdictStats.hits++;
@@ -810,13 +811,13 @@ export class ExtenderServer {
             cycle.slots.push(slots[i]!);
             cycle.scores.push(v?.fits ? v.score : scores[i]!);
           } else {
-            const nameJson = plain[i] ? `"${name}"` : JSON.stringify(name);
+            const json = nameJson(name, plain[i]!);
             if (v) {
-              refused.push(`${nameJson}:${this.jsonString(v.message)}`);
+              refused.push(`${json}:${this.jsonString(v.message)}`);
               count1(v.reason);
             } else {
               const f = cache!.refusal(code);
-              refused.push(`${nameJson}:${typeof f.json === 'string' ? f.json : (podJson[code] ??= refusalJson(f, r.req.uid))}`);
+              refused.push(`${json}:${typeof f.json === 'string' ? f.json : (podJson[code] ??= refusalJson(f, r.req.uid))}`);
               count1(f.reason);
             }
           }
@@ -959,9 +960,10 @@ export class ExtenderServer {
     const worker = r.ok && names ? this.rtWorker() : undefined;
     const budget = worker && r.ok ? this.inlineBudget(r.req) : this.budget();
     const deferred: Array<{ index: number; info: NodeInfo; slot: number }> = [];
+    const slotInfos = this.state.slots.infos;
     for (let i = 0; i < count; i++) {
       const slot = r.ok && names ? this.state.slotOf(names[i]!) : undefined;
-      const info = !r.ok ? undefined : names ? (slot === undefined ? undefined : this.state.slots.infos[slot]) : nodeInfoOf(sent![i]!);
+      const info = !r.ok ? undefined : names ? (slot === undefined ? undefined : slotInfos[slot]) : nodeInfoOf(sent![i]!);
       infos[i] = info;
       const v = r.ok && info ? this.evaluate(r.req, info, slot, cache, memo, budget) : undefined;
       if (worker && info && v && !v.fits && v.budgetExceeded) deferred.push({ index: i, info, slot: slot! });
@@ -990,7 +992,7 @@ export class ExtenderServer {
     const c = this.cycles.get(req.uid);
     if (!c || c.generation !== this.state.generation || c.configGen !== this.configGen || c.demand !== req.demand) return undefined;
     // the same generation: the filter's nodes are in the same slots
-    const { infos, flags } = this.state.slots;
+    const { flags } = this.state.slots;
     let text = '[';
     let j = 0;
     for (let i = 0; i < names.length; i++) {
@@ -999,7 +1001,7 @@ export class ExtenderServer {
       if (j === c.names.length) return undefined;
       if (i) text += ',';
       const slot = c.slots[j]!;
-      text = hostPriorityJson(text, flags[slot]! & SLOT_PLAIN_NAME ? `"${name}"` : infos[slot]!.nameJson, c.scores[j]!);
+      text = hostPriorityJson(text, nameJson(name, flags[slot]! & SLOT_PLAIN_NAME), c.scores[j]!);
       j++;
     }
     this.verdictStats.hits += names.length;

@@ -232,6 +232,19 @@ export const SLOT_PLAIN_NAME = 2;
  * its own when a request finds the CPU caches cold (the idle gap a binding leaves between two
  * scheduling cycles).
  */
+/** `a` in a new array of at least `n` entries (its length doubled), the new entries `fill`. */
+export function grown<A extends Float64Array | Int32Array | Uint8Array>(a: A, n: number, fill = 0): A {
+  const b = new (a.constructor as new (length: number) => A)(Math.max(n, a.length * 2, 64));
+  b.fill(fill, a.length);
+  b.set(a);
+  return b;
+}
+
+/** A node's name as JSON text: between quotes for a name with nothing to escape ({@link SLOT_PLAIN_NAME}). */
+export function nameJson(name: string, plain: number): string {
+  return plain ? `"${name}"` : JSON.stringify(name);
+}
+
 export interface NodeSlots {
   readonly index: ReadonlyMap<string, number>;
   readonly infos: ReadonlyArray<NodeInfo | undefined>;
@@ -289,12 +302,8 @@ export class ClusterState {
     if (slot === undefined) {
       slot = this.freeSlots.pop() ?? this.slotInfos.length;
       if (slot >= this.slotStamps.length) {
-        const stamps = new Float64Array(this.slotStamps.length * 2).fill(-1);
-        stamps.set(this.slotStamps);
-        this.slotStamps = stamps;
-        const flags = new Uint8Array(stamps.length);
-        flags.set(this.slotFlags);
-        this.slotFlags = flags;
+        this.slotStamps = grown(this.slotStamps, slot + 1, -1);
+        this.slotFlags = grown(this.slotFlags, slot + 1);
       }
       this.slotIndex.set(info.name, slot);
     }

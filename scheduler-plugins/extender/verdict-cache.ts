@@ -13,6 +13,7 @@
  * binding leaves between two scheduling cycles, the CPU caches are cold (bench:extender).
  */
 import { POD_MARK, type RejectionReason, type SharedVerdict } from './evaluate.ts';
+import { grown } from './state.ts';
 
 /** {@link DemandVerdicts.code}: the node fits (its score: {@link DemandVerdicts.score}). */
 export const FITS = -1;
@@ -98,7 +99,11 @@ export class DemandVerdicts {
       byRank[rank] = shared && { stamp, shared, code: this.codeOf(shared) };
       return;
     }
-    if (slot >= this.stamps.length) this.grow(slot + 1);
+    if (slot >= this.stamps.length) {
+      this.stamps = grown(this.stamps, slot + 1, -1);
+      this.codes = grown(this.codes, slot + 1);
+      this.scores = grown(this.scores, slot + 1);
+    }
     this.shared[slot] = shared;
     if (!shared) {
       this.stamps[slot] = -1;
@@ -122,18 +127,5 @@ export class DemandVerdicts {
       this.refusalIndex.set(key, k);
     }
     return k;
-  }
-
-  private grow(min: number): void {
-    const n = Math.max(min, this.stamps.length * 2, 64);
-    const stamps = new Float64Array(n).fill(-1);
-    stamps.set(this.stamps);
-    const codes = new Int32Array(n);
-    codes.set(this.codes);
-    const scores = new Float64Array(n);
-    scores.set(this.scores);
-    this.stamps = stamps;
-    this.codes = codes;
-    this.scores = scores;
   }
 }
