@@ -126,11 +126,14 @@ export async function apiRequest<T = unknown>(
     const res = await fetch(url.toString(), init);
     requestsTotal.inc({ code: String(res.status), method, host: url.host });
     const text = await res.text();
-    const body = text ? (JSON.parse(text) as unknown) : undefined;
+    const body = parseBody(text);
     if (res.status >= 300) {
-      const st = body as { message?: string; reason?: string } | undefined;
-      throw new ApiError(`${method} ${path}: ${res.status} ${st?.message ?? res.statusText}`, res.status, st?.reason, body);
+      // a path no API group serves answers with plain text ("404 page not found"), not a Status
+      const st = typeof body === 'object' ? (body as { message?: string; reason?: string } | null) : undefined;
+      const message = st?.message ?? (typeof body === 'string' ? excerpt(body) : res.statusText);
+      throw new ApiError(`${method} ${path}: ${res.status} ${message}`, res.status, st?.reason, body);
     }
+    if (typeof body === 'string') throw new ApiError(`${method} ${path}: ${res.status} answered with text, not JSON: ${excerpt(body)}`, res.status, undefined, body);
     return body as T;
   } catch (err) {
     if (!(err instanceof ApiError)) requestsTotal.inc({ code: '<error>', method, host: url.host });
@@ -140,6 +143,18 @@ export async function apiRequest<T = unknown>(
     end();
   }
 }
+
+/** The JSON body, or the text itself when it is not JSON (an error page, a proxy's answer). */
+function parseBody(text: string): unknown {
+  if (!text) return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
+
+const excerpt = (text: string) => (text.length > 200 ? `${text.slice(0, 200)}…` : text).trim();
 
 /** Something that admits one request at a time, e.g. kube-controller-manager's 20 qps / burst 30 token bucket. */
 export interface RequestLimiter {
@@ -184,6 +199,10 @@ export class KubeClient {
 
 export function isNotFound(err: unknown): boolean {
   return err instanceof ApiError && err.statusCode === 404;
+}
+/** A 404 without a Status object: the apiserver serves no such resource (e.g. a CRD not installed). */
+export function isNotServed(err: unknown): boolean {
+  return isNotFound(err) && typeof (err as ApiError).body !== 'object';
 }
 export function isConflict(err: unknown): boolean {
   return err instanceof ApiError && err.statusCode === 409;

@@ -24,7 +24,7 @@ import type { z } from 'zod';
 import { ConfigError, validateConfig } from './config.ts';
 import type { RecoveryRecord } from './slo.ts';
 import { ResilientInformer } from './informer.ts';
-import { KubeClient, isNotFound } from './kube.ts';
+import { KubeClient, isNotFound, isNotServed } from './kube.ts';
 import { componentLogger, type Logger } from './logging.ts';
 import { Gauge } from 'prom-client';
 import { metricsRegistry, registeredMetric } from './metrics.ts';
@@ -270,6 +270,7 @@ export async function readRuntimeConfig(client: KubeClient, name = RUNTIME_CONFI
   try {
     return await client.get<UlyssesConfig>(runtimeConfigPath(name));
   } catch (err) {
+    if (isNotServed(err)) throw new Error(`this cluster does not serve ${RUNTIME_CONFIG_PLURAL}.${RUNTIME_CONFIG_GROUP} (UlyssesConfig): Ulysses is not installed (ulysses install, manifests/README.md)`);
     if (isNotFound(err)) return undefined;
     throw err;
   }

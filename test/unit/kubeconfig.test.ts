@@ -6,7 +6,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeConfig } from '@kubernetes/client-node';
 import { kubeAccessFromText, LightKubeConfig, loadKubeAccess, parseLightKubeconfig, UnsupportedKubeconfig } from '../../core/kubeconfig.ts';
-import { apiRequest } from '../../core/kube.ts';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import { ApiError, apiRequest, isNotFound, isNotServed, KubeClient } from '../../core/kube.ts';
+import { patchRuntimeConfig, readRuntimeConfig } from '../../core/runtime-config.ts';
 import { ResilientInformer } from '../../core/informer.ts';
 import { generatePki, writeKubeconfig, type Pki } from '../../experiments/testbed/pki.ts';
 
@@ -184,5 +186,45 @@ describe('kubeAccessFromText (a kubeconfig handed to a worker thread)', () => {
     const access = await kubeAccessFromText(k.exportConfig(), 'exported');
     expect(access).toBeInstanceOf(KubeConfig);
     expect(access.getCurrentCluster()?.server).toBe('https://10.0.0.1:6443');
+  });
+});
+
+describe('apiRequest: answers that are not a Status object', () => {
+  let server: HttpServer;
+  let base = '';
+  // what a real apiserver answers for a group it does not serve, and a proxy's error page
+  const answers: Record<string, [number, string, string]> = {
+    '/apis/ulysses.io/v1alpha1/ulyssesconfigs/default': [404, 'text/plain; charset=utf-8', '404 page not found\n'],
+    '/apis/ulysses.io/v1alpha1/ulyssesconfigs': [404, 'text/plain; charset=utf-8', '404 page not found\n'],
+    '/api/v1/namespaces/default/pods/p': [404, 'application/json', JSON.stringify({ kind: 'Status', status: 'Failure', reason: 'NotFound', message: 'pods "p" not found', code: 404 })],
+    '/proxy-error': [502, 'text/html', '<html><body>Bad Gateway</body></html>'],
+    '/ok-but-text': [200, 'text/plain', 'ok'],
+  };
+  beforeAll(async () => {
+    server = createHttpServer((req, res) => {
+      const [code, type, body] = answers[new URL(req.url!, 'http://x').pathname] ?? [500, 'text/plain', 'unexpected'];
+      res.writeHead(code, { 'Content-Type': type }).end(body);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  });
+  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+  const access = () => parseLightKubeconfig(kubeconfigYaml('token: t', `server: ${base}\n    insecure-skip-tls-verify: true`), 'test');
+
+  it('keeps the status code and the text, so a 404 of an unserved path is told apart from a missing object', async () => {
+    const unserved = await apiRequest(access(), 'GET', '/apis/ulysses.io/v1alpha1/ulyssesconfigs/default').catch((e: unknown) => e);
+    expect(unserved).toBeInstanceOf(ApiError);
+    expect((unserved as ApiError).message).toBe('GET /apis/ulysses.io/v1alpha1/ulyssesconfigs/default: 404 404 page not found');
+    expect([isNotFound(unserved), isNotServed(unserved)]).toEqual([true, true]);
+    const missing = await apiRequest(access(), 'GET', '/api/v1/namespaces/default/pods/p').catch((e: unknown) => e);
+    expect([isNotFound(missing), isNotServed(missing), (missing as ApiError).reason]).toEqual([true, false, 'NotFound']);
+    await expect(apiRequest(access(), 'GET', '/proxy-error')).rejects.toThrow('GET /proxy-error: 502 <html><body>Bad Gateway</body></html>');
+    await expect(apiRequest(access(), 'GET', '/ok-but-text')).rejects.toThrow('GET /ok-but-text: 200 answered with text, not JSON: ok');
+  });
+
+  it('`ulysses status` and `ulysses set` on a cluster without Ulysses: an error naming the resource, nothing created', async () => {
+    const client = new KubeClient(access());
+    await expect(readRuntimeConfig(client)).rejects.toThrow('this cluster does not serve ulyssesconfigs.ulysses.io (UlyssesConfig): Ulysses is not installed');
+    await expect(patchRuntimeConfig(client, { slo: { defaultSeconds: 2 } } as never)).rejects.toThrow('Ulysses is not installed');
   });
 });
