@@ -21,6 +21,7 @@
  * analysisThread: true
  * analysisThreadFeed: true                     # the thread fed in the background from the informers
  * bodyLimitBytes: 16777216
+ * requeueDelayMs: 250                          # after a release, refused pods not asked about since are requeued
  * assuranceUpdater: { enabled: false, rules: [{ condition: MemoryPressure, gamma: 0.5, resources: [memory] }] }
  * rescheduler: { enabled: false, evictionsPerMinute: 6, burst: 1, onlyControlled: true, intervalMs: 5000, dryRun: false }
  * ```
@@ -125,6 +126,12 @@ export const ExtenderConfig = z.strictObject({
    * most a small share of pods itself (false: every request brings over what its budget allows).
    */
   analysisThreadFeed: z.boolean().default(true),
+  /**
+   * Wait after a release of capacity (a reservation's pod gone, a node added or changed) before the
+   * pods refused on the older view, and not asked about since, are put back in kube-scheduler's
+   * queue (extender/requeue.ts).
+   */
+  requeueDelayMs: z.number().int().min(0).max(60_000).default(250),
   /** Node-assurance updater run by main.ts next to the server (assurance/updater.ts). */
   assuranceUpdater: z.strictObject({ enabled: z.boolean().default(false), ...AssuranceUpdaterConfig.shape }).prefault({}),
   /** Opt-in rescheduler run by main.ts (assurance/rescheduler.ts). */

@@ -41,6 +41,7 @@ import { RESERVATION_EPOCH_ANNOTATION, type ServingGate } from './leadership.ts'
 import { extenderConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from './config.ts';
 import { evaluateNode, evaluateShared, MESSAGES, podRequirements, verdictFor, type NodeVerdict, type PodRequirements, type RejectionReason, type SlotMemo } from './evaluate.ts';
 import { ClusterState, extenderNodeProjection, extenderPodProjection, nodeInfoOf, RESERVED_NODE_ANNOTATION, nameJson, SLOT_DEFERRABLE_SERVER, SLOT_PLAIN_NAME, type NodeInfo } from './state.ts';
+import { Requeuer } from './requeue.ts';
 import { DemandVerdicts, FITS, MISS, refusalJson } from './verdict-cache.ts';
 import {
   bindingArgsSchema,
@@ -339,6 +340,9 @@ export class ExtenderServer {
   private readonly gate: ServingGate | undefined;
   private readonly events: ComponentEventRecorder;
   private readonly eventRecorder: EventRecorder | undefined;
+  /** Wakes the pods refused on a view a release of capacity made stale (requeue.ts). */
+  readonly requeuer: Requeuer;
+  private readonly stopRelease: () => void;
 
   constructor(opts: ExtenderServerOptions = {}) {
     this.cfg = extenderConfig(opts.config ?? {});
@@ -362,6 +366,8 @@ export class ExtenderServer {
       pods.on('delete', (p) => this.state.deletePod(p));
       this.informers = { nodes, pods };
     }
+    this.requeuer = new Requeuer({ client: this.client, log: this.log, delayMs: () => this.cfg.requeueDelayMs, holdsCapacity: (uid) => this.state.holdsCapacity(uid) });
+    this.stopRelease = this.state.onRelease(() => this.requeuer.released());
     this.app = this.buildApp();
   }
 
@@ -379,6 +385,7 @@ export class ExtenderServer {
     this.networks = tdmaNetworks(cfg);
     this.configGen++;
     this.verdicts.clear();
+    this.requeuer.released();
     if (this.analysisWorker) this.feed(this.analysisWorker);
     this.log.info({ plugins: cfg.plugins, networks: Object.keys(cfg.tdmaNetworks) }, 'configuration applied');
   }
@@ -399,6 +406,8 @@ export class ExtenderServer {
   }
 
   async stop(): Promise<void> {
+    this.stopRelease();
+    this.requeuer.stop();
     this.informers?.nodes.stop();
     this.informers?.pods.stop();
     await this.app.close();
@@ -735,6 +744,7 @@ export class ExtenderServer {
       else out.Nodes = { items: [] };
       return out;
     }
+    const epoch = this.requeuer.epoch;
     const cache = names ? this.verdictsFor(r.req) : undefined;
     // the verdicts below are of this generation (a thread's, cached under the stamps of before it ran, as well)
     const generation = this.state.generation;
@@ -788,6 +798,7 @@ export class ExtenderServer {
       const counts = new Map<RejectionReason, number>();
       const count1 = (reason: RejectionReason) => counts.set(reason, (counts.get(reason) ?? 0) + 1);
       let answer: ExtenderFilterResult | AnswerJson;
+      let passed: number;
       if (names) {
         // nodeCacheCapable, the scheduler's path at scale: written as JSON text (see AnswerJson), the
         // pieces joined once (flat text, where appending piece by piece leaves a tree of strings to flatten)
@@ -824,6 +835,7 @@ export class ExtenderServer {
         }
         answer = `{"NodeNames":${JSON.stringify(passing)},"FailedNodes":{${unknown}},"FailedAndUnresolvableNodes":{${refused.join(',')}},"Error":""}`;
         keepRecent(this.cycles, r.req.uid, cycle, FILTER_CYCLES_KEPT);
+        passed = passing.length;
       } else {
         const passingNodes: V1Node[] = [];
         for (let i = 0; i < count; i++) {
@@ -836,8 +848,11 @@ export class ExtenderServer {
         }
         out.Nodes = { items: passingNodes };
         answer = out;
+        passed = passingNodes.length;
       }
       for (const [reason, n] of counts) m.rejections.inc({ reason }, n);
+      if (passed) this.requeuer.passed(r.req.uid);
+      else if (count) this.requeuer.refusedEverywhere(r.req.uid, args.Pod.metadata?.namespace ?? '', args.Pod.metadata?.name ?? '', epoch);
       this.budgetSpent(work, budget.exceeded && !deferred.length ? budget.limit : undefined, r.req);
       return answer;
     };

@@ -69,6 +69,11 @@ export interface NodeInfo {
   version: number;
 }
 
+/** Does the pod hold what the analyses count (an RT share or TDMA slots on a node)? */
+function holdsAnalysed(rec: PodRecord): boolean {
+  return rec.node !== undefined && (rec.rt !== undefined || rec.tdmaSlots !== undefined);
+}
+
 export interface PodRecord {
   readonly key: string;
   readonly uid: string;
@@ -354,6 +359,22 @@ export class ClusterState {
     return () => this.nodeListeners.delete(listener);
   }
 
+  private readonly releaseListeners = new Set<() => void>();
+
+  /**
+   * Calls `listener()` whenever capacity may have been released: a pod that held capacity is gone,
+   * or a node was added or changed what the analyses read of it. Synchronously inside the change,
+   * after it: it should only take note. Returns the function that removes it.
+   */
+  onRelease(listener: () => void): () => void {
+    this.releaseListeners.add(listener);
+    return () => this.releaseListeners.delete(listener);
+  }
+
+  private release(): void {
+    for (const l of this.releaseListeners) l();
+  }
+
   private bumpNetwork(rec: PodRecord | undefined): void {
     if (!rec?.tdma?.ok) return;
     this.changes++;
@@ -380,6 +401,7 @@ export class ClusterState {
     }
     this.setNode(nodeInfoOf(node));
     this.bumpNode(name);
+    this.release();
   }
 
   deleteNode(node: V1Node | string): void {
@@ -429,6 +451,8 @@ export class ClusterState {
     }
     const rec = podRecordOf(pod);
     if (old) this.unindex(old);
+    // what it held may be less now (terminal, a reservation dropped or moved)
+    const released = old !== undefined && holdsAnalysed(old);
     this.pods.set(key, rec);
     if (rec.node) {
       let set = this.podsByNode.get(rec.node);
@@ -441,6 +465,7 @@ export class ClusterState {
       this.tdmaPods.add(key);
       this.bumpNetwork(rec);
     }
+    if (released) this.release();
   }
 
   /**
@@ -478,6 +503,7 @@ export class ClusterState {
     if (!old || (uid && old.uid !== uid)) return;
     this.unindex(old);
     this.pods.delete(key);
+    if (holdsAnalysed(old)) this.release();
   }
 
   private unindex(rec: PodRecord): void {

@@ -248,6 +248,41 @@ describe('kube-scheduler with the Ulysses extender (testbed, KWOK nodes)', () =>
     expect([...holders.values()].every((n) => n.startsWith('burst-'))).toBe(true);
   });
 
+  it('a release the extender learns of after the scheduler retried: the refused pod is requeued (ulysses.io/capacity-released) and bound', async () => {
+    for (const p of await allPods()) if (p.metadata?.annotations?.['ulysses.io/tdma']) await core.deleteNamespacedPod({ name: p.metadata.name!, namespace: ns, gracePeriodSeconds: 0 });
+    await pollUntil('no TDMA slot held in the extender', async () => extender.state.takenSlots('rtnet0', 'none').length === 0, { timeoutMs: 60_000 });
+    await createAndWaitBound(kwokPod('late-1', { 'ulysses.io/tdma': tdma(5) }));
+    await createAndWaitRefused(kwokPod('late-2', { 'ulysses.io/tdma': tdma(1) }), /rtnet0: 0 free slot\(s\), 1 needed/);
+
+    // the extender's watch delivers late-1's deletion only after kube-scheduler retried late-2 on it
+    // (what a slow watch does): held back here, the scheduler's retry is refused on the old view
+    const state = extender.state;
+    const deletePod = state.deletePod.bind(state);
+    const held: V1Pod[] = [];
+    state.deletePod = (p: V1Pod) => (p.metadata?.name === 'late-1' ? void held.push(p) : deletePod(p));
+    try {
+      const tdmaRefusals = async () => Number(/ulysses_extender_rejections_total\{reason="tdma"\} (\d+)/.exec(await (await fetch(`http://127.0.0.1:${PORT}/metrics`)).text())?.[1] ?? 0);
+      const before = await tdmaRefusals();
+      await core.deleteNamespacedPod({ name: 'late-1', namespace: ns, gracePeriodSeconds: 0 });
+      await pollUntil('late-1 deletion delivered to the extender and held back', async () => held.length === 1, { timeoutMs: 60_000 });
+      await pollUntil('kube-scheduler retried late-2 on the deletion and the extender refused it', async () => (await tdmaRefusals()) > before, { timeoutMs: 60_000 });
+      expect((await readPod('late-2')).spec?.nodeName).toBeFalsy();
+    } finally {
+      state.deletePod = deletePod;
+    }
+    // the deletion reaches the state: the slots are free, and late-2, refused before, is requeued
+    deletePod(held[0]!);
+    const bound = await pollUntil('late-2 bound after the requeue', async () => {
+      const p = await readPod('late-2');
+      return p.spec?.nodeName ? p : undefined;
+    }, { timeoutMs: 60_000 });
+    expect(bound.metadata?.annotations?.['ulysses.io/capacity-released']).toMatch(/^\d{4}-\d\d-\d\dT/);
+    expect(bound.metadata?.annotations?.['ulysses.io/tdma-slots']).toBe('[0]');
+    const metrics = await (await fetch(`http://127.0.0.1:${PORT}/metrics`)).text();
+    expect(metrics).toMatch(/ulysses_extender_requeues_total\{result="patched"\} [1-9]/);
+    await assertNoDoubleBooking();
+  });
+
   it('node-assurance updater + opt-in rescheduler: a degraded node loses assurance, its controlled pod is evicted and placed on a node that satisfies it', async () => {
     const apps = t.apps;
     const updater = new NodeAssuranceUpdater(t.kc, { rules: [{ taint: 'ulysses.io/degraded', gamma: 0.5 }] });
@@ -302,8 +337,7 @@ describe('kube-scheduler with the Ulysses extender (testbed, KWOK nodes)', () =>
       const off = await setAndObserve(t.kc, 'scheduler-extender', 'off', { plugins: ['assurance'] });
       expect(off.mode).toBe('assurance=off,realtime=on,tdma=on');
       expect(extender.config.plugins.assurance).toBe(false);
-      // a node event makes kube-scheduler retry the unschedulable pod at once
-      await client.mergePatch('/api/v1/nodes/kwok-6', { metadata: { labels: { 'toggle-poke': String(Date.now()) } } });
+      // the configuration change is a release: the extender requeues the pod it refused (requeue.ts)
       const bound = await pollUntil('pod bound once assurance filtering is off', async () => (await readPod('toggle')).spec?.nodeName, { timeoutMs: 60_000 });
       expect(bound).toBe('kwok-6');
       const on = await setAndObserve(t.kc, 'scheduler-extender', 'on', { plugins: ['assurance'] });
