@@ -64,7 +64,8 @@ export class Requeuer {
   private sweepBefore = 0;
   private readonly refused = new Map<string, Refused>();
   private timer: NodeJS.Timeout | undefined;
-  private sweeping: Promise<void> | undefined;
+  /** The sweeps, one after the other. */
+  private sweeps: Promise<void> = Promise.resolve();
   private stopped = false;
 
   constructor(private readonly o: RequeuerOptions) {}
@@ -110,9 +111,7 @@ export class Requeuer {
     if (this.timer || this.stopped) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      this.sweeping ??= this.sweep().finally(() => {
-        this.sweeping = undefined;
-      });
+      this.sweeps = this.sweeps.then(() => this.sweep()).catch((err: Error) => this.o.log.error({ err: err.message }, 'requeue sweep failed'));
     }, this.o.delayMs());
     this.timer.unref();
   }
