@@ -62,6 +62,14 @@ function extender(state = new ClusterState()) {
   return s;
 }
 
+/** An extender whose rtnet0 is full: all its slots held by one pod. */
+function withHolder() {
+  const s = extender();
+  const h = holder();
+  s.state.upsertPod(h);
+  return { s, h };
+}
+
 async function refused(s: ExtenderServer, p: V1Pod) {
   const r = await filter(s, p, ['n1', 'n2']);
   expect(r.NodeNames).toEqual([]);
@@ -71,9 +79,7 @@ const patched = () => calls.filter((c) => c.method === 'PATCH').map((c) => c.pat
 
 describe('requeue after a release of capacity', () => {
   it('a pod refused before the release gets one patch after the delay, with its UID as precondition', async () => {
-    const s = extender();
-    const h = holder();
-    s.state.upsertPod(h);
+    const { s, h } = withHolder();
     const waiting = pod('waiting', tdma(1));
     await refused(s, waiting);
     s.state.deletePod(h);
@@ -94,9 +100,7 @@ describe('requeue after a release of capacity', () => {
   });
 
   it('no patch when the scheduler asked again after the release (the usual order), whatever the answer', async () => {
-    const s = extender();
-    const h = holder();
-    s.state.upsertPod(h);
+    const { s, h } = withHolder();
     const fits = pod('fits', tdma(1));
     const still = pod('still', tdma(4));
     await refused(s, fits);
@@ -111,9 +115,7 @@ describe('requeue after a release of capacity', () => {
   });
 
   it('a node added or changed, and a configuration change, are releases; a pod without a reservation gone, a status update of a node are not', async () => {
-    const s = extender();
-    const h = holder();
-    s.state.upsertPod(h);
+    const { s, h } = withHolder();
     const waiting = pod('waiting', tdma(1));
     await refused(s, waiting);
     // neither frees anything the analyses count
@@ -143,9 +145,7 @@ describe('requeue after a release of capacity', () => {
   });
 
   it('a pod bound meanwhile, deleted, or recreated under its name is not woken, and nothing is lost past the per-sweep bound', async () => {
-    const s = extender();
-    const h = holder();
-    s.state.upsertPod(h);
+    const { s, h } = withHolder();
     const names = Array.from({ length: 70 }, (_, i) => `w${i}`);
     for (const n of names) await refused(s, pod(n, tdma(1)));
     // w0 was bound meanwhile (another replica's answer, or the informer is ahead)
