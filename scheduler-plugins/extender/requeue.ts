@@ -7,7 +7,7 @@
  * (5 min). The extender learns of the same event through its own watch. When the scheduler's retry
  * reaches the filter first (the watch event still on its way), the pod is refused on the old view
  * and goes back to the pool, where nothing wakes it before the next event: a TDMA pod waiting for
- * the slots of a deleted pod waited minutes with the slots free.
+ * the slots of a deleted pod can wait minutes with the slots free.
  *
  * So each pod refused everywhere is remembered with the release epoch its verdicts were computed
  * in. A release (a pod that held capacity gone, a node added or changed, the configuration
