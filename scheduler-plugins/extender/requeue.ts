@@ -20,8 +20,8 @@
  */
 import type { Logger } from 'pino';
 import { Counter } from 'prom-client';
-import { isNotFound, type KubeClient } from '../../core/kube.ts';
-import { metricsRegistry } from '../../core/metrics.ts';
+import { isConflict, isNotFound, type KubeClient } from '../../core/kube.ts';
+import { metricsRegistry, registeredMetric } from '../../core/metrics.ts';
 
 /** Written on a refused pod when capacity it may fit in was released: the time of the release. */
 export const REQUEUE_ANNOTATION = 'ulysses.io/capacity-released';
@@ -32,15 +32,17 @@ const REFUSED_KEPT = 4096;
 /** Patches one sweep writes at most; the rest wait for the next sweep, started at once. */
 const PATCHES_PER_SWEEP = 64;
 
-let requeues: Counter<'result'> | undefined;
-function requeueMetric(): Counter<'result'> {
-  return (requeues ??= new Counter({
-    name: 'ulysses_extender_requeues_total',
-    help: 'Refused pods put back in the scheduler queue after a release of capacity (result: patched | gone | error)',
-    labelNames: ['result'],
-    registers: [metricsRegistry()],
-  }));
-}
+const requeueMetric = () =>
+  registeredMetric(
+    'ulysses_extender_requeues_total',
+    () =>
+      new Counter({
+        name: 'ulysses_extender_requeues_total',
+        help: 'Refused pods put back in the scheduler queue after a release of capacity (result: patched | gone | error)',
+        labelNames: ['result'],
+        registers: [metricsRegistry()],
+      }),
+  );
 
 interface Refused {
   readonly namespace: string;
@@ -144,8 +146,7 @@ export class Requeuer {
         this.o.log.info({ kind: 'Pod', key: `${r.namespace}/${r.name}` }, 'refused pod requeued after a release of capacity');
       } catch (err) {
         // 404: deleted; 409/422: the UID differs (recreated under the name)
-        const code = (err as { statusCode?: number }).statusCode;
-        const gone = isNotFound(err) || code === 409 || code === 422;
+        const gone = isNotFound(err) || isConflict(err) || (err as { statusCode?: number }).statusCode === 422;
         requeueMetric().inc({ result: gone ? 'gone' : 'error' });
         if (!gone) this.o.log.warn({ kind: 'Pod', key: `${r.namespace}/${r.name}`, err: (err as Error).message }, 'could not requeue a refused pod');
       }

@@ -227,16 +227,6 @@ export const SLOT_DEFERRABLE_SERVER = 1;
 /** {@link NodeSlots} flag: the node's name is its own JSON text between quotes (no character to escape). */
 export const SLOT_PLAIN_NAME = 2;
 
-/**
- * The nodes by slot, a small integer per node (a deleted node's slot is given to the next new
- * node), with per slot the node's stamp and flags in typed arrays. A stamp is the state's
- * generation at the node's last version bump, so no two changes of any nodes share one: a verdict
- * cached under a slot's stamp (server.ts DemandVerdicts) is valid exactly while the stamp is the
- * same, also after the slot went to another node. The verbs' per-node loop reads these contiguous
- * arrays instead of a NodeInfo and the objects a cached verdict is made of, each a cache miss of
- * its own when a request finds the CPU caches cold (the idle gap a binding leaves between two
- * scheduling cycles).
- */
 /** `a` in a new array of at least `n` entries (its length doubled), the new entries `fill`. */
 export function grown<A extends Float64Array | Int32Array | Uint8Array>(a: A, n: number, fill = 0): A {
   const b = new (a.constructor as new (length: number) => A)(Math.max(n, a.length * 2, 64));
@@ -250,6 +240,16 @@ export function nameJson(name: string, plain: number): string {
   return plain ? `"${name}"` : JSON.stringify(name);
 }
 
+/**
+ * The nodes by slot, a small integer per node (a deleted node's slot is given to the next new
+ * node), with per slot the node's stamp and flags in typed arrays. A stamp is the state's
+ * generation at the node's last version bump, so no two changes of any nodes share one: a verdict
+ * cached under a slot's stamp (server.ts DemandVerdicts) is valid exactly while the stamp is the
+ * same, also after the slot went to another node. The verbs' per-node loop reads these contiguous
+ * arrays instead of a NodeInfo and the objects a cached verdict is made of, each a cache miss of
+ * its own when a request finds the CPU caches cold (the idle gap a binding leaves between two
+ * scheduling cycles).
+ */
 export interface NodeSlots {
   readonly index: ReadonlyMap<string, number>;
   readonly infos: ReadonlyArray<NodeInfo | undefined>;

@@ -79,6 +79,7 @@ function kwokPod(name: string, annotations: Record<string, string> = {}, labels:
 }
 
 const readPod = (name: string) => core.readNamespacedPod({ name, namespace: ns });
+const extenderMetrics = async () => (await fetch(`http://127.0.0.1:${PORT}/metrics`)).text();
 
 async function createAndWaitBound(p: V1Pod): Promise<V1Pod> {
   await core.createNamespacedPod({ namespace: ns, body: p });
@@ -226,7 +227,7 @@ describe('kube-scheduler with the Ulysses extender (testbed, KWOK nodes)', () =>
     expect((await readPod('ds-2')).spec?.nodeName).toBeFalsy();
     expect((await readPod('bp-3')).spec?.nodeName).toBeFalsy();
 
-    const metrics = await (await fetch(`http://127.0.0.1:${PORT}/metrics`)).text();
+    const metrics = await extenderMetrics();
     expect(metrics).toMatch(/ulysses_extender_request_duration_seconds_count\{verb="bind"\} [1-9]/);
     expect(metrics).toMatch(/ulysses_extender_rejections_total\{reason="tdma"\} [1-9]/);
   });
@@ -261,7 +262,7 @@ describe('kube-scheduler with the Ulysses extender (testbed, KWOK nodes)', () =>
     const held: V1Pod[] = [];
     state.deletePod = (p: V1Pod) => (p.metadata?.name === 'late-1' ? void held.push(p) : deletePod(p));
     try {
-      const tdmaRefusals = async () => Number(/ulysses_extender_rejections_total\{reason="tdma"\} (\d+)/.exec(await (await fetch(`http://127.0.0.1:${PORT}/metrics`)).text())?.[1] ?? 0);
+      const tdmaRefusals = async () => Number(/ulysses_extender_rejections_total\{reason="tdma"\} (\d+)/.exec(await extenderMetrics())?.[1] ?? 0);
       const before = await tdmaRefusals();
       await core.deleteNamespacedPod({ name: 'late-1', namespace: ns, gracePeriodSeconds: 0 });
       await pollUntil('late-1 deletion delivered to the extender and held back', async () => held.length === 1, { timeoutMs: 60_000 });
@@ -278,7 +279,7 @@ describe('kube-scheduler with the Ulysses extender (testbed, KWOK nodes)', () =>
     }, { timeoutMs: 60_000 });
     expect(bound.metadata?.annotations?.['ulysses.io/capacity-released']).toMatch(/^\d{4}-\d\d-\d\dT/);
     expect(bound.metadata?.annotations?.['ulysses.io/tdma-slots']).toBe('[0]');
-    const metrics = await (await fetch(`http://127.0.0.1:${PORT}/metrics`)).text();
+    const metrics = await extenderMetrics();
     expect(metrics).toMatch(/ulysses_extender_requeues_total\{result="patched"\} [1-9]/);
     await assertNoDoubleBooking();
   });
