@@ -1,11 +1,11 @@
 /**
  * Tables, CSV, report.md and figures of the §6.2 experiments (placement simulation and
- * schedulability study). Figures use the project's SVG primitives (experiments/harness/svg.ts) and
- * its PNG rendering (experiments/harness/png.ts).
+ * schedulability study). Figures use the project's SVG primitives (experiments/harness/svg.ts); PNG
+ * copies only when asked (`--png`: experiments/harness/png.ts).
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { svgToPng } from '../harness/png.ts';
+import { writeFigureFiles } from '../harness/png.ts';
 import { axes, document, escapeXml, legend, niceTicks, sx, sy, type Axis } from '../harness/svg.ts';
 import { CRITICALITY_AWARE_WEIGHTS, POLICIES, type PolicyName, type PolicyResult, type RunResult } from './placement.ts';
 import type { StudyResult } from './schedulability.ts';
@@ -283,24 +283,17 @@ export interface Written {
   readonly pngMessage?: string;
 }
 
-async function writeFigures(dir: string, figures: ReadonlyArray<{ file: string; svg: string }>, files: string[]): Promise<string | undefined> {
-  let msg: string | undefined;
-  for (const f of figures) {
-    writeFileSync(join(dir, `${f.file}.svg`), f.svg);
-    files.push(join(dir, `${f.file}.svg`));
-    const png = await svgToPng(f.svg);
-    if (png instanceof Error) msg = png.message;
-    else {
-      writeFileSync(join(dir, `${f.file}.png`), png);
-      files.push(join(dir, `${f.file}.png`));
-    }
-  }
-  return msg;
+async function writeFigures(dir: string, figures: ReadonlyArray<{ file: string; svg: string }>, files: string[], png = false): Promise<string | undefined> {
+  const written = await writeFigureFiles(dir, figures, png);
+  files.push(...written.svgs, ...written.pngs);
+  return written.pngMessage;
 }
 
 export interface ReportContext {
   readonly seed: number;
   readonly command: string;
+  /** also a PNG copy of each figure (default: SVG only) */
+  readonly png?: boolean;
 }
 
 export async function writePlacementOutputs(dir: string, runs: readonly RunResult[], ctx: ReportContext): Promise<Written> {
@@ -312,7 +305,7 @@ export async function writePlacementOutputs(dir: string, runs: readonly RunResul
   const pngMessage = await writeFigures(dir, [
     { file: 'fig6.7-placement', svg: fig67Svg(runs) },
     { file: 'placement-acceptance', svg: acceptanceBarsSvg(runs) },
-  ], files);
+  ], files, ctx.png);
   const W = CRITICALITY_AWARE_WEIGHTS;
   const md = [
     '# §6.2 placement simulation',
@@ -356,7 +349,7 @@ export async function writeSchedulabilityOutputs(dir: string, r: StudyResult, se
   writeFileSync(join(dir, 'schedulability-ds-checks.csv'), dsChecksCsv(r));
   writeFileSync(join(dir, 'schedulability-sensitivity.csv'), `ds_cores,vanilla,ulysses,rejected_by_ds,rejected_by_budget_period,rejected_by_both\n${sensitivity.map((s) => [s.dsCores, s.vanilla, s.ulysses, s.rejectedByDs, s.rejectedByBudgetPeriod, s.rejectedByBoth].join(',')).join('\n')}\n`);
   files.push(join(dir, 'schedulability.csv'), join(dir, 'schedulability-ds-checks.csv'), join(dir, 'schedulability-sensitivity.csv'));
-  const pngMessage = await writeFigures(dir, [{ file: 'schedulability', svg: schedulabilitySvg(r, sensitivity) }], files);
+  const pngMessage = await writeFigures(dir, [{ file: 'schedulability', svg: schedulabilitySvg(r, sensitivity) }], files, ctx.png);
   const o = r.options;
   const md = [
     '# §6.2 schedulability study',

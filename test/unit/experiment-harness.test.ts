@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { EVENTS, emptyEvents, parseResults, repKey, type FailoverEvents, type RepResult } from '../../experiments/harness/results.ts';
 import { bootstrapQuantileRatio, quantile, SummaryIndex, summarize, summaryCsv } from '../../experiments/harness/stats.ts';
 import { checkTargets, renderVerdict, renderReport } from '../../experiments/harness/report.ts';
-import { ecdf, fig61Svg, fig65Svg, niceTicks } from '../../experiments/harness/svg.ts';
+import { ecdf, ecdfPath, fig61Svg, fig65Svg, niceTicks, type Axis } from '../../experiments/harness/svg.ts';
 import { planReps, warmupReps } from '../../experiments/harness/experiment.ts';
 import { formatDuration, progressLine } from '../../experiments/harness/progress.ts';
 import { kcmControllersFlag, TABLE_6_1 } from '../../experiments/harness/configurator.ts';
@@ -232,6 +232,13 @@ describe('SVG figures', () => {
   });
   it('ecdf is a step function reaching 1', () => {
     expect(ecdf([3, 1, 2])).toEqual([[1, 1 / 3], [2, 2 / 3], [3, 1]]);
+  });
+  it('ecdf path: one horizontal and one vertical segment per distinct x at 0.1 px (ties and near-ties share a step)', () => {
+    const a: Axis = { x0: 0, y0: 0, w: 100, h: 100, xTicks: [0, 10], yTicks: [0, 1] }; // 10 px per second, 100 px per unit
+    expect(ecdfPath(a, [])).toBeUndefined();
+    // 1 and 1.001 fall on the same tenth of a pixel: one step from 0 to 0.5
+    expect(ecdfPath(a, [2, 1.001, 1, 2])).toBe('M10,100 V50 H20 V0');
+    expect(ecdfPath(a, [5])).toBe('M50,100 V0');
   });
   it('Fig 6.1 has one panel per DN, a series per configuration, IQR bars and valid XML', () => {
     const svg = fig61Svg(index, 'prioUp');
