@@ -5,6 +5,7 @@
 import { Command, InvalidArgumentError } from 'commander';
 import * as testbed from '../experiments/testbed/testbed.ts';
 import * as kubeadmTestbed from '../experiments/testbed/kubeadm.ts';
+import { downCommand, testbedTarget, upCommand, type TestbedTarget } from '../experiments/testbed/run-dir.ts';
 
 const int = (name: string) => (v: string) => {
   const n = Number(v);
@@ -15,6 +16,22 @@ const int = (name: string) => (v: string) => {
 const program = new Command('ulysses').description('SLO-aware control-plane components for Kubernetes');
 
 const tb = program.command('testbed').description('local real Kubernetes testbed (etcd, apiserver, scheduler, kcm, kubelets, kwok)');
+/**
+ * The testbed a `testbed` subcommand acts on: `--run-dir` (else the default run dir of the kind
+ * `--kubeadm` asks for), of the kind its state file says (run-dir.ts).
+ */
+function target(o: { kubeadm: boolean; runDir: string }, cmd: Command): TestbedTarget {
+  return testbedTarget(
+    { kubeadm: o.kubeadm, runDir: cmd.getOptionValueSource('runDir') === 'default' ? undefined : o.runDir },
+    { plain: testbed.defaultRunDir(), kubeadm: kubeadmTestbed.defaultKubeadmRunDir() },
+  );
+}
+/** `target`, saying so when the state's kind is not the one asked for. */
+function foundTarget(o: { kubeadm: boolean; runDir: string }, cmd: Command): TestbedTarget {
+  const t = target(o, cmd);
+  if (t.kind !== t.asked) console.error(`${t.runDir} holds a ${t.kind} testbed: acting on it as one`);
+  return t;
+}
 tb.command('up')
   .description('build (first time) and start the testbed; a healthy running testbed is reused')
   .option('--real-nodes <n>', 'real nodes (kubelet + containerd)', int('--real-nodes'), 2)
@@ -28,9 +45,10 @@ tb.command('up')
   .option('--kubeadm', `a kubeadm cluster instead (static-pod control plane, kube-proxy, CoreDNS, joined workers; run dir ${kubeadmTestbed.defaultKubeadmRunDir()})`, false)
   .option('--workers <n>', 'with --kubeadm: worker nodes joined with kubeadm join', int('--workers'), 2)
   .action(async (o, cmd: Command) => {
+    const t = target(o, cmd);
+    if (t.kind !== t.asked) throw new Error(`${t.runDir} holds a ${t.kind} testbed: \`${upCommand(t.kind, t.runDir)}\` reuses it, \`${downCommand(t.kind, t.runDir)}\` takes it down`);
     if (o.kubeadm) {
-      const runDir = cmd.getOptionValueSource('runDir') === 'default' ? undefined : o.runDir;
-      const k = await kubeadmTestbed.up({ workers: o.workers, runDir });
+      const k = await kubeadmTestbed.up({ workers: o.workers, runDir: t.runDir });
       console.log(`export KUBECONFIG=${k.kubeconfig}`);
       return;
     }
@@ -40,27 +58,29 @@ tb.command('up')
       kwokNodes: o.kwokNodes,
       controllers: o.controllers,
       pinCpus: o.pinCpus,
-      runDir: o.runDir,
+      runDir: t.runDir,
       kubeletShimConfig: o.kubeletShim,
       apiservers: o.apiservers,
     });
     console.log(`export KUBECONFIG=${s.kubeconfig}`);
   });
 tb.command('down')
-  .description('stop everything the testbed started and clean up')
+  .description("stop everything the testbed started and clean up (the testbed of the kind the run dir's state.json says)")
   .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
-  .option('--kubeadm', 'the kubeadm cluster: kubeadm reset on every node, then remove what it left', false)
-  .action(async (o, cmd: Command) =>
-    o.kubeadm ? kubeadmTestbed.down({ runDir: cmd.getOptionValueSource('runDir') === 'default' ? undefined : o.runDir }) : testbed.down({ runDir: o.runDir }),
-  );
+  .option('--kubeadm', `the kubeadm cluster (default run dir ${kubeadmTestbed.defaultKubeadmRunDir()}): kubeadm reset on every node, then remove what it left`, false)
+  .action(async (o, cmd: Command) => {
+    const t = foundTarget(o, cmd);
+    await (t.kind === 'kubeadm' ? kubeadmTestbed.down({ runDir: t.runDir }) : testbed.down({ runDir: t.runDir }));
+  });
 tb.command('status')
   .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
   .option('--json', 'print JSON', false)
   .option('--kubeadm', 'the kubeadm cluster: its processes (kubelets, containerds, kubelet-shims) and whether each runs', false)
   .action(async (o, cmd: Command) => {
-    if (o.kubeadm) {
-      const k = kubeadmTestbed.readKubeadmState(cmd.getOptionValueSource('runDir') === 'default' ? undefined : o.runDir);
-      if (!k) return console.log('no kubeadm testbed (ulysses testbed up --kubeadm)');
+    const t = foundTarget(o, cmd);
+    if (t.kind === 'kubeadm') {
+      const k = kubeadmTestbed.readKubeadmState(t.runDir);
+      if (!k) return console.log(`no kubeadm testbed in ${t.runDir} (ulysses testbed up --kubeadm)`);
       const problems = kubeadmTestbed.statusProblems(k);
       if (o.json) return console.log(JSON.stringify({ ...k, problems }, null, 2));
       console.log(`kubeadm testbed ${k.ready && !problems.length ? 'UP' : 'DEGRADED'} in ${k.runDir} (Kubernetes ${k.version})\nkubeconfig: ${k.kubeconfig}`);
@@ -69,7 +89,7 @@ tb.command('status')
       if (!k.ready || problems.length) process.exitCode = 1;
       return;
     }
-    const s = await testbed.status(o.runDir);
+    const s = await testbed.status(t.runDir);
     if (o.json) return console.log(JSON.stringify(s, null, 2));
     if (!s.processes.length) return console.log(`no testbed in ${s.runDir}`);
     console.log(`testbed ${s.up ? 'UP' : 'DEGRADED'} in ${s.runDir}\nkubeconfig: ${s.kubeconfig}`);
@@ -82,10 +102,11 @@ tb.command('kubeconfig')
   .description('print the admin kubeconfig path')
   .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
   .option('--kubeadm', "the kubeadm cluster's admin kubeconfig", false)
-  .action((o) => {
-    const s = o.kubeadm ? kubeadmTestbed.readKubeadmState() : testbed.readState(o.runDir);
+  .action((o, cmd: Command) => {
+    const t = foundTarget(o, cmd);
+    const s = t.kind === 'kubeadm' ? kubeadmTestbed.readKubeadmState(t.runDir) : testbed.readState(t.runDir);
     if (!s) {
-      console.error(o.kubeadm ? 'no kubeadm testbed: run "ulysses testbed up --kubeadm"' : `no testbed in ${o.runDir}: run "ulysses testbed up"`);
+      console.error(`no ${t.kind === 'kubeadm' ? 'kubeadm testbed' : 'testbed'} in ${t.runDir}: run "ulysses testbed up${t.kind === 'kubeadm' ? ' --kubeadm' : ''}"`);
       process.exitCode = 1;
       return;
     }
@@ -132,7 +153,8 @@ experiment
   .command('failover')
   .description('failover timing (thesis §4.3.2, Table 6.1): critical UDP echo pod + low-priority load, source node tainted NoExecute; resumable')
   .option('--config <list>', 'Table 6.1 configurations: 1..5, "all", or a list like 1,5; upstream (stock Kubernetes, with --kubeadm) as in upstream,1,5 (default: 1,5; with --kubeadm upstream,1,5)', configList)
-  .option('--kubeadm', 'run on the kubeadm testbed (brought up with 1 + max(--dn) workers if none is up): Ulysses installed as pods and switched with stock Kubernetes (configuration upstream) by the install/uninstall steps', false)
+  .option('--kubeadm', 'run on the kubeadm testbed (brought up with 1 + max(--dn) workers if none is up, and taken down again if the run fails): Ulysses installed as pods and switched with stock Kubernetes (configuration upstream) by the install/uninstall steps', false)
+  .option('--keep-testbed', 'with --kubeadm: leave a kubeadm testbed the run brought up in place when the run fails (to look into it)', false)
   .option('--dn <list>', 'destination node counts', intList('--dn', 1), [1])
   .option('--pods-per-node <list>', 'low-priority pods per destination node (an idle cell, 0, is added unless --no-idle)', intList('--pods-per-node', 0), [5, 10, 15, 20])
   .option('--no-idle', 'do not add the idle cell (0 pods per node)')
@@ -183,6 +205,7 @@ experiment
       runDir: o.runDir,
       kubeconfig: o.kubeconfig && !kubeadm && !cluster ? await loadKubeConfig(o.kubeconfig) : undefined,
       kubeadm: kubeadm || Boolean(cluster),
+      keepTestbed: o.keepTestbed,
       cluster,
       sources: o.sources,
       destinations: o.destinations,
@@ -195,14 +218,15 @@ experiment
   });
 experiment
   .command('report')
-  .description('regenerate summary.csv, report.md and the figures from DIR/results.jsonl')
+  .description('regenerate summary.csv, report.md and the SVG figures from DIR/results.jsonl')
   .requiredOption('--out <dir>', 'experiment output directory')
   .option('--print', 'print report.md', false)
+  .option('--png', 'also a PNG copy of each figure (@resvg/resvg-js; experiments/results keeps the SVGs only)', false)
   .action(async (o) => {
     const { writeOutputs } = await import('../experiments/harness/outputs.ts');
-    const r = await writeOutputs(o.out, (l) => console.error(l));
+    const r = await writeOutputs(o.out, (l) => console.error(l), { png: o.png });
     if (o.print) console.log((await import('node:fs')).readFileSync(r.report, 'utf8'));
-    else console.log(`wrote ${r.report}, ${r.summary}, ${r.svgs.length} SVG and ${r.pngs.length} PNG figure(s)`);
+    else console.log(`wrote ${r.report}, ${r.summary}, ${figureCount(r)}`);
   });
 
 experiment
@@ -219,8 +243,13 @@ experiment
     const command = `npx tsx cli/ulysses.ts experiment pool --from ${from.join(',')}${configs ? ` --config ${configs.join(',')}` : ''} --out ${o.out}`;
     const n = writePool(o.out, from, configs, command);
     const r = await writeOutputs(o.out, (l) => console.error(l));
-    console.log(`pooled ${n} repetitions; wrote ${r.report}, ${r.summary}, ${r.svgs.length} SVG and ${r.pngs.length} PNG figure(s)`);
+    console.log(`pooled ${n} repetitions; wrote ${r.report}, ${r.summary}, ${figureCount(r)}`);
   });
+
+/** "N SVG figure(s)", and the PNG copies when there are any. */
+function figureCount(r: { svgs: readonly string[]; pngs: readonly string[] }): string {
+  return `${r.svgs.length} SVG${r.pngs.length ? ` and ${r.pngs.length} PNG` : ''} figure(s)`;
+}
 
 // --- §6.2 experiments (experiments/placement/): pure simulations, no testbed ---
 experiment
@@ -231,10 +260,11 @@ experiment
   .option('--nodes <n>', 'fix the initial node count', int('--nodes'))
   .option('--pods <n>', 'fix the pod count', int('--pods'))
   .requiredOption('--out <dir>', 'output directory (placement.csv, report.md, figures)')
+  .option('--png', 'also a PNG copy of each SVG figure (@resvg/resvg-js)', false)
   .action(async (o) => {
     const { runPlacementExperiment } = await import('../experiments/placement/run.ts');
     const command = `ulysses experiment placement --seed ${o.seed} --runs ${o.runs}${o.nodes !== undefined ? ` --nodes ${o.nodes}` : ''}${o.pods !== undefined ? ` --pods ${o.pods}` : ''} --out ${o.out}`;
-    const r = await runPlacementExperiment({ seed: o.seed, runs: o.runs, nodes: o.nodes, pods: o.pods, out: o.out, command, log: (l) => console.error(l) });
+    const r = await runPlacementExperiment({ seed: o.seed, runs: o.runs, nodes: o.nodes, pods: o.pods, out: o.out, command, png: o.png, log: (l) => console.error(l) });
     if (r.written.pngMessage) console.error(r.written.pngMessage);
     console.log(`${r.table}\n\nwrote ${r.written.files.join(', ')}`);
   });
@@ -248,6 +278,7 @@ experiment
   .option('--non-rt-cores <n>', 'cores of each non-RT node', int('--non-rt-cores'), 4)
   .option('--sample <n>', 'DS-rejected sets to check with the simulator', int('--sample'), 10)
   .requiredOption('--out <dir>', 'output directory (schedulability*.csv, report.md, figures)')
+  .option('--png', 'also a PNG copy of each SVG figure (@resvg/resvg-js)', false)
   .action(async (o) => {
     const { runSchedulabilityExperiment } = await import('../experiments/placement/run.ts');
     const command = `ulysses experiment schedulability --seed ${o.seed} --sets ${o.sets} --ds-cores ${o.dsCores} --bp-cores ${o.bpCores} --non-rt-cores ${o.nonRtCores} --sample ${o.sample} --out ${o.out}`;
@@ -260,6 +291,7 @@ experiment
       simulateSample: o.sample,
       out: o.out,
       command,
+      png: o.png,
       log: (l) => console.error(l),
     });
     if (r.written.pngMessage) console.error(r.written.pngMessage);
@@ -423,6 +455,17 @@ image
       await importUlyssesImage(img.tar, sockets);
       console.log(`imported into ${sockets.length} node(s)`);
     }
+  });
+
+program
+  .command('prerequisites')
+  .description('what the testbeds, `image build` and PNG figures need from the host (experiments/testbed/prerequisites.ts): checked, and as root the missing Debian packages installed with apt-get (not with ULYSSES_NO_APT=1)')
+  .option('--packages', 'only print the Debian packages that provide them (one line)', false)
+  .action(async (o) => {
+    const { ALL_PREREQUISITES, debianPackages, ensurePrerequisites } = await import('../experiments/testbed/prerequisites.ts');
+    if (o.packages) return console.log(debianPackages(ALL_PREREQUISITES).join(' '));
+    ensurePrerequisites(ALL_PREREQUISITES);
+    console.log(`all ${ALL_PREREQUISITES.length} prerequisites present`);
   });
 
 program.parseAsync().catch((err: Error) => {

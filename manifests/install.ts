@@ -24,6 +24,7 @@ import { FatalError, pollUntil } from '../core/poll.ts';
 import type { UlyssesConfig } from '../core/runtime-config.ts';
 import { statusRows } from '../core/runtime-status.ts';
 import { COMPONENT_OBJECTS, kcmControllersFromPatch, MANIFESTS_DIR, objectId, renderOverlay, ULYSSES_CONFIG_NAME, ULYSSES_NAMESPACE, type Component, type K8sObject } from './overlays.ts';
+import { progressLog } from '../core/logging.ts';
 
 /** Install order; uninstall is the reverse. */
 export const INSTALL_ORDER: readonly Component[] = ['apf', 'controller-manager', 'scheduler-extender', 'kubelet-shim'];
@@ -189,7 +190,7 @@ class Installer {
   readonly components: readonly Component[];
 
   constructor(readonly o: InstallOptions) {
-    this.log = o.log ?? ((l) => process.stderr.write(`${l}\n`));
+    this.log = o.log ?? progressLog;
     this.timeoutMs = o.timeoutMs ?? 180_000;
     const kc = new KubeConfig();
     kc.loadFromFile(o.kubeconfig);

@@ -32,11 +32,14 @@ import { runExperiment } from './experiment.ts';
 import * as kubeadm from '../testbed/kubeadm.ts';
 import { binaryPath } from '../testbed/binaries.ts';
 import { buildUlyssesImage, importUlyssesImage } from '../testbed/ulysses-image.ts';
+import { ULYSSES_IMAGE_PREREQUISITES, ensurePrerequisites } from '../testbed/prerequisites.ts';
+import { downCommand } from '../testbed/run-dir.ts';
 import { procPids } from './cpu-window.ts';
 import { metricSamples, type MetricSample } from '../../core/metrics.ts';
 import { RECOVERY_METRIC } from '../../controller-manager/recovery-slo.ts';
 import type { RecoveryObservations } from './experiment.ts';
 import { auditLogTracer, type ApiTrace } from './api-trace.ts';
+import { progressLog } from '../../core/logging.ts';
 type KubeadmState = kubeadm.KubeadmState;
 
 /** A switch between `upstream` and Ulysses: where to, and how long the install/uninstall steps took. */
@@ -283,8 +286,8 @@ export function shellKubeletFailure(nodes: ShellNodeAccess): NodeFailure {
 /**
  * `ulysses experiment failover --kubeadm` (or --kubeconfig of the kubeadm testbed): the plan's
  * configurations, `upstream` among them, on the kubeadm testbed (brought up with 1 + max(DN) workers
- * if none is up; the Ulysses image built and imported into every node first), or on the kubeadm
- * cluster `cluster` (`--kubeconfig` with `--node-shell`).
+ * if none is up, and then taken down again if the run fails; the Ulysses image built and imported
+ * into every node first), or on the kubeadm cluster `cluster` (`--kubeconfig` with `--node-shell`).
  */
 export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions & { kubeadmRunDir?: string; cluster?: KubeadmClusterTarget }) {
   const maxDn = Math.max(...o.plan.dns);
@@ -299,71 +302,102 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
   if (o.cluster && o.freezeSource === undefined) o = { ...o, freezeSource: 'kubelet' };
   const freeze = sourceFreeze(o.freezeSource);
   if (o.cluster && freeze === 'node') throw new Error('profile freezeSource: node stops every process of the source node, which only the kubeadm testbed can do; on another cluster use kubelet (through the node shell) or none (the taint only)');
-  const log = (l: string) => (o.progress ? o.progress.log(l) : process.stderr.write(`${l}\n`));
+  const log = (l: string) => (o.progress ? o.progress.log(l) : progressLog(l));
   mkdirSync(o.out, { recursive: true });
   const installLog = (l: string) => {
     appendFileSync(join(o.out, 'install.log'), `${new Date().toISOString()} ${l}\n`);
     if (/^Ulysses (installed|taken off|uninstalled)/.test(l)) log(l);
   };
-  const target = o.cluster ? await clusterSetup(o.cluster, maxDn) : await testbedSetup(o.kubeadmRunDir, maxDn, log);
-  const kc = target.kc;
-  const installOptions: InstallOptions = {
-    kubeconfig: target.kubeconfigFile,
-    kubectl: existsSync(binaryPath('kubectl')) ? binaryPath('kubectl') : 'kubectl',
-    image: target.image,
-    nodes: target.nodes,
-    nodeSelector: { 'node-role.kubernetes.io/control-plane': '' },
-    // the step lines go to a file of the run; the totals to the progress log
-    log: installLog,
-  };
-  const nodes = target.nodes.nodes().map((n) => n.name);
-  const runtime = new RuntimeConfigConfigurator({
-    ...runtimeConfiguratorOptions(o, kc),
-    reporters: () => ['controller-manager', 'apf', ...nodes.map((n) => `kubelet-shim/${n}`)],
-    // a freshly started controller manager reports once it leads and has synced
-    timeoutMs: 120_000,
-  });
-  const configurator = new KubeadmConfigurator({ kubeconfig: kc, install: installOptions, runtime });
-  const initially = await configurator.detect();
-  const failure = freeze === 'none' ? undefined : target.failure(freeze);
-  const topology = target.topology;
+  // a kubeadm testbed this run brings up itself is taken down again if the run fails (kubeadmRunEnd)
+  let broughtUp: string | undefined;
+  let failed = true;
+  const end = () => kubeadmRunEnd({ broughtUpTestbed: broughtUp !== undefined, failed, keepTestbed: o.keepTestbed });
   try {
-    return await thawOnInterrupt(failure, topology(maxDn).sources, () => runExperiment({
-      ...failoverRunOptions(o, freeze),
-      kubeconfig: kc,
-      configurator,
-      topology,
-      failure,
-      apiTrace: target.apiTrace,
-      // through kube-proxy as a client reaches it; only meaningful when the old pod stops answering at t = 0
-      serviceProbe: freeze === 'node',
-      // the installed controller manager, scraped through the apiserver: its own recovery measurement
-      // against the harness', and t = 0 only once its queues are empty, as in-process
-      recoveryMetric: () => installedRecoveryObservations(kc, CRITICAL_NAMESPACE),
-      quiescent: () => installedControllerManagerIdle(kc),
-      // the controller manager's pods are replaced at each switch: not part of the initial state
-      baselineIgnoresNamespaces: [ULYSSES_NAMESPACE],
-      notes: [
-        target.description,
-        ...target.notes,
-        ...runNotes(o),
-        `node failure: NoExecute taint${failure ? `; ${failure.description}` : ' only (the source kubelet keeps running and kills its pods)'}`,
-        freeze === 'node'
-          ? 'Prio up (ClusterIP): the UDP client sends to the critical Service\'s ClusterIP every 50 ms from t = 0, each datagram from a new source port (a new conntrack flow, routed by kube-proxy\'s rules of that moment)'
-          : 'Prio up (ClusterIP) not measured: the source node keeps running, so its old critical pod could answer through the Service',
-        'the settle check before each taint: every experiment Deployment\'s status up to date and, in the Ulysses configurations, the installed controller manager idle (workqueue_depth and workqueue_unfinished_work_seconds 0 on every replica, read through the apiserver\'s pod proxy); its ulysses_critical_recovery_seconds is read the same way before and after each repetition',
-      ],
-      title: `${experimentTitle(o)} on a kubeadm cluster, against stock Kubernetes (upstream)`,
-    }));
-  } finally {
-    // leave the cluster as found: stock (everything of Ulysses removed), or Ulysses in configuration 1
+    const target = o.cluster ? await clusterSetup(o.cluster, maxDn) : await testbedSetup(o.kubeadmRunDir, maxDn, log, (runDir) => (broughtUp = runDir));
+    const kc = target.kc;
+    const installOptions: InstallOptions = {
+      kubeconfig: target.kubeconfigFile,
+      kubectl: existsSync(binaryPath('kubectl')) ? binaryPath('kubectl') : 'kubectl',
+      image: target.image,
+      nodes: target.nodes,
+      nodeSelector: { 'node-role.kubernetes.io/control-plane': '' },
+      // the step lines go to a file of the run; the totals to the progress log
+      log: installLog,
+    };
+    const nodes = target.nodes.nodes().map((n) => n.name);
+    const runtime = new RuntimeConfigConfigurator({
+      ...runtimeConfiguratorOptions(o, kc),
+      reporters: () => ['controller-manager', 'apf', ...nodes.map((n) => `kubelet-shim/${n}`)],
+      // a freshly started controller manager reports once it leads and has synced
+      timeoutMs: 120_000,
+    });
+    const configurator = new KubeadmConfigurator({ kubeconfig: kc, install: installOptions, runtime });
+    const initially = await configurator.detect();
+    const failure = freeze === 'none' ? undefined : target.failure(freeze);
+    const topology = target.topology;
     try {
-      if (initially !== 'ulysses') await uninstall(installOptions);
-      else await configurator.apply(1);
-    } catch (err) {
-      log(`could not return the cluster to ${initially !== 'ulysses' ? 'stock Kubernetes' : 'configuration 1'}: ${(err as Error).message}`);
+      const result = await thawOnInterrupt(failure, topology(maxDn).sources, () => runExperiment({
+        ...failoverRunOptions(o, freeze),
+        kubeconfig: kc,
+        configurator,
+        topology,
+        failure,
+        apiTrace: target.apiTrace,
+        // through kube-proxy as a client reaches it; only meaningful when the old pod stops answering at t = 0
+        serviceProbe: freeze === 'node',
+        // the installed controller manager, scraped through the apiserver: its own recovery measurement
+        // against the harness', and t = 0 only once its queues are empty, as in-process
+        recoveryMetric: () => installedRecoveryObservations(kc, CRITICAL_NAMESPACE),
+        quiescent: () => installedControllerManagerIdle(kc),
+        // the controller manager's pods are replaced at each switch: not part of the initial state
+        baselineIgnoresNamespaces: [ULYSSES_NAMESPACE],
+        notes: [
+          target.description,
+          ...target.notes,
+          ...runNotes(o),
+          `node failure: NoExecute taint${failure ? `; ${failure.description}` : ' only (the source kubelet keeps running and kills its pods)'}`,
+          freeze === 'node'
+            ? 'Prio up (ClusterIP): the UDP client sends to the critical Service\'s ClusterIP every 50 ms from t = 0, each datagram from a new source port (a new conntrack flow, routed by kube-proxy\'s rules of that moment)'
+            : 'Prio up (ClusterIP) not measured: the source node keeps running, so its old critical pod could answer through the Service',
+          'the settle check before each taint: every experiment Deployment\'s status up to date and, in the Ulysses configurations, the installed controller manager idle (workqueue_depth and workqueue_unfinished_work_seconds 0 on every replica, read through the apiserver\'s pod proxy); its ulysses_critical_recovery_seconds is read the same way before and after each repetition',
+        ],
+        title: `${experimentTitle(o)} on a kubeadm cluster, against stock Kubernetes (upstream)`,
+      }));
+      failed = false;
+      return result;
+    } finally {
+      // leave the cluster as found: stock (everything of Ulysses removed), or Ulysses in configuration 1;
+      // a testbed about to be taken down is left as it is
+      if (end() === 'restore') {
+        try {
+          if (initially !== 'ulysses') await uninstall(installOptions);
+          else await configurator.apply(1);
+        } catch (err) {
+          log(`could not return the cluster to ${initially !== 'ulysses' ? 'stock Kubernetes' : 'configuration 1'}: ${(err as Error).message}`);
+        }
+      }
     }
+  } catch (err) {
+    const runDir = broughtUp;
+    if (runDir !== undefined) {
+      const down = downCommand('kubeadm', runDir);
+      if (end() === 'down') {
+        log(`the run failed: taking down the kubeadm testbed it brought up in ${runDir} (--keep-testbed leaves it up)`);
+        await kubeadm.down({ runDir, log }).catch((e: Error) => log(`could not take the kubeadm testbed down (\`${down}\`): ${e.message}`));
+      } else log(`the run failed; the kubeadm testbed it brought up stays up (--keep-testbed): \`${down}\` takes it down`);
+    }
+    throw err;
   }
+}
+
+/**
+ * What a kubeadm run does with the cluster when it ends. A kubeadm testbed the run brought up itself
+ * is taken down when the run fails (unless kept): left up, its cluster holds the host's
+ * /etc/kubernetes and ports, and the next `testbed up --kubeadm` in another run dir refuses to
+ * start. Any other cluster, and one the run succeeded on, is restored: returned to how it was found.
+ */
+export function kubeadmRunEnd(o: { broughtUpTestbed: boolean; failed: boolean; keepTestbed?: boolean }): 'down' | 'restore' {
+  return o.broughtUpTestbed && o.failed && !o.keepTestbed ? 'down' : 'restore';
 }
 
 interface KubeadmTarget {
@@ -403,16 +437,20 @@ async function clusterSetup(c: KubeadmClusterTarget, maxDn: number): Promise<Kub
   };
 }
 
-async function testbedSetup(runDir: string | undefined, maxDn: number, log: (l: string) => void): Promise<KubeadmTarget> {
+/** The kubeadm testbed in `runDir`, brought up (`broughtUp` told its run dir) when none is; the image imported. */
+async function testbedSetup(runDir: string | undefined, maxDn: number, log: (l: string) => void, broughtUp: (runDir: string) => void): Promise<KubeadmTarget> {
   let state = kubeadm.readKubeadmState(runDir);
+  // what the image needs from the host, checked before minutes of bringing a cluster up
+  ensurePrerequisites(ULYSSES_IMAGE_PREREQUISITES, { log });
   if (!state?.ready || kubeadm.statusProblems(state).length) {
-    if (state) throw new Error(`the kubeadm testbed in ${state.runDir} is not healthy: ${kubeadm.statusProblems(state).join('; ') || 'not ready'} (ulysses testbed down --kubeadm)`);
+    if (state) throw new Error(`the kubeadm testbed in ${state.runDir} is not healthy: ${kubeadm.statusProblems(state).join('; ') || 'not ready'} (${downCommand('kubeadm', state.runDir)})`);
     log(`bringing up the kubeadm testbed with ${1 + maxDn} workers`);
     state = await kubeadm.up({ runDir, workers: 1 + maxDn, log, auditNamespaces: [CRITICAL_NAMESPACE] });
+    broughtUp(state.runDir);
   }
   const workers = state.nodes.filter((n) => n.role === 'worker').map((n) => n.spec.name);
   const need = [...kubeadmTopology(maxDn).sources, ...kubeadmTopology(maxDn).destinations].filter((n) => !workers.includes(n));
-  if (need.length) throw new Error(`the kubeadm testbed has ${workers.length} worker(s), DN ${maxDn} needs ${1 + maxDn} (missing ${need.join(', ')}): ulysses testbed down --kubeadm, then up --kubeadm --workers ${1 + maxDn}`);
+  if (need.length) throw new Error(`the kubeadm testbed has ${workers.length} worker(s), DN ${maxDn} needs ${1 + maxDn} (missing ${need.join(', ')}): ${downCommand('kubeadm', state.runDir)}, then up --kubeadm --workers ${1 + maxDn}`);
   const kc = kubeadm.kubeConfigForKubeadm(state);
   const img = await buildUlyssesImage({ log: () => undefined });
   await importUlyssesImage(img.tar, state.nodes.map((n) => n.spec.socket));

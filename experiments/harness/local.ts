@@ -244,6 +244,8 @@ export interface FailoverExperimentOptions {
    */
   kubeadm?: boolean;
   kubeadmRunDir?: string;
+  /** with kubeadm: leave a kubeadm testbed the run brought up in place when the run fails (kubeadmRunEnd) */
+  keepTestbed?: boolean;
   /** with kubeadm: a kubeadm cluster reached through its kubeconfig and a node shell instead of the testbed */
   cluster?: import('./kubeadm-configurator.ts').KubeadmClusterTarget;
   /** KWOK mode: how many of them fail (default 10) */

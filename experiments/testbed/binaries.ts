@@ -10,6 +10,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync } from 'n
 import { availableParallelism, homedir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { progressLog } from '../../core/logging.ts';
 
 /** One row of k8s-versions.txt: a Kubernetes release and what its kubeadm deploys beside it. */
 export interface K8sRelease {
@@ -121,7 +122,7 @@ export function missingBinaries(): Binary[] {
 }
 
 /** Builds whatever is missing, streaming the script's progress lines to `log`. */
-export async function ensureBinaries(log: (line: string) => void = (l) => process.stderr.write(l + '\n')): Promise<string> {
+export async function ensureBinaries(log: (line: string) => void = progressLog): Promise<string> {
   k8sRelease(); // an unknown release fails here, before any build
   if (missingBinaries().length === 0) return binDir();
   const script = join(dirname(fileURLToPath(import.meta.url)), 'build-binaries.sh');

@@ -26,6 +26,7 @@ import { execFile, execFileSync, spawn } from 'node:child_process';
 import { randomBytes, createHash, X509Certificate } from 'node:crypto';
 import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { KubeConfig, CoreV1Api, AppsV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
@@ -33,14 +34,16 @@ import { stringify as stringifyYaml } from 'yaml';
 import { binaryPath, binDir, cacheDir, ensureBinaries, K8S_VERSION } from './binaries.ts';
 import { buildTestImages } from './images/index.ts';
 import { buildKubeadmImages } from './kubeadm-images.ts';
-import { FatalError, isAlive, pidsMatching, pollUntil, processTracker, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
+import { FatalError, isAlive, pidsMatching, pollUntil, processTracker, recordClusterStart, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
 import { createBridge, createCgroupRoot, deleteBridge, destroyCgroupRoot, importImages, mountsUnder, startContainerd, unmountUnder, type RealNodeSpec } from './realnode.ts';
 import { isNodeReady } from '../../core/objects.ts';
-import { KUBEADM_PREREQUISITES, ensurePrerequisites } from './prerequisites.ts';
+import { BUILD_PREREQUISITES, KUBEADM_PREREQUISITES, ensurePrerequisites } from './prerequisites.ts';
+import { downCommand, foreignKubeadmClusterMessage, kubeadmRunDirs, stateKind, ulyssesDirsIn } from './run-dir.ts';
 import { NODE_PATHS, type NodeAccess } from '../../manifests/install.ts';
 import { ShellNodeAccess } from '../../manifests/node-shell.ts';
 import { REPO_ROOT } from './ulysses-image.ts';
 import { auditPolicy } from './controlplane.ts';
+import { progressLog } from '../../core/logging.ts';
 
 const run = promisify(execFile);
 
@@ -92,15 +95,28 @@ export const kubeadmAuditLogPath = (runDir: string) => join(kubeadmAuditDir(runD
 /** The audit policy and log, mounted into kube-apiserver's static pod at the same path. */
 const kubeadmAuditDir = (runDir: string) => join(runDir, 'audit');
 
+/** The default run dir when ULYSSES_KUBEADM_RUN_DIR does not name one. */
+const DEFAULT_KUBEADM_RUN_DIR = '/tmp/ulysses-testbed-kubeadm';
+
 export function defaultKubeadmRunDir(): string {
-  return process.env.ULYSSES_KUBEADM_RUN_DIR ?? '/tmp/ulysses-testbed-kubeadm';
+  return process.env.ULYSSES_KUBEADM_RUN_DIR ?? DEFAULT_KUBEADM_RUN_DIR;
 }
 
 const stateFile = (runDir: string) => join(runDir, 'state.json');
 
+/** The kubeadm testbed's state in `runDir`; a plain testbed's state there is an error naming its `down`. */
 export function readKubeadmState(runDir = defaultKubeadmRunDir()): KubeadmState | undefined {
   const f = stateFile(runDir);
-  return existsSync(f) ? (JSON.parse(readFileSync(f, 'utf8')) as KubeadmState) : undefined;
+  if (!existsSync(f)) return undefined;
+  const s: unknown = JSON.parse(readFileSync(f, 'utf8'));
+  if (stateKind(s) === 'plain') throw new FatalError(`${f} is a plain testbed's state, not a kubeadm testbed's (\`${downCommand('plain', runDir)}\` takes it down)`);
+  return s as KubeadmState;
+}
+
+/** Run dirs other than `runDir` holding a kubeadm testbed's state: the default ones and the temp dir's `ulysses*`. */
+function otherKubeadmRunDirs(runDir: string): string[] {
+  const env = process.env.ULYSSES_KUBEADM_RUN_DIR;
+  return kubeadmRunDirs([DEFAULT_KUBEADM_RUN_DIR, ...(env ? [env] : []), ...ulyssesDirsIn(tmpdir()), ...ulyssesDirsIn('/tmp')], runDir);
 }
 
 function saveState(s: KubeadmState): void {
@@ -436,7 +452,7 @@ export function kubeConfigForKubeadm(state: KubeadmState): KubeConfig {
 
 /** Brings the kubeadm cluster up; a healthy one already up is returned as is. */
 export async function up(opts: KubeadmUpOptions = {}): Promise<KubeadmState> {
-  const log = opts.log ?? ((l: string) => process.stderr.write(`${l}\n`));
+  const log = opts.log ?? progressLog;
   const runDir = opts.runDir ?? defaultKubeadmRunDir();
   const existing = readKubeadmState(runDir);
   if (existing) {
@@ -456,11 +472,12 @@ export async function up(opts: KubeadmUpOptions = {}): Promise<KubeadmState> {
   const cp = nodes[0]!;
 
   await step('prerequisites', timings, log, async () => {
-    ensurePrerequisites(KUBEADM_PREREQUISITES, { log });
-    const leftovers = [join(HOST_ETC_KUBERNETES, 'manifests'), join(HOST_ETC_KUBERNETES, 'admin.conf'), join(HOST_VAR_LIB_ETCD, 'member')].filter((p) => existsSync(p));
-    if (leftovers.length) throw new Error(`a kubeadm cluster not started by this testbed seems to exist (${leftovers.join(', ')}): run \`kubeadm reset -f\` first`);
     const needed = ['kubeadm', 'kubelet', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kube-proxy', 'etcd', 'containerd', 'containerd-shim-runc-v2', 'ctr'] as const;
-    if (needed.some((b) => !existsSync(binaryPath(b)))) await ensureBinaries(log);
+    const toBuild = needed.some((b) => !existsSync(binaryPath(b)));
+    ensurePrerequisites([...KUBEADM_PREREQUISITES, ...(toBuild ? BUILD_PREREQUISITES : [])], { log });
+    const leftovers = [join(HOST_ETC_KUBERNETES, 'manifests'), join(HOST_ETC_KUBERNETES, 'admin.conf'), join(HOST_VAR_LIB_ETCD, 'member')].filter((p) => existsSync(p));
+    if (leftovers.length) throw new Error(foreignKubeadmClusterMessage(leftovers, otherKubeadmRunDirs(runDir)));
+    if (toBuild) await ensureBinaries(log);
   });
   const coredns = existsSync(binaryPath('coredns'));
   const images = await step('images', timings, log, () => buildKubeadmImages(log, coredns ? [] : ['coredns']));
@@ -609,6 +626,7 @@ export async function up(opts: KubeadmUpOptions = {}): Promise<KubeadmState> {
     state.ready = true;
     timings.total = Date.now() - t0;
     saveState(state);
+    recordClusterStart('kubeadm', runDir, timings.total);
     log(`kubeadm testbed up in ${(timings.total / 1000).toFixed(1)} s (${nodes.length} nodes): kubeconfig ${state.kubeconfig}`);
     return state;
   } catch (err) {
@@ -795,7 +813,7 @@ export function kubeIptablesChains(): string[] {
 
 /** Stops the kubelets, `kubeadm reset -f` per node, then removes everything else `up` left. */
 export async function down(opts: { runDir?: string; log?: (line: string) => void } = {}): Promise<void> {
-  const log = opts.log ?? ((l: string) => process.stderr.write(`${l}\n`));
+  const log = opts.log ?? progressLog;
   const runDir = opts.runDir ?? defaultKubeadmRunDir();
   const state = readKubeadmState(runDir);
   if (!state) {

@@ -1,12 +1,16 @@
 /**
- * What the testbed needs from the host, checked before anything starts. Missing Debian packages are
- * installed with apt-get when we are root and apt-get exists (printing what is installed); anything
- * else missing stops `up` at once, naming each piece and the command that provides it.
+ * What the lab needs from the host: the one list of prerequisites, by what needs each part
+ * ({@link PREREQUISITES}). `testbed up` (plain and kubeadm) and `ulysses image build` check their
+ * part before anything starts; `ulysses prerequisites` checks all of it, and .ci/run installs CI's
+ * packages through it. Missing Debian packages are installed with apt-get when we are root and
+ * apt-get exists (printing what is installed); anything else missing stops the command at once,
+ * naming each piece and the command that provides it.
  */
 import { execFileSync } from 'node:child_process';
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { FatalError } from './processes.ts';
+import { progressLog } from '../../core/logging.ts';
 
 export interface Prerequisite {
   /** What is needed, as the user reads it ("runc (/usr/sbin/runc)"). */
@@ -92,6 +96,45 @@ export const BUILD_PREREQUISITES: readonly Prerequisite[] = [
   { what: 'go >= 1.26 (builds the Kubernetes binaries from Go modules on first use)', present: (h) => h.onPath('go'), remedy: 'install Go >= 1.26 (https://go.dev/doc/install) and put it on PATH' },
 ];
 
+/**
+ * What the Ulysses image is made of besides node and the repository (ulysses-image.ts). busybox is
+ * the image's /bin/sh and the tools manifests/entrypoint.sh runs; the static build, since the image
+ * holds only the shared libraries node loads.
+ */
+export const ULYSSES_IMAGE_PREREQUISITES: readonly Prerequisite[] = [
+  { what: "busybox (/bin/busybox: the Ulysses image's /bin/sh and entrypoint tools)", present: (h) => h.executable('/bin/busybox'), debianPackage: 'busybox-static' },
+  { what: "git (the image holds the repository's tracked files)", present: (h) => h.onPath('git'), debianPackage: 'git' },
+  { what: 'ldd (the shared libraries node loads go into the image)', present: (h) => h.onPath('ldd'), debianPackage: 'libc-bin' },
+];
+
+/**
+ * The PNG copies of the figures (`--png`, rendered by @resvg/resvg-js): the SVGs name DejaVu Sans,
+ * and resvg draws no text at all when the host has no font.
+ */
+export const FIGURE_PREREQUISITES: readonly Prerequisite[] = [
+  { what: 'the DejaVu Sans font (/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf: the text of PNG figures)', present: (h) => h.exists('/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf'), debianPackage: 'fonts-dejavu-core' },
+];
+
+/**
+ * The one list, by what needs each part. Debian's containerd is not in it: every node runs the
+ * containerd (and `ctr`, containerd-shim-runc-v2) built from its Go module into the binary cache.
+ */
+export const PREREQUISITES = {
+  testbed: TESTBED_PREREQUISITES,
+  kubeadm: KUBEADM_PREREQUISITES,
+  build: BUILD_PREREQUISITES,
+  image: ULYSSES_IMAGE_PREREQUISITES,
+  figures: FIGURE_PREREQUISITES,
+} as const satisfies Record<string, readonly Prerequisite[]>;
+
+/** Every part of {@link PREREQUISITES}, each piece once: what `ulysses prerequisites` and CI check. */
+export const ALL_PREREQUISITES: readonly Prerequisite[] = [...new Map(Object.values(PREREQUISITES).flat().map((p) => [p.what, p])).values()];
+
+/** The Debian packages that provide `needs`, in order, once each. */
+export function debianPackages(needs: readonly Prerequisite[]): string[] {
+  return [...new Set(needs.flatMap((n) => (n.debianPackage ? [n.debianPackage] : [])))];
+}
+
 export interface PrerequisitePlan {
   missing: Prerequisite[];
   /** Debian packages that would provide what is missing, in order, once each. */
@@ -102,14 +145,13 @@ export interface PrerequisitePlan {
 
 export function planPrerequisites(needs: readonly Prerequisite[], probe: HostProbe): PrerequisitePlan {
   const missing = needs.filter((n) => !n.present(probe));
-  const packages = [...new Set(missing.flatMap((m) => (m.debianPackage ? [m.debianPackage] : [])))];
-  return { missing, packages, manual: missing.filter((m) => !m.debianPackage) };
+  return { missing, packages: debianPackages(missing), manual: missing.filter((m) => !m.debianPackage) };
 }
 
 /** The error text for what is still missing: one line per piece with the command that provides it. */
 export function describeMissing(missing: readonly Prerequisite[]): string {
   const lines = missing.map((m) => `  - ${m.what}: ${m.debianPackage ? `apt-get install -y ${m.debianPackage}` : m.remedy ?? 'install it'}`);
-  return `the testbed's prerequisites are missing:\n${lines.join('\n')}`;
+  return `prerequisites missing on this host:\n${lines.join('\n')}`;
 }
 
 export interface EnsureOptions {
@@ -131,7 +173,7 @@ const runApt = (args: string[]) => {
  */
 export function ensurePrerequisites(needs: readonly Prerequisite[], o: EnsureOptions = {}): void {
   const probe = o.probe ?? hostProbe;
-  const log = o.log ?? ((l) => process.stderr.write(`${l}\n`));
+  const log = o.log ?? progressLog;
   let plan = planPrerequisites(needs, probe);
   if (plan.missing.length === 0) return;
   const install = (o.install ?? process.env.ULYSSES_NO_APT !== '1') && probe.isRoot && plan.packages.length > 0 && probe.onPath('apt-get');

@@ -6,7 +6,7 @@
 import { execFileSync, spawn, type ChildProcessByStdio } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
-import { openSync, closeSync, readFileSync, existsSync, readdirSync, readlinkSync } from 'node:fs';
+import { appendFileSync, openSync, closeSync, readFileSync, existsSync, readdirSync, readlinkSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface ProcessSpec {
@@ -99,6 +99,17 @@ export async function stopProcess(pid: number, graceMs = 5000): Promise<void> {
   signal('SIGKILL');
   const killDeadline = Date.now() + 5000;
   while (isAlive(pid) && Date.now() < killDeadline) await sleep(50);
+}
+
+/**
+ * One JSON line per cluster brought up, appended to $ULYSSES_CLUSTER_LOG when it is set, with the
+ * test file that asked for it ($ULYSSES_TEST_FILE, set by the tests' setup file): the per-file table
+ * of docs/development.md counts cluster starts from it (test/test-times.ts).
+ */
+export function recordClusterStart(kind: 'local' | 'kubeadm', runDir: string, ms: number): void {
+  const file = process.env.ULYSSES_CLUSTER_LOG;
+  if (!file) return;
+  appendFileSync(file, `${JSON.stringify({ kind, runDir, ms, testFile: process.env.ULYSSES_TEST_FILE ?? null })}\n`);
 }
 
 export function tailFile(file: string, lines = 20): string {

@@ -12,6 +12,7 @@ import { KubeConfig, CoreV1Api, type V1Node } from '@kubernetes/client-node';
 import { stringify as stringifyYaml } from 'yaml';
 import { ensureBinaries, K8S_VERSION, cacheDir, missingBinaries } from './binaries.ts';
 import { BUILD_PREREQUISITES, TESTBED_PREREQUISITES, ensurePrerequisites } from './prerequisites.ts';
+import { downCommand, stateKind } from './run-dir.ts';
 import { buildTestImages } from './images/index.ts';
 import { generateApiserverCert, generatePki, pkiPaths, writeKubeconfig, type Pki } from './pki.ts';
 import {
@@ -33,7 +34,8 @@ import { createKwokNodes, DEFAULT_KWOK_DELAYS, KWOK_PORT, startKwok, writeKwokSt
 import { KubeClient } from '../../core/kube.ts';
 import { isNodeReady } from '../../core/objects.ts';
 import { ensureRuntimeConfigCrd } from '../../core/runtime-config.ts';
-import { FatalError, isAlive, pidsMatching, pollUntil, processTracker, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
+import { FatalError, isAlive, pidsMatching, pollUntil, processTracker, recordClusterStart, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
+import { progressLog } from '../../core/logging.ts';
 
 export interface TestbedOptions {
   runDir?: string;
@@ -105,10 +107,13 @@ export function defaultRunDir(): string {
 
 const stateFile = (runDir: string) => join(runDir, 'state.json');
 
+/** The plain testbed's state in `runDir`; a kubeadm testbed's state there is an error naming its `down`. */
 export function readState(runDir = defaultRunDir()): TestbedState | undefined {
   const f = stateFile(runDir);
   if (!existsSync(f)) return undefined;
-  return JSON.parse(readFileSync(f, 'utf8')) as TestbedState;
+  const s: unknown = JSON.parse(readFileSync(f, 'utf8'));
+  if (stateKind(s) === 'kubeadm') throw new FatalError(`${f} is a kubeadm testbed's state, not a plain testbed's (\`${downCommand('kubeadm', runDir)}\` takes it down)`);
+  return s as TestbedState;
 }
 
 function saveState(s: TestbedState): void {
@@ -151,7 +156,7 @@ function controlPlaneOptions(runDir: string, pki: Pki, controllers: string, cpus
 
 /** Brings the testbed up; returns the state. A healthy testbed already up is returned as is. */
 export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
-  const log = opts.log ?? ((l: string) => process.stderr.write(`${l}\n`));
+  const log = opts.log ?? progressLog;
   const runDir = opts.runDir ?? defaultRunDir();
   const existing = readState(runDir);
   if (existing) {
@@ -294,6 +299,7 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
     );
     state.ready = true;
     saveState(state);
+    recordClusterStart('local', runDir, Date.now() - t0);
     log(`testbed up in ${((Date.now() - t0) / 1000).toFixed(1)} s: kubeconfig ${state.kubeconfig}`);
     return state;
   } catch (err) {
@@ -306,7 +312,7 @@ export async function up(opts: TestbedOptions = {}): Promise<TestbedState> {
 
 /** Stops everything `up` started (tracked pids, containers, shims), unmounts, removes interfaces and state. */
 export async function down(opts: { runDir?: string; log?: (line: string) => void } = {}): Promise<void> {
-  const log = opts.log ?? ((l: string) => process.stderr.write(`${l}\n`));
+  const log = opts.log ?? progressLog;
   const runDir = opts.runDir ?? defaultRunDir();
   const state = readState(runDir);
   if (!state) {

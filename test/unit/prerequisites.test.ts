@@ -1,8 +1,15 @@
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { FatalError } from '../../experiments/testbed/processes.ts';
 import {
+  ALL_PREREQUISITES,
   BUILD_PREREQUISITES,
+  PREREQUISITES,
   TESTBED_PREREQUISITES,
+  ULYSSES_IMAGE_PREREQUISITES,
+  debianPackages,
   ensurePrerequisites,
   hostProbe,
   planPrerequisites,
@@ -106,8 +113,68 @@ describe('testbed prerequisites', () => {
     expect(() => ensurePrerequisites(TESTBED_PREREQUISITES, { probe: host, install: true, log: () => undefined, apt })).toThrow(/Unable to locate package openssl[\s\S]*openssl: apt-get install -y openssl/);
   });
 
+  it("the image's needs include busybox: a host without /bin/busybox gets busybox-static from the image build's check", () => {
+    const host = fakeHost({ files: complete.files, cmds: [...complete.cmds, 'git', 'ldd'] });
+    expect(planPrerequisites(ULYSSES_IMAGE_PREREQUISITES, host).packages).toEqual(['busybox-static']);
+    const calls: string[][] = [];
+    ensurePrerequisites(ULYSSES_IMAGE_PREREQUISITES, {
+      probe: host,
+      install: true,
+      log: () => undefined,
+      apt: (args) => {
+        calls.push(args);
+        if (args[0] === 'install') host.files.add('/bin/busybox');
+      },
+    });
+    expect(calls[1]?.slice(-1)).toEqual(['busybox-static']);
+  });
+
+  it('not root (or ULYSSES_NO_APT=1): the image build stops naming busybox and its package', () => {
+    const host = fakeHost({ root: false, cmds: ['git', 'ldd', 'apt-get'] });
+    expect(() => ensurePrerequisites(ULYSSES_IMAGE_PREREQUISITES, { probe: host, log: () => undefined })).toThrow(/\/bin\/busybox.*: apt-get install -y busybox-static/);
+    const root = fakeHost({ cmds: ['git', 'ldd', 'apt-get'] });
+    let aptCalled = false;
+    expect(() => ensurePrerequisites(ULYSSES_IMAGE_PREREQUISITES, { probe: root, install: false, log: () => undefined, apt: () => (aptCalled = true) })).toThrow(/busybox-static/);
+    expect(aptCalled).toBe(false);
+  });
+
   it('the real probe finds a command on PATH and not a missing one', () => {
     expect(hostProbe.onPath('node')).toBe(true);
     expect(hostProbe.onPath('no-such-command-ulysses')).toBe(false);
+  });
+});
+
+describe('one list of prerequisites', () => {
+  const union = [...new Set(Object.values(PREREQUISITES).flatMap((l) => debianPackages(l)))].sort();
+
+  it('every part is in ALL_PREREQUISITES, each piece once', () => {
+    for (const list of Object.values(PREREQUISITES)) for (const p of list) expect(ALL_PREREQUISITES).toContain(p);
+    expect(new Set(ALL_PREREQUISITES.map((p) => p.what)).size).toBe(ALL_PREREQUISITES.length);
+    expect([...debianPackages(ALL_PREREQUISITES)].sort()).toEqual(union);
+  });
+
+  it("what CI used to install by hand is in the list, except Debian's containerd (the nodes run the built one)", () => {
+    for (const p of ['runc', 'containernetworking-plugins', 'busybox-static', 'iproute2', 'iptables', 'openssl', 'gcc', 'fonts-dejavu-core']) expect(union).toContain(p);
+    expect(union).not.toContain('containerd');
+  });
+
+  it('on a bare host (root, apt-get) the full check installs exactly the union of the lists', () => {
+    const host = fakeHost({ cmds: ['apt-get'] });
+    const installed: string[] = [];
+    expect(() =>
+      ensurePrerequisites(ALL_PREREQUISITES, { probe: host, install: true, log: () => undefined, apt: (args) => (args[0] === 'install' ? installed.push(...args.filter((a) => !a.startsWith('-') && a !== 'install')) : undefined) }),
+    ).toThrow(FatalError); // the fake apt provides nothing
+    expect([...installed].sort()).toEqual(union);
+  });
+
+  it('.ci/run installs through `ulysses prerequisites` (no package list of its own), whose --packages is the union', () => {
+    const ciRun = readFileSync(fileURLToPath(new URL('../../.ci/run', import.meta.url)), 'utf8');
+    const code = ciRun.split('\n').filter((l) => !l.trim().startsWith('#')).join('\n');
+    expect(code).toMatch(/^node --import tsx cli\/ulysses\.ts prerequisites$/m);
+    expect(code).not.toMatch(/apt-get|dpkg/);
+    expect(code.indexOf('npm ci')).toBeLessThan(code.indexOf('cli/ulysses.ts prerequisites'));
+    const cli = fileURLToPath(new URL('../../cli/ulysses.ts', import.meta.url));
+    const printed = execFileSync(process.execPath, ['--import', 'tsx', cli, 'prerequisites', '--packages'], { encoding: 'utf8' }).trim().split(' ');
+    expect([...printed].sort()).toEqual(union);
   });
 });

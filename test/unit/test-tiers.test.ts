@@ -1,0 +1,76 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { FULL_TIER_FILES, fullTier, testTier } from '../tiers.ts';
+import { fileTimes, parseClusterLog, renderTable, replaceTable, TABLE_END, TABLE_START, type VitestJsonReport } from '../test-times.ts';
+
+const root = '/repo';
+const report: VitestJsonReport = {
+  startTime: Date.parse('2026-11-28T10:00:00Z'),
+  numPassedTests: 5,
+  numFailedTests: 1,
+  testResults: [
+    { name: '/repo/test/unit/a.test.ts', startTime: 0, endTime: 1500, status: 'passed', assertionResults: [{}, {}] },
+    { name: '/repo/test/integration/b.int.test.ts', startTime: 1000, endTime: 61_000, status: 'passed', assertionResults: [{}] },
+    { name: `/repo/${FULL_TIER_FILES[0]!.file}`, startTime: 0, endTime: 400_000, status: 'failed', assertionResults: [{}, {}, {}] },
+  ],
+};
+
+describe('test tiers', () => {
+  it('reads the tier from ULYSSES_TEST_TIER, ci unless full, and refuses anything else naming it', () => {
+    expect(testTier({})).toBe('ci');
+    expect(fullTier({ ULYSSES_TEST_TIER: 'full' })).toBe(true);
+    expect(fullTier({ ULYSSES_TEST_TIER: 'ci' })).toBe(false);
+    expect(() => testTier({ ULYSSES_TEST_TIER: 'fast' })).toThrow(/ULYSSES_TEST_TIER="fast": ci or full/);
+  });
+  it('names only integration files that exist, each with what covers it in the ci tier', () => {
+    expect(FULL_TIER_FILES.length).toBeGreaterThan(0);
+    for (const f of FULL_TIER_FILES) {
+      expect(existsSync(f.file), f.file).toBe(true);
+      expect(f.file).toMatch(/\.int\.test\.ts$/);
+      expect(f.why.length).toBeGreaterThan(20);
+    }
+  });
+  it('the README command is the ci tier and test:all the full one', () => {
+    const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> };
+    expect(pkg.scripts.test).toBe('vitest run');
+    expect(pkg.scripts['test:all']).toMatch(/test\/full-tier\.ts/);
+    expect(readFileSync('README.md', 'utf8')).toContain('npm run test:all');
+  });
+});
+
+describe('the per-file time table', () => {
+  const clusters = parseClusterLog(
+    [
+      JSON.stringify({ kind: 'local', runDir: '/tmp/a', ms: 12_000, testFile: 'test/integration/b.int.test.ts' }),
+      JSON.stringify({ kind: 'local', runDir: '/tmp/a', ms: 8_000, testFile: 'test/integration/b.int.test.ts' }),
+      JSON.stringify({ kind: 'kubeadm', runDir: '/tmp/k', ms: 60_000, testFile: FULL_TIER_FILES[0]!.file }),
+      '',
+    ].join('\n'),
+  );
+  it('attributes cluster starts, tiers and projects per file, slowest first', () => {
+    const t = fileTimes(report, clusters, root);
+    expect(t.map((x) => [x.file, x.tier, x.project, x.tests, x.seconds])).toEqual([
+      [FULL_TIER_FILES[0]!.file, 'full', 'integration', 3, 400],
+      ['test/integration/b.int.test.ts', 'ci', 'integration', 1, 60],
+      ['test/unit/a.test.ts', 'ci', 'unit', 2, 1.5],
+    ]);
+    expect(t[1]!.clusters).toEqual({ local: 2, kubeadm: 0, seconds: 20 });
+    expect(t[0]!.clusters).toEqual({ local: 0, kubeadm: 1, seconds: 60 });
+  });
+  it('renders one row per integration file, the unit project as one line, the totals and a failed status', () => {
+    const table = renderTable(fileTimes(report, clusters, root), 'note');
+    expect(table).toContain('| b.int.test.ts | ci | 1 | 60 | 2 local | 20 |');
+    expect(table).toContain(`| ${FULL_TIER_FILES[0]!.file.replace('test/integration/', '')} | full | 3 | 400 | 1 kubeadm | 60 | failed`);
+    expect(table).toContain('| **unit project** (1 files) | ci | 2 | 2 | - | - |');
+    expect(table).toContain('Integration: 460 s in all, 60 s in the ci tier; 2 local and 1 kubeadm clusters started, 80 s starting them.');
+  });
+  it('replaces the table between its markers and refuses a document without them', () => {
+    const doc = `# x\n${TABLE_START}\nold\n${TABLE_END}\nafter\n`;
+    expect(replaceTable(doc, 'new')).toBe(`# x\n${TABLE_START}\nnew\n${TABLE_END}\nafter\n`);
+    expect(() => replaceTable('# x\n', 'new')).toThrow(/no <!-- test-times:start/);
+    expect(readFileSync('docs/development.md', 'utf8')).toContain(TABLE_START);
+  });
+  it('refuses a cluster log line without kind and ms, naming the line', () => {
+    expect(() => parseClusterLog('{"kind":"local","ms":1}\n{"ms":2}')).toThrow(/cluster log line 2/);
+  });
+});
