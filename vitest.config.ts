@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { defineConfig } from 'vitest/config';
@@ -9,10 +9,13 @@ import { FULL_TIER_FILES, fullTier } from './test/tiers.ts';
 const logFile = process.env.ULYSSES_TEST_LOG_FILE ?? join(tmpdir(), 'ulysses-test-logs', 'components.log');
 mkdirSync(dirname(logFile), { recursive: true });
 writeFileSync(logFile, ''); // this run's logs only
-// one line per cluster a test file brings up (test/test-times.ts counts them per file)
-const clusterLog = process.env.ULYSSES_CLUSTER_LOG ?? join(dirname(logFile), 'clusters.jsonl');
-writeFileSync(clusterLog, '');
-const env = { ULYSSES_TEST_LOG_FILE: logFile, ULYSSES_CLUSTER_LOG: clusterLog };
+// Where the time goes (npm run test:times): test/time-reporter.ts writes the run's per-file times
+// and the clusters the testbeds recorded, one line each in the cluster log (kept across runs, up
+// to 1 MB; the reporter takes the lines of its own run).
+process.env.ULYSSES_TEST_TIMES ??= join(dirname(logFile), 'times.json');
+const clusterLog = (process.env.ULYSSES_CLUSTER_LOG ??= join(dirname(logFile), 'clusters.jsonl'));
+if (existsSync(clusterLog) && statSync(clusterLog).size > 1_000_000) writeFileSync(clusterLog, '');
+const env = { ULYSSES_TEST_LOG_FILE: logFile };
 
 // Two projects: fast unit tests of pure logic, and integration tests on the real testbed
 // (one file at a time: they share the machine's ports, bridges and cgroups). The ci tier (npm test)
@@ -22,6 +25,7 @@ export default defineConfig({
     fileParallelism: false,
     // a test's console output is printed when it fails, not when it passes
     silent: 'passed-only',
+    reporters: ['default', './test/time-reporter.ts'],
     projects: [
       {
         test: {

@@ -1,34 +1,40 @@
 /**
- * The per-file time table of docs/development.md ("Where the suite's time goes"), written from a
- * vitest JSON report and the cluster starts the run recorded (vitest.config.ts: ULYSSES_CLUSTER_LOG).
+ * The per-file time table of docs/development.md ("Where the suite's time goes"), written from what
+ * test/time-reporter.ts recorded of the last run (vitest.config.ts: ULYSSES_TEST_TIMES).
  *
- *   npm test -- --reporter=default --reporter=json --outputFile=/tmp/npm-test.json
- *   npm run test:times -- /tmp/npm-test.json [--clusters FILE] [--write docs/development.md]
+ *   npm test                                     # or any vitest run: writes the times file
+ *   npm run test:times [-- --times FILE] [--write docs/development.md]
  *
  * Without --write it prints the table; with it, the table replaces the one between the markers.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { FULL_TIER_FILES } from './tiers.ts';
 
+/** Where vitest.config.ts has the reporter write the times, unless ULYSSES_TEST_TIMES says otherwise. */
+export const DEFAULT_TIMES_FILE = join(tmpdir(), 'ulysses-test-logs', 'times.json');
+
 export const TABLE_START = '<!-- test-times:start (npm run test:times writes this table) -->';
 export const TABLE_END = '<!-- test-times:end -->';
 
-/** The parts of vitest's JSON report read here. */
-export interface VitestJsonReport {
-  startTime: number;
-  numPassedTests: number;
-  numFailedTests: number;
-  testResults: { name: string; startTime: number; endTime: number; status: string; assertionResults: unknown[] }[];
-}
-
+/** A cluster a testbed brought up (experiments/testbed/processes.ts recordClusterStart). */
 export interface ClusterStart {
   kind: 'local' | 'kubeadm';
+  /** when it was up, ms since the epoch */
+  at: number;
   ms: number;
   testFile: string | null;
+}
+
+/** What test/time-reporter.ts writes of a run. */
+export interface TimesReport {
+  startedAt: string;
+  seconds: number;
+  files: { file: string; project: string; tests: number; failed: number; seconds: number; state: string }[];
+  clusters: ClusterStart[];
 }
 
 export interface FileTime {
@@ -36,42 +42,52 @@ export interface FileTime {
   tier: 'ci' | 'full';
   project: 'unit' | 'integration';
   tests: number;
+  failed: number;
   seconds: number;
   clusters: { local: number; kubeadm: number; seconds: number };
-  status: string;
+  state: string;
 }
 
-const isIntegration = (file: string) => file.endsWith('.int.test.ts') || file.startsWith('test/integration/');
-
-export function parseClusterLog(text: string): ClusterStart[] {
-  return text
-    .split('\n')
-    .filter((l) => l.trim())
-    .map((l, i) => {
-      const o = JSON.parse(l) as Partial<ClusterStart>;
-      if ((o.kind !== 'local' && o.kind !== 'kubeadm') || typeof o.ms !== 'number') throw new Error(`cluster log line ${i + 1}: kind and ms expected, got ${l.slice(0, 200)}`);
-      return { kind: o.kind, ms: o.ms, testFile: o.testFile ?? null };
-    });
+/** The cluster log's lines; a line without kind, at and ms is an error, or skipped and told to `onBad` when given. */
+export function parseClusterLog(text: string, onBad?: (problem: string) => void): ClusterStart[] {
+  const out: ClusterStart[] = [];
+  text.split('\n').forEach((l, i) => {
+    if (!l.trim()) return;
+    let o: Partial<ClusterStart> | undefined;
+    try {
+      o = JSON.parse(l) as Partial<ClusterStart>;
+    } catch {
+      o = undefined;
+    }
+    if (!o || (o.kind !== 'local' && o.kind !== 'kubeadm') || typeof o.ms !== 'number' || typeof o.at !== 'number') {
+      const problem = `cluster log line ${i + 1}: kind, at and ms expected, got ${l.slice(0, 200)}`;
+      if (!onBad) throw new Error(problem);
+      onBad(problem);
+      return;
+    }
+    out.push({ kind: o.kind, at: o.at, ms: o.ms, testFile: o.testFile ?? null });
+  });
+  return out;
 }
 
-export function fileTimes(report: VitestJsonReport, clusters: readonly ClusterStart[], root: string): FileTime[] {
+export function fileTimes(report: TimesReport): FileTime[] {
   const full = new Set(FULL_TIER_FILES.map((f) => f.file));
-  return report.testResults
+  return report.files
     .map((r) => {
-      const file = relative(root, r.name);
-      const mine = clusters.filter((c) => c.testFile === file);
+      const mine = report.clusters.filter((c) => c.testFile === r.file);
       return {
-        file,
-        tier: full.has(file) ? ('full' as const) : ('ci' as const),
-        project: isIntegration(file) ? ('integration' as const) : ('unit' as const),
-        tests: r.assertionResults.length,
-        seconds: Math.max(0, r.endTime - r.startTime) / 1000,
+        file: r.file,
+        tier: full.has(r.file) ? ('full' as const) : ('ci' as const),
+        project: r.project === 'unit' ? ('unit' as const) : ('integration' as const),
+        tests: r.tests,
+        failed: r.failed,
+        seconds: r.seconds,
         clusters: {
           local: mine.filter((c) => c.kind === 'local').length,
           kubeadm: mine.filter((c) => c.kind === 'kubeadm').length,
           seconds: mine.reduce((a, c) => a + c.ms, 0) / 1000,
         },
-        status: r.status,
+        state: r.state,
       };
     })
     .sort((a, b) => b.seconds - a.seconds || a.file.localeCompare(b.file));
@@ -86,7 +102,7 @@ export function renderTable(times: readonly FileTime[], note: string): string {
   const sum = (xs: readonly FileTime[], f: (t: FileTime) => number) => xs.reduce((a, t) => a + f(t), 0);
   const clusterCell = (t: FileTime) =>
     [t.clusters.local ? `${t.clusters.local} local` : '', t.clusters.kubeadm ? `${t.clusters.kubeadm} kubeadm` : ''].filter(Boolean).join(', ') || '-';
-  const rows = integration.map((t) => `| ${t.file.replace(/^test\/integration\//, '')} | ${t.tier} | ${t.tests} | ${s(t.seconds)} | ${clusterCell(t)} | ${t.clusters.seconds ? s(t.clusters.seconds) : '-'} |${t.status === 'passed' ? '' : ` ${t.status}`}`);
+  const rows = integration.map((t) => `| ${t.file.replace(/^test\/integration\//, '')} | ${t.tier} | ${t.tests} | ${s(t.seconds)} | ${clusterCell(t)} | ${t.clusters.seconds ? s(t.clusters.seconds) : '-'} |${t.failed ? ` ${t.failed} failed` : t.state === 'passed' ? '' : ` ${t.state}`}`);
   const ci = integration.filter((t) => t.tier === 'ci');
   return [
     note,
@@ -111,18 +127,14 @@ export function replaceTable(doc: string, table: string): string {
 }
 
 async function main(): Promise<void> {
-  const { values, positionals } = parseArgs({
-    allowPositionals: true,
-    options: { clusters: { type: 'string' }, write: { type: 'string' }, note: { type: 'string' } },
-  });
-  if (positionals.length !== 1) throw new Error('usage: npm run test:times -- REPORT.json [--clusters FILE] [--write docs/development.md] [--note TEXT]');
-  const report = JSON.parse(readFileSync(positionals[0]!, 'utf8')) as VitestJsonReport;
-  if (!Array.isArray(report.testResults)) throw new Error(`${positionals[0]}: not a vitest JSON report (no testResults)`);
-  const clusterFile = values.clusters ?? process.env.ULYSSES_CLUSTER_LOG ?? join(tmpdir(), 'ulysses-test-logs', 'clusters.jsonl');
-  const clusters = parseClusterLog(readFileSync(clusterFile, 'utf8'));
-  const when = new Date(report.startTime).toISOString().slice(0, 10);
-  const note = values.note ?? `Run of ${when}: ${report.numPassedTests} passed, ${report.numFailedTests} failed.`;
-  const table = renderTable(fileTimes(report, clusters, process.cwd()), note);
+  const { values } = parseArgs({ options: { times: { type: 'string' }, write: { type: 'string' }, note: { type: 'string' } } });
+  const file = values.times ?? process.env.ULYSSES_TEST_TIMES ?? DEFAULT_TIMES_FILE;
+  const report = JSON.parse(readFileSync(file, 'utf8')) as TimesReport;
+  if (!Array.isArray(report.files) || !Array.isArray(report.clusters)) throw new Error(`${file}: not a times report of test/time-reporter.ts (files, clusters)`);
+  const times = fileTimes(report);
+  const count = (f: (t: FileTime) => number) => times.reduce((a, t) => a + f(t), 0);
+  const note = values.note ?? `Run of ${report.startedAt.slice(0, 10)}, ${(report.seconds / 60).toFixed(1)} min: ${times.length} files, ${count((t) => t.tests)} tests, ${count((t) => t.failed)} failed.`;
+  const table = renderTable(times, note);
   if (values.write) writeFileSync(values.write, replaceTable(readFileSync(values.write, 'utf8'), table));
   else console.log(table);
 }

@@ -109,7 +109,7 @@ export async function stopProcess(pid: number, graceMs = 5000): Promise<void> {
 export function recordClusterStart(kind: 'local' | 'kubeadm', runDir: string, ms: number): void {
   const file = process.env.ULYSSES_CLUSTER_LOG;
   if (!file) return;
-  appendFileSync(file, `${JSON.stringify({ kind, runDir, ms, testFile: process.env.ULYSSES_TEST_FILE ?? null })}\n`);
+  appendFileSync(file, `${JSON.stringify({ kind, runDir, at: Date.now(), ms, testFile: process.env.ULYSSES_TEST_FILE ?? null })}\n`);
 }
 
 export function tailFile(file: string, lines = 20): string {

@@ -1,18 +1,24 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { FULL_TIER_FILES, fullTier, testTier } from '../tiers.ts';
-import { fileTimes, parseClusterLog, renderTable, replaceTable, TABLE_END, TABLE_START, type VitestJsonReport } from '../test-times.ts';
+import { fileTimes, parseClusterLog, renderTable, replaceTable, TABLE_END, TABLE_START, type TimesReport } from '../test-times.ts';
 
-const root = '/repo';
-const report: VitestJsonReport = {
-  startTime: Date.parse('2026-11-28T10:00:00Z'),
-  numPassedTests: 5,
-  numFailedTests: 1,
-  testResults: [
-    { name: '/repo/test/unit/a.test.ts', startTime: 0, endTime: 1500, status: 'passed', assertionResults: [{}, {}] },
-    { name: '/repo/test/integration/b.int.test.ts', startTime: 1000, endTime: 61_000, status: 'passed', assertionResults: [{}] },
-    { name: `/repo/${FULL_TIER_FILES[0]!.file}`, startTime: 0, endTime: 400_000, status: 'failed', assertionResults: [{}, {}, {}] },
+const full = FULL_TIER_FILES[0]!.file;
+const clusterLines = [
+  JSON.stringify({ kind: 'local', runDir: '/tmp/a', at: 1, ms: 12_000, testFile: 'test/integration/b.int.test.ts' }),
+  JSON.stringify({ kind: 'local', runDir: '/tmp/a', at: 2, ms: 8_000, testFile: 'test/integration/b.int.test.ts' }),
+  JSON.stringify({ kind: 'kubeadm', runDir: '/tmp/k', at: 3, ms: 60_000, testFile: full }),
+  '',
+].join('\n');
+const report: TimesReport = {
+  startedAt: '2026-11-28T10:00:00.000Z',
+  seconds: 470,
+  files: [
+    { file: 'test/unit/a.test.ts', project: 'unit', tests: 2, failed: 0, seconds: 1.5, state: 'passed' },
+    { file: 'test/integration/b.int.test.ts', project: 'integration', tests: 1, failed: 0, seconds: 60, state: 'passed' },
+    { file: full, project: 'integration', tests: 3, failed: 1, seconds: 400, state: 'failed' },
   ],
+  clusters: parseClusterLog(clusterLines),
 };
 
 describe('test tiers', () => {
@@ -39,28 +45,20 @@ describe('test tiers', () => {
 });
 
 describe('the per-file time table', () => {
-  const clusters = parseClusterLog(
-    [
-      JSON.stringify({ kind: 'local', runDir: '/tmp/a', ms: 12_000, testFile: 'test/integration/b.int.test.ts' }),
-      JSON.stringify({ kind: 'local', runDir: '/tmp/a', ms: 8_000, testFile: 'test/integration/b.int.test.ts' }),
-      JSON.stringify({ kind: 'kubeadm', runDir: '/tmp/k', ms: 60_000, testFile: FULL_TIER_FILES[0]!.file }),
-      '',
-    ].join('\n'),
-  );
   it('attributes cluster starts, tiers and projects per file, slowest first', () => {
-    const t = fileTimes(report, clusters, root);
+    const t = fileTimes(report);
     expect(t.map((x) => [x.file, x.tier, x.project, x.tests, x.seconds])).toEqual([
-      [FULL_TIER_FILES[0]!.file, 'full', 'integration', 3, 400],
+      [full, 'full', 'integration', 3, 400],
       ['test/integration/b.int.test.ts', 'ci', 'integration', 1, 60],
       ['test/unit/a.test.ts', 'ci', 'unit', 2, 1.5],
     ]);
     expect(t[1]!.clusters).toEqual({ local: 2, kubeadm: 0, seconds: 20 });
     expect(t[0]!.clusters).toEqual({ local: 0, kubeadm: 1, seconds: 60 });
   });
-  it('renders one row per integration file, the unit project as one line, the totals and a failed status', () => {
-    const table = renderTable(fileTimes(report, clusters, root), 'note');
+  it('renders one row per integration file, the unit project as one line, the totals and failures', () => {
+    const table = renderTable(fileTimes(report), 'note');
     expect(table).toContain('| b.int.test.ts | ci | 1 | 60 | 2 local | 20 |');
-    expect(table).toContain(`| ${FULL_TIER_FILES[0]!.file.replace('test/integration/', '')} | full | 3 | 400 | 1 kubeadm | 60 | failed`);
+    expect(table).toContain(`| ${full.replace('test/integration/', '')} | full | 3 | 400 | 1 kubeadm | 60 | 1 failed`);
     expect(table).toContain('| **unit project** (1 files) | ci | 2 | 2 | - | - |');
     expect(table).toContain('Integration: 460 s in all, 60 s in the ci tier; 2 local and 1 kubeadm clusters started, 80 s starting them.');
   });
@@ -70,7 +68,11 @@ describe('the per-file time table', () => {
     expect(() => replaceTable('# x\n', 'new')).toThrow(/no <!-- test-times:start/);
     expect(readFileSync('docs/development.md', 'utf8')).toContain(TABLE_START);
   });
-  it('refuses a cluster log line without kind and ms, naming the line', () => {
-    expect(() => parseClusterLog('{"kind":"local","ms":1}\n{"ms":2}')).toThrow(/cluster log line 2/);
+  it('refuses a cluster log line without kind, at and ms, naming the line', () => {
+    const text = '{"kind":"local","at":1,"ms":1}\n{"kind":"local","ms":2}\n{"kind":';
+    expect(() => parseClusterLog(text)).toThrow(/cluster log line 2/);
+    const bad: string[] = [];
+    expect(parseClusterLog(text, (p) => bad.push(p))).toHaveLength(1);
+    expect(bad.map((b) => b.slice(0, 17))).toEqual(['cluster log line ', 'cluster log line ']);
   });
 });
