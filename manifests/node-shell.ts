@@ -93,6 +93,18 @@ export class NodeShellError extends Error {
   }
 }
 
+/**
+ * The kubelet-shim program as the node's shell scripts and the unit's `ExecStart=` take it: an
+ * absolute path of plain characters only. Quoting alone is not enough: systemd expands `$` and
+ * `%` and splits at spaces in `ExecStart=`, and the path is run as root on every node.
+ */
+export function checkShimProgram(path: string): string {
+  if (path.length > 1024 || !/^\/[A-Za-z0-9._/+-]+$/.test(path)) {
+    throw new Error(`--shim-program ${JSON.stringify(path.slice(0, 200))}: an absolute path of letters, digits and . _ / + - only (it becomes the unit's ExecStart and runs as root on every node)`);
+  }
+  return path;
+}
+
 export class ShellNodeAccess implements NodeAccess {
   private readonly timeoutMs: number;
   private readonly shimProgram: string;
@@ -100,7 +112,7 @@ export class ShellNodeAccess implements NodeAccess {
   constructor(private readonly o: ShellNodeAccessOptions) {
     if (Array.isArray(o.shell) && !o.shell.some((w) => w.includes('{node}'))) throw new Error('node shell: no {node} in the command');
     this.timeoutMs = o.timeoutMs ?? 300_000;
-    this.shimProgram = o.shimProgram ?? DEFAULT_SHIM_PROGRAM;
+    this.shimProgram = checkShimProgram(o.shimProgram ?? DEFAULT_SHIM_PROGRAM);
   }
 
   nodes(): InstallNode[] {
@@ -173,7 +185,7 @@ export class ShellNodeAccess implements NodeAccess {
     await this.run(
       node,
       'checking the kubelet-shim program',
-      `[ -x ${program} ] || { echo "the kubelet-shim needs ${this.shimProgram} on the node (the repository with node_modules and Node.js 20, see manifests/systemd/ulysses-kubelet-shim.service)" >&2; exit 3; }`,
+      `[ -x ${program} ] || { echo "the kubelet-shim needs "${program}" on the node (the repository with node_modules and Node.js 20, see manifests/systemd/ulysses-kubelet-shim.service)" >&2; exit 3; }`,
     );
     const unit = readFileSync(join(MANIFESTS_DIR, 'systemd', 'ulysses-kubelet-shim.service'), 'utf8').replace(
       /^ExecStart=\S+/m,

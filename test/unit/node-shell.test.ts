@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { NodeShellError, parseNodeShell, shQuote, ShellNodeAccess } from '../../manifests/node-shell.ts';
+import { checkShimProgram, NodeShellError, parseNodeShell, shQuote, ShellNodeAccess } from '../../manifests/node-shell.ts';
 
 /** The CLI as a user runs it: exit code and output. */
 async function cli(args: string[]): Promise<{ code: number; out: string }> {
@@ -91,6 +91,18 @@ describe('ShellNodeAccess', () => {
     const a = new ShellNodeAccess({ ...({ shell: ['env', 'NODE={node}', 'sh', '-c', `printf '%s\\n--\\n' "$1" >> ${shQuote(log)}; exec sh -c "$1"`, 'sh'], nodes }), shimProgram: join(dir, 'missing', 'entrypoint.sh') });
     await expect(a.startKubeletShim('worker-1')).rejects.toThrow(/checking the kubelet-shim program on node worker-1 exited with 3:\nthe kubelet-shim needs .*missing\/entrypoint.sh on the node/);
     expect(readFileSync(log, 'utf8').split('\n--\n').filter(Boolean)).toHaveLength(1);
+  });
+
+  it('refuses a kubelet-shim program that is not a plain absolute path before running anything (it runs as root on every node)', async () => {
+    rmSync(log, { force: true });
+    const pwned = join(dir, 'pwned');
+    const shell = ['env', 'NODE={node}', 'sh', '-c', `printf '%s\\n--\\n' "$1" >> ${shQuote(log)}; exec sh -c "$1"`, 'sh'];
+    for (const bad of [`${dir}/x$(touch ${pwned})`, `${dir}/x\`touch ${pwned}\``, `${dir}/a b`, 'relative/entrypoint.sh', `${dir}/%h`, `${dir}/x;touch ${pwned}`]) {
+      expect(() => new ShellNodeAccess({ shell, nodes, shimProgram: bad }), bad).toThrow(/^--shim-program .*: an absolute path of letters, digits and \. _ \/ \+ - only/);
+    }
+    expect(existsSync(log)).toBe(false);
+    expect(existsSync(pwned)).toBe(false);
+    expect(checkShimProgram('/opt/ulysses/manifests/entrypoint.sh')).toBe('/opt/ulysses/manifests/entrypoint.sh');
   });
 
   it('uses the production paths unless told otherwise', () => {
