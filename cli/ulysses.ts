@@ -371,6 +371,7 @@ program
   .option('--plugins <list>', 'scheduler-extender: plugins to switch', list)
   .option('--namespaces <list>', 'apf: critical namespaces to exempt; slo: namespaces whose SLO to set', list)
   .action(async (component: string, mode: string, o) => {
+    if (component === 'kubelet-shim') await checkShimEntry(mode, o.param);
     const { patchRuntimeConfig, readRuntimeConfig } = await import('../core/runtime-config.ts');
     const { setPatch } = await import('../core/runtime-status.ts');
     const client = await clusterClient(o.kubeconfig);
@@ -379,6 +380,17 @@ program
     const obj = await patchRuntimeConfig(client, patch);
     console.log(`UlyssesConfig/default generation ${obj.metadata.generation}: ${JSON.stringify(patch)}\n(run "ulysses status" to see the components apply it)`);
   });
+
+/**
+ * A kubelet-shim entry checked as the shims will check it (kubelet-shim/runtime.ts, pacing.ts), so
+ * `set` refuses an unknown parameter or an out-of-range one, naming it, before writing anything.
+ */
+async function checkShimEntry(policy: string, params: Record<string, number> | undefined): Promise<void> {
+  const { pacingFromEntry } = await import('../kubelet-shim/runtime.ts');
+  const { PacingConfigSchema } = await import('../kubelet-shim/pacing.ts');
+  const r = PacingConfigSchema.safeParse(pacingFromEntry({ policy, ...(params ? { params } : {}) }));
+  if (!r.success) throw new InvalidArgumentError(`kubelet-shim ${policy}: ${r.error.issues.map((i) => `${i.path.join('.') || '(entry)'}: ${i.message}`).join('; ')}`);
+}
 
 /**
  * The cluster `ulysses install|uninstall` acts on: any kubeadm cluster whose nodes `--node-shell`

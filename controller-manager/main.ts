@@ -37,7 +37,7 @@ export const ControllerManagerConfigSchema = z
     controllers: z.array(z.enum(CONTROLLERS)).default([...CONTROLLERS]),
     pools: z.partialRecord(z.enum(CONTROLLERS), WorkerPoolConfigSchema).default({}),
     auto: z.array(z.enum(CONTROLLERS)).default([]),
-    autoHoldMs: z.number().nonnegative().optional(),
+    autoHoldMs: z.number().nonnegative().max(3_600_000).optional(),
     criticalPathHoldMs: z.number().int().min(0).max(60_000).default(DEFAULT_CRITICAL_PATH_HOLD_MS),
     apiQps: z.number().positive().default(20),
     apiBurst: z.number().int().positive().default(30),

@@ -33,7 +33,13 @@ import type { ShimMetrics } from './metrics.ts';
 // Configuration
 // ---------------------------------------------------------------------------------------------
 
-const ms = z.number().finite().nonnegative();
+/**
+ * The longest duration any pacing parameter may name (10 minutes). A longer wait holds a pod as good
+ * as forever, and past setTimeout's 2^31-1 ms a timer fires at once and re-arms every millisecond;
+ * the CRD (manifests/base/crd-ulyssesconfig.yaml) holds the same bound.
+ */
+export const MAX_PACING_DURATION_MS = 600_000;
+const ms = z.number().finite().nonnegative().max(MAX_PACING_DURATION_MS);
 
 export const VanillaPolicySchema = z.object({ type: z.literal('vanilla') }).strict();
 
@@ -80,7 +86,7 @@ export const AdaptivePolicySchema = z
     /** Negative gain: wait *= (1 - kn) after `cleanIntervals` consecutive intervals without a slow one (seed 001: best K_n = 0.1). */
     kn: z.number().gt(0).lt(1).default(0.1),
     /** Control interval (seed 001: 1 min; the wait here changes without a restart, so it can be short). */
-    intervalMs: z.number().finite().positive().default(5000),
+    intervalMs: ms.positive().default(5000),
     /** Consecutive clean intervals before a decrease (seed 001: decrement_period = 3). */
     cleanIntervals: z.number().int().positive().default(3),
   })

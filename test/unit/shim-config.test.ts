@@ -2,7 +2,7 @@
  * kubelet-shim configuration and entry point: the shipped config files, field-naming validation
  * errors, flags over file, SIGHUP reload of the pacing section, SIGTERM cleanup, /metrics.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { pino } from 'pino';
 import { ConfigError } from '../../core/config.ts';
 import { loadShimConfig, parseShimConfig, ShimConfigSchema } from '../../kubelet-shim/config.ts';
-import { PacingConfigSchema, PacingPolicySchema, THESIS_POLICIES } from '../../kubelet-shim/pacing.ts';
+import { MAX_PACING_DURATION_MS, PacingConfigSchema, PacingPolicySchema, THESIS_POLICIES } from '../../kubelet-shim/pacing.ts';
 import { startShim } from '../../kubelet-shim/main.ts';
 
 const shimDir = fileURLToPath(new URL('../../kubelet-shim/', import.meta.url));
@@ -46,6 +46,32 @@ describe('kubelet-shim config', () => {
     expect(c).toMatchObject({ socketMode: '0660', connectTimeoutMs: 1000, maxMessageBytes: 16 * 1024 * 1024, metrics: { host: '127.0.0.1' } });
     expect(c.metrics.port).toBeUndefined();
     expect(c.pacing.policy).toEqual({ type: 'vanilla' });
+  });
+
+  it('bounds every pacing duration at 10 minutes, naming the field (setTimeout overflows past 2^31-1 ms)', () => {
+    const field = (pacing: unknown) => {
+      try {
+        parseShimConfig({ pacing });
+        return 'accepted';
+      } catch (e) {
+        return (e as ConfigError).issues.map((i) => i.field).join(',');
+      }
+    };
+    expect(field({ policy: { type: 'fixed', waitMs: 3e9 } })).toBe('pacing.policy.waitMs');
+    expect(field({ policy: { type: 'fixed', waitMs: MAX_PACING_DURATION_MS } })).toBe('accepted');
+    expect(field({ policy: { type: 'exponential-decay', initialWaitMs: 1, resetAfterMs: MAX_PACING_DURATION_MS + 1 } })).toBe('pacing.policy.resetAfterMs');
+    expect(field({ policy: { type: 'adaptive', intervalMs: 1e12 } })).toBe('pacing.policy.intervalMs');
+    expect(field({ policy: { type: 'vanilla' }, lowHoldMs: 7e8, highMinInterArrivalMs: 7e8, holdLowsDuringHighMs: 7e8 })).toBe('pacing.highMinInterArrivalMs,pacing.lowHoldMs,pacing.holdLowsDuringHighMs');
+  });
+
+  it('ulysses set kubelet-shim refuses an out-of-range or unknown parameter, naming it, before it reads a kubeconfig', () => {
+    const set = (...args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', join(repo, 'cli/ulysses.ts'), 'set', 'kubelet-shim', ...args, '--kubeconfig', join(dir, 'no-such.kubeconfig')], { cwd: repo, encoding: 'utf8', timeout: 60_000 });
+    const tooLong = set('fixed', '--param', 'waitMs=3e9');
+    expect(tooLong.status).not.toBe(0);
+    expect(tooLong.stderr).toContain('kubelet-shim fixed: policy.waitMs: ');
+    expect(tooLong.stderr).not.toContain('no-such.kubeconfig');
+    const unknown = set('fixed', '--param', 'waitSeconds=3');
+    expect(unknown.stderr).toMatch(/kubelet-shim fixed: policy: .*waitSeconds/);
   });
 
   it('names the offending field', async () => {
