@@ -36,7 +36,7 @@ import type { ShimMetrics } from './metrics.ts';
 /**
  * The longest duration any pacing parameter may name (10 minutes). A longer wait holds a pod as good
  * as forever, and past setTimeout's 2^31-1 ms a timer fires at once and re-arms every millisecond;
- * the CRD (manifests/base/crd-ulyssesconfig.yaml) holds the same bound.
+ * the CRD (manifests/base/crd-ulyssesconfig.yaml) bounds every parameter by the same number.
  */
 export const MAX_PACING_DURATION_MS = 600_000;
 const ms = z.number().finite().nonnegative().max(MAX_PACING_DURATION_MS);

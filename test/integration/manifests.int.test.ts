@@ -199,8 +199,8 @@ describe('UlyssesConfig on the apiserver', () => {
   it.each([
     ['kubelet-shim policy enum', { kubeletShim: { default: { policy: 'sometimes' } } }, 'spec.kubeletShim.default.policy: Unsupported value: "sometimes"'],
     ['negative pacing parameter', { kubeletShim: { default: { policy: 'fixed', params: { waitMs: -5 } } } }, 'spec.kubeletShim.default.params.waitMs: Invalid value: -5'],
-    ['pacing duration past 10 minutes', { kubeletShim: { default: { policy: 'fixed', params: { waitMs: 3e9 } } } }, 'durations (parameters ending in Ms) are at most 600000 ms (10 minutes)'],
-    ['per-node pacing duration past 10 minutes', { kubeletShim: { nodes: [{ nodeSelector: { a: 'b' }, policy: 'fixed', params: { lowHoldMs: 600001 } }] } }, 'durations (parameters ending in Ms) are at most 600000 ms (10 minutes)'],
+    ['pacing duration past 10 minutes', { kubeletShim: { default: { policy: 'fixed', params: { waitMs: 3e9 } } } }, 'spec.kubeletShim.default.params.waitMs in body should be less than or equal to 600000'],
+    ['per-node pacing duration past 10 minutes', { kubeletShim: { nodes: [{ nodeSelector: { a: 'b' }, policy: 'fixed', params: { lowHoldMs: 600001 } }] } }, 'spec.kubeletShim.nodes[0].params.lowHoldMs in body should be less than or equal to 600000'],
     ['per-node entry without nodeSelector', { kubeletShim: { nodes: [{ policy: 'fixed' }] } }, 'spec.kubeletShim.nodes[0].nodeSelector: Required value'],
     ['zero workers', { controllerManager: { controllers: { replicaset: { mode: 'vanilla', workers: 0 } } } }, 'spec.controllerManager.controllers.replicaset.workers: Invalid value: 0'],
     ['controller name not a DNS label', { controllerManager: { controllers: { ReplicaSet: { mode: 'vanilla' } } } }, 'controller names must be DNS-1123 labels'],
