@@ -102,6 +102,10 @@ function generationGauge() {
   );
 }
 
+/** Backoff of a failed apply's retries (RuntimeConfigWatcher.retryApply). */
+export const APPLY_RETRY_MIN_MS = 1000;
+export const APPLY_RETRY_MAX_MS = 30_000;
+
 /**
  * Watches UlyssesConfig/<name> and applies this component's section. Emits 'applied' (cfg, mode)
  * and 'rejected' (error) after the status is reported, so tests and callers can wait on them.
@@ -116,6 +120,10 @@ export class RuntimeConfigWatcher<S extends z.ZodType> extends EventEmitter {
   private lastMode = '';
   private lastGeneration = -1;
   private chain: Promise<void> = Promise.resolve();
+  /** a failed apply of the current generation is tried again after this long (doubling, bounded) */
+  private retryDelayMs = APPLY_RETRY_MIN_MS;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private stopped = false;
 
   constructor(private readonly o: RuntimeConfigOptions<S>) {
     super();
@@ -151,8 +159,33 @@ export class RuntimeConfigWatcher<S extends z.ZodType> extends EventEmitter {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.retryTimer);
     this.informer.stop();
     await this.chain;
+  }
+
+  /**
+   * After a failed apply (a slow apiserver, a component busy restarting), the same generation is
+   * applied again with backoff until it succeeds or a newer one arrives: a transient failure must not
+   * leave the component on the old configuration until someone edits the object again.
+   */
+  private retryApply(generation: number): void {
+    clearTimeout(this.retryTimer);
+    const delay = this.retryDelayMs;
+    this.retryDelayMs = Math.min(this.retryDelayMs * 2, APPLY_RETRY_MAX_MS);
+    this.retryTimer = setTimeout(() => {
+      const obj = this.informer.get(this.name);
+      if (this.stopped || !obj || (obj.metadata.generation ?? 0) !== generation) return;
+      this.chain = this.chain
+        .then(() => {
+          if (this.lastGeneration !== generation) return; // a newer generation was reconciled meanwhile
+          this.lastGeneration = -1;
+          return this.reconcile(obj);
+        })
+        .catch((err) => this.log.error({ err }, 'runtime config reconcile failed'));
+    }, delay);
+    this.retryTimer.unref();
   }
 
   /**
@@ -195,11 +228,14 @@ export class RuntimeConfigWatcher<S extends z.ZodType> extends EventEmitter {
       try {
         mode = await this.o.apply(cfg);
       } catch (err) {
-        this.log.error({ err, generation }, 'applying runtime config failed: keeping the last good one');
+        this.log.error({ err, generation, retryInMs: this.retryDelayMs }, 'applying runtime config failed: keeping the last good one, trying again');
         await this.report(obj, { status: 'False', reason: 'ApplyFailed', message: (err as Error).message }, 'Warning');
+        this.retryApply(generation);
         this.emit('rejected', err);
         return;
       }
+      clearTimeout(this.retryTimer);
+      this.retryDelayMs = APPLY_RETRY_MIN_MS;
       this.lastGood = cfg;
       this.lastGoodJson = json;
       this.lastMode = mode;

@@ -17,7 +17,8 @@ import { deployment, taintNoExecute, untaint } from '../../experiments/workloads
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 import { ResilientInformer } from '../../core/informer.ts';
 import { ApiError, KubeClient, apiRequest } from '../../core/kube.ts';
-import { patchRuntimeConfig, readRuntimeConfig, runtimeConfigPath, type RuntimeConfigWatcher } from '../../core/runtime-config.ts';
+import { patchRuntimeConfig, readRuntimeConfig, runtimeConfigPath, RuntimeConfigWatcher } from '../../core/runtime-config.ts';
+import { z } from 'zod';
 import { setPatch, statusRows } from '../../core/runtime-status.ts';
 import { controllerManagerRuntimeWatcher } from '../../controller-manager/runtime.ts';
 import { apfRuntimeWatcher } from '../../apf-configs/runtime.ts';
@@ -187,6 +188,37 @@ describe('runtime toggling through UlyssesConfig', () => {
     expect((await observed('apf', g3)).mode).toBe('off');
     await apf.waitClassified('critical namespace limited again after `set apf off`', CRIT, path, (o) => !!o.priorityLevel && o.priorityLevel !== EXEMPT_PRIORITY_LEVEL);
     expect(statusRows(await readRuntimeConfig(client)).every((r) => r.upToDate)).toBe(true);
+  });
+
+  it('a failed apply is tried again for the same generation until it succeeds (no edit of the object needed)', async () => {
+    const generation = await set('controller-manager', 'vanilla');
+    let calls = 0;
+    const events: string[] = [];
+    const probe = new RuntimeConfigWatcher({
+      kc: t.kc,
+      statusKey: 'retry-probe',
+      field: 'apf',
+      schema: z.unknown(),
+      apply: () => {
+        calls++;
+        if (calls === 1) throw new Error('the first apply fails (a slow apiserver)');
+        return 'applied';
+      },
+    });
+    probe.on('rejected', () => events.push('rejected')).on('applied', () => events.push('applied'));
+    try {
+      await probe.start();
+      const status = await observeRuntimeConfig(t.kc, 'retry-probe', generation);
+      expect(status.observedGeneration).toBe(generation);
+      await pollUntil('the probe applied after its failure', () => events.includes('applied'), { timeoutMs: 30_000, intervalMs: 50, explain: () => JSON.stringify(events) });
+      expect(events).toEqual(['rejected', 'applied']);
+      expect(calls).toBe(2);
+      const now = (await readRuntimeConfig(client))!;
+      expect(now.metadata.generation).toBe(generation); // nobody edited the object
+      expect(now.status?.components?.['retry-probe']?.conditions?.[0]).toMatchObject({ status: 'True', reason: 'Applied' });
+    } finally {
+      await probe.stop();
+    }
   });
 
   it('the apiserver rejects a mode outside the enum, naming the field', async () => {
