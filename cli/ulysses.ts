@@ -115,7 +115,7 @@ tb.command('kubeconfig')
 
 program
   .command('demo')
-  .description('testbed with 2 real nodes; Table 6.1 configuration 1 (vanilla) vs 5 (Ulysses) on a failover under load; prints the report')
+  .description('testbed with 2 real nodes; stock Kubernetes (configuration upstream) vs Ulysses (configuration 5) on a failover under load; prints a short verdict')
   .option('--run-dir <dir>', 'run directory', testbed.defaultRunDir())
   .option('--pods-per-node <n>', 'low-priority pods on the destination node', int('--pods-per-node'), 10)
   .option('--reps <n>', 'repetitions per cell', int('--reps'), 2)
@@ -134,7 +134,7 @@ const intList = (name: string, min: number) => (v: string) =>
     if (!x.trim() || !Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name}: "${x}" is not an integer >= ${min} (comma-separated list expected, e.g. 1,2,3)`);
     return n;
   });
-/** --config: Table 6.1 ids, "all", a range 1..5, and `upstream` (stock Kubernetes, kubeadm clusters) in a list. */
+/** --config: Table 6.1 ids, "all", a range 1..5, and `upstream` (stock Kubernetes: the local testbed or a kubeadm cluster) in a list. */
 const configList = (v: string): Array<number | 'upstream'> => {
   if (v === 'all') return [1, 2, 3, 4, 5];
   if (v.includes('..')) {
@@ -152,7 +152,7 @@ const experiment = program.command('experiment').description('experiments of the
 experiment
   .command('failover')
   .description('failover timing (thesis §4.3.2, Table 6.1): critical UDP echo pod + low-priority load, source node tainted NoExecute; resumable')
-  .option('--config <list>', 'Table 6.1 configurations: 1..5, "all", or a list like 1,5; upstream (stock Kubernetes, with --kubeadm) as in upstream,1,5 (default: 1,5; with --kubeadm upstream,1,5)', configList)
+  .option('--config <list>', 'Table 6.1 configurations: 1..5, "all", or a list like 1,5; upstream (stock Kubernetes: on the local testbed or with --kubeadm) as in upstream,1,5 (default: 1,5; with --kubeadm upstream,1,5)', configList)
   .option('--kubeadm', 'run on the kubeadm testbed (brought up with 1 + max(--dn) workers if none is up, and taken down again if the run fails): Ulysses installed as pods and switched with stock Kubernetes (configuration upstream) by the install/uninstall steps', false)
   .option('--keep-testbed', 'with --kubeadm: leave a kubeadm testbed the run brought up in place when the run fails (to look into it)', false)
   .option('--dn <list>', 'destination node counts', intList('--dn', 1), [1])

@@ -223,9 +223,11 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
   const warmup = o.warmup ?? true;
   const maxDn = Math.max(...o.plan.dns);
   const warmups = warmupReps(o.plan, family);
+  // a plan of both families switches between them (kubeadm: kube-scheduler, kcm and the kubelets restarted; local testbed: kcm and the kubelets)
+  const switching = family !== undefined && new Set(o.plan.configs.map(family)).size > 1;
   const warmupNote = warmup
-    ? `each invocation of the run starts with ${warmups.length} unrecorded warm-up repetition(s), one per configuration (${warmups.map(configKey).join(', ')}) on DN ${maxDn} with ${warmups[0]?.podsPerNode} pods per node: the first pod creations on fresh nodes, and the first repetitions of a configuration, are slower${o.configurator.takeSwitch ? '; the first repetition after each switch between upstream and Ulysses (restarted kube-scheduler, kcm, kubelets) is unrecorded too and run again' : ''}`
-    : `no warm-up repetition (profile warmup: false)${o.configurator.takeSwitch ? ': the repetitions right after a switch between upstream and Ulysses run on freshly restarted kube-scheduler, kcm and kubelets' : ''}`;
+    ? `each invocation of the run starts with ${warmups.length} unrecorded warm-up repetition(s), one per configuration (${warmups.map(configKey).join(', ')}) on DN ${maxDn} with ${warmups[0]?.podsPerNode} pods per node: the first pod creations on fresh nodes, and the first repetitions of a configuration, are slower${switching ? '; the first repetition after each switch between upstream and Ulysses (components restarted) is unrecorded too and run again' : ''}`
+    : `no warm-up repetition (profile warmup: false)${switching ? ': the repetitions right after a switch between upstream and Ulysses run on freshly restarted components' : ''}`;
   const meta: ReportMeta = { title: o.title, notes: [machineNote(), ...(o.notes ?? []), setupNote, warmupNote, ...o.configurator.describe()], command: o.command, inflationTargets: o.inflationTargets };
   writeFileSync(join(o.out, META_FILE), JSON.stringify(meta, null, 2));
 

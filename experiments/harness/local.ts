@@ -6,7 +6,9 @@
  * (those Ulysses' controller manager implements) and a kubelet-shim on every real node (vanilla
  * policy); configs 1-3 run Ulysses' controller manager in `vanilla` mode, which imitates kcm
  * (FIFO, 5 workers, taint eviction up to 256 at once, 20 qps / burst 30 per controller), configs 4-5
- * its multi-priority modes.
+ * its multi-priority modes. Configuration `upstream` (stock Kubernetes) restarts kcm with all its
+ * controllers and the kubelets on containerd directly, with the in-process controller manager
+ * stopped (local-configurator.ts).
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -16,6 +18,7 @@ import { promisify } from 'node:util';
 import { pino } from 'pino';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { CONTROLLERS, ControllerManager, type ControllerName } from '../../controller-manager/manager.ts';
+import type { Logger } from '../../core/logging.ts';
 import { DEFAULT_CRITICAL_PATH_HOLD_MS } from '../../controller-manager/critical-path-hold.ts';
 import * as testbed from '../testbed/testbed.ts';
 import { pollUntil } from '../testbed/processes.ts';
@@ -27,14 +30,15 @@ import { recoveryObservations } from '../../controller-manager/recovery-slo.ts';
 import { apfRuntimeWatcher } from '../../apf-configs/runtime.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { readRuntimeConfig } from '../../core/runtime-config.ts';
-import { runExperiment, type ExperimentPlan } from './experiment.ts';
+import { runExperiment, type ExperimentPlan, type RecoveryObservations } from './experiment.ts';
+import { LocalTestbedConfigurator, STOCK_KCM_CONTROLLERS, type ControllerManagerHost } from './local-configurator.ts';
 import type { ProgressBar } from './progress.ts';
 import { shimLogTracer, type NodeTrace } from './node-trace.ts';
 import { auditLogTracer, type ApiTrace } from './api-trace.ts';
 import { auditLogPath } from '../testbed/controlplane.ts';
 import { CpuWindowProbe, MachineCpuAudit, processState, procPids } from './cpu-window.ts';
 import { UPF_NAME, type NodeFailure, type Topology } from './scenario.ts';
-import { SHIM_POLICY_NAME, type EventName, type ScenarioName } from './results.ts';
+import { SHIM_POLICY_NAME, UPSTREAM, type EventName, type ScenarioName } from './results.ts';
 import { ensureRuntimeConfigCrd } from '../../core/runtime-config.ts';
 import { SOURCE_FREEZES } from './profile.ts';
 
@@ -210,7 +214,10 @@ export async function ensureExperimentTestbed(runDir: string, maxDn: number, kwo
     const problems: string[] = [];
     if (existing.options.realNodes < want.realNodes!) problems.push(`realNodes ${existing.options.realNodes} (need ${want.realNodes} for DN ${maxDn})`);
     if (existing.options.kwokNodes < (want.kwokNodes ?? 0)) problems.push(`kwokNodes ${existing.options.kwokNodes} (need ${want.kwokNodes})`);
-    if (existing.options.controllers !== want.controllers) problems.push(`controllers "${existing.options.controllers}" (need "${want.controllers}")`);
+    // kcm with all its controllers on a testbed the experiment brought up: an interrupted run left it
+    // in configuration upstream, and the run's configurator switches it back (local-configurator.ts)
+    const leftStock = !kwokNodes && existing.options.controllers === STOCK_KCM_CONTROLLERS && existing.options.kubeletShimConfig !== undefined && existing.options.auditNamespaces?.includes(CRITICAL_NAMESPACE);
+    if (existing.options.controllers !== want.controllers && !leftStock) problems.push(`controllers "${existing.options.controllers}" (need "${want.controllers}")`);
     if (want.kubeletShimConfig && !existing.options.kubeletShimConfig) problems.push('no kubelet-shim on the real nodes');
     if (Boolean(existing.options.pinCpus) !== Boolean(want.pinCpus)) problems.push(existing.options.pinCpus ? 'pinned CPUs (this run: not pinned)' : 'unpinned CPUs (this run: profile pinCpus)');
     else if (want.pinCpus && (existing.options.kwokCpus ?? 'control-plane') !== want.kwokCpus && kwokNodes) problems.push(`kwok on the ${existing.options.kwokCpus ?? 'control-plane'} CPU (need ${want.kwokCpus})`);
@@ -280,6 +287,57 @@ export interface FailoverExperimentOptions {
   repeatShared?: number;
 }
 
+/**
+ * The harness' own Ulysses controller manager (every controller it has, following UlyssesConfig and
+ * hosting the APF toggle, as an installed one would), started and stopped as a whole: configuration
+ * `upstream` of the local testbed runs without it.
+ */
+export class InProcessControllerManager implements ControllerManagerHost {
+  private cm: ControllerManager | undefined;
+  private watchers: Array<{ stop(): Promise<void> }> = [];
+  private starts = 0;
+
+  constructor(
+    private readonly kc: KubeConfig,
+    private readonly log: Logger,
+  ) {}
+
+  get running(): boolean {
+    return this.cm !== undefined;
+  }
+
+  async start(): Promise<void> {
+    if (this.cm) return;
+    const cm = new ControllerManager({ kubeconfig: this.kc, controllers: [...ULYSSES_CONTROLLERS], log: this.log });
+    await cm.start();
+    this.cm = cm;
+    this.starts++;
+    // it follows UlyssesConfig like an installed one (and hosts APF)
+    for (const w of [controllerManagerRuntimeWatcher(this.kc, cm, ULYSSES_CONTROLLERS, this.log), apfRuntimeWatcher(this.kc, this.log)]) {
+      this.watchers.push(w);
+      await w.start();
+    }
+  }
+
+  async stop(): Promise<void> {
+    for (const w of this.watchers.splice(0)) await w.stop();
+    await this.cm?.stop();
+    this.cm = undefined;
+  }
+
+  /** Nothing queued or running in any controller and no client-limiter debt; true when it does not run. */
+  quiescent(): boolean {
+    const cm = this.cm;
+    return !cm || (ULYSSES_CONTROLLERS.every((c) => cm.pool(c).queue.len() === 0 && cm.pool(c).stats().inFlight === 0) && [...cm.apiLimiters.values()].every((l) => l.available() >= 1));
+  }
+
+  /** Its recovery metric of the critical namespace (`replicas` names the instance: a restart is another); undefined when it does not run. */
+  async recovery(): Promise<RecoveryObservations | undefined> {
+    if (!this.cm) return undefined;
+    return { ...(await recoveryObservations(CRITICAL_NAMESPACE)), replicas: `in-process #${this.starts}` };
+  }
+}
+
 /** Pins every thread of this process to `cpus` (taskset), so later threads inherit it too. */
 function pinThisProcess(cpus: string): void {
   execFileSync('taskset', ['-a', '-cp', cpus, String(process.pid)], { stdio: 'ignore' });
@@ -287,7 +345,12 @@ function pinThisProcess(cpus: string): void {
 
 export async function runFailoverExperiment(o: FailoverExperimentOptions) {
   if (o.kubeadm) return (await import('./kubeadm-configurator.ts')).runKubeadmFailoverExperiment(o);
-  if (o.plan.configs.includes('upstream')) throw new Error('configuration upstream (stock Kubernetes) needs a kubeadm cluster whose components the harness can switch: --kubeadm (or --kubeconfig of the kubeadm testbed)');
+  const withUpstream = o.plan.configs.includes(UPSTREAM);
+  if (withUpstream && (o.kubeconfig || o.kwokNodes))
+    throw new Error('configuration upstream (stock Kubernetes) needs a cluster whose components the harness can switch: the local testbed with real nodes, or a kubeadm cluster (--kubeadm, --kubeconfig of the kubeadm testbed, or --kubeconfig with --node-shell)');
+  if (withUpstream && o.plan.shimPolicies?.length) throw new Error('--shim-policies: configuration upstream has no kubelet-shim (compare the policies among configurations 1..5)');
+  if (o.plan.shimPolicies?.length && o.kwokNodes) throw new Error('--shim-policies compares kubelet pacing: KWOK nodes have no kubelet-shim');
+  if (o.scenario === '5g' && o.kwokNodes) throw new Error('--scenario 5g needs real nodes (the UPF stand-in is probed over UDP)');
   const maxDn = Math.max(...o.plan.dns);
   const freeze = sourceFreeze(o.freezeSource); // a bad value is an error before anything starts
   let kc: KubeConfig;
@@ -296,6 +359,8 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
   let failure: NodeFailure | undefined;
   let nodeTrace: ((taintAtMs: number) => NodeTrace | null) | undefined;
   let apiTrace: ((taintAtMs: number) => ApiTrace) | undefined;
+  /** the local testbed with real nodes, whose components the configurator switches */
+  let localRunDir: string | undefined;
   const notes: string[] = [];
   // the critical namespace's API writes, from the audit log of a testbed started with it (api-trace.ts)
   const audited = (state: testbed.TestbedState) => {
@@ -338,9 +403,10 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     shimNodes = async () => state.realNodes.map((n) => n.name);
     if (freeze !== 'none') failure = testbedFrozenNode(runDir, freeze);
     nodeTrace = shimLogTracer(state.realNodes.map((n) => join(n.dir, 'kubelet-shim.log')), CRITICAL_NAMESPACE);
+    localRunDir = runDir;
     notes.push(
-      `local testbed (${state.realNodes.length} real nodes: kubelet ${state.version} + containerd via kubelet-shim; source real-1, destinations real-2..real-${maxDn + 1}); ` +
-        `kube-controller-manager --controllers=${state.options.controllers}`,
+      `local testbed (${state.realNodes.length} real nodes: kubelet ${state.version} + containerd via kubelet-shim${withUpstream ? ', directly in configuration upstream' : ''}; source real-1, destinations real-2..real-${maxDn + 1}); ` +
+        `kube-controller-manager --controllers=${kcmControllersFlag(ULYSSES_CONTROLLERS)}${withUpstream ? ` (${STOCK_KCM_CONTROLLERS} in configuration upstream)` : ''}`,
     );
   }
   if (o.cpuWindowProfile && o.cpuWindowMs === undefined) throw new Error('cpuWindowProfile needs cpuWindowMs');
@@ -353,19 +419,18 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     );
   }
   const cmLog = pino({ level: process.env.ULYSSES_LOG_LEVEL ?? 'info' }, pino.destination({ dest: join(o.out, 'controller-manager.log'), mkdir: true, sync: false }));
-  const cm = new ControllerManager({ kubeconfig: kc, controllers: [...ULYSSES_CONTROLLERS], log: cmLog });
-  await cm.start();
-  // the in-process controller manager follows UlyssesConfig like an installed one (and hosts APF)
-  const watchers = [controllerManagerRuntimeWatcher(kc, cm, ULYSSES_CONTROLLERS, cmLog), apfRuntimeWatcher(kc, cmLog)];
-  for (const w of watchers) await w.start();
-  const configurator = new RuntimeConfigConfigurator({
+  const cm = new InProcessControllerManager(kc, cmLog);
+  const runtime = new RuntimeConfigConfigurator({
     ...runtimeConfiguratorOptions(o, kc),
     reporters: async () => ['controller-manager', 'apf', ...(await shimNodes()).map((n) => `kubelet-shim/${n}`)],
     shimPolicies: o.shimPolicyFiles ?? (o.plan.shimPolicies?.length ? resolveShimPolicies(o.plan.shimPolicies) : undefined),
   });
-  if (o.plan.shimPolicies?.length && o.kwokNodes) throw new Error('--shim-policies compares kubelet pacing: KWOK nodes have no kubelet-shim');
-  if (o.scenario === '5g' && o.kwokNodes) throw new Error('--scenario 5g needs real nodes (the UPF stand-in is probed over UDP)');
+  // on the local testbed with real nodes the configurator also switches to stock Kubernetes and back
+  const local = localRunDir ? new LocalTestbedConfigurator({ kubeconfig: kc, runDir: localRunDir, ulyssesControllers: kcmControllersFlag(ULYSSES_CONTROLLERS), runtime, controllerManager: cm, withUpstream }) : undefined;
+  const configurator = local ?? runtime;
   try {
+    if (local) await local.init();
+    else await cm.start();
     return await thawOnInterrupt(failure, topology(maxDn).sources, () => runExperiment({
       ...failoverRunOptions(o, o.kwokNodes || o.kubeconfig ? undefined : freeze),
       kubeconfig: kc,
@@ -382,19 +447,19 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       nodeTrace,
       apiTrace,
       // the in-process controller manager's own recovery measurement, checked against Prio in EndpointSlice
-      recoveryMetric: () => recoveryObservations(CRITICAL_NAMESPACE),
+      recoveryMetric: () => cm.recovery(),
       cpuWindow: o.cpuWindowMs !== undefined ? new CpuWindowProbe(o.cpuWindowMs, o.cpuWindowProfile) : undefined,
       cpuAudit: o.kubeconfig ? undefined : new MachineCpuAudit(),
       repeatShared: o.repeatShared,
       // t=0 only once the in-process controller manager has worked off the setup (queues empty,
       // nothing running, no client-limiter debt): the failover must not queue behind it
-      quiescent: () => ULYSSES_CONTROLLERS.every((c) => cm.pool(c).queue.len() === 0 && cm.pool(c).stats().inFlight === 0) && [...cm.apiLimiters.values()].every((l) => l.available() >= 1),
-      title: experimentTitle(o),
+      quiescent: () => cm.quiescent(),
+      title: `${experimentTitle(o)}${withUpstream ? ', against stock Kubernetes (upstream) on the local testbed' : ''}`,
     }));
   } finally {
-    // leave the cluster in configuration 1 (no pacing, no exemption) for whoever uses it next
-    await configurator.apply(1).catch((err: Error) => o.progress?.log(`could not reset to configuration 1: ${err.message}`));
-    for (const w of watchers) await w.stop();
+    // leave the cluster in configuration 1 (no pacing, no exemption; on the testbed kcm without
+    // Ulysses' controllers and the kubelets on their shims) for whoever uses it next
+    await (local ? local.restore() : runtime.apply(1)).catch((err: Error) => o.progress?.log(`could not reset to configuration 1: ${err.message}`));
     await cm.stop();
     cmLog.flush();
   }

@@ -35,7 +35,8 @@ export type UlyssesConfigId = (typeof ULYSSES_CONFIG_IDS)[number];
 /**
  * `upstream`: stock Kubernetes (kube-controller-manager with all its controllers, kube-scheduler
  * without the extender, kubelets on containerd, no APF exemption; nothing of Ulysses on the path),
- * the baseline of a kubeadm cluster (kubeadm-configurator.ts).
+ * the baseline on a kubeadm cluster (kubeadm-configurator.ts) and on the local testbed
+ * (local-configurator.ts).
  */
 export const UPSTREAM = 'upstream' as const;
 export const CONFIG_IDS = [UPSTREAM, ...ULYSSES_CONFIG_IDS] as const;
@@ -99,14 +100,16 @@ export const RepResultSchema = z.object({
   /** times this repetition was run again because other work shared the machine (the recorded run is the last) */
   sharedRepeats: z.number().int().min(1).optional(),
   /**
-   * kubeadm: the reinstall before this repetition's setup (upstream <-> Ulysses, manifests/install.ts
-   * steps) and how long it took, s; absent when the repetition ran in the family of the one before
+   * the switch between upstream and Ulysses before this repetition's setup (kubeadm: the
+   * manifests/install.ts steps; local testbed: kcm and the kubelets restarted) and how long it took,
+   * s; absent when the repetition ran in the family of the one before
    */
   configSwitch: z.object({ to: z.string(), seconds: z.number().finite().nonnegative() }).strict().optional(),
   /**
-   * kubeadm: what was on the failover path in this repetition, read after its events (the configurator's
-   * inspect()): kcm's --controllers ("all": stock), kube-scheduler with the extender, each kubelet's CRI
-   * endpoint, the running Ulysses controller manager pods, the APF exemption FlowSchema
+   * what was on the failover path in this repetition, read after its events (the configurator's
+   * inspect(), kubeadm and the local testbed): kcm's --controllers ("all": stock), kube-scheduler with
+   * the extender, each kubelet's CRI endpoint, the running Ulysses controller manager pods, (local
+   * testbed) whether the harness' in-process controller manager ran, the APF exemption FlowSchema
    */
   cluster: z
     .object({
@@ -114,6 +117,7 @@ export const RepResultSchema = z.object({
       schedulerExtender: z.boolean(),
       kubeletRuntime: z.record(z.string(), z.string()),
       ulyssesControllerManagerPods: z.number().int().min(0),
+      controllerManagerInProcess: z.boolean().optional(),
       apfExemption: z.boolean(),
     })
     .strict()

@@ -9,6 +9,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
+import { parseDocument } from 'yaml';
 import { binaryPath, binDir } from './binaries.ts';
 import { FatalError, isAlive, pidsMatching, pollUntil, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
 
@@ -273,6 +274,40 @@ localStorageCapacityIsolation: false
 `;
 }
 
+/**
+ * The CRI endpoint a real node's kubelet talks to: its containerd directly (stock Kubernetes), or
+ * Ulysses' kubelet-shim in front of that containerd.
+ */
+export type KubeletRuntime = 'containerd' | 'kubelet-shim';
+
+/** The kubelet's config file of a real node (containerRuntimeEndpoint and imageServiceEndpoint in it). */
+export const kubeletConfigPath = (spec: RealNodeSpec): string => join(spec.dir, 'kubelet-config.yaml');
+
+/** The socket of `runtime` on node `spec`, as a kubelet endpoint (unix://...). */
+export function runtimeEndpoint(spec: RealNodeSpec, runtime: KubeletRuntime): string {
+  return `unix://${runtime === 'containerd' ? spec.socket : spec.shimSocket}`;
+}
+
+/** Which runtime of node `spec` a kubelet endpoint names; undefined for any other endpoint. */
+export function runtimeOfEndpoint(spec: RealNodeSpec, endpoint: string): KubeletRuntime | undefined {
+  return (['containerd', 'kubelet-shim'] as const).find((r) => runtimeEndpoint(spec, r) === endpoint);
+}
+
+/** A kubelet config (YAML text) with both CRI endpoints set to `endpoint`, every other field as it was. */
+export function kubeletConfigWithEndpoint(text: string, endpoint: string): string {
+  const doc = parseDocument(text);
+  if (doc.errors.length) throw new Error(`kubelet config: ${doc.errors[0]!.message}`);
+  doc.set('containerRuntimeEndpoint', endpoint);
+  doc.set('imageServiceEndpoint', endpoint);
+  return doc.toString();
+}
+
+/** The containerRuntimeEndpoint of a kubelet config (YAML text); undefined when it sets none. */
+export function kubeletConfigEndpoint(text: string): string | undefined {
+  const v = parseDocument(text).get('containerRuntimeEndpoint');
+  return typeof v === 'string' ? v : undefined;
+}
+
 export interface RealNodeHandles {
   containerd: TrackedProcess;
   shim?: TrackedProcess;
@@ -353,12 +388,12 @@ export async function startRealNode(
   const shim = opts.kubeletShimConfig ? await startKubeletShim(spec, opts.kubeletShimConfig, opts.cpus, opts.shimRuntimeKubeconfig) : undefined;
   const kdir = join(spec.dir, 'kubelet');
   await mkdir(kdir, { recursive: true });
-  await writeFile(join(spec.dir, 'kubelet-config.yaml'), kubeletConfig(spec, opts.caCert, shim ? spec.shimSocket : spec.socket));
+  await writeFile(kubeletConfigPath(spec), kubeletConfig(spec, opts.caCert, shim ? spec.shimSocket : spec.socket));
   const kubelet = startProcess({
     name: `kubelet/${spec.name}`,
     cmd: binaryPath('kubelet'),
     args: [
-      `--config=${join(spec.dir, 'kubelet-config.yaml')}`,
+      `--config=${kubeletConfigPath(spec)}`,
       `--kubeconfig=${opts.kubeconfig}`,
       `--root-dir=${kdir}`,
       `--cert-dir=${join(kdir, 'pki')}`,

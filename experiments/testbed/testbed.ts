@@ -29,7 +29,21 @@ import {
   waitApiserverReady,
   type ControlPlaneOptions,
 } from './controlplane.ts';
-import { realNodeSpec, startRealNode, stopRealNode, unmountUnder, mountsUnder, deleteBridge, destroyCgroupRoot, ensureBridge, type RealNodeSpec } from './realnode.ts';
+import {
+  realNodeSpec,
+  startRealNode,
+  stopRealNode,
+  unmountUnder,
+  mountsUnder,
+  deleteBridge,
+  destroyCgroupRoot,
+  ensureBridge,
+  kubeletConfigPath,
+  kubeletConfigWithEndpoint,
+  runtimeEndpoint,
+  type KubeletRuntime,
+  type RealNodeSpec,
+} from './realnode.ts';
 import { createKwokNodes, DEFAULT_KWOK_DELAYS, KWOK_PORT, startKwok, writeKwokStages, type KwokDelays } from './kwok.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { isNodeReady } from '../../core/objects.ts';
@@ -414,6 +428,68 @@ export async function restartComponent(name: 'kube-apiserver', opts: { runDir?: 
   state.processes[idx] = p;
   saveState(state);
   await waitApiserverReady(cp, p.logFile, undefined, p);
+}
+
+/**
+ * Restarts kube-controller-manager with `--controllers=<controllers>` (every other flag as `up` gave
+ * it), e.g. `*` for stock Kubernetes or the list without the controllers Ulysses replaces. The new
+ * process and the flag go into state.json (`status`, `down` and a later restart see them).
+ * Resolves once its /healthz answers.
+ */
+export async function restartControllerManager(controllers: string, runDir = defaultRunDir()): Promise<TrackedProcess> {
+  const state = readState(runDir);
+  const old = state?.processes.find((p) => p.name === 'kube-controller-manager');
+  if (!state || !old) throw new Error(`no kube-controller-manager tracked in the testbed of ${runDir}`);
+  await stopProcess(old.pid, 10_000);
+  const cp = controlPlaneOptions(runDir, pkiPaths(join(runDir, 'pki')), controllers, old.cpus, state.options.schedulerConfig, state.options.auditNamespaces, state.options.apiservers);
+  const p = await startControllerManager(cp);
+  replaceTracked(runDir, old.name, p, (s) => (s.options.controllers = controllers));
+  return p;
+}
+
+/**
+ * Restarts a real node's kubelet on the CRI endpoint `runtime` (its containerd directly, or the
+ * node's kubelet-shim): rewrites both endpoints in its config file and starts it again with the
+ * same command line. Running pods stay (they are containerd's, and so is every sandbox the kubelet
+ * finds again); a kubelet-shim left out keeps running unused. Resolves once its /healthz answers.
+ */
+export async function restartKubelet(node: string, runtime: KubeletRuntime, runDir = defaultRunDir()): Promise<TrackedProcess> {
+  const state = readState(runDir);
+  const spec = state?.realNodes.find((n) => n.name === node);
+  const old = state?.processes.find((p) => p.name === `kubelet/${node}`);
+  if (!state || !spec || !old) throw new Error(`node ${node} of the testbed in ${runDir} has no tracked kubelet`);
+  if (runtime === 'kubelet-shim') {
+    const shim = state.processes.find((p) => p.name === `kubelet-shim/${node}`);
+    if (!shim || !isAlive(shim.pid)) throw new Error(`node ${node} of the testbed in ${runDir} runs no kubelet-shim (testbed up --kubelet-shim CONFIG)`);
+  }
+  const file = kubeletConfigPath(spec);
+  await stopProcess(old.pid, 10_000);
+  writeFileSync(file, kubeletConfigWithEndpoint(readFileSync(file, 'utf8'), runtimeEndpoint(spec, runtime)));
+  const p = startProcess({ name: old.name, cmd: old.cmd, args: old.args, logFile: old.logFile, env: old.env, cpus: old.cpus });
+  replaceTracked(runDir, old.name, p);
+  await pollUntil(
+    `kubelet of ${node} /healthz (on ${runtime})`,
+    async () => {
+      if (!isAlive(p.pid)) throw new FatalError(`kubelet of ${node} exited:\n${tailFile(p.logFile)}`);
+      return (await fetch(`http://127.0.0.1:${spec.kubeletHealthzPort}/healthz`).catch(() => undefined))?.ok ?? false;
+    },
+    { timeoutMs: 60_000, intervalMs: 200, explain: () => tailFile(p.logFile) },
+  );
+  return p;
+}
+
+/**
+ * Records `p` in state.json in place of the tracked process `name` (and `also` on the state). Reads
+ * and writes the file with nothing awaited in between, so restarts running side by side (several
+ * kubelets) do not overwrite each other's entries.
+ */
+function replaceTracked(runDir: string, name: string, p: TrackedProcess, also?: (s: TestbedState) => void): void {
+  const state = readState(runDir);
+  const idx = state?.processes.findIndex((x) => x.name === name) ?? -1;
+  if (!state || idx < 0) throw new Error(`${name} is no longer tracked in ${runDir}`);
+  state.processes[idx] = p;
+  also?.(state);
+  saveState(state);
 }
 
 /**

@@ -3,6 +3,8 @@
  * DN 1, 4 pods per node, 1 repetition) through the runtime toggles; the results file's schema and
  * event order, resumability (done reps skipped, a missing one rerun), and the cluster back in its
  * initial state (no experiment pod, nothing terminating, nodes schedulable, APF exemption removed).
+ * Configuration upstream on the testbed: one repetition of stock Kubernetes (kcm with all its
+ * controllers, kubelets on containerd, no Ulysses controller manager), and the testbed back as it was.
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -10,7 +12,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { useTestbed } from './harness.ts';
 import { CRITICAL_NAMESPACE, LOAD_NAMESPACE, containerdShimPids, experimentTestbedOptions, runFailoverExperiment, testbedFrozenNode, testbedTopology } from '../../experiments/harness/local.ts';
-import { readState } from '../../experiments/testbed/testbed.ts';
+import { readState, statusProblems } from '../../experiments/testbed/testbed.ts';
+import { kubeletConfigEndpoint, kubeletConfigPath } from '../../experiments/testbed/realnode.ts';
 import { processState } from '../../experiments/harness/cpu-window.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { TEST_IMAGES } from '../../experiments/testbed/images/index.ts';
@@ -81,7 +84,18 @@ describe('failover experiment on the real testbed', () => {
 
     // the failed node was stopped whole (default), and the CPU window was recorded for each repetition
     const recorded = parseResults(readFileSync(file, 'utf8'));
+    const nodes = readState(runDir)!.realNodes;
     for (const r of recorded) {
+      // what was on the path: Ulysses' family (kcm without its controllers, kubelets on the shims, the in-process controller manager)
+      expect(r.cluster).toEqual({
+        kcmControllers: `all but ${experimentTestbedOptions(runDir, 1).controllers!.split(',').slice(1).map((c) => c.slice(1)).join(',')}`,
+        schedulerExtender: false,
+        kubeletRuntime: Object.fromEntries(nodes.map((n) => [n.name, `unix://${n.shimSocket}`])),
+        ulyssesControllerManagerPods: 0,
+        controllerManagerInProcess: true,
+        apfExemption: r.config === 5,
+      });
+      expect(r.configSwitch).toBeUndefined();
       expect(r.sourceFreeze).toBe('node');
       expect(r.cpuWindow?.windowMs).toBe(300);
       expect(r.cpuWindow!.busyCpuS).toBeGreaterThan(0);
@@ -164,5 +178,48 @@ describe('failover experiment on the real testbed', () => {
     const report = readFileSync(join(sharedOut, 'report.md'), 'utf8');
     expect(report).toContain('**1 of 1 repetitions shared the machine**');
     expect(report).toContain('1 repetition(s) were run again because other work shared the machine');
+  });
+
+  it('configuration upstream: kcm with all its controllers, the kubelets on containerd directly and no Ulysses controller manager; the testbed back as it was', async () => {
+    const upOut = `${out}-upstream`;
+    rmSync(upOut, { recursive: true, force: true });
+    const before = readState(runDir)!;
+    const pid = (name: string) => readState(runDir)!.processes.find((p) => p.name === name)!.pid;
+    const kcmArgs = () => readFileSync(`/proc/${pid('kube-controller-manager')}/cmdline`, 'utf8').split('\0');
+    const kubelets = before.realNodes.map((n) => pid(`kubelet/${n.name}`));
+    const r = await runFailoverExperiment({ plan: { configs: ['upstream'], dns: [1], podsPerNode: [2], reps: 1 }, out: upOut, runDir, progress: new ProgressBar(), repTimeoutMs: 60_000, warmup: false });
+    expect(r).toMatchObject({ ran: 1 });
+    const [rec] = parseResults(readFileSync(join(upOut, 'results.jsonl'), 'utf8'));
+    expect(rec!.config).toBe('upstream');
+    expect(rec!.error).toBeUndefined();
+    for (const k of EVENTS) expect(rec!.events[k], k).not.toBeNull();
+    expect(rec!.configSwitch?.to).toBe('upstream');
+    expect(rec!.cluster).toEqual({
+      kcmControllers: 'all',
+      schedulerExtender: false,
+      kubeletRuntime: Object.fromEntries(before.realNodes.map((n) => [n.name, `unix://${n.socket}`])),
+      ulyssesControllerManagerPods: 0,
+      controllerManagerInProcess: false,
+      apfExemption: false,
+    });
+    expect(rec!.prioNode).toBeUndefined(); // no kubelet-shim saw the critical pod
+    const report = readFileSync(join(upOut, 'report.md'), 'utf8');
+    expect(report).toContain('## Against stock Kubernetes (configuration upstream)');
+    expect(report).toContain('## Switches between upstream and Ulysses');
+
+    // back as it was: kcm without Ulysses' controllers (running and in state.json), every kubelet
+    // restarted onto its kubelet-shim, nothing dead, no exemption, the initial state
+    const after = readState(runDir)!;
+    expect(after.options.controllers).toBe(before.options.controllers);
+    expect(kcmArgs()).toContain(`--controllers=${before.options.controllers}`);
+    for (const n of after.realNodes) expect(kubeletConfigEndpoint(readFileSync(kubeletConfigPath(n), 'utf8')), n.name).toBe(`unix://${n.shimSocket}`);
+    expect(after.realNodes.map((n) => pid(`kubelet/${n.name}`)).filter((p) => kubelets.includes(p))).toEqual([]);
+    expect(await statusProblems(after)).toEqual([]);
+    expect(await initialStateDiff(t.kc, scope)).toEqual([]);
+    const flowSchema = await apiRequest(t.kc, 'GET', `${FLOWCONTROL_API_PATH}/flowschemas/${DEFAULT_FLOW_SCHEMA_NAME}`).then(
+      () => 'present',
+      (err) => (isNotFound(err) ? 'absent' : String(err)),
+    );
+    expect(flowSchema).toBe('absent');
   });
 });
