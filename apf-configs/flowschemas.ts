@@ -3,7 +3,7 @@
  * fair queuing (thesis §5.3.3: the apiserver stays unmodified; an exempt FlowSchema covers the
  * namespace hosting the critical services).
  *
- * Facts checked on the real kube-apiserver 1.36.3 (see test/integration/apf.int.test.ts):
+ * Facts checked on the real kube-apiserver 1.36.3 and 1.37.2 (see test/integration/apf.int.test.ts):
  * - Only the built-in PriorityLevelConfiguration named `exempt` may have `type: Exempt`; any other
  *   name is refused with 422 `spec.type: Invalid value: "Exempt": must be 'Exempt' if and only if
  *   \`name\` is 'exempt'`. So our FlowSchema points at `exempt` instead of shipping its own level.
@@ -13,14 +13,24 @@
  *   9900 (`global-default`), 10000 (`catch-all`). The lowest precedence wins, so any value in 2..99
  *   beats all of them for requests in the critical namespace(s); the default is 50.
  *
- * Matching semantics (k8s.io/apiserver/pkg/util/flowcontrol/match.go): a resourceRule with
+ * Matching semantics (k8s.io/apiserver/pkg/util/flowcontrol/rule.go): a resourceRule with
  * `namespaces` only matches namespaced requests (including GET/PATCH/DELETE of the Namespace object
  * itself, whose RequestInfo carries its own name as namespace); cluster-scoped requests need
- * `clusterScope: true`. Subjects are ORed, rules are ORed.
+ * `clusterScope: true`. Subjects are ORed, rules are ORed. A User or Group subject named `*` matches
+ * everyone.
+ *
+ * Who is exempt: APF runs after authentication and impersonation and before authorization
+ * (k8s.io/apiserver pkg/server/config.go DefaultBuildHandlerChain, v0.36.3 and v0.37.2). A request
+ * is classified by its authenticated identity — one without credentials as `system:anonymous` in
+ * group `system:unauthenticated` (anonymous auth is on by default) — and a request that RBAC then
+ * refuses was still served at the level APF chose. So the subjects, not RBAC, decide who may reach
+ * the `exempt` level: only the identities on the failover path of a critical pod
+ * (DEFAULT_EXEMPT_SUBJECTS) and the critical namespaces' own ServiceAccounts, never a group that
+ * every client belongs to (CATCH_ALL_SUBJECTS).
  *
  * No I/O here: see apply.ts for server-side apply, removal and verification.
  */
-import type { V1FlowSchema, V1PolicyRulesWithSubjects, FlowcontrolV1Subject } from '@kubernetes/client-node';
+import type { V1FlowSchema, V1PolicyRulesWithSubjects } from '@kubernetes/client-node';
 import { stringify as stringifyYaml } from 'yaml';
 import { z } from 'zod';
 import { validateConfig } from '../core/config.ts';
@@ -56,9 +66,94 @@ const objectName = z
   .max(253, 'must be a DNS-1123 subdomain: at most 253 characters')
   .regex(DNS1123_SUBDOMAIN, 'must be a DNS-1123 subdomain: lower-case alphanumerics, "-" or ".", starting and ending with an alphanumeric');
 
+const sa = (namespace: string, name: string) => ({ kind: 'ServiceAccount' as const, serviceAccount: { namespace, name } });
+
+/** Namespace of kube-controller-manager's per-controller ServiceAccounts (`--use-service-account-credentials`). */
+export const KUBE_SYSTEM_NAMESPACE = 'kube-system';
+/** Namespace of Ulysses' components (manifests/base); their ServiceAccounts are listed below. */
+export const ULYSSES_SYSTEM_NAMESPACE = 'ulysses-system';
+
+/**
+ * The identities that act on a critical pod, its ReplicaSet/Deployment and its Endpoints/EndpointSlices
+ * while it fails over; their requests in the critical namespace(s) are exempt. ServiceAccount names of
+ * kube-controller-manager are the `NewClient("<sa>")` names in cmd/kube-controller-manager/app of
+ * Kubernetes v1.36.3 and v1.37.2 (kubeadm runs it with `--use-service-account-credentials=true`, so
+ * each controller writes as kube-system/<sa>).
+ */
+export const DEFAULT_EXEMPT_SUBJECTS: readonly ExemptSubject[] = [
+  // kubelets (system:node:<name>): status of the critical pods on their node, their deletion once terminated
+  { kind: 'Group', group: { name: 'system:nodes' } },
+  // kube-scheduler: pods/binding of the replacement pod
+  { kind: 'User', user: { name: 'system:kube-scheduler' } },
+  // kube-controller-manager's own identity: its controllers' writes when it runs without service-account credentials
+  { kind: 'User', user: { name: 'system:kube-controller-manager' } },
+  // node-lifecycle (marks the failed node's pods NotReady) and taint-eviction (deletes them): both use this SA
+  sa(KUBE_SYSTEM_NAMESPACE, 'node-controller'),
+  // force-deletes the pods bound to a deleted or out-of-service node
+  sa(KUBE_SYSTEM_NAMESPACE, 'pod-garbage-collector'),
+  // creates the replacement pod
+  sa(KUBE_SYSTEM_NAMESPACE, 'replicaset-controller'),
+  // the Deployment's ReplicaSets and status
+  sa(KUBE_SYSTEM_NAMESPACE, 'deployment-controller'),
+  // Endpoints: drops the failed pod, adds the replacement
+  sa(KUBE_SYSTEM_NAMESPACE, 'endpoint-controller'),
+  // EndpointSlices: the same
+  sa(KUBE_SYSTEM_NAMESPACE, 'endpointslice-controller'),
+  // Ulysses' controller manager: the ReplicaSet, Deployment, Endpoints, EndpointSlice and taint-eviction controllers it replaces
+  sa(ULYSSES_SYSTEM_NAMESPACE, 'ulysses-controller-manager'),
+  // Ulysses' scheduler extender: reservation annotation and pods/binding of the replacement pod
+  sa(ULYSSES_SYSTEM_NAMESPACE, 'ulysses-scheduler-extender'),
+  // not ulysses-kubelet-shim: it makes no request in any critical namespace (nodes, the cluster-scoped
+  // UlyssesConfig and its Events in `default`), and its long-lived token sits on every node
+];
+
+/**
+ * Subjects that would exempt every client (or every client of a kind), never accepted: the wildcard,
+ * the groups every request belongs to one of, the anonymous user, and every ServiceAccount of the
+ * cluster (anyone who may create a ServiceAccount anywhere).
+ */
+export const CATCH_ALL_SUBJECTS: Readonly<Record<'User' | 'Group', Readonly<Record<string, string>>>> = {
+  User: { '*': 'it matches every user', 'system:anonymous': 'it is every request without credentials' },
+  Group: {
+    '*': 'it matches every group',
+    'system:authenticated': 'every authenticated request is in it',
+    'system:unauthenticated': 'every request without credentials is in it',
+    'system:serviceaccounts': 'every ServiceAccount of every namespace is in it',
+  },
+};
+/** Upper bound of the `subjects` option: keeps the FlowSchema small, with room beyond the defaults. */
+export const MAX_EXEMPT_SUBJECTS = 32;
+
+const identityName = (kind: 'User' | 'Group') =>
+  z
+    .string()
+    .min(1, 'must not be empty')
+    .superRefine((name, ctx) => {
+      const why = CATCH_ALL_SUBJECTS[kind][name];
+      if (why) ctx.addIssue({ code: 'custom', message: `must not be ${JSON.stringify(name)}: ${why}, so every such client would skip APF` });
+    });
+
+const subjectSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('User'), user: z.object({ name: identityName('User') }).strict() }).strict(),
+  z.object({ kind: z.literal('Group'), group: z.object({ name: identityName('Group') }).strict() }).strict(),
+  z
+    .object({
+      kind: z.literal('ServiceAccount'),
+      // name `*`: every ServiceAccount of that namespace
+      serviceAccount: z.object({ namespace: namespaceName, name: z.union([z.literal('*'), objectName]) }).strict(),
+    })
+    .strict(),
+]);
+export type ExemptSubject = z.output<typeof subjectSchema>;
+
+const subjectKey = (s: ExemptSubject) => JSON.stringify(s.kind === 'User' ? [s.kind, s.user.name] : s.kind === 'Group' ? [s.kind, s.group.name] : [s.kind, s.serviceAccount.namespace, s.serviceAccount.name]);
+
 export const CriticalNamespaceOptionsSchema = z
   .object({
-    /** Namespaces whose requests are exempt from APF queuing (every verb, resource and user). */
+    /**
+     * Namespaces whose requests are exempt from APF queuing: every verb and resource, made by the
+     * namespaces' own ServiceAccounts or by `subjects`.
+     */
     namespaces: z
       .array(namespaceName)
       .min(1, 'must list at least one namespace')
@@ -82,6 +177,16 @@ export const CriticalNamespaceOptionsSchema = z
      * controller traffic, so this is deliberately scoped to those service accounts.)
      */
     includeClusterScoped: z.boolean().default(false),
+    /**
+     * Identities whose requests in the critical namespace(s) are exempt, besides the critical
+     * namespaces' own ServiceAccounts (always included). At most MAX_EXEMPT_SUBJECTS, no duplicates,
+     * none of CATCH_ALL_SUBJECTS.
+     */
+    subjects: z
+      .array(subjectSchema)
+      .max(MAX_EXEMPT_SUBJECTS, `must list at most ${MAX_EXEMPT_SUBJECTS} subjects`)
+      .refine((l) => new Set(l.map(subjectKey)).size === l.length, 'must not contain duplicates')
+      .default(() => DEFAULT_EXEMPT_SUBJECTS.map((s) => structuredClone(s))),
   })
   .strict();
 
@@ -93,14 +198,9 @@ export function parseCriticalNamespaceOptions(raw: unknown, source = 'apf-config
   return validateConfig(CriticalNamespaceOptionsSchema, raw, source);
 }
 
-/** Every request, authenticated or not: the two groups every identity belongs to one of. */
-export const ALL_SUBJECTS: FlowcontrolV1Subject[] = [
-  { kind: 'Group', group: { name: 'system:authenticated' } },
-  { kind: 'Group', group: { name: 'system:unauthenticated' } },
-];
-
 /**
- * The FlowSchema(s) routing every request on resources in `namespaces` to the built-in `exempt`
+ * The FlowSchema(s) routing the requests on resources in `namespaces` made by the namespaces' own
+ * ServiceAccounts and by `subjects` (default DEFAULT_EXEMPT_SUBJECTS) to the built-in `exempt`
  * priority level. Returns one FlowSchema (an array so callers and the YAML renderer stay unchanged
  * if the set ever grows).
  */
@@ -108,7 +208,8 @@ export function criticalNamespaceFlowSchemas(input: CriticalNamespaceOptionsInpu
   const o = parseCriticalNamespaceOptions(input);
   const rules: V1PolicyRulesWithSubjects[] = [
     {
-      subjects: ALL_SUBJECTS.map((s) => structuredClone(s)),
+      // the critical workload's own API calls, then the identities on its failover path
+      subjects: [...o.namespaces.map((ns) => sa(ns, '*')), ...o.subjects.map((s) => structuredClone(s))],
       resourceRules: [{ verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: [...o.namespaces] }],
     },
   ];
@@ -126,7 +227,7 @@ export function criticalNamespaceFlowSchemas(input: CriticalNamespaceOptionsInpu
         name: o.name,
         labels: { [MANAGED_BY_LABEL]: MANAGED_BY_VALUE, [COMPONENT_LABEL]: COMPONENT_VALUE },
         annotations: {
-          'ulysses.io/purpose': 'thesis 5.3.3: requests on resources in the critical namespace(s) bypass APF queuing',
+          'ulysses.io/purpose': 'thesis 5.3.3: requests on resources in the critical namespace(s) by the identities on their failover path bypass APF queuing',
           'ulysses.io/critical-namespaces': o.namespaces.join(','),
         },
       },
@@ -164,6 +265,7 @@ export function renderFlowSchemasYaml(objects: readonly V1FlowSchema[], header?:
 export const CRITICAL_NAMESPACE_YAML_HEADER = [
   'Generated by apf-configs/render.ts from criticalNamespaceFlowSchemas({ namespaces: ["ulysses-critical"] }).',
   'Do not edit: change the generator and run `npx tsx apf-configs/render.ts`.',
+  'Exempt: the namespace\'s own ServiceAccounts and the identities on its failover path (apf-configs/README.md).',
   '',
   'Apply:    kubectl apply --server-side --field-manager=ulysses -f apf-configs/critical-namespace.yaml',
   'Rollback: kubectl delete -f apf-configs/critical-namespace.yaml',

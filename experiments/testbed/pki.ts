@@ -64,6 +64,15 @@ export async function generateApiserverCert(pki: Pki, name: string, ips: string[
   return { cert: join(pki.dir, `${name}.crt`), key: join(pki.dir, `${name}.key`) };
 }
 
+const CLIENT_EXT = 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n';
+const clientSubject = (c: ClientIdentity) => `${c.org ? `/O=${c.org}` : ''}/CN=${c.cn}`;
+
+/** Another client certificate from the testbed CA (`<file>.crt`/`.key` in the PKI dir): user `cn`, group `org`. */
+export async function generateClientCert(pki: Pki, c: ClientIdentity): Promise<{ cert: string; key: string }> {
+  await signCert(pki.dir, c.file, clientSubject(c), CLIENT_EXT);
+  return pki.client(c.file);
+}
+
 export async function generatePki(dir: string, clients: ClientIdentity[], apiserverIps: string[]): Promise<Pki> {
   await mkdir(dir, { recursive: true });
   await openssl(['ecparam', '-name', 'prime256v1', '-genkey', '-noout', '-out', 'ca.key'], dir);
@@ -71,11 +80,7 @@ export async function generatePki(dir: string, clients: ClientIdentity[], apiser
 
   const sign = (name: string, subj: string, ext: string) => signCert(dir, name, subj, ext);
   await sign('apiserver', '/CN=kube-apiserver', servingExt(apiserverIps));
-  await Promise.all(
-    clients.map((c) =>
-      sign(c.file, `${c.org ? `/O=${c.org}` : ''}/CN=${c.cn}`, 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n'),
-    ),
-  );
+  await Promise.all(clients.map((c) => sign(c.file, clientSubject(c), CLIENT_EXT)));
   await openssl(['genrsa', '-out', 'sa.key', '2048'], dir);
   await openssl(['rsa', '-in', 'sa.key', '-pubout', '-out', 'sa.pub'], dir);
   return pkiPaths(dir);

@@ -1,7 +1,9 @@
 /**
  * APF probes for integration tests: a ServiceAccount identity per namespace (TokenRequest API) whose
- * requests show how the real apiserver classifies that namespace's traffic. The admin identity is in
- * system:masters, whose requests always match the built-in `exempt` FlowSchema, so it cannot probe.
+ * requests show how the real apiserver classifies that namespace's traffic, and other identities
+ * (anonymous, existing ServiceAccounts, client certificates from the testbed CA) to show whose
+ * requests are exempt. The admin identity is in system:masters, whose requests always match the
+ * built-in `exempt` FlowSchema, so it cannot probe.
  */
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -9,6 +11,7 @@ import { apiRequest } from '../../core/kube.ts';
 import { classificationNames, observedPriorityLevel, type ObservedClassification } from '../../apf-configs/apply.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import type { TestbedState } from '../../experiments/testbed/testbed.ts';
+import { generateClientCert, pkiPaths, type ClientIdentity } from '../../experiments/testbed/pki.ts';
 
 export const PROBE_SA = 'apf-probe';
 export const configMapsPath = (ns: string) => `/api/v1/namespaces/${ns}/configmaps`;
@@ -24,15 +27,30 @@ export class ApfProbe {
     private readonly state: TestbedState,
   ) {}
 
-  private tokenKubeConfig(token: string): KubeConfig {
+  /** A kubeconfig for the testbed's apiserver with these credentials; none: an anonymous client. */
+  kubeConfigAs(credentials: { token?: string; certFile?: string; keyFile?: string } = {}): KubeConfig {
     const k = new KubeConfig();
     k.loadFromOptions({
       clusters: [{ name: 'testbed', server: this.state.apiserver, caFile: join(this.state.runDir, 'pki', 'ca.crt') }],
-      users: [{ name: 'sa', token }],
-      contexts: [{ name: 'sa', cluster: 'testbed', user: 'sa' }],
-      currentContext: 'sa',
+      users: [{ name: 'probe', ...credentials }],
+      contexts: [{ name: 'probe', cluster: 'testbed', user: 'probe' }],
+      currentContext: 'probe',
     });
     return k;
+  }
+
+  /** An existing ServiceAccount's identity: a token from the TokenRequest API. */
+  async serviceAccountKc(ns: string, name: string): Promise<KubeConfig> {
+    const tr = await apiRequest<{ status: { token: string } }>(this.kc, 'POST', `/api/v1/namespaces/${ns}/serviceaccounts/${name}/token`, {
+      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
+    });
+    return this.kubeConfigAs({ token: tr.status.token });
+  }
+
+  /** A user (and group) of its own: a client certificate signed by the testbed CA. */
+  async certificateKc(identity: ClientIdentity): Promise<KubeConfig> {
+    const { cert, key } = await generateClientCert(pkiPaths(join(this.state.runDir, 'pki')), identity);
+    return this.kubeConfigAs({ certFile: cert, keyFile: key });
   }
 
   /** Creates `ns` (if `create`), a ServiceAccount allowed to read its ConfigMaps, and its token. */
@@ -50,15 +68,17 @@ export class ApfProbe {
         subjects: [{ kind: 'ServiceAccount', name: PROBE_SA, namespace: ns }],
       },
     });
-    const tr = await apiRequest<{ status: { token: string } }>(kc, 'POST', `/api/v1/namespaces/${ns}/serviceaccounts/${PROBE_SA}/token`, {
-      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
-    });
-    this.saKc[ns] = this.tokenKubeConfig(tr.status.token);
+    this.saKc[ns] = await this.serviceAccountKc(ns, PROBE_SA);
   }
 
   /** `ns`'s service account requests `path`; returns the classification with names. */
-  async probe(ns: string, path: string): Promise<Classification> {
-    const obs = await observedPriorityLevel(this.saKc[ns]!, path);
+  probe(ns: string, path: string): Promise<Classification> {
+    return this.probeAs(this.saKc[ns]!, path);
+  }
+
+  /** The identity of `kc` requests `path`; returns the classification with names. */
+  async probeAs(kc: KubeConfig, path: string): Promise<Classification> {
+    const obs = await observedPriorityLevel(kc, path);
     return { ...obs, ...(await classificationNames(this.kc, obs)) };
   }
 

@@ -1,20 +1,25 @@
 /**
- * The APF exemption of the critical namespace (thesis §5.3.3) on the real kube-apiserver 1.36.3:
- * requests on resources in `ulysses-critical` are classified into the built-in `exempt` priority
- * level by our FlowSchema (response headers X-Kubernetes-PF-*-UID and the
- * apiserver_flowcontrol_dispatched_requests_total metric), requests elsewhere are not, and removing
- * the FlowSchema switches it off at runtime.
+ * The APF exemption of the critical namespace (thesis §5.3.3) on the testbed's real kube-apiserver:
+ * requests on resources in `ulysses-critical` made by the namespace's own ServiceAccounts and by the
+ * identities on the failover path (kubelets, kube-scheduler, kube-controller-manager's controllers)
+ * are classified into the built-in `exempt` priority level by our FlowSchema (response headers
+ * X-Kubernetes-PF-*-UID and the apiserver_flowcontrol_dispatched_requests_total metric); the same
+ * requests from an anonymous client, another namespace's ServiceAccount or an ordinary user are not,
+ * nor are requests elsewhere; removing the FlowSchema switches it off at runtime.
  *
  * The admin identity is in system:masters, whose requests always match the built-in `exempt`
- * FlowSchema (precedence 1), so the probes use ServiceAccount tokens (TokenRequest API).
+ * FlowSchema (precedence 1), so the probes use ServiceAccount tokens (TokenRequest API) and client
+ * certificates from the testbed CA.
  */
 import { execFile } from 'node:child_process';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type KubeConfig, type V1FlowSchema, type V1FlowSchemaList, type V1PriorityLevelConfiguration } from '@kubernetes/client-node';
+import { KubeConfig, type V1FlowSchema, type V1FlowSchemaList, type V1PriorityLevelConfiguration } from '@kubernetes/client-node';
 import * as testbed from '../../experiments/testbed/testbed.ts';
 import { binaryPath } from '../../experiments/testbed/binaries.ts';
+import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { ApiError, apiRequest, isNotFound } from '../../core/kube.ts';
 import { ApfProbe, PROBE_SA, configMapsPath } from './apf-probe.ts';
 import {
@@ -145,13 +150,14 @@ describe('APF exemption of the critical namespace on the real apiserver', () => 
     expect(other.priorityLevelUID).not.toBe(exemptPlUid);
     expect(other.flowSchemaUID).not.toBe(ours.metadata!.uid);
 
-    // classification is by the request's namespace, not by who asks, and happens before
-    // authorization: another namespace's SA is refused (403) but its request was still exempt
+    // classification is by the request's namespace and who asks, before authorization: another
+    // namespace's SA is refused (403) and its request was classified, but not as exempt
     const cross = await probe(OTHER, cmPath(CRIT));
     observations.otherSaInCriticalNamespace = cross;
     expect(cross.status).toBe(403);
-    expect(cross.priorityLevelUID).toBe(exemptPlUid);
-    expect(cross.flowSchemaUID).toBe(ours.metadata!.uid);
+    expect(cross.flowSchemaUID).toBeDefined();
+    expect(cross.flowSchemaUID).not.toBe(ours.metadata!.uid);
+    expect(cross.priorityLevelUID).not.toBe(exemptPlUid);
 
     // the dispatch metric of our FlowSchema at the exempt level grows with the critical requests
     const m0 = await dispatchedRequests(kc, { flowSchema: DEFAULT_FLOW_SCHEMA_NAME, priorityLevel: EXEMPT_PRIORITY_LEVEL });
@@ -181,6 +187,54 @@ describe('APF exemption of the critical namespace on the real apiserver', () => 
     const m3 = await dispatchedRequests(kc, { flowSchema: DEFAULT_FLOW_SCHEMA_NAME, priorityLevel: EXEMPT_PRIORITY_LEVEL });
     observations.dispatchedOursExemptAfterRemove = { before: m2, after: m3, requests: 5 };
     expect(m3).toBe(m2);
+  });
+
+  it('exempts only the failover-path identities and the critical ServiceAccounts: not an anonymous client, another namespace\'s ServiceAccount or an ordinary user', async () => {
+    // APF classifies after authentication and before authorization (DefaultBuildHandlerChain): the
+    // testbed's apiserver keeps anonymous auth on (the default), so a request without credentials is
+    // system:anonymous in system:unauthenticated, classified, then refused by RBAC (403)
+    const path = cmPath(CRIT);
+    // created by kube-controller-manager (--use-service-account-credentials) when the controller starts
+    const rsController = await pollUntil('a token of kube-system/replicaset-controller', () => apf.serviceAccountKc('kube-system', 'replicaset-controller'), { timeoutMs: 60_000 });
+    await apf.setup('kube-system', false); // a kube-system ServiceAccount that is not on the list
+    const schedulerKc = new KubeConfig();
+    schedulerKc.loadFromFile(join(state.runDir, 'kubeconfigs', 'kube-scheduler.kubeconfig'));
+    const exempt = {
+      criticalSa: apf.saKc[CRIT]!,
+      node: await apf.certificateKc({ file: 'apf-probe-node', cn: 'system:node:apf-probe-node', org: 'system:nodes' }),
+      kubeScheduler: schedulerKc,
+      replicaSetControllerSa: rsController,
+    };
+    const notExempt = {
+      anonymous: apf.kubeConfigAs(),
+      otherNamespaceSa: apf.saKc[OTHER]!,
+      ordinaryUser: await apf.certificateKc({ file: 'apf-probe-user', cn: 'apf-probe-user' }),
+      otherKubeSystemSa: apf.saKc['kube-system']!,
+    };
+    // what each falls back to without our FlowSchema (built-in FlowSchemas)
+    const fallback = { anonymous: 'global-default', otherNamespaceSa: 'service-accounts', ordinaryUser: 'global-default', otherKubeSystemSa: 'kube-system-service-accounts' };
+
+    const ours = (await applyApfExemption(kc, { namespaces: [CRIT], waitDigestedMs: 30_000 })).flowSchemas[0]!;
+    try {
+      await waitClassified('critical SA exempt', CRIT, path, (o) => o.flowSchemaUID === ours.metadata!.uid);
+      // soft: every identity is reported, not only the first that fails
+      const seen: Record<string, unknown> = (observations.identities = {});
+      for (const [who, ikc] of Object.entries(exempt)) {
+        const o = (seen[who] = await apf.probeAs(ikc, path));
+        expect.soft(o.flowSchemaUID, who).toBe(ours.metadata!.uid);
+        expect.soft(o.priorityLevelUID, who).toBe(exemptPlUid);
+      }
+      for (const [who, ikc] of Object.entries(notExempt)) {
+        const o = (seen[who] = await apf.probeAs(ikc, path));
+        expect.soft(o.status, who).toBe(403); // authenticated (anonymous included), classified, refused by RBAC
+        expect.soft(o.flowSchemaUID, who).toBeDefined();
+        expect.soft(o.flowSchemaUID, who).not.toBe(ours.metadata!.uid);
+        expect.soft(o.priorityLevelUID, who).not.toBe(exemptPlUid);
+        expect.soft(o.flowSchema, who).toBe(fallback[who as keyof typeof fallback]);
+      }
+    } finally {
+      expect(await removeApfExemption(kc)).toBe(true);
+    }
   });
 
   it("includeClusterScoped also exempts the critical service accounts' cluster-scoped requests, nobody else's", async () => {

@@ -2,19 +2,23 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import type { V1FlowSchema } from '@kubernetes/client-node';
+import type { FlowcontrolV1Subject, V1FlowSchema } from '@kubernetes/client-node';
 import { ConfigError } from '../../core/config.ts';
 import {
-  ALL_SUBJECTS,
   BUILTIN_MIN_NON_EXEMPT_PRECEDENCE,
+  CATCH_ALL_SUBJECTS,
+  DEFAULT_EXEMPT_SUBJECTS,
   DEFAULT_FLOW_SCHEMA_NAME,
   DEFAULT_MATCHING_PRECEDENCE,
+  MAX_EXEMPT_SUBJECTS,
   criticalNamespaceFlowSchemas,
   renderDefaultCriticalNamespaceYaml,
   renderFlowSchemasYaml,
   shadowingFlowSchemas,
 } from '../../apf-configs/flowschemas.ts';
 import { metricSamples } from '../../core/metrics.ts';
+import { ULYSSES_NAMESPACE, manifestFile, parseObjects } from '../../manifests/overlays.ts';
+import { APF_FLOWSCHEMA_YAML_PATH } from '../../manifests/render.ts';
 
 function configError(fn: () => unknown): ConfigError {
   try {
@@ -45,7 +49,7 @@ const BUILTINS: V1FlowSchema[] = (
 ).map(([name, matchingPrecedence, pl]) => ({ metadata: { name }, spec: { matchingPrecedence, priorityLevelConfiguration: { name: pl } } }));
 
 describe('criticalNamespaceFlowSchemas', () => {
-  it('routes every request on resources in the namespace, from any user, to the built-in exempt level', () => {
+  it("routes the requests on resources in the namespace by its own ServiceAccounts and the failover path's identities to the built-in exempt level", () => {
     const out = criticalNamespaceFlowSchemas({ namespaces: ['ulysses-critical'] });
     expect(out).toHaveLength(1);
     const fs = out[0]!;
@@ -59,10 +63,7 @@ describe('criticalNamespaceFlowSchemas', () => {
       priorityLevelConfiguration: { name: 'exempt' },
       rules: [
         {
-          subjects: [
-            { kind: 'Group', group: { name: 'system:authenticated' } },
-            { kind: 'Group', group: { name: 'system:unauthenticated' } },
-          ],
+          subjects: [{ kind: 'ServiceAccount', serviceAccount: { namespace: 'ulysses-critical', name: '*' } }, ...DEFAULT_EXEMPT_SUBJECTS],
           resourceRules: [{ verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: ['ulysses-critical'] }],
         },
       ],
@@ -102,11 +103,78 @@ describe('criticalNamespaceFlowSchemas', () => {
     expect(fs!.spec!.rules![0]).toEqual(criticalNamespaceFlowSchemas({ namespaces: ['a', 'b'] })[0]!.spec!.rules![0]);
   });
 
-  it('returns fresh objects: mutating one does not leak into the next or into ALL_SUBJECTS', () => {
+  it('returns fresh objects: mutating one does not leak into the next or into DEFAULT_EXEMPT_SUBJECTS', () => {
     const [a] = criticalNamespaceFlowSchemas({ namespaces: ['x'] });
-    a!.spec!.rules![0]!.subjects[0]!.group!.name = 'mutated';
-    expect(ALL_SUBJECTS[0]!.group!.name).toBe('system:authenticated');
-    expect(criticalNamespaceFlowSchemas({ namespaces: ['x'] })[0]!.spec!.rules![0]!.subjects[0]!.group!.name).toBe('system:authenticated');
+    a!.spec!.rules![0]!.subjects[1]!.group!.name = 'mutated';
+    expect(DEFAULT_EXEMPT_SUBJECTS[0]).toEqual({ kind: 'Group', group: { name: 'system:nodes' } });
+    expect(criticalNamespaceFlowSchemas({ namespaces: ['x'] })[0]!.spec!.rules![0]!.subjects[1]!.group!.name).toBe('system:nodes');
+  });
+});
+
+const sa = (namespace: string, name: string) => ({ kind: 'ServiceAccount' as const, serviceAccount: { namespace, name } });
+const CATCH_ALL_GROUPS = ['system:authenticated', 'system:unauthenticated', 'system:serviceaccounts', '*'];
+const CATCH_ALL_USERS = ['system:anonymous', '*'];
+const catchAll = (s: FlowcontrolV1Subject) =>
+  (s.kind === 'Group' && CATCH_ALL_GROUPS.includes(s.group!.name)) || (s.kind === 'User' && CATCH_ALL_USERS.includes(s.user!.name));
+
+describe('exempt subjects (the failover path of a critical pod, never everyone)', () => {
+  it('the defaults contain no catch-all group or user, and neither do the generated YAML files', () => {
+    expect(DEFAULT_EXEMPT_SUBJECTS.filter(catchAll)).toEqual([]);
+    for (const g of CATCH_ALL_GROUPS) expect(CATCH_ALL_SUBJECTS.Group[g], g).toBeDefined();
+    for (const u of CATCH_ALL_USERS) expect(CATCH_ALL_SUBJECTS.User[u], u).toBeDefined();
+    const files = [fileURLToPath(new URL('../../apf-configs/critical-namespace.yaml', import.meta.url)), APF_FLOWSCHEMA_YAML_PATH];
+    for (const file of files) {
+      const subjects = parseAllDocuments(readFileSync(file, 'utf8')).flatMap((d) => (d.toJS() as V1FlowSchema).spec!.rules!.flatMap((r) => r.subjects));
+      expect(subjects.length, file).toBeGreaterThan(0);
+      expect(subjects.filter(catchAll), file).toEqual([]);
+    }
+  });
+
+  it.each([
+    [{ kind: 'Group', group: { name: 'system:nodes' } }, 'kubelets: status of the critical pods'],
+    [{ kind: 'User', user: { name: 'system:kube-scheduler' } }, 'binding of the replacement pod'],
+    [{ kind: 'User', user: { name: 'system:kube-controller-manager' } }, 'kcm without service-account credentials'],
+    [sa('kube-system', 'node-controller'), 'node-lifecycle and taint-eviction (core.go NewClient("node-controller"))'],
+    [sa('kube-system', 'pod-garbage-collector'), 'pods on a deleted or out-of-service node'],
+    [sa('kube-system', 'replicaset-controller'), 'the replacement pod'],
+    [sa('kube-system', 'deployment-controller'), "the Deployment's ReplicaSets"],
+    [sa('kube-system', 'endpoint-controller'), 'Endpoints'],
+    [sa('kube-system', 'endpointslice-controller'), 'EndpointSlices'],
+    [sa('ulysses-system', 'ulysses-controller-manager'), "Ulysses' controllers"],
+    [sa('ulysses-system', 'ulysses-scheduler-extender'), "Ulysses' reservations and binding"],
+  ])('default subject %j (%s)', (subject, _why) => {
+    expect(DEFAULT_EXEMPT_SUBJECTS).toContainEqual(subject);
+    expect(criticalNamespaceFlowSchemas({ namespaces: ['c'] })[0]!.spec!.rules![0]!.subjects).toContainEqual(subject);
+  });
+
+  it('lists exactly those defaults, once each', () => {
+    expect(DEFAULT_EXEMPT_SUBJECTS).toHaveLength(11);
+    expect(new Set(DEFAULT_EXEMPT_SUBJECTS.map((s) => JSON.stringify(s))).size).toBe(DEFAULT_EXEMPT_SUBJECTS.length);
+  });
+
+  it("Ulysses' subjects are the ServiceAccounts its Deployments run as in manifests/base; not the kubelet-shim's (no request in a critical namespace)", () => {
+    const ours = DEFAULT_EXEMPT_SUBJECTS.filter((s) => s.kind === 'ServiceAccount' && s.serviceAccount.namespace === ULYSSES_NAMESPACE).map((s) => (s.kind === 'ServiceAccount' ? s.serviceAccount.name : ''));
+    const runAs = ['base/controller-manager/deployment.yaml', 'base/scheduler-extender/deployment.yaml'].flatMap((f) =>
+      parseObjects(manifestFile(f), f)
+        .filter((o) => o.kind === 'Deployment')
+        .map((o) => (o.spec as { template: { spec: { serviceAccountName: string } } }).template.spec.serviceAccountName),
+    );
+    expect(ours.sort()).toEqual(runAs.sort());
+    const accounts = parseObjects(manifestFile('base/kubelet-shim/rbac.yaml'), 'kubelet-shim').filter((o) => o.kind === 'ServiceAccount').map((o) => o.metadata.name);
+    expect(accounts).toEqual(['ulysses-kubelet-shim']);
+    expect(ours).not.toContain('ulysses-kubelet-shim');
+  });
+
+  it("always adds every critical namespace's own ServiceAccounts, before the configured subjects", () => {
+    const [fs] = criticalNamespaceFlowSchemas({ namespaces: ['a', 'b'], subjects: [{ kind: 'User', user: { name: 'alice' } }] });
+    expect(fs!.spec!.rules![0]!.subjects).toEqual([sa('a', '*'), sa('b', '*'), { kind: 'User', user: { name: 'alice' } }]);
+    // an empty list leaves only the namespaces' own ServiceAccounts
+    expect(criticalNamespaceFlowSchemas({ namespaces: ['a'], subjects: [] })[0]!.spec!.rules![0]!.subjects).toEqual([sa('a', '*')]);
+  });
+
+  it('takes every subject kind, including all ServiceAccounts of one namespace', () => {
+    const subjects = [{ kind: 'Group' as const, group: { name: 'system:serviceaccounts:ops' } }, { kind: 'User' as const, user: { name: 'system:node:n1' } }, sa('ops', '*'), sa('ops', 'failover.bot')];
+    expect(criticalNamespaceFlowSchemas({ namespaces: ['a'], subjects })[0]!.spec!.rules![0]!.subjects.slice(1)).toEqual(subjects);
   });
 });
 
@@ -127,12 +195,33 @@ describe('option validation names the field', () => {
     [{ namespaces: ['a'], name: 'Bad Name' }, 'name', /DNS-1123 subdomain/],
     [{ namespaces: ['a'], includeClusterScoped: 'yes' }, 'includeClusterScoped', /.+/],
     [{ namespaces: ['a'], precedence: 50 }, '(root)', /precedence/],
+    [{ namespaces: ['a'], subjects: [{ kind: 'Group', group: { name: 'system:authenticated' } }] }, 'subjects.0.group.name', /must not be "system:authenticated": every authenticated request/],
+    [{ namespaces: ['a'], subjects: [{ kind: 'Group', group: { name: 'system:unauthenticated' } }] }, 'subjects.0.group.name', /must not be "system:unauthenticated": every request without credentials/],
+    [{ namespaces: ['a'], subjects: [sa('kube-system', 'x'), { kind: 'Group', group: { name: 'system:serviceaccounts' } }] }, 'subjects.1.group.name', /every ServiceAccount of every namespace/],
+    [{ namespaces: ['a'], subjects: [{ kind: 'Group', group: { name: '*' } }] }, 'subjects.0.group.name', /must not be "\*": it matches every group/],
+    [{ namespaces: ['a'], subjects: [{ kind: 'User', user: { name: 'system:anonymous' } }] }, 'subjects.0.user.name', /must not be "system:anonymous"/],
+    [{ namespaces: ['a'], subjects: [{ kind: 'User', user: { name: '*' } }] }, 'subjects.0.user.name', /it matches every user/],
+    [{ namespaces: ['a'], subjects: [{ kind: 'User', user: { name: '' } }] }, 'subjects.0.user.name', /must not be empty/],
+    [{ namespaces: ['a'], subjects: [{ kind: 'Everyone' }] }, 'subjects.0.kind', /.+/],
+    [{ namespaces: ['a'], subjects: [{ kind: 'Group', user: { name: 'x' } }] }, 'subjects.0.group', /.+/],
+    [{ namespaces: ['a'], subjects: [sa('Kube_System', 'x')] }, 'subjects.0.serviceAccount.namespace', /DNS-1123 label/],
+    [{ namespaces: ['a'], subjects: [sa('*', '*')] }, 'subjects.0.serviceAccount.namespace', /DNS-1123 label/],
+    [{ namespaces: ['a'], subjects: [sa('kube-system', 'Bad Name')] }, 'subjects.0.serviceAccount.name', /.+/],
+    [{ namespaces: ['a'], subjects: [sa('kube-system', 'x'), sa('kube-system', 'x')] }, 'subjects', /duplicates/],
+    [{ namespaces: ['a'], subjects: { kind: 'Group', group: { name: 'system:nodes' } } }, 'subjects', /.+/],
   ])('%j -> %s', (input, field, message) => {
     const err = configError(() => criticalNamespaceFlowSchemas(input as never));
     const issue = err.issues.find((i) => i.field === field);
     expect(issue, `issues: ${JSON.stringify(err.issues)}`).toBeDefined();
     expect(issue!.message).toMatch(message);
     expect(err.message).toContain(`${field}: `);
+  });
+
+  it(`bounds the subjects at ${MAX_EXEMPT_SUBJECTS}`, () => {
+    const subjects = (n: number) => Array.from({ length: n }, (_, i) => sa('kube-system', `sa-${i}`));
+    expect(criticalNamespaceFlowSchemas({ namespaces: ['a'], subjects: subjects(MAX_EXEMPT_SUBJECTS) })[0]!.spec!.rules![0]!.subjects).toHaveLength(MAX_EXEMPT_SUBJECTS + 1);
+    const err = configError(() => criticalNamespaceFlowSchemas({ namespaces: ['a'], subjects: subjects(MAX_EXEMPT_SUBJECTS + 1) }));
+    expect(err.issues).toEqual([{ field: 'subjects', message: `must list at most ${MAX_EXEMPT_SUBJECTS} subjects` }]);
   });
 
   it('reports every bad field at once', () => {
