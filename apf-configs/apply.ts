@@ -33,10 +33,14 @@ const flowSchemaPath = (name: string) => `${FLOWCONTROL_API_PATH}/flowschemas/${
 
 export interface ApplyApfExemptionOptions extends CriticalNamespaceOptionsInput {
   /**
-   * Wait (up to this many ms) until the apiserver's APF config controller has digested each
-   * FlowSchema, i.e. written its `Dangling` status condition. Reliable for a creation; an update of an
-   * existing FlowSchema is not observable this way (the condition carries no observedGeneration).
-   * 0 / undefined: do not wait.
+   * Wait (up to this many ms) until the apiserver's APF config controller has written each
+   * FlowSchema's `Dangling` status condition. Reliable for a creation; an update of an existing
+   * FlowSchema is not observable this way (the condition carries no observedGeneration). A condition
+   * still missing when the wait ends is reported in `statusPending`, not an error: the controller
+   * classifies by the new spec as soon as it digests it, and only its status write is held back
+   * (at most 6 status updates per FlowSchema name a minute, then 30-75 s later: k8s.io/apiserver
+   * pkg/util/flowcontrol/apf_controller.go digestConfigObjects/shouldDelayUpdate). Dangling=True
+   * (a missing priority level) is an error. 0 / undefined: do not wait.
    */
   waitDigestedMs?: number;
 }
@@ -46,6 +50,8 @@ export interface ApplyApfExemptionResult {
   flowSchemas: V1FlowSchema[];
   /** Names of existing non-exempt FlowSchemas that could win over ours (should be empty). */
   shadowedBy: string[];
+  /** FlowSchemas whose status condition the apiserver had not written when waitDigestedMs ran out. */
+  statusPending: string[];
 }
 
 /**
@@ -65,23 +71,25 @@ export async function applyApfExemption(kc: KubeAccess, opts: ApplyApfExemptionO
       }),
     );
   }
+  const statusPending: string[] = [];
   if (waitDigestedMs) {
-    for (const fs of applied) await waitDigested(kc, fs.metadata!.name!, waitDigestedMs);
+    for (const fs of applied) if (!(await waitDigested(kc, fs.metadata!.name!, waitDigestedMs))) statusPending.push(fs.metadata!.name!);
   }
   const all = await apiRequest<V1FlowSchemaList>(kc, 'GET', `${FLOWCONTROL_API_PATH}/flowschemas`);
   const shadowedBy = new Set<string>();
   for (const fs of desired) for (const s of shadowingFlowSchemas(fs, all.items)) shadowedBy.add(s.metadata!.name!);
-  return { flowSchemas: applied, shadowedBy: [...shadowedBy].sort() };
+  return { flowSchemas: applied, shadowedBy: [...shadowedBy].sort(), statusPending };
 }
 
-async function waitDigested(kc: KubeAccess, name: string, timeoutMs: number): Promise<void> {
+/** True once the apiserver wrote Dangling=False, false if it had not by the deadline; Dangling=True throws. */
+async function waitDigested(kc: KubeAccess, name: string, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const fs = await apiRequest<V1FlowSchema>(kc, 'GET', flowSchemaPath(name));
     const dangling = fs.status?.conditions?.find((c) => c.type === 'Dangling');
-    if (dangling?.status === 'False') return;
+    if (dangling?.status === 'False') return true;
     if (dangling?.status === 'True') throw new Error(`FlowSchema ${name} is dangling: ${dangling.message ?? dangling.reason ?? ''}`);
-    if (Date.now() > deadline) throw new Error(`FlowSchema ${name} not digested by the apiserver within ${timeoutMs} ms`);
+    if (Date.now() > deadline) return false;
     await new Promise((r) => setTimeout(r, 100));
   }
 }

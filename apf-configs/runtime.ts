@@ -33,6 +33,8 @@ export async function applyApfRuntime(kc: KubeAccess, cfg: ApfRuntime): Promise<
     await removeApfExemption(kc);
     return 'off';
   }
+  // a status condition the apiserver holds back (its per-name rate limit: statusPending) does not
+  // hold back the exemption, which it classifies by as soon as it digests the spec
   await applyApfExemption(kc, { namespaces: cfg.exemptNamespaces, matchingPrecedence: cfg.matchingPrecedence, waitDigestedMs: 5000 });
   return `exempt ${cfg.exemptNamespaces.join(',')}`;
 }
