@@ -94,19 +94,24 @@ async function waitDigested(kc: KubeAccess, name: string, timeoutMs: number): Pr
   }
 }
 
+/** The exemption FlowSchema `name`, or undefined when it does not exist. */
+export async function readApfExemption(kc: KubeAccess, name: string = DEFAULT_FLOW_SCHEMA_NAME): Promise<V1FlowSchema | undefined> {
+  try {
+    return await apiRequest<V1FlowSchema>(kc, 'GET', flowSchemaPath(name));
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}
+
 /**
  * Deletes the exemption FlowSchema `name`. Returns false when it does not exist (idempotent).
  * Refuses to delete a FlowSchema not labelled as ours (app.kubernetes.io/managed-by=ulysses), and
  * deletes with a UID precondition so a concurrently re-created object is left alone.
  */
 export async function removeApfExemption(kc: KubeAccess, name: string = DEFAULT_FLOW_SCHEMA_NAME): Promise<boolean> {
-  let fs: V1FlowSchema;
-  try {
-    fs = await apiRequest<V1FlowSchema>(kc, 'GET', flowSchemaPath(name));
-  } catch (err) {
-    if (isNotFound(err)) return false;
-    throw err;
-  }
+  const fs = await readApfExemption(kc, name);
+  if (!fs) return false;
   const labels = fs.metadata?.labels ?? {};
   if (labels[MANAGED_BY_LABEL] !== MANAGED_BY_VALUE || labels[COMPONENT_LABEL] !== COMPONENT_VALUE) {
     throw new Error(`refusing to delete FlowSchema ${name}: not managed by ulysses (labels ${JSON.stringify(labels)})`);

@@ -17,12 +17,12 @@
  */
 import { appendFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CoreV1Api, FlowcontrolApiserverV1Api, KubeConfig, VersionApi } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, VersionApi } from '@kubernetes/client-node';
 import { parse as parseYaml } from 'yaml';
 import { install, uninstall, NODE_PATHS, SCHEDULER_CONFIG_FLAG, type InstallOptions, type NodeAccess } from '../../manifests/install.ts';
 import type { ShellNodeAccess } from '../../manifests/node-shell.ts';
 import { ULYSSES_NAMESPACE } from '../../manifests/overlays.ts';
-import { DEFAULT_FLOW_SCHEMA_NAME } from '../../apf-configs/flowschemas.ts';
+import { readApfExemption } from '../../apf-configs/apply.ts';
 import type { ClusterConfigurator } from './configurator.ts';
 import { UPSTREAM, isUlyssesConfig, type ConfigId, type RepResult } from './results.ts';
 import type { NodeFailure, Topology } from './scenario.ts';
@@ -114,13 +114,7 @@ export class KubeadmConfigurator implements ClusterConfigurator {
       ),
     );
     const cm = await runningControllerManagerPods(core).catch(() => []);
-    let apfExemption = true;
-    try {
-      await this.o.kubeconfig.makeApiClient(FlowcontrolApiserverV1Api).readFlowSchema({ name: DEFAULT_FLOW_SCHEMA_NAME });
-    } catch (err) {
-      if ((err as { code?: number }).code !== 404) throw err;
-      apfExemption = false;
-    }
+    const apfExemption = (await readApfExemption(this.o.kubeconfig)) !== undefined;
     return {
       kcmControllers: disabled.length ? `all but ${disabled.join(',')}` : 'all',
       schedulerExtender: command('kube-scheduler').includes(SCHEDULER_CONFIG_FLAG),

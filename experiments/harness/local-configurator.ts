@@ -13,10 +13,9 @@
  * Pods keep running across a switch: every kubelet finds its containers again on the same containerd.
  */
 import { readFileSync, statSync } from 'node:fs';
-import { CoreV1Api, FlowcontrolApiserverV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { parse as parseYaml } from 'yaml';
-import { DEFAULT_FLOW_SCHEMA_NAME } from '../../apf-configs/flowschemas.ts';
-import { removeApfExemption } from '../../apf-configs/apply.ts';
+import { readApfExemption, removeApfExemption } from '../../apf-configs/apply.ts';
 import { ULYSSES_NAMESPACE } from '../../manifests/overlays.ts';
 import * as testbed from '../testbed/testbed.ts';
 import { kubeletConfigEndpoint, kubeletConfigPath, runtimeOfEndpoint, type KubeletRuntime } from '../testbed/realnode.ts';
@@ -284,13 +283,7 @@ export class LocalTestbedConfigurator implements ClusterConfigurator {
       kubelets[n.name] = endpoint === undefined ? undefined : runtimeOfEndpoint(n, endpoint);
       kubeletRuntime[n.name] = endpoint ?? problem!;
     }
-    let apfExemption = true;
-    try {
-      await this.o.kubeconfig.makeApiClient(FlowcontrolApiserverV1Api).readFlowSchema({ name: DEFAULT_FLOW_SCHEMA_NAME });
-    } catch (err) {
-      if ((err as { code?: number }).code !== 404) throw err;
-      apfExemption = false;
-    }
+    const apfExemption = (await readApfExemption(this.o.kubeconfig)) !== undefined;
     // an installed controller manager (manifests/) would be on the path too
     const pods = (await this.o.kubeconfig.makeApiClient(CoreV1Api).listNamespacedPod({ namespace: ULYSSES_NAMESPACE, labelSelector: 'app.kubernetes.io/name=ulysses-controller-manager' })).items;
     const controllerManager = this.o.controllerManager.running;
