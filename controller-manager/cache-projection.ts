@@ -104,12 +104,21 @@ export function projectPod(pod: V1Pod): V1Pod {
   return { apiVersion: strings.intern(pod.apiVersion), kind: strings.intern(pod.kind), metadata: meta, spec: internDeep(spec), status: internDeep(status) };
 }
 
+/** Annotation of nodes simulated by KWOK (nothing runs there: the node failure detector probes none). */
+export const KWOK_NODE_ANNOTATION = 'kwok.x-k8s.io/node';
+
 /** The node as the controllers read it (see the module comment). */
 export function projectNode(node: V1Node): V1Node {
   stripManagedFields(node);
   if (node.metadata) {
+    const kwok = node.metadata.annotations?.[KWOK_NODE_ANNOTATION];
     delete node.metadata.annotations;
+    if (kwok !== undefined) node.metadata.annotations = { [KWOK_NODE_ANNOTATION]: kwok };
     if (node.metadata.labels) internDeep(node.metadata.labels);
   }
-  return { apiVersion: node.apiVersion, kind: node.kind, metadata: node.metadata, spec: internDeep(pick(node.spec, ['taints', 'unschedulable'] as const)) };
+  // the node failure detector probes the InternalIP and confirms with the kubelet's port (node-failure.ts)
+  const addresses = node.status?.addresses?.filter((a) => a.type === 'InternalIP');
+  const kubeletPort = node.status?.daemonEndpoints?.kubeletEndpoint?.Port;
+  const status: V1Node['status'] = addresses?.length || kubeletPort ? { ...(addresses?.length ? { addresses } : {}), ...(kubeletPort ? { daemonEndpoints: { kubeletEndpoint: { Port: kubeletPort } } } : {}) } : undefined;
+  return { apiVersion: node.apiVersion, kind: node.kind, metadata: node.metadata, spec: internDeep(pick(node.spec, ['taints', 'unschedulable'] as const)), ...(status ? { status } : {}) };
 }

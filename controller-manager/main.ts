@@ -12,6 +12,7 @@
  *   criticalPathHoldMs: 1500  # default: low-priority periodic work waits while a critical pod starts (max per pod); 0 = off
  *   apiQps: 20
  *   apiBurst: 30
+ *   nodeFailure: { periodMs: 100, windowMs: 600 }   # fast node-failure detection (node-failure.ts), on by default
  * With leader election (the default, as kube-controller-manager) the controllers run only while
  * this process holds the Lease; losing it stops them and exits with status 1 (kcm does the same),
  * SIGTERM stops them and releases the Lease.
@@ -31,6 +32,7 @@ import { DEFAULT_CRITICAL_PATH_HOLD_MS } from './critical-path-hold.ts';
 import { controllerManagerRuntimeWatcher } from './runtime.ts';
 import { sloRuntimeWatcher } from './recovery-slo.ts';
 import { apfRuntimeWatcher } from '../apf-configs/runtime.ts';
+import { NodeFailureConfigSchema, nodeFailureRuntimeWatcher } from './node-failure.ts';
 
 export const ControllerManagerConfigSchema = z
   .object({
@@ -44,6 +46,8 @@ export const ControllerManagerConfigSchema = z
     priorityClassThreshold: z.number().int().optional(),
     stripManagedFields: z.boolean().default(true),
     cacheProjection: z.boolean().default(true),
+    /** fast node-failure detection (node-failure.ts); on by default, UlyssesConfig spec.nodeFailure overrides it */
+    nodeFailure: NodeFailureConfigSchema.prefault({}),
   })
   .strict();
 
@@ -82,7 +86,12 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
     cm = new ControllerManager({ kubeconfig, ...cfg, identity, log });
     await cm.start();
     if (values['runtime-config'] === 'true') {
-      const w = [controllerManagerRuntimeWatcher(kubeconfig, cm, cfg.controllers, log), apfRuntimeWatcher(kubeconfig, log), sloRuntimeWatcher(kubeconfig, cm.recoveries, log)];
+      const w = [
+        controllerManagerRuntimeWatcher(kubeconfig, cm, cfg.controllers, log),
+        apfRuntimeWatcher(kubeconfig, log),
+        sloRuntimeWatcher(kubeconfig, cm.recoveries, log),
+        ...(cm.nodeFailure ? [nodeFailureRuntimeWatcher(kubeconfig, cm.nodeFailure, cfg.nodeFailure, log)] : []),
+      ];
       watchers = w;
       for (const x of w) await x.start();
     }

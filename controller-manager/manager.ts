@@ -28,6 +28,8 @@ import { DeploymentController } from './controllers/deployment.ts';
 import { EndpointsController } from './controllers/endpoints.ts';
 import { TaintEvictionController } from './controllers/taint-eviction.ts';
 import { EndpointSliceController } from './controllers/endpointslice.ts';
+import { NodeFailureConfigSchema, NodeFailureController, type NodeFailureConfigInput } from './node-failure.ts';
+import { validateConfig } from '../core/config.ts';
 import type { ControllerDeps, Enqueue, SharedInformers } from './controllers/deps.ts';
 import { KCM_API_BURST, KCM_API_QPS, realClock, THESIS_PERIODS_MS, TokenBucket, WorkerPool, type Reconciler, type WorkerMode, type WorkerPoolConfigInput } from './queue/index.ts';
 
@@ -68,6 +70,11 @@ export interface ControllerManagerOptions {
    * object does not exist)
    */
   recoveryStatus?: boolean;
+  /**
+   * Fast node-failure detection (node-failure.ts): off when absent. Needs the taint-eviction
+   * controller (it evicts under the node-failure taint); without it the detection stays off.
+   */
+  nodeFailure?: NodeFailureConfigInput;
   /** called after every sync (benchmarks, experiments): controller, key, priority, mode, start, duration */
   observeSync?: (e: SyncObservation) => void;
   /** reportingInstance of Events and holder identity of leader election (default: hostname_pid) */
@@ -100,6 +107,9 @@ const DEFAULT_POOLS: Record<ControllerName, WorkerPoolConfigInput & { periodMs: 
 export function defaultPeriodMs(controller: ControllerName): number {
   return DEFAULT_POOLS[controller].periodMs;
 }
+
+/** source.component of the node failure detector's Events on Nodes */
+export const NODE_FAILURE_EVENT_SOURCE = 'ulysses-node-failure';
 
 /** Events' reportingComponent */
 export const REPORTING_CONTROLLER = 'ulysses-controller-manager';
@@ -162,6 +172,8 @@ export class ControllerManager {
   /** the critical-recovery SLO measurement (recovery-slo.ts) */
   readonly recoveries: RecoveryTracker;
   private readonly recoveryPublisher: ReturnType<typeof recoveryStatusPublisher> | undefined;
+  /** the node failure detector (node-failure.ts), when configured and taint eviction runs here */
+  readonly nodeFailure: NodeFailureController | undefined;
 
   constructor(private readonly o: ControllerManagerOptions) {
     this.log = o.log ?? componentLogger('controller-manager');
@@ -224,7 +236,16 @@ export class ControllerManager {
     inf.replicaSets.on('delete', (rs) => this.recoveries.ownerDeleted(rs));
     inf.deployments.on('delete', (d) => this.recoveries.ownerDeleted(d));
 
-    for (const name of o.controllers ?? CONTROLLERS) this.build(name);
+    const controllers = o.controllers ?? CONTROLLERS;
+    if (o.nodeFailure !== undefined) {
+      const config = validateConfig(NodeFailureConfigSchema, o.nodeFailure, 'controller manager option nodeFailure');
+      if (controllers.includes('taint-eviction')) {
+        this.nodeFailure = new NodeFailureController({ client: new KubeClient(kc), nodes: inf.nodes, config, log: this.log, events: this.events.forComponent(NODE_FAILURE_EVENT_SOURCE) });
+      } else if (config.enabled) {
+        this.log.warn('node failure detection off: it needs the taint-eviction controller, which is not enabled here');
+      }
+    }
+    for (const name of controllers) this.build(name);
     for (const name of o.auto ?? []) if (this.running.has(name)) this.setMode(name, 'auto', this.o.pools?.[name]);
   }
 
@@ -253,6 +274,7 @@ export class ControllerManager {
           return new TaintEvictionController(deps, {
             onCriticalEviction: (p) => this.criticalPathHold.podEvicting(objectKey(p), p),
             onNoExecuteTaint: () => this.criticalPathHold.nodeTainted(),
+            nodeFailureScope: () => this.nodeFailure?.current.scope ?? 'critical',
           });
       }
     })();
@@ -352,10 +374,12 @@ export class ControllerManager {
       r.afterSync?.();
       r.pool.start();
     }
-    this.log.info({ controllers: [...this.running.keys()] }, 'controller manager started');
+    await this.nodeFailure?.start();
+    this.log.info({ controllers: [...this.running.keys()], nodeFailure: this.nodeFailure?.running ?? false }, 'controller manager started');
   }
 
   async stop(): Promise<void> {
+    await this.nodeFailure?.stop();
     this.autoSwitch.stop();
     for (const i of this.allInformers()) i.stop();
     await Promise.all([...this.running.values()].map((r) => r.pool.stop()));

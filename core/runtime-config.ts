@@ -46,6 +46,8 @@ export interface UlyssesConfigSpec {
   apf?: unknown;
   /** the critical-recovery SLO (core/slo.ts), measured by the controller manager */
   slo?: unknown;
+  /** fast node-failure detection, by the controller manager's leader */
+  nodeFailure?: unknown;
 }
 
 export interface ComponentCondition {

@@ -9,12 +9,14 @@
  *     policy: { type: exponential-decay, initialWaitMs: 700, factor: 0.5, resetAfterMs: 5000 }
  *     highMinInterArrivalMs: 100
  *   metrics: { port: 10260 }
+ *   nodeAgent: { address: 10.0.0.5, port: 10362 }   # heartbeat responder (node-agent.ts)
  */
 import { z } from 'zod';
 import { loadConfigFile, validateConfig } from '../core/config.ts';
 import { PacingConfigSchema } from './pacing.ts';
 import { MAX_MESSAGE_BYTES } from './proxy.ts';
 import { PROXY_IMPLEMENTATIONS } from './proxies.ts';
+import { NodeAgentConfigSchema } from './node-agent.ts';
 
 const socketPath = z.string().min(1).refine((p) => p.startsWith('/'), 'must be an absolute path');
 
@@ -44,6 +46,8 @@ export const ShimConfigSchema = z
       })
       .strict()
       .prefault({}),
+    /** The node agent of the fast node-failure detection (node-agent.ts); restart to change. */
+    nodeAgent: NodeAgentConfigSchema.prefault({}),
   })
   .strict();
 

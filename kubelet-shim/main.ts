@@ -23,6 +23,7 @@ import { PROXY_IMPLEMENTATIONS, createCriProxy, type CriProxyServer, type ProxyI
 import { shimMetrics } from './metrics.ts';
 import { shimRuntime } from './runtime.ts';
 import { loadKubeConfig } from '../core/kubeconfig.ts';
+import { NodeAgent } from './node-agent.ts';
 
 export interface RunningShim {
   readonly proxy: CriProxyServer;
@@ -30,6 +31,8 @@ export interface RunningShim {
   /** The configuration in force (its `pacing` follows {@link apply}). */
   readonly config: ShimConfig;
   readonly metricsPort: number | undefined;
+  /** The heartbeat responder (node-agent.ts); absent when off, without a node name, or when its port could not be bound. */
+  readonly agent: NodeAgent | undefined;
   /**
    * Applies a new configuration live — the entry point of runtime toggles (thesis §5.3.5): validates
    * `config` (a {@link ShimConfigInput}; ConfigError naming the field, nothing changed), then applies
@@ -53,6 +56,8 @@ export interface ShimOptions {
   /** address /metrics listens on (default the config file's `metrics.host`, else 127.0.0.1) */
   metricsHost?: string;
   implementation?: ProxyImplementation;
+  /** this node's name: the node agent answers probes naming it (no name: no agent) */
+  nodeName?: string;
   log?: Logger;
 }
 
@@ -90,6 +95,7 @@ export async function startShim(opts: ShimOptions): Promise<RunningShim> {
   await proxy.start();
   const server = config.metrics.port !== undefined ? await serveMetrics(config.metrics.port, config.metrics.host) : undefined;
   if (server) log.info({ port: server.port, host: config.metrics.host }, 'metrics served on /metrics');
+  const agent = await startNodeAgent(config, opts.nodeName, log);
 
   let current = config;
   const shim: RunningShim = {
@@ -99,11 +105,13 @@ export async function startShim(opts: ShimOptions): Promise<RunningShim> {
       return current;
     },
     metricsPort: server?.port,
+    agent,
     apply(raw, source = 'kubelet-shim config') {
       const next = parseShimConfig(raw, source);
-      const fixed = (['listen', 'backend', 'implementation', 'socketMode', 'connectTimeoutMs', 'maxMessageBytes'] as const).filter(
+      const fixed: string[] = (['listen', 'backend', 'implementation', 'socketMode', 'connectTimeoutMs', 'maxMessageBytes'] as const).filter(
         (k) => next[k] !== undefined && next[k] !== current[k],
       );
+      if (JSON.stringify(next.nodeAgent) !== JSON.stringify(current.nodeAgent)) fixed.push('nodeAgent');
       if (fixed.length > 0) log.warn({ fields: fixed }, 'configuration change needs a restart of the shim: ignored (pacing applied)');
       return shim.applyPacing(next.pacing);
     },
@@ -118,11 +126,32 @@ export async function startShim(opts: ShimOptions): Promise<RunningShim> {
       shim.apply(raw, opts.configFile);
     },
     async stop() {
+      await agent?.stop();
       await proxy.close(2000);
       await server?.close();
     },
   };
   return shim;
+}
+
+/**
+ * The node agent, when configured and the node is named. A port that cannot be bound is logged and
+ * the shim runs on: the CRI path must not depend on failure detection.
+ */
+async function startNodeAgent(config: ShimConfig, nodeName: string | undefined, log: Logger): Promise<NodeAgent | undefined> {
+  if (!config.nodeAgent.enabled) return undefined;
+  if (!nodeName) {
+    log.warn('node agent off: no node name (--node-name or $NODE_NAME); this node is not failed over fast');
+    return undefined;
+  }
+  const agent = new NodeAgent({ node: nodeName, config: config.nodeAgent, log });
+  try {
+    await agent.start();
+    return agent;
+  } catch (err) {
+    log.error({ err: (err as Error).message, address: config.nodeAgent.address, port: config.nodeAgent.port }, 'node agent could not listen: this node is not failed over fast');
+    return undefined;
+  }
 }
 
 const nonNegativeInt = (name: string) => (v: string) => {
@@ -147,7 +176,7 @@ async function main(argv: string[]): Promise<void> {
   const log = componentLogger('kubelet-shim');
   let shim: RunningShim;
   try {
-    shim = await startShim({ listen: o.listen, backend: o.backend, configFile: o.config, metricsPort: o.metricsPort, metricsHost: o.metricsHost, implementation: o.implementation, log });
+    shim = await startShim({ listen: o.listen, backend: o.backend, configFile: o.config, metricsPort: o.metricsPort, metricsHost: o.metricsHost, implementation: o.implementation, nodeName: o.nodeName, log });
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(err.message);

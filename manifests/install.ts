@@ -457,10 +457,19 @@ export async function install(o: InstallOptions): Promise<void> {
           await i.step(`kubelet-shim: node service and kubelet endpoint on ${n.name}`, async () => {
             const socket = o.nodes.shimSocket(n.name);
             await i.write(n.name, NODE_PATHS.shimKubeconfig, kubeconfig, 0o600);
+            // the node agent listens on the address the controller manager probes: the node's InternalIP
+            const address = (await i.core.readNode({ name: n.name })).status?.addresses?.find((a) => a.type === 'InternalIP' && !a.address.includes(':'))?.address;
             await i.write(
               n.name,
               NODE_PATHS.shimConfig,
-              stringifyYaml({ listen: socket, backend: o.nodes.containerdSocket(n.name), socketMode: '0660', pacing: { policy: { type: 'vanilla' } }, metrics: { port: o.nodes.shimMetricsPort(n.name), host: '127.0.0.1' } }),
+              stringifyYaml({
+                listen: socket,
+                backend: o.nodes.containerdSocket(n.name),
+                socketMode: '0660',
+                pacing: { policy: { type: 'vanilla' } },
+                metrics: { port: o.nodes.shimMetricsPort(n.name), host: '127.0.0.1' },
+                ...(address ? { nodeAgent: { address } } : {}),
+              }),
             );
             await o.nodes.startKubeletShim(n.name);
             await switchKubelet(i, n.name, true);

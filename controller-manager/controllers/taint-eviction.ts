@@ -14,6 +14,7 @@ import { isNotFound } from '../../core/kube.ts';
 import { NO_EVENTS } from '../../core/events.ts';
 import type { ReconcileResult } from '../queue/index.ts';
 import type { ControllerDeps } from './deps.ts';
+import { NODE_UNREACHABLE_TAINT, type NodeFailureScope } from '../node-failure.ts';
 
 /** upstream v1helper.TolerationsTolerateTaint / Toleration.ToleratesTaint */
 export function toleratesTaint(t: V1Toleration, taint: V1Taint): boolean {
@@ -51,6 +52,19 @@ export function evictionDecision(tolerations: V1Toleration[] | undefined, taints
   return { action: 'after', afterMs: min * 1000 };
 }
 
+/**
+ * The taints of `taints` that apply to `pod`: all of them, except Ulysses' node-failure taint
+ * (node-failure.ts), which applies only to pods in its scope (`critical`: criticality high) and
+ * never to DaemonSet or mirror pods (they belong to their node and cannot fail over); the other
+ * pods of a failed node follow stock Kubernetes (kcm's node.kubernetes.io/unreachable later).
+ */
+export function applicableTaints(pod: V1Pod, taints: V1Taint[] | undefined, scope: NodeFailureScope): V1Taint[] | undefined {
+  if (!taints?.some((t) => t.key === NODE_UNREACHABLE_TAINT)) return taints;
+  const nodeBound = pod.metadata?.ownerReferences?.some((o) => o.kind === 'DaemonSet' && o.controller) || pod.metadata?.annotations?.['kubernetes.io/config.mirror'] !== undefined;
+  const inScope = !nodeBound && (scope === 'all' || podCriticality(pod).level === 'high');
+  return inScope ? taints : taints.filter((t) => t.key !== NODE_UNREACHABLE_TAINT);
+}
+
 /** What the taint-eviction controller tells the manager's CriticalPathHold (critical-path-hold.ts). */
 export interface CriticalPathSignals {
   /**
@@ -61,6 +75,8 @@ export interface CriticalPathSignals {
   onCriticalEviction?: (pod: V1Pod) => void;
   /** A node got a new NoExecute taint (before its pods are queued): the CriticalPathHold's taint window. */
   onNoExecuteTaint?: (node: V1Node) => void;
+  /** Pods the node-failure taint applies to (default critical). */
+  nodeFailureScope?: () => NodeFailureScope;
 }
 
 export class TaintEvictionController {
@@ -77,10 +93,15 @@ export class TaintEvictionController {
     this.now = d.now ?? Date.now;
   }
 
+  /** evictionDecision for pod `p` on `node`, with the taints that apply to it. */
+  private decide(p: V1Pod, node: V1Node | undefined) {
+    return evictionDecision(p.spec?.tolerations, applicableTaints(p, node?.spec?.taints, this.signals.nodeFailureScope?.() ?? 'critical'));
+  }
+
   /** Queues pod `p` of tainted node `node`; a high pod due for eviction now starts the CriticalPathHold. */
   private enqueuePod(p: V1Pod, node: V1Node): void {
     const level = podCriticality(p).level;
-    if (level === 'high' && this.signals.onCriticalEviction && !p.metadata?.deletionTimestamp && evictionDecision(p.spec?.tolerations, node.spec?.taints).action === 'evict') {
+    if (level === 'high' && this.signals.onCriticalEviction && !p.metadata?.deletionTimestamp && this.decide(p, node).action === 'evict') {
       this.signals.onCriticalEviction(p);
     }
     this.d.enqueue(objectKey(p), criticalityRank(level));
@@ -93,7 +114,7 @@ export class TaintEvictionController {
    */
   private track(p: V1Pod, node: V1Node | undefined): void {
     const key = objectKey(p);
-    if (p.metadata?.deletionTimestamp || evictionDecision(p.spec?.tolerations, node?.spec?.taints).action !== 'after') this.exposedSince.delete(key);
+    if (p.metadata?.deletionTimestamp || this.decide(p, node).action !== 'after') this.exposedSince.delete(key);
     else if (!this.exposedSince.has(key)) this.exposedSince.set(key, this.now());
   }
 
@@ -153,7 +174,7 @@ export class TaintEvictionController {
       return;
     }
     const node = this.d.informers.nodes.get(pod.spec.nodeName);
-    const decision = evictionDecision(pod.spec.tolerations, node?.spec?.taints);
+    const decision = this.decide(pod, node);
     if (decision.action === 'keep') {
       this.exposedSince.delete(key);
       return;
@@ -165,11 +186,11 @@ export class TaintEvictionController {
       if (remaining > 0) return { requeueAfterMs: remaining };
     }
     if (podCriticality(pod).level === 'high') this.signals.onCriticalEviction?.(pod);
-    await this.evict(pod);
+    await this.evict(pod, node);
     this.exposedSince.delete(key);
   };
 
-  private async evict(pod: V1Pod): Promise<void> {
+  private async evict(pod: V1Pod, node: V1Node | undefined): Promise<void> {
     const ns = pod.metadata!.namespace!;
     const name = pod.metadata!.name!;
     const log = this.d.log.child({ pod: `${ns}/${name}`, node: pod.spec?.nodeName });
@@ -177,6 +198,14 @@ export class TaintEvictionController {
     const seen = this.taintSeen.get(pod.spec?.nodeName ?? '');
     // upstream emits this when the pod is marked for deletion, before the API calls
     (this.d.events ?? NO_EVENTS).event({ apiVersion: 'v1', kind: 'Pod', metadata: pod.metadata }, 'Normal', 'TaintManagerEviction', `Marking for deletion Pod ${ns}/${name}`);
+    // the node-failure taint: say why the default 300 s tolerations did not keep the pod
+    if (applicableTaints(pod, node?.spec?.taints, this.signals.nodeFailureScope?.() ?? 'critical')?.some((t) => t.key === NODE_UNREACHABLE_TAINT))
+      (this.d.events ?? NO_EVENTS).event(
+        { apiVersion: 'v1', kind: 'Pod', metadata: pod.metadata },
+        'Warning',
+        'NodeFailureEviction',
+        `node ${pod.spec?.nodeName} failed (its agent and kubelet are silent, see the Node's NodeFailureDetected Event): evicted under ${NODE_UNREACHABLE_TAINT}, which the 300 s default tolerations (for node.kubernetes.io/unreachable) do not cover`,
+      );
     try {
       // upstream addConditionAndDeletePod: DisruptionTarget first, then delete
       await this.d.client.request('PATCH', `/api/v1/namespaces/${ns}/pods/${name}/status`, {

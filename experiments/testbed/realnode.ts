@@ -4,12 +4,12 @@
  * cgroup v1 root of its own, and a real kubelet with its own root dir, ports and node name.
  */
 import { execFile } from 'node:child_process';
-import { copyFileSync, existsSync, readdirSync, readFileSync, rmdirSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmdirSync, writeFileSync, mkdirSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { parseDocument } from 'yaml';
+import { parse as parseYaml, parseDocument, stringify as stringifyYaml } from 'yaml';
 import { binaryPath, binDir } from './binaries.ts';
 import { FatalError, isAlive, pidsMatching, pollUntil, startProcess, stopProcess, tailFile, type TrackedProcess } from './processes.ts';
 
@@ -316,6 +316,15 @@ export interface RealNodeHandles {
 
 const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
+/**
+ * A kubelet-shim config of node `spec` with its node agent on the node's address (the testbed's
+ * nodes share this machine, so each agent binds its own InternalIP), unless the config sets one.
+ */
+export function withNodeAgent(spec: RealNodeSpec, config: Record<string, unknown>): Record<string, unknown> {
+  const agent = (config.nodeAgent ?? {}) as Record<string, unknown>;
+  return { ...config, nodeAgent: { ...agent, address: agent.address ?? spec.gateway } };
+}
+
 /** Starts the kubelet-shim (CRI proxy) of a node between its kubelet and its containerd. */
 /**
  * Starts the node's kubelet-shim. With `runtimeKubeconfig` it also watches UlyssesConfig/default
@@ -323,7 +332,8 @@ const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
  */
 export async function startKubeletShim(spec: RealNodeSpec, configFile: string, cpus?: string, runtimeKubeconfig?: string): Promise<TrackedProcess> {
   const nodeConfig = join(spec.dir, 'kubelet-shim.yaml');
-  copyFileSync(configFile, nodeConfig); // per node, so a test can rewrite it and send SIGHUP
+  // per node, so a test can rewrite it and send SIGHUP; the node agent on the node's own address
+  writeFileSync(nodeConfig, stringifyYaml(withNodeAgent(spec, parseYaml(readFileSync(configFile, 'utf8')) ?? {})));
   const p = startProcess({
     name: `kubelet-shim/${spec.name}`,
     // one node process (not the tsx wrapper, which does not relay SIGHUP): `node --import tsx main.ts`
@@ -340,7 +350,9 @@ export async function startKubeletShim(spec: RealNodeSpec, configFile: string, c
       nodeConfig,
       '--metrics-port',
       String(spec.shimMetricsPort),
-      ...(runtimeKubeconfig ? ['--kubeconfig', runtimeKubeconfig, '--node-name', spec.name] : []),
+      '--node-name',
+      spec.name,
+      ...(runtimeKubeconfig ? ['--kubeconfig', runtimeKubeconfig] : []),
     ],
     logFile: join(spec.dir, 'kubelet-shim.log'),
     env: { ULYSSES_NODE: spec.name },

@@ -40,6 +40,7 @@ import {
   ensureBridge,
   kubeletConfigPath,
   kubeletConfigWithEndpoint,
+  withNodeAgent,
   runtimeEndpoint,
   type KubeletRuntime,
   type RealNodeSpec,
@@ -544,7 +545,7 @@ export function reconfigureKubeletShim(node: string, config: unknown, runDir = d
   const spec = state?.realNodes.find((n) => n.name === node);
   const proc = state?.processes.find((p) => p.name === `kubelet-shim/${node}`);
   if (!spec || !proc) throw new Error(`node ${node} of the testbed in ${runDir} runs no kubelet-shim`);
-  writeFileSync(join(spec.dir, 'kubelet-shim.yaml'), stringifyYaml(config));
+  writeFileSync(join(spec.dir, 'kubelet-shim.yaml'), stringifyYaml(withNodeAgent(spec, config as Record<string, unknown>)));
   process.kill(proc.pid, 'SIGHUP');
 }
 

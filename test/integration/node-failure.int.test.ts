@@ -1,0 +1,202 @@
+/**
+ * Fast node-failure detection on real components (issue 39): two real nodes whose kubelet-shims run
+ * the node agent, kube-controller-manager without the controllers Ulysses replaces, and Ulysses'
+ * controller manager as two leader-elected processes (`npm run start:controller-manager`).
+ * Safety first, each an assertion on what happened (no timing):
+ *  - a leader killed with SIGKILL: the standby takes over and fails nothing;
+ *  - a CPU hog on the machine: nothing failed, nothing evicted;
+ *  - the apiserver stopped for 10 s: nothing failed, during or after;
+ * then the fast path: a frozen node (kubelet, kubelet-shim, containerd and its shims stopped, the
+ * pods' own processes still running, as on a node cut off from the control plane) is tainted
+ * ulysses.io/unreachable by the detector (no taint written by the test), its critical pod is
+ * replaced on the other node and its endpoint is no longer ready, while its low-priority pod stays
+ * (stock behaviour); thawed, the node loses the taint again.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { AppsV1Api, CoordinationV1Api, CoreV1Api, DiscoveryV1Api, type CoreV1Event, type KubeConfig, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { useTestbed } from './harness.ts';
+import * as testbed from '../../experiments/testbed/testbed.ts';
+import { isAlive, pollUntil, startProcess, stopProcess, type TrackedProcess } from '../../experiments/testbed/processes.ts';
+import { applyDeployment, deployment, ECHO_PORT, podReady, udpFirstAnswer } from '../../experiments/workloads.ts';
+import { testbedFrozenNode } from '../../experiments/harness/local.ts';
+import { metricSamples } from '../../core/metrics.ts';
+import { NODE_FAILURE_EVENTS, NODE_UNREACHABLE_TAINT } from '../../controller-manager/node-failure.ts';
+
+const runDir = '/tmp/ulysses-it-node-failure';
+const ns = 'node-failure-it';
+const REPLACED = ['replicaset', 'deployment', 'endpointslice', 'taint-eviction'] as const;
+const t = useTestbed(runDir, {
+  realNodes: 2,
+  kubeletShimConfig: 'kubelet-shim/configs/vanilla.yaml',
+  controllers: '*,-replicaset-controller,-deployment-controller,-endpointslice-controller,-taint-eviction-controller',
+  namespace: ns,
+});
+let kc: KubeConfig, core: CoreV1Api, apps: AppsV1Api, discovery: DiscoveryV1Api, coord: CoordinationV1Api;
+const procs: TrackedProcess[] = [];
+const hogs: ChildProcess[] = [];
+beforeAll(() => {
+  ({ kc, core, apps, discovery } = t);
+  coord = kc.makeApiClient(CoordinationV1Api);
+});
+afterAll(async () => {
+  for (const h of hogs) h.kill('SIGKILL');
+  for (const p of procs) await stopProcess(p.pid, 2000);
+});
+
+// the lease outlives the 10 s apiserver outage (renew deadline 25 s), as kcm's 15 s/10 s would not need to on a real control plane
+const LEASE = ['--leader-elect-lease-duration', '30s', '--leader-elect-renew-deadline', '25s', '--leader-elect-retry-period', '1s'];
+const CONFIG = `controllers: [${REPLACED.join(', ')}]\nnodeFailure: { periodMs: 100, windowMs: 600, confirmTimeoutMs: 400 }\n`;
+
+function startCm(id: string): TrackedProcess {
+  const cfgFile = join(runDir, `cm-${id}.yaml`);
+  writeFileSync(cfgFile, CONFIG);
+  const logFile = join(runDir, 'logs', `cm-${id}.log`);
+  rmSync(logFile, { force: true });
+  const p = startProcess({
+    name: `cm-${id}`,
+    cmd: 'npm',
+    args: ['run', '--silent', 'start:controller-manager', '--', '--kubeconfig', t.state.kubeconfig, '--config', cfgFile, '--metrics-port', '0', '--identity', id, ...LEASE],
+    logFile,
+    env: { ULYSSES_LOG_LEVEL: 'info' },
+  });
+  procs.push(p);
+  return p;
+}
+
+async function metric(p: TrackedProcess, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const port = /"metricsPort":(\d+)/.exec(readFileSync(p.logFile, 'utf8'))?.[1];
+  if (!port) throw new Error(`${p.name} has not logged its metrics port yet`);
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return metricSamples(text, new Set([name]))
+    .filter((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+    .reduce((sum, s) => sum + s.value, 0);
+}
+
+const holder = async () => {
+  try {
+    return (await coord.readNamespacedLease({ name: 'ulysses-controller-manager', namespace: 'kube-system' })).spec?.holderIdentity ?? '';
+  } catch {
+    return undefined;
+  }
+};
+
+/** Waits until the leader `p` has probed both nodes for `windows` more windows (progress, not time). */
+async function probedFor(p: TrackedProcess, windows: number, what: string): Promise<void> {
+  const start = await metric(p, 'ulysses_node_heartbeat_probes_total');
+  const periods = (windows * 600) / 100;
+  await pollUntil(`${p.name}: ${windows} windows of probes ${what}`, async () => (await metric(p, 'ulysses_node_heartbeat_probes_total')) >= start + 2 * periods, { timeoutMs: 120_000, intervalMs: 200 });
+}
+
+const nodeTainted = (n: V1Node) => (n.spec?.taints ?? []).some((x) => x.key === NODE_UNREACHABLE_TAINT);
+async function failureEvents(): Promise<CoreV1Event[]> {
+  return (await core.listEventForAllNamespaces({ fieldSelector: `reason=${NODE_FAILURE_EVENTS.detected}` })).items;
+}
+const appPods = async (app: string) => (await core.listNamespacedPod({ namespace: ns, labelSelector: `app=${app}` })).items;
+
+/** Nothing failed: no Event, no taint, no failure counted, the critical pod is the same, nothing evicted. */
+async function expectNothingFailed(leader: TrackedProcess, criticalUid: string): Promise<void> {
+  expect(await failureEvents()).toEqual([]);
+  expect((await core.listNode()).items.filter(nodeTainted).map((n) => n.metadata!.name)).toEqual([]);
+  expect(await metric(leader, 'ulysses_node_failures_detected_total')).toBe(0);
+  const pods = await core.listNamespacedPod({ namespace: ns });
+  expect(pods.items.filter((p) => p.metadata?.deletionTimestamp).map((p) => p.metadata!.name)).toEqual([]);
+  expect((await appPods('upf')).map((p) => p.metadata!.uid)).toEqual([criticalUid]);
+}
+
+describe('node failure detection on real nodes', () => {
+  let leader: TrackedProcess;
+  let critical: V1Pod;
+
+  it('a killed leader: the standby takes over, hears every agent and fails nothing', async () => {
+    const a = startCm('cm-a');
+    await pollUntil('cm-a leads', async () => (await holder()) === 'cm-a', { timeoutMs: 60_000 });
+    await pollUntil('cm-a armed both node agents', async () => (await metric(a, 'ulysses_node_agents_armed')) === 2, { timeoutMs: 60_000, intervalMs: 200 });
+    const b = startCm('cm-b');
+    await pollUntil('cm-b is a standby that sees cm-a', () => readFileSync(b.logFile, 'utf8').includes('"leader":"cm-a"'), { timeoutMs: 60_000 });
+
+    // the critical pod and one low-priority pod per node
+    await applyDeployment(apps, deployment({ namespace: ns, name: 'upf', replicas: 1, criticality: 'high', image: 'udp-echo' }));
+    await applyDeployment(apps, deployment({ namespace: ns, name: 'web', replicas: 2, criticality: 'low', image: 'http-server', spread: true }));
+    await core.createNamespacedService({ namespace: ns, body: { metadata: { name: 'upf' }, spec: { selector: { app: 'upf' }, ports: [{ name: 'echo', protocol: 'UDP', port: ECHO_PORT, targetPort: ECHO_PORT }] } } });
+    critical = await pollUntil('the critical pod and 2 low pods Ready', async () => {
+      const up = (await appPods('upf')).filter(podReady);
+      const web = (await appPods('web')).filter(podReady);
+      return up.length === 1 && web.length === 2 && up[0];
+    }, { timeoutMs: 90_000 });
+
+    process.kill(-a.pid, 'SIGKILL');
+    await pollUntil('cm-a gone', () => !isAlive(a.pid), { timeoutMs: 10_000 });
+    await pollUntil('cm-b took over the lease', async () => (await holder()) === 'cm-b', { timeoutMs: 60_000 });
+    await pollUntil('cm-b armed both node agents', async () => (await metric(b, 'ulysses_node_agents_armed')) === 2, { timeoutMs: 60_000, intervalMs: 200 });
+    await probedFor(b, 3, 'after the takeover');
+    leader = b;
+    await expectNothingFailed(leader, critical.metadata!.uid!);
+  });
+
+  it('a CPU hog on the machine fails nothing', async () => {
+    // more busy processes than CPUs, for 10 windows of probes
+    for (let i = 0; i < 4; i++) hogs.push(spawn(process.execPath, ['-e', 'for(;;){}'], { stdio: 'ignore' }));
+    await probedFor(leader, 10, 'under the CPU hog');
+    for (const h of hogs.splice(0)) h.kill('SIGKILL');
+    await probedFor(leader, 2, 'after the CPU hog');
+    await expectNothingFailed(leader, critical.metadata!.uid!);
+    console.log(`guards fired under the hog: ${JSON.stringify({ lag: await metric(leader, 'ulysses_node_failure_guards_total', { guard: 'decider-lag' }), kubelet: await metric(leader, 'ulysses_node_failure_guards_total', { guard: 'kubelet-answers' }) })}`);
+  });
+
+  it('the apiserver stopped for 10 s fails nothing, during the outage or after', async () => {
+    const before = await metric(leader, 'ulysses_node_heartbeat_probes_total');
+    await testbed.restartComponent('kube-apiserver', { runDir, downtimeMs: 10_000 });
+    // the detector probed on through the outage (heartbeats do not go through the apiserver)
+    expect(await metric(leader, 'ulysses_node_heartbeat_probes_total')).toBeGreaterThan(before + 2 * 100);
+    await probedFor(leader, 5, 'after the apiserver came back');
+    await expectNothingFailed(leader, critical.metadata!.uid!);
+    expect(isAlive(leader.pid)).toBe(true);
+  });
+
+  it('a frozen node: its critical pod is replaced through the detection, its endpoint leaves the Service, its low pod stays; thawed, the taint goes', async () => {
+    const source = critical.spec!.nodeName!;
+    const other = (await core.listNode()).items.map((n) => n.metadata!.name!).find((n) => n !== source)!;
+    const lowOnSource = (await appPods('web')).find((p) => p.spec?.nodeName === source)!;
+    const failure = testbedFrozenNode(runDir, 'node');
+    await failure.freeze([source]);
+    try {
+      const replacement = await pollUntil(`a critical pod Ready on ${other}`, async () => (await appPods('upf')).find((p) => p.spec?.nodeName === other && podReady(p)), {
+        // far below kcm's 50 s + 300 s: only the fast path can pass
+        timeoutMs: 40_000,
+      });
+      const node = await core.readNode({ name: source });
+      expect(nodeTainted(node)).toBe(true);
+      const events = (await failureEvents()).filter((e) => e.involvedObject.name === source);
+      expect(events).toHaveLength(1);
+      expect(events[0]!.message).toMatch(/node agent silent for \d+ ms .* kubelet silent/);
+      // the old pod: deleted (DisruptionTarget), its endpoint not ready in the Service's slice
+      const old = await core.readNamespacedPod({ name: critical.metadata!.name!, namespace: ns });
+      expect(old.metadata?.deletionTimestamp).toBeDefined();
+      expect(old.status?.conditions?.find((c) => c.type === 'DisruptionTarget')?.reason).toBe('DeletionByTaintManager');
+      const endpoints = await pollUntil('the Service slice lists the replacement ready and the old pod not ready', async () => {
+        const slices = (await discovery.listNamespacedEndpointSlice({ namespace: ns, labelSelector: 'kubernetes.io/service-name=upf' })).items;
+        const eps = slices.flatMap((s) => s.endpoints ?? []);
+        const byPod = (uid: string | undefined, name: string) => eps.find((e) => e.targetRef?.name === name && (!uid || e.targetRef.uid === uid));
+        const mine = byPod(replacement.metadata!.uid, replacement.metadata!.name!);
+        const gone = byPod(critical.metadata!.uid, critical.metadata!.name!);
+        return mine?.conditions?.ready === true && (!gone || gone.conditions?.ready === false) && { mine, gone };
+      }, { timeoutMs: 30_000 });
+      if (endpoints.gone) expect(endpoints.gone.conditions?.terminating).toBe(true);
+      // the cut-off node's pod itself runs on (its processes were not stopped), unreachable through the Service only
+      await udpFirstAnswer(critical.status!.podIP!, ECHO_PORT, { timeoutMs: 10_000 });
+      // low-priority pods follow stock Kubernetes: kcm's 50 s + 300 s, not this taint
+      const low = await core.readNamespacedPod({ name: lowOnSource.metadata!.name!, namespace: ns });
+      expect(low.metadata?.deletionTimestamp).toBeUndefined();
+      expect((await core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.name=${critical.metadata!.name!},reason=NodeFailureEviction` })).items).toHaveLength(1);
+    } finally {
+      await failure.thaw([source]);
+    }
+    await pollUntil(`${source} answers again: taint removed`, async () => !nodeTainted(await core.readNode({ name: source })), { timeoutMs: 60_000 });
+    await pollUntil('the old critical pod is gone', async () => !(await appPods('upf')).some((p) => p.metadata!.uid === critical.metadata!.uid), { timeoutMs: 60_000 });
+    expect((await core.listEventForAllNamespaces({ fieldSelector: `reason=${NODE_FAILURE_EVENTS.recovered},involvedObject.name=${source}` })).items).toHaveLength(1);
+    expect(await metric(leader, 'ulysses_node_failures_detected_total')).toBe(1);
+  });
+});
