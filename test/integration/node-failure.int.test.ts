@@ -24,6 +24,8 @@ import { applyDeployment, deployment, ECHO_PORT, podReady, udpFirstAnswer } from
 import { testbedFrozenNode } from '../../experiments/harness/local.ts';
 import { metricSamples } from '../../core/metrics.ts';
 import { NODE_FAILURE_EVENTS, NODE_UNREACHABLE_TAINT } from '../../controller-manager/node-failure.ts';
+import { KubeClient } from '../../core/kube.ts';
+import { patchRuntimeConfig, readRuntimeConfig } from '../../core/runtime-config.ts';
 
 const runDir = '/tmp/ulysses-it-node-failure';
 const ns = 'node-failure-it';
@@ -199,4 +201,38 @@ describe('node failure detection on real nodes', () => {
     expect((await core.listEventForAllNamespaces({ fieldSelector: `reason=${NODE_FAILURE_EVENTS.recovered},involvedObject.name=${source}` })).items).toHaveLength(1);
     expect(await metric(leader, 'ulysses_node_failures_detected_total')).toBe(1);
   });
+
+  it('UlyssesConfig spec.nodeFailure: a bad window is refused naming the field and the last good configuration stays; a good one applies', async () => {
+    const client = new KubeClient(kc);
+    const status = async () => (await readRuntimeConfig(client))?.status?.components?.['node-failure'];
+    // the object without a nodeFailure section: the file's configuration is reported
+    const first = (await patchRuntimeConfig(client, {})).metadata.generation!;
+    await pollUntil('node-failure reports the file configuration', async () => {
+      const st = await status();
+      return !!st && st.observedGeneration >= first && st.mode === 'on period=100ms window=600ms confirm=400ms scope=critical';
+    }, { timeoutMs: 30_000, intervalMs: 200 });
+    const bad = (await patchRuntimeConfig(client, { nodeFailure: { periodMs: 100, windowMs: 200 } })).metadata.generation!;
+    const refused = await pollUntil('node-failure reports the bad generation', async () => {
+      const st = await status();
+      return st && st.observedGeneration >= bad && st;
+    }, { timeoutMs: 30_000, intervalMs: 200 });
+    expect(refused!.conditions[0]).toMatchObject({ status: 'False', reason: 'InvalidConfig' });
+    expect(refused!.conditions[0]!.message).toMatch(/spec\.nodeFailure.*windowMs.*at least 3 periods/);
+    // the last good configuration (the file's) still runs
+    expect(refused!.mode).toBe('on period=100ms window=600ms confirm=400ms scope=critical');
+    await probedFor(leader, 2, 'with the last good configuration');
+    const good = (await patchRuntimeConfig(client, { nodeFailure: { periodMs: 200, windowMs: 1000, confirmTimeoutMs: 500 } })).metadata.generation!;
+    const applied = await pollUntil('node-failure applies the good generation', async () => {
+      const st = await status();
+      return st && st.observedGeneration >= good && st.conditions[0]?.status === 'True' && st;
+    }, { timeoutMs: 30_000, intervalMs: 200 });
+    expect(applied!.mode).toBe('on period=200ms window=1000ms confirm=500ms scope=critical');
+    await expectNothingFailedSince(1);
+  });
 });
+
+/** No further failure than the `count` already counted, and no node tainted. */
+async function expectNothingFailedSince(count: number): Promise<void> {
+  expect((await core.listNode()).items.filter(nodeTainted).map((n) => n.metadata!.name)).toEqual([]);
+  expect((await failureEvents()).length).toBe(count);
+}
