@@ -151,7 +151,7 @@ const configList = (v: string): Array<number | 'upstream'> => {
 const experiment = program.command('experiment').description('experiments of the thesis (§6.1) on the local testbed or any cluster');
 experiment
   .command('failover')
-  .description('failover timing (thesis §4.3.2, Table 6.1): critical UDP echo pod + low-priority load, source node tainted NoExecute; resumable')
+  .description('failover timing (thesis §4.3.2, Table 6.1): critical UDP echo pod + low-priority load, source node tainted NoExecute (or frozen: --failure frozen-node); resumable')
   .option('--config <list>', 'Table 6.1 configurations: 1..5, "all", or a list like 1,5; upstream (stock Kubernetes: on the local testbed or with --kubeadm) as in upstream,1,5 (default: 1,5; with --kubeadm upstream,1,5)', configList)
   .option('--kubeadm', 'run on the kubeadm testbed (brought up with 1 + max(--dn) workers if none is up, and taken down again if the run fails): Ulysses installed as pods and switched with stock Kubernetes (configuration upstream) by the install/uninstall steps', false)
   .option('--keep-testbed', 'with --kubeadm: leave a kubeadm testbed the run brought up in place when the run fails (to look into it)', false)
@@ -171,7 +171,11 @@ experiment
   .option('--kwok-sources <n>', 'with --kwok-nodes: KWOK nodes that fail (kwok-1..kwok-N); the destinations are the next --dn nodes', int('--kwok-sources'), 10)
   .option('--shim-policies <list>', 'kubelet policy comparison (thesis Fig 6.5): run each configuration with each kubelet-shim policy, e.g. vanilla,fixed,exponential-decay (or name=config.yaml)', list)
   .option('--scenario <name>', 'failover, or 5g: UPF stand-in (UDP echo) + multi-service low-priority app (thesis §6.1.2)', 'failover')
-  .option('--profile <file>', 'run conditions a study varies (YAML: freezeSource, repTimeoutSeconds, clientRateLimit, neutralSetup, warmup, criticalPathHoldMs, minCriticalAgeMs, pinCpus, cpuWindowMs, cpuWindowProfile, repeatShared); examples in experiments/profiles/')
+  .option(
+    '--failure <mode>',
+    'how the source node fails: taint (the harness taints it NoExecute at t = 0; default) or frozen-node (every process of it stopped at t = 0, no taint written: the cluster finds the failure itself; local or kubeadm testbed); overrides the profile',
+  )
+  .option('--profile <file>', 'run conditions a study varies (YAML: freezeSource, failure, repTimeoutSeconds, clientRateLimit, neutralSetup, warmup, criticalPathHoldMs, minCriticalAgeMs, pinCpus, cpuWindowMs, cpuWindowProfile, repeatShared); examples in experiments/profiles/')
   .action(async (o) => {
     const { runFailoverExperiment, resolveShimPolicies } = await import('../experiments/harness/local.ts');
     if (!['failover', '5g'].includes(o.scenario)) throw new InvalidArgumentError(`--scenario: "${o.scenario}" is not failover or 5g`);
@@ -194,13 +198,20 @@ experiment
     const podsPerNode = [...new Set([...(o.idle ? [0] : []), ...o.podsPerNode])].sort((a, b) => a - b);
     const policyItems: string[] | undefined = o.shimPolicies;
     const shimPolicyFiles = policyItems?.length ? resolveShimPolicies(policyItems) : undefined;
-    const { loadRunProfile, runProfileOptions } = await import('../experiments/harness/profile.ts');
+    const { loadRunProfile, parseFailureMode, runProfileOptions } = await import('../experiments/harness/profile.ts');
+    let failure: import('../experiments/harness/profile.ts').FailureMode | undefined;
+    try {
+      failure = o.failure === undefined ? undefined : parseFailureMode(o.failure, '--failure');
+    } catch (err) {
+      throw new InvalidArgumentError((err as Error).message);
+    }
     const profile = o.profile ? runProfileOptions(loadRunProfile(o.profile)) : {};
     const r = await runFailoverExperiment({
       plan: { configs, dns: o.dn, podsPerNode, reps: o.reps, ...(shimPolicyFiles ? { shimPolicies: Object.keys(shimPolicyFiles) } : {}) },
       shimPolicyFiles,
       scenario: o.scenario,
       ...profile,
+      ...(failure ? { failure } : {}),
       out: o.out,
       runDir: o.runDir,
       kubeconfig: o.kubeconfig && !kubeadm && !cluster ? await loadKubeConfig(o.kubeconfig) : undefined,

@@ -324,21 +324,36 @@ interface DecisionMetrics {
 }
 
 function decisionMetrics(): DecisionMetrics {
-  const r = metricsRegistry();
-  const counter = <L extends string>(name: string, help: string, labelNames: L[] = []) =>
-    registeredMetric(name, () => new Counter<L>({ name, help, labelNames, registers: [r] }));
-  const gauge = (name: string, help: string) => registeredMetric(name, () => new Gauge({ name, help, registers: [r] }));
+  const registers = [metricsRegistry()];
   return {
-    probes: counter('ulysses_node_heartbeat_probes_total', 'Heartbeat probes sent to node agents.'),
-    missed: counter('ulysses_node_heartbeats_missed_total', 'Probe periods in which an armed node agent did not answer.'),
-    failures: counter('ulysses_node_failures_detected_total', 'Nodes found failed (agent and kubelet silent) and tainted ulysses.io/unreachable.'),
-    suppressed: counter('ulysses_node_failures_suppressed_total', 'Node failures not acted on because too many nodes were silent together (full or partial disruption).', ['reason']),
-    guards: counter('ulysses_node_failure_guards_total', 'False-positive guards that fired: kubelet-answers (agent silent, kubelet alive), decider-lag (this process ran late; windows restarted).', ['guard']),
-    detection: registeredMetric('ulysses_node_failure_detection_seconds', () =>
-      new Histogram({ name: 'ulysses_node_failure_detection_seconds', help: 'Time from the last heartbeat reply of a failed node to the decision.', buckets: [0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30], registers: [r] }),
+    probes: registeredMetric('ulysses_node_heartbeat_probes_total', () => new Counter({ name: 'ulysses_node_heartbeat_probes_total', help: 'Heartbeat probes sent to node agents.', registers })),
+    missed: registeredMetric('ulysses_node_heartbeats_missed_total', () =>
+      new Counter({ name: 'ulysses_node_heartbeats_missed_total', help: 'Probe periods in which an armed node agent did not answer.', registers }),
     ),
-    armed: gauge('ulysses_node_agents_armed', 'Node agents this decider has heard (their nodes are monitored).'),
-    silent: gauge('ulysses_node_agents_silent', 'Armed node agents silent for more than the check threshold.'),
+    failures: registeredMetric('ulysses_node_failures_detected_total', () =>
+      new Counter({ name: 'ulysses_node_failures_detected_total', help: 'Nodes found failed (agent and kubelet silent) and tainted ulysses.io/unreachable.', registers }),
+    ),
+    suppressed: registeredMetric('ulysses_node_failures_suppressed_total', () =>
+      new Counter({
+        name: 'ulysses_node_failures_suppressed_total',
+        help: 'Node failures not acted on because too many nodes were silent together (full or partial disruption).',
+        labelNames: ['reason'],
+        registers,
+      }),
+    ),
+    guards: registeredMetric('ulysses_node_failure_guards_total', () =>
+      new Counter({
+        name: 'ulysses_node_failure_guards_total',
+        help: 'False-positive guards that fired: kubelet-answers (agent silent, kubelet alive), decider-lag (this process ran late; windows restarted).',
+        labelNames: ['guard'],
+        registers,
+      }),
+    ),
+    detection: registeredMetric('ulysses_node_failure_detection_seconds', () =>
+      new Histogram({ name: 'ulysses_node_failure_detection_seconds', help: 'Time from the last heartbeat reply of a failed node to the decision.', buckets: [0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30], registers }),
+    ),
+    armed: registeredMetric('ulysses_node_agents_armed', () => new Gauge({ name: 'ulysses_node_agents_armed', help: 'Node agents this decider has heard (their nodes are monitored).', registers })),
+    silent: registeredMetric('ulysses_node_agents_silent', () => new Gauge({ name: 'ulysses_node_agents_silent', help: 'Armed node agents silent for more than the check threshold.', registers })),
   };
 }
 

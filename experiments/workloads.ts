@@ -139,9 +139,12 @@ export async function taintNoExecute(kc: KubeAccess, nodes: string | string[], k
   return (await taintNoExecuteTimed(kc, nodes, key)).sentAtMs;
 }
 
+/** Removes the taints with `key` from `node`; writes nothing when it has none (the list it would write back could be stale: other owners change taints too). */
 export async function untaint(kc: KubeAccess, node: string, key = 'ulysses.io/failure'): Promise<void> {
   const client = new KubeClient(kc);
-  await setTaints(client, node, taintsWithout(await client.get<V1Node>(`/api/v1/nodes/${node}`), key));
+  const n = await client.get<V1Node>(`/api/v1/nodes/${node}`);
+  if (!(n.spec?.taints ?? []).some((t) => t.key === key)) return;
+  await setTaints(client, node, taintsWithout(n, key));
 }
 
 /** Pod readiness as the controllers see it (core/objects.ts). */

@@ -19,6 +19,7 @@ import type { NodeTrace } from './node-trace.ts';
 import type { ApiTrace } from './api-trace.ts';
 import { formatOutside, sharedMachine, type CpuWindowProbe, type MachineCpuAudit } from './cpu-window.ts';
 import { FatalError } from '../testbed/processes.ts';
+import type { FailureMode } from './profile.ts';
 
 export interface ExperimentPlan {
   configs: ConfigId[];
@@ -84,9 +85,11 @@ export interface RunConditions {
   sourceFreeze?: 'node' | 'kubelet' | 'none';
   /** t = 0 no earlier than this long after the critical pod's creation (profile minCriticalAgeMs) */
   minCriticalAgeMs?: number;
+  /** how the source node fails (profile failure, --failure; absent in results.jsonl = taint) */
+  failure?: FailureMode;
 }
 
-type ConditionFields = Pick<RepResult, 'clientRateLimit' | 'scenario' | 'pinnedCpus' | 'criticalPathHoldMs' | 'sourceFreeze' | 'minCriticalAgeMs'>;
+type ConditionFields = Pick<RepResult, 'clientRateLimit' | 'scenario' | 'pinnedCpus' | 'criticalPathHoldMs' | 'sourceFreeze' | 'minCriticalAgeMs' | 'failure'>;
 
 /** The fields a results line carries for these conditions (only the non-default ones). */
 export function conditionFields(c: RunConditions = {}): ConditionFields {
@@ -97,6 +100,7 @@ export function conditionFields(c: RunConditions = {}): ConditionFields {
     ...(c.criticalPathHoldMs ? { criticalPathHoldMs: c.criticalPathHoldMs } : {}),
     ...(c.sourceFreeze && c.sourceFreeze !== 'kubelet' ? { sourceFreeze: c.sourceFreeze } : {}),
     ...(c.minCriticalAgeMs ? { minCriticalAgeMs: c.minCriticalAgeMs } : {}),
+    ...(c.failure && c.failure !== 'taint' ? { failure: c.failure } : {}),
   };
 }
 
@@ -106,7 +110,7 @@ export function conditionMismatch(existing: readonly RepResult[], c: RunConditio
   const other = existing.find((r) => JSON.stringify(conditionFields(r)) !== want);
   if (!other) return undefined;
   const show = (f: ConditionFields) =>
-    `client rate limit ${f.clientRateLimit === false ? 'off' : 'on'}, scenario ${f.scenario ?? 'failover'}${f.pinnedCpus ? ', CPUs pinned' : ''}${f.criticalPathHoldMs ? `, critical-path hold ${f.criticalPathHoldMs} ms` : ''}${f.sourceFreeze ? `, source freeze ${f.sourceFreeze}` : ''}${f.minCriticalAgeMs ? `, critical pod at least ${f.minCriticalAgeMs} ms old at t = 0` : ''}`;
+    `client rate limit ${f.clientRateLimit === false ? 'off' : 'on'}, scenario ${f.scenario ?? 'failover'}${f.pinnedCpus ? ', CPUs pinned' : ''}${f.criticalPathHoldMs ? `, critical-path hold ${f.criticalPathHoldMs} ms` : ''}${f.sourceFreeze ? `, source freeze ${f.sourceFreeze}` : ''}${f.minCriticalAgeMs ? `, critical pod at least ${f.minCriticalAgeMs} ms old at t = 0` : ''}${f.failure ? `, failure ${f.failure}` : ''}`;
   return `it holds repetitions run with ${show(other)}, this run is ${show(conditionFields(c))}: use another --out`;
 }
 
@@ -232,7 +236,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
   writeFileSync(join(o.out, META_FILE), JSON.stringify(meta, null, 2));
 
   const wide = o.topology(maxDn);
-  const scope = { ...o, topology: wide };
+  const scope = { ...o, topology: wide, log: o.log ?? ((l: string) => bar.log(l)) };
   let ran = 0;
   const durations: number[] = [];
   if (todo.length) {

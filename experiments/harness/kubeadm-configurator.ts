@@ -26,7 +26,23 @@ import { readApfExemption } from '../../apf-configs/apply.ts';
 import type { ClusterConfigurator } from './configurator.ts';
 import { UPSTREAM, isUlyssesConfig, type ConfigId, type RepResult } from './results.ts';
 import type { NodeFailure, Topology } from './scenario.ts';
-import { containerdShimPids, CRITICAL_NAMESPACE, experimentTitle, LOAD_NAMESPACE, failoverRunOptions, runNotes, runtimeConfiguratorOptions, sourceFreeze, stoppedNodeFailure, thawOnInterrupt, type FailoverExperimentOptions } from './local.ts';
+import {
+  containerdShimPids,
+  CRITICAL_NAMESPACE,
+  experimentTitle,
+  failureMode,
+  frozenNodeNote,
+  kubepodsPids,
+  LOAD_NAMESPACE,
+  failoverRunOptions,
+  runNotes,
+  runtimeConfiguratorOptions,
+  sourceFreeze,
+  STOPPED_NODE_DESCRIPTION,
+  stoppedNodeFailure,
+  thawOnInterrupt,
+  type FailoverExperimentOptions,
+} from './local.ts';
 import { RuntimeConfigConfigurator } from './runtime-configurator.ts';
 import { runExperiment } from './experiment.ts';
 import * as kubeadm from '../testbed/kubeadm.ts';
@@ -201,6 +217,38 @@ export function kubeadmFrozenNode(kc: KubeConfig, runDir: string, readState: (ru
   });
 }
 
+/**
+ * Failure frozen-node on the kubeadm testbed: every process of the source node stopped (SIGSTOP) at
+ * t = 0 — kubelet, kubelet-shim (if any), containerd, containerd-shims and its pods' processes (its
+ * kubepods cgroup; not kube-proxy, see kubepodsPids) — and nothing written; resumed for the cleanup,
+ * the pods and the runtime before the kubelet. Only /proc and the testbed's state are read: a thaw
+ * without a freeze (an interrupted run) resumes the same processes.
+ */
+export function kubeadmStoppedNode(runDir: string, readState: (runDir: string) => KubeadmState | undefined): NodeFailure {
+  const pidsOf = (node: string, pods = true): number[] => {
+    const state = readState(runDir);
+    const tracked = (name: string) => state?.processes.find((x) => x.name === `${name}/${node}`)?.pid;
+    const kubelet = tracked('kubelet');
+    const spec = state?.nodes.find((n) => n.spec.name === node)?.spec;
+    if (!kubelet || !spec) throw new Error(`no kubelet of node ${node} in the kubeadm testbed of ${runDir}`);
+    const runtime = [tracked('kubelet-shim'), tracked('containerd'), ...containerdShimPids(spec.socket)].filter((p): p is number => p !== undefined);
+    return [kubelet, ...runtime, ...(pods ? kubepodsPids(spec.cgroupRoot) : [])];
+  };
+  return stoppedNodeFailure({
+    description: `${STOPPED_NODE_DESCRIPTION}; kube-proxy keeps running (it shares this machine's network namespace and iptables lock with every other node's)`,
+    pidsOf: (node) => pidsOf(node),
+    // a thaw of a node never frozen here (an interrupted run) resumes what there is
+    unfrozenPids: (node) => {
+      try {
+        return pidsOf(node);
+      } catch {
+        return pidsOf(node, false);
+      }
+    },
+    rescan: true,
+  });
+}
+
 const CONTROLLER_MANAGER_SELECTOR = 'app.kubernetes.io/name=ulysses-controller-manager';
 
 /** The installed controller manager's pods that run and are not being deleted. */
@@ -293,6 +341,8 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
     !o.cluster && o.sources?.length && '--sources',
   ].filter(Boolean);
   if (unsupported.length) throw new Error(`${unsupported.join(', ')}: not available on a kubeadm cluster${o.cluster ? '' : ' (the testbed\'s topology is kubeadm-worker-1 -> kubeadm-worker-2..)'}`);
+  const mode = failureMode(o);
+  if (o.cluster && mode === 'frozen-node') throw new Error('failure frozen-node stops every process of the source node, which only the testbeds on this machine can do: not on a cluster reached through --node-shell');
   if (o.cluster && o.freezeSource === undefined) o = { ...o, freezeSource: 'kubelet' };
   const freeze = sourceFreeze(o.freezeSource);
   if (o.cluster && freeze === 'node') throw new Error('profile freezeSource: node stops every process of the source node, which only the kubeadm testbed can do; on another cluster use kubelet (through the node shell) or none (the taint only)');
@@ -327,7 +377,7 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
     });
     const configurator = new KubeadmConfigurator({ kubeconfig: kc, install: installOptions, runtime });
     const initially = await configurator.detect();
-    const failure = freeze === 'none' ? undefined : target.failure(freeze);
+    const failure = mode === 'frozen-node' ? target.stoppedNode!() : freeze === 'none' ? undefined : target.failure(freeze);
     const topology = target.topology;
     try {
       const result = await thawOnInterrupt(failure, topology(maxDn).sources, () => runExperiment({
@@ -349,7 +399,7 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
           target.description,
           ...target.notes,
           ...runNotes(o),
-          `node failure: NoExecute taint${failure ? `; ${failure.description}` : ' only (the source kubelet keeps running and kills its pods)'}`,
+          mode === 'frozen-node' ? frozenNodeNote(failure!) : `node failure: NoExecute taint${failure ? `; ${failure.description}` : ' only (the source kubelet keeps running and kills its pods)'}`,
           freeze === 'node'
             ? 'Prio up (ClusterIP): the UDP client sends to the critical Service\'s ClusterIP every 50 ms from t = 0, each datagram from a new source port (a new conntrack flow, routed by kube-proxy\'s rules of that moment)'
             : 'Prio up (ClusterIP) not measured: the source node keeps running, so its old critical pod could answer through the Service',
@@ -401,6 +451,8 @@ interface KubeadmTarget {
   nodes: NodeAccess;
   topology: (dn: number) => Topology;
   failure: (freeze: 'node' | 'kubelet') => NodeFailure;
+  /** failure frozen-node (the testbed only) */
+  stoppedNode?: () => NodeFailure;
   /** the critical namespace's API writes, from kube-apiserver's audit log (api-trace.ts) */
   apiTrace?: (taintAtMs: number) => ApiTrace;
   description: string;
@@ -459,6 +511,7 @@ async function testbedSetup(runDir: string | undefined, maxDn: number, log: (l: 
     ...(audited ? { apiTrace: auditLogTracer(kubeadm.kubeadmAuditLogPath(state.runDir), CRITICAL_NAMESPACE) } : {}),
     notes: audited ? [] : [`kubeadm testbed in ${state.runDir} started without the apiserver audit log: no API trace of the critical pod (take it down to get one)`],
     failure: (freeze) => kubeadmFrozenNode(kc, s.runDir, kubeadm.readKubeadmState, [CRITICAL_NAMESPACE, LOAD_NAMESPACE], freeze),
+    stoppedNode: () => kubeadmStoppedNode(s.runDir, kubeadm.readKubeadmState),
     description: `kubeadm testbed (Kubernetes ${state.version}: static-pod control plane, kube-proxy, ${workers.length} workers; source kubeadm-worker-1, destinations kubeadm-worker-2..kubeadm-worker-${maxDn + 1}); Ulysses ${img.name} installed from manifests/ (overlays/kubeadm), its Deployments on ${kubeadm.CONTROL_PLANE_NAME}`,
   };
 }

@@ -11,7 +11,7 @@
  * stopped (local-configurator.ts).
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -40,7 +40,7 @@ import { CpuWindowProbe, MachineCpuAudit, processState, procPids } from './cpu-w
 import { UPF_NAME, type NodeFailure, type Topology } from './scenario.ts';
 import { SHIM_POLICY_NAME, UPSTREAM, type EventName, type ScenarioName } from './results.ts';
 import { ensureRuntimeConfigCrd } from '../../core/runtime-config.ts';
-import { SOURCE_FREEZES } from './profile.ts';
+import { SOURCE_FREEZES, failureFreezeConflict, parseFailureMode, type FailureMode } from './profile.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 export const SHIM_CONFIGS = join(REPO, 'kubelet-shim', 'configs');
@@ -114,6 +114,58 @@ export function containerdShimPids(socket: string): number[] {
   return out;
 }
 
+/** The cgroup v1 freezer hierarchy, under which a node's pods are `<cgroupRoot>/kubepods/...` (cgroupfs driver). */
+export const FREEZER_CGROUPS = '/sys/fs/cgroup/freezer';
+
+/**
+ * Pids of every process of a node's pods: the `cgroup.procs` of its kubepods cgroup and everything
+ * below it (QoS classes, pods, containers), except the processes in this machine's own network
+ * namespace (hostNetwork pods: kube-proxy on the kubeadm testbed). Every node of this machine shares
+ * that namespace and its iptables, so a kube-proxy stopped while holding /run/xtables.lock would stall
+ * the destinations' kube-proxies too, which a real failed machine cannot do to other machines.
+ */
+export function kubepodsPids(cgroupRoot: string, hierarchy = FREEZER_CGROUPS): number[] {
+  const top = `${hierarchy}${cgroupRoot}/kubepods`;
+  if (!existsSync(top)) throw new Error(`no pod cgroup ${top}: cannot stop the node's pods`);
+  const pids: number[] = [];
+  const walk = (dir: string) => {
+    try {
+      for (const line of readFileSync(`${dir}/cgroup.procs`, 'utf8').split('\n')) if (line) pids.push(Number(line));
+      for (const e of readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) walk(`${dir}/${e.name}`);
+    } catch {
+      /* a pod's cgroup removed meanwhile */
+    }
+  };
+  walk(top);
+  const netns = (pid: number | 'self') => {
+    try {
+      return readlinkSync(`/proc/${pid}/ns/net`);
+    } catch {
+      return undefined; // exited meanwhile
+    }
+  };
+  const host = netns('self');
+  return pids.filter((pid) => netns(pid) !== host);
+}
+
+/**
+ * The processes of a testbed node, in stop order: the kubelet first (nothing new reaches the
+ * runtime), then (`node`) its kubelet-shim, containerd and containerd-shims, then (`all`) every
+ * process of its pods (kubepodsPids).
+ */
+export function testbedNodePids(runDir: string, node: string, what: Exclude<SourceFreeze, 'none'> | 'all'): number[] {
+  const state = testbed.readState(runDir);
+  const tracked = (name: string) => state?.processes.find((x) => x.name === `${name}/${node}`)?.pid;
+  const kubelet = tracked('kubelet');
+  if (!kubelet) throw new Error(`no kubelet of node ${node} in the testbed of ${runDir}`);
+  if (what === 'kubelet') return [kubelet];
+  const spec = state!.realNodes.find((n) => n.name === node);
+  const runtime = [tracked('kubelet-shim'), tracked('containerd'), ...(spec ? containerdShimPids(spec.socket) : [])].filter((p): p is number => p !== undefined);
+  if (what === 'node') return [kubelet, ...runtime];
+  if (!spec) throw new Error(`no real node ${node} in the testbed of ${runDir}`);
+  return [kubelet, ...runtime, ...kubepodsPids(spec.cgroupRoot)];
+}
+
 /**
  * Testbed node failure: SIGSTOP the source node's processes right before the taint, SIGCONT for the
  * cleanup, so that nothing the failed node does runs on the CPUs the destinations share (a failed
@@ -122,17 +174,7 @@ export function containerdShimPids(socket: string): number[] {
  * containerd-shim of the node. The containers themselves keep running (idle servers).
  */
 export function testbedFrozenNode(runDir: string, what: Exclude<SourceFreeze, 'none'> = 'node'): NodeFailure {
-  const pidsOf = (node: string) => {
-    const state = testbed.readState(runDir);
-    const tracked = (name: string) => state?.processes.find((x) => x.name === `${name}/${node}`)?.pid;
-    const kubelet = tracked('kubelet');
-    if (!kubelet) throw new Error(`no kubelet of node ${node} in the testbed of ${runDir}`);
-    if (what === 'kubelet') return [kubelet];
-    const spec = state!.realNodes.find((n) => n.name === node);
-    // stop order: the kubelet first (nothing new reaches the runtime), the runtime's processes after
-    const rest = [tracked('kubelet-shim'), tracked('containerd'), ...(spec ? containerdShimPids(spec.socket) : [])].filter((p): p is number => p !== undefined);
-    return [kubelet, ...rest];
-  };
+  const pidsOf = (node: string) => testbedNodePids(runDir, node, what);
   return stoppedNodeFailure({
     description:
       what === 'node'
@@ -143,16 +185,40 @@ export function testbedFrozenNode(runDir: string, what: Exclude<SourceFreeze, 'n
   });
 }
 
+/** What failure frozen-node does to a testbed node (the report's note). */
+export const STOPPED_NODE_DESCRIPTION =
+  "every process of the source node is stopped (SIGSTOP): its kubelet, kubelet-shim, containerd, containerd-shims and its pods' processes (its kubepods cgroup), and resumed for the cleanup (the pods and the runtime before the kubelet)";
+
+/**
+ * Failure frozen-node on the local testbed: every process of the source node stopped (SIGSTOP) at
+ * t = 0 — kubelet, kubelet-shim, containerd, containerd-shims and its pods' processes — and nothing
+ * written; resumed for the cleanup, the pods and the runtime before the kubelet.
+ */
+export function testbedStoppedNode(runDir: string): NodeFailure {
+  const pidsOf = (node: string) => testbedNodePids(runDir, node, 'all');
+  // a thaw of a node never frozen here (an interrupted run) resumes what there is
+  const unfrozenPids = (node: string) => {
+    try {
+      return pidsOf(node);
+    } catch {
+      return testbedNodePids(runDir, node, 'node');
+    }
+  };
+  return stoppedNodeFailure({ description: STOPPED_NODE_DESCRIPTION, pidsOf, unfrozenPids, rescan: true });
+}
+
 /**
  * A node failure that stops (SIGSTOP) the processes `pidsOf` names for each failed node at t = 0,
  * kubelet first (nothing new reaches the runtime), and resumes them in reverse order for the
  * cleanup (the runtime before the kubelet, which calls it at once). `unfrozenPids`: what a thaw of
- * a node that was never frozen resumes.
+ * a node that was never frozen resumes. `rescan`: after the stop, `pidsOf` again until it names no
+ * process not stopped yet (one a container process forked meanwhile is stopped too).
  */
 export function stoppedNodeFailure(o: {
   description: string;
   pidsOf: (node: string) => number[] | Promise<number[]>;
   unfrozenPids: (node: string) => number[];
+  rescan?: boolean;
 }): NodeFailure {
   const signal = (pids: number[], sig: NodeJS.Signals) => {
     for (const pid of pids) {
@@ -170,6 +236,17 @@ export function stoppedNodeFailure(o: {
       // the pids are collected before any is stopped (collecting may need the API)
       for (const n of nodes) frozen.set(n, await o.pidsOf(n));
       for (const n of nodes) signal(frozen.get(n)!, 'SIGSTOP');
+      for (let round = 0, fresh = 1; o.rescan && fresh > 0; round++) {
+        if (round === 20) throw new Error(`source node processes keep appearing after ${round} rounds of SIGSTOP (${nodes.join(', ')})`);
+        fresh = 0;
+        for (const n of nodes) {
+          const known = new Set(frozen.get(n));
+          const added = (await o.pidsOf(n)).filter((p) => !known.has(p));
+          frozen.get(n)!.push(...added);
+          signal(added, 'SIGSTOP');
+          fresh += added.length;
+        }
+      }
       // SIGSTOP takes effect when each process is next scheduled: t = 0 only once all are stopped
       const all = nodes.flatMap((n) => frozen.get(n) ?? []);
       await pollUntil(`source node processes stopped (${all.join(', ')})`, () => all.every((p) => ['T', 'Z', 'gone'].includes(processState(p))), { timeoutMs: 5_000, intervalMs: 2 });
@@ -243,6 +320,12 @@ export interface FailoverExperimentOptions {
    * 'node', false = 'none'; see testbedFrozenNode)
    */
   freezeSource?: boolean | SourceFreeze;
+  /**
+   * How the source node fails (default taint: the harness' NoExecute taint at t = 0); frozen-node:
+   * every process of it stopped and no taint written (the local and the kubeadm testbed only; default
+   * repetition timeout FROZEN_NODE_REP_TIMEOUT_MS)
+   */
+  failure?: FailureMode;
   /** KWOK mode: a testbed of this many KWOK nodes only (no real node, no UDP client) */
   kwokNodes?: number;
   /**
@@ -353,6 +436,9 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
   if (o.scenario === '5g' && o.kwokNodes) throw new Error('--scenario 5g needs real nodes (the UPF stand-in is probed over UDP)');
   const maxDn = Math.max(...o.plan.dns);
   const freeze = sourceFreeze(o.freezeSource); // a bad value is an error before anything starts
+  const mode = failureMode(o);
+  if (mode === 'frozen-node' && (o.kwokNodes || o.kubeconfig))
+    throw new Error(`failure frozen-node stops every process of the source node on this machine: it needs the local testbed with real nodes or the kubeadm testbed (--kubeadm), not ${o.kwokNodes ? '--kwok-nodes' : '--kubeconfig'}`);
   let kc: KubeConfig;
   let topology: (dn: number) => Topology;
   let shimNodes: () => Promise<string[]>;
@@ -401,7 +487,8 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     await ensureRuntimeConfigCrd(new KubeClient(kc));
     topology = testbedTopology;
     shimNodes = async () => state.realNodes.map((n) => n.name);
-    if (freeze !== 'none') failure = testbedFrozenNode(runDir, freeze);
+    if (mode === 'frozen-node') failure = testbedStoppedNode(runDir);
+    else if (freeze !== 'none') failure = testbedFrozenNode(runDir, freeze);
     nodeTrace = shimLogTracer(state.realNodes.map((n) => join(n.dir, 'kubelet-shim.log')), CRITICAL_NAMESPACE);
     localRunDir = runDir;
     notes.push(
@@ -442,7 +529,9 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       notes: [
         ...notes,
         ...runNotes(o),
-        `node failure: NoExecute taint${failure ? `; ${failure.description}` : o.kwokNodes ? ' only (kwok removes the evicted pods)' : ' only (the source kubelet keeps running and kills its pods)'}`,
+        mode === 'frozen-node'
+          ? frozenNodeNote(failure!)
+          : `node failure: NoExecute taint${failure ? `; ${failure.description}` : o.kwokNodes ? ' only (kwok removes the evicted pods)' : ' only (the source kubelet keeps running and kills its pods)'}`,
       ],
       nodeTrace,
       apiTrace,
@@ -466,10 +555,39 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
 }
 
 /**
+ * Failure frozen-node's default repetition timeout: under stock settings a frozen node is marked
+ * unreachable after kcm's 50 s node-monitor grace period and its pods are evicted once their 300 s
+ * default tolerations run out (the replacement was Ready at 352 s on the testbed, 2026-11-28).
+ */
+export const FROZEN_NODE_REP_TIMEOUT_MS = 420_000;
+
+/**
+ * The run's failure mode (options.failure, default taint); a bad value, or a freezeSource that
+ * contradicts frozen-node, is an error naming the field.
+ */
+export function failureMode(o: Pick<FailoverExperimentOptions, 'failure' | 'freezeSource'>): FailureMode {
+  const mode = parseFailureMode(o.failure ?? 'taint', 'failure');
+  const conflict = failureFreezeConflict(mode, o.freezeSource);
+  if (conflict) throw new Error(conflict);
+  return mode;
+}
+
+/** The report's line on the node failure of failure frozen-node, `failure` being what stops the node. */
+export function frozenNodeNote(failure: NodeFailure): string {
+  return (
+    `node failure frozen-node: ${failure.description}; the harness writes no taint: t = 0 is the moment every one of those processes is stopped (each seen in state T in /proc), and the cluster has to find the failure itself. ` +
+    'Detected: the first sign that something decided the node failed, the earlier of its Ready condition Unknown/False in the harness\' Node watch and a NodeFailureDetected Event about it (its MicroTime, else its arrival); ' +
+    'Taint: the first NoExecute taint ulysses.io/unreachable, node.kubernetes.io/unreachable or node.kubernetes.io/not-ready on it in the Node watch. ' +
+    `Default repetition timeout ${FROZEN_NODE_REP_TIMEOUT_MS / 1000} s (stock Kubernetes: kcm's 50 s node-monitor grace period plus the 300 s default tolerations)`
+  );
+}
+
+/**
  * What every failover run gives runExperiment from its options, on whichever cluster it runs: the
  * plan, the namespaces, the report's inputs and the run conditions recorded with each repetition.
  */
 export function failoverRunOptions(o: FailoverExperimentOptions, sourceFreeze: SourceFreeze | undefined) {
+  const failure = failureMode(o);
   return {
     plan: o.plan,
     out: o.out,
@@ -477,10 +595,11 @@ export function failoverRunOptions(o: FailoverExperimentOptions, sourceFreeze: S
     loadNamespace: LOAD_NAMESPACE,
     minCriticalAgeMs: o.minCriticalAgeMs,
     command: o.command,
-    repTimeoutMs: o.repTimeoutMs,
+    repTimeoutMs: o.repTimeoutMs ?? (failure === 'frozen-node' ? FROZEN_NODE_REP_TIMEOUT_MS : undefined),
     progress: o.progress,
     scenario: o.scenario,
-    conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, pinnedCpus: o.pinCpus, criticalPathHoldMs: o.criticalPathHoldMs ?? DEFAULT_CRITICAL_PATH_HOLD_MS, minCriticalAgeMs: o.minCriticalAgeMs, sourceFreeze },
+    ...(failure === 'frozen-node' ? { failureMode: failure } : {}),
+    conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, pinnedCpus: o.pinCpus, criticalPathHoldMs: o.criticalPathHoldMs ?? DEFAULT_CRITICAL_PATH_HOLD_MS, minCriticalAgeMs: o.minCriticalAgeMs, sourceFreeze, failure },
     neutralSetup: o.neutralSetup,
     warmup: o.warmup,
   };

@@ -38,14 +38,16 @@ export async function writeOutputs(dir: string, log: (l: string) => void = () =>
   writeFileSync(summary, summaryCsv(rows));
 
   const figures: Array<{ file: string; caption: string; svg: string }> = [];
+  // the figures' time axis: from the taint, or from the frozen node (failure frozen-node)
+  const origin = results.some((r) => r.failure === 'frozen-node') ? 't = 0' : 'taint';
   // the events the report discusses; the others are in summary.csv and the report's tables
   const fig61Events: EventName[] = ['prioUp', 'prioReady', 'lastReady'];
-  for (const e of fig61Events) figures.push({ file: `fig6.1-${e}`, caption: `Fig 6.1 style: ${e} vs pods per destination node (median, p25-p75)`, svg: fig61Svg(index, e) });
+  for (const e of fig61Events) figures.push({ file: `fig6.1-${e}`, caption: `Fig 6.1 style: ${e} vs pods per destination node (median, p25-p75)`, svg: fig61Svg(index, e, origin) });
   const heaviest = Math.max(...index.podsPerNode);
   const panels = index.dns.map((dn) => ({ dn, podsPerNode: heaviest }));
-  figures.push({ file: 'fig6.5-ready', caption: `Fig 6.5 style: distribution of Prio ready (solid) and Last ready (dashed) at ${heaviest} pods/node`, svg: fig65Svg(results, panels) });
+  figures.push({ file: 'fig6.5-ready', caption: `Fig 6.5 style: distribution of Prio ready (solid) and Last ready (dashed) at ${heaviest} pods/node`, svg: fig65Svg(results, panels, undefined, origin) });
   if (results.some((r) => r.podReady?.length))
-    figures.push({ file: 'fig6.5-pod-ready', caption: `Fig 6.5: distribution of the ready times of every moved pod (all repetitions) at ${heaviest} pods/node`, svg: figPodReadySvg(results, panels) });
+    figures.push({ file: 'fig6.5-pod-ready', caption: `Fig 6.5: distribution of the ready times of every moved pod (all repetitions) at ${heaviest} pods/node`, svg: figPodReadySvg(results, panels, origin) });
 
   const written = await writeFigureFiles(dir, figures, opts.png);
   if (written.pngMessage) log(written.pngMessage);

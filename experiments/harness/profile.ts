@@ -16,6 +16,26 @@ const MAX_PROFILE_BYTES = 64 * 1024;
 export const SOURCE_FREEZES = ['node', 'kubelet', 'none'] as const;
 
 /**
+ * How the source node fails at t = 0 (profile failure, `--failure`): `taint`, the harness writes a
+ * NoExecute taint (after freezeSource's stop); `frozen-node`, every process of the node is stopped
+ * and nothing is written: the cluster has to find the failure itself.
+ */
+export const FAILURE_MODES = ['taint', 'frozen-node'] as const;
+export type FailureMode = (typeof FAILURE_MODES)[number];
+
+/** A failure mode as given (`source` names the field or flag in the error). */
+export function parseFailureMode(v: unknown, source = 'failure'): FailureMode {
+  if (!FAILURE_MODES.includes(v as FailureMode)) throw new Error(`${source}: ${JSON.stringify(v)} is not one of ${FAILURE_MODES.join(', ')}`);
+  return v as FailureMode;
+}
+
+/** What is wrong with freezeSource beside failure frozen-node (which stops the whole node itself), or nothing. */
+export function failureFreezeConflict(failure: FailureMode | undefined, freezeSource: string | boolean | undefined): string | undefined {
+  if (failure !== 'frozen-node' || freezeSource === undefined || freezeSource === true || freezeSource === 'node') return undefined;
+  return `failure frozen-node stops every process of the source node: freezeSource ${freezeSource === false ? 'none' : freezeSource} contradicts it (leave freezeSource out)`;
+}
+
+/**
  * A profile's text (YAML or JSON) checked against `schema` (a strict object of optional fields);
  * `name` is the file named in errors. `check` sees the parsed profile and returns what is wrong
  * across fields (e.g. "field b needs field a"), or nothing.
@@ -57,7 +77,9 @@ export const RunProfileSchema = z
   .object({
     /** local testbed: what of the failed node stops at t = 0 (default node) */
     freezeSource: z.enum(SOURCE_FREEZES),
-    /** seconds to wait for all events after the taint (default 180) */
+    /** taint (default) or frozen-node: no taint written, every process of the source node stopped */
+    failure: z.enum(FAILURE_MODES),
+    /** seconds to wait for all events after t = 0 (default 180; failure frozen-node: 420) */
     repTimeoutSeconds: z.number().int().positive().max(3600),
     /** false: "rate limiting off" (thesis §4.3.3, Fig 6.4), the controller manager's client-side limiter off in every configuration */
     clientRateLimit: z.boolean(),
@@ -82,7 +104,11 @@ export const RunProfileSchema = z
   .strict();
 export type RunProfile = z.infer<typeof RunProfileSchema>;
 
-const runProfileCheck = (p: RunProfile) => (p.cpuWindowProfile && p.cpuWindowMs === undefined ? 'field cpuWindowProfile needs cpuWindowMs' : undefined);
+const runProfileCheck = (p: RunProfile) => {
+  if (p.cpuWindowProfile && p.cpuWindowMs === undefined) return 'field cpuWindowProfile needs cpuWindowMs';
+  const conflict = failureFreezeConflict(p.failure, p.freezeSource);
+  return conflict && `field failure: ${conflict}`;
+};
 
 /** The failover experiment's profile text checked against {@link RunProfileSchema}; `name` is the file named in errors. */
 export function parseRunProfile(text: string, name: string): RunProfile {
@@ -97,6 +123,7 @@ export function loadRunProfile(file: string): RunProfile {
 export function runProfileOptions(p: RunProfile): Partial<FailoverExperimentOptions> {
   const o: Partial<FailoverExperimentOptions> = {};
   if (p.freezeSource !== undefined) o.freezeSource = p.freezeSource;
+  if (p.failure !== undefined) o.failure = p.failure;
   if (p.repTimeoutSeconds !== undefined) o.repTimeoutMs = p.repTimeoutSeconds * 1000;
   if (p.clientRateLimit !== undefined) o.clientRateLimit = p.clientRateLimit;
   if (p.neutralSetup !== undefined) o.neutralSetup = p.neutralSetup;

@@ -3,7 +3,7 @@
  * configuration 1 in the same run, the critical-path inflation T(load)/T(idle), and the issue's
  * targets (thesis §6.1: config 5 cuts the critical orchestration time and keeps it flat under load).
  */
-import { EVENTS, EVENT_LABELS, SERVICE_EVENT, UPSTREAM, cellKey, compareConfigurations, configKey, configLabel, parseConfigKey, type Cell, type ConfigId, type ConfigKey, type EventName, type RepResult } from './results.ts';
+import { EVENT_LABELS, SERVICE_EVENT, UPSTREAM, cellKey, compareConfigurations, configKey, configLabel, parseConfigKey, resultEvents, type Cell, type ConfigId, type ConfigKey, type EventName, type RepResult } from './results.ts';
 import { SummaryIndex, bootstrapMedianRatio, cellValues, quantile, ratio, type SummaryRow } from './stats.ts';
 import { formatOutside, sharedMachine, type RepCpu } from './cpu-window.ts';
 import { API_PATH_LABELS, API_PATH_PARTS, criticalApiPath } from './api-trace.ts';
@@ -45,7 +45,7 @@ function cellsOf(index: SummaryIndex, withIdle = true): Array<{ dn: number; pods
 const header = (cells: Array<{ dn: number; podsPerNode: number }>, first: string) =>
   [`| ${first} | ${cells.map((c) => `DN ${c.dn}, ${c.podsPerNode} pods/node`).join(' | ')} |`, `|---|${cells.map(() => '---:').join('|')}|`].join('\n');
 
-function eventTable(index: SummaryIndex, event: EventName): string {
+function eventTable(index: SummaryIndex, event: EventName, origin = 'the taint'): string {
   const cells = cellsOf(index);
   const rows = index.configs.map((key) => {
     const vals = cells.map((c) => {
@@ -56,7 +56,7 @@ function eventTable(index: SummaryIndex, event: EventName): string {
     });
     return `| ${configLabel(parseConfigKey(key))} | ${vals.join(' | ')} |`;
   });
-  return [`**${EVENT_LABELS[event]}** (\`${event}\`): median [p25–p75] s after the taint`, '', header(cells, 'configuration'), ...rows].join('\n');
+  return [`**${EVENT_LABELS[event]}** (\`${event}\`): median [p25–p75] s after ${origin}`, '', header(cells, 'configuration'), ...rows].join('\n');
 }
 
 function ratioTable(index: SummaryIndex, f: (cell: Cell, e: EventName) => number | null, events: EventName[], configs: ConfigKey[], withIdle: boolean): string {
@@ -127,9 +127,13 @@ export function renderReport(results: readonly RepResult[], rows: readonly Summa
   const reps = new Map<string, number>();
   for (const r of results) reps.set(configKey(r), (reps.get(configKey(r)) ?? 0) + 1);
   const out: string[] = [`# ${meta.title ?? 'Failover experiment (thesis §4.3.2, Table 6.1)'}`, ''];
+  const frozenNode = results.some((r) => r.failure === 'frozen-node');
   out.push(
     `${results.length} repetitions; configurations ${index.configs.join(', ')}; DN ${index.dns.join(', ')}; pods per destination node ${index.podsPerNode.join(', ')} ` +
-      `(0 = idle: the critical pod alone). Times in seconds after the NoExecute taint of the source node (t = 0).`,
+      `(0 = idle: the critical pod alone). ` +
+      (frozenNode
+        ? 'Times in seconds after t = 0, the moment every process of the source node was stopped (failure frozen-node: the harness writes no taint; Detected and Taint are the cluster finding the failure itself).'
+        : 'Times in seconds after the NoExecute taint of the source node (t = 0).'),
   );
   for (const n of meta.notes ?? []) out.push(`- ${n}`);
   if (meta.command) out.push('', `Regenerate: \`${meta.command}\``);
@@ -156,7 +160,7 @@ export function renderReport(results: readonly RepResult[], rows: readonly Summa
   }
 
   out.push('', '## Events per configuration and load', '');
-  for (const e of [...EVENTS, ...(index.rows.some((r) => r.event === SERVICE_EVENT) ? [SERVICE_EVENT] : [])]) out.push(eventTable(index, e), '');
+  for (const e of resultEvents(results)) out.push(eventTable(index, e, frozenNode ? 't = 0' : undefined), '');
 
   const base = index.baselineKey();
   const others = index.configs.filter((c) => c !== base);

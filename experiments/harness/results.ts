@@ -9,17 +9,27 @@ import { NodeTraceSchema } from './node-trace.ts';
 import { ApiTraceSchema } from './api-trace.ts';
 import { CpuWindowSchema, RepCpuSchema } from './cpu-window.ts';
 
-/** Events of one repetition, seconds after the NoExecute taint (t=0); null if it never happened. */
+/** Events of one repetition, seconds after t = 0 (the NoExecute taint, or the frozen node: failure); null if it never happened. */
 export const EVENTS = ['prioScheduled', 'prioReady', 'prioUp', 'prioEndpointReady', 'lastScheduled', 'lastReady'] as const;
 /**
  * Prio up through the critical Service's ClusterIP (kube-proxy's DNAT, as a client reaches the
  * service), measured only where a kube-proxy serves the host (kubeadm clusters); absent elsewhere.
  */
 export const SERVICE_EVENT = 'prioUpService' as const;
-export type EventName = (typeof EVENTS)[number] | typeof SERVICE_EVENT;
-export type FailoverEvents = Record<(typeof EVENTS)[number], number | null> & { prioUpService?: number | null };
+/**
+ * How the cluster found the failure by itself (failure frozen-node only; absent in taint mode):
+ * `detected`, the first sign that something decided the node failed (its Ready condition Unknown or
+ * False, or a NodeFailureDetected Event); `taint`, its first failure-detection NoExecute taint
+ * (failure-detection.ts).
+ */
+export const DETECTION_EVENTS = ['detected', 'taint'] as const;
+export type DetectionEventName = (typeof DETECTION_EVENTS)[number];
+export type EventName = (typeof EVENTS)[number] | typeof SERVICE_EVENT | DetectionEventName;
+export type FailoverEvents = Record<(typeof EVENTS)[number], number | null> & { prioUpService?: number | null } & Partial<Record<DetectionEventName, number | null>>;
 
 export const EVENT_LABELS: Record<EventName, string> = {
+  detected: 'Detected',
+  taint: 'Taint',
   prioScheduled: 'Prio scheduled',
   prioReady: 'Prio ready',
   prioUp: 'Prio up',
@@ -28,6 +38,16 @@ export const EVENT_LABELS: Record<EventName, string> = {
   lastScheduled: 'Last scheduled',
   lastReady: 'Last ready',
 };
+
+/**
+ * The events a set of results holds, in the order of the report and summary.csv: the detection
+ * events first (they come first), then EVENTS, then Prio up (ClusterIP), each optional one only
+ * when some repetition measured it.
+ */
+export function resultEvents(results: readonly { events: FailoverEvents }[]): EventName[] {
+  const has = (e: EventName) => results.some((r) => r.events[e] !== undefined);
+  return [...DETECTION_EVENTS.filter(has), ...EVENTS, ...(has(SERVICE_EVENT) ? [SERVICE_EVENT] : [])];
+}
 
 /** Table 6.1 configurations of Ulysses. */
 export const ULYSSES_CONFIG_IDS = [1, 2, 3, 4, 5] as const;
@@ -79,13 +99,20 @@ export const RepResultSchema = z.object({
   dn: z.number().int().min(1),
   podsPerNode: z.number().int().min(0),
   rep: z.number().int().min(0),
-  events: z.object({ ...(Object.fromEntries(EVENTS.map((e) => [e, seconds])) as Record<(typeof EVENTS)[number], typeof seconds>), [SERVICE_EVENT]: seconds.optional() }).strict(),
+  events: z
+    .object({
+      ...(Object.fromEntries(EVENTS.map((e) => [e, seconds])) as Record<(typeof EVENTS)[number], typeof seconds>),
+      [SERVICE_EVENT]: seconds.optional(),
+      detected: seconds.optional(),
+      taint: seconds.optional(),
+    })
+    .strict(),
   /** the critical Deployment's position among the load Deployments in creation order */
   prioPosition: z.number().int().min(0).optional(),
   /** ISO time the repetition started, wall-clock seconds it took (setup + failover + cleanup) */
   startedAt: z.string().optional(),
   durationS: z.number().optional(),
-  /** ISO time (ms) of t = 0, the taint: lines the events up with component logs (kubelet-shim, controller manager) */
+  /** ISO time (ms) of t = 0 (the taint; failure frozen-node: every process of the source stopped): lines the events up with component logs (kubelet-shim, controller manager) */
   taintAt: z.string().optional(),
   /** the critical pod's sandbox/container steps on its node, from the kubelet-shim's log (local testbed) */
   prioNode: NodeTraceSchema.optional(),
@@ -132,6 +159,11 @@ export const RepResultSchema = z.object({
   scenario: z.enum(SCENARIOS).optional(),
   /** true: control plane and nodes on separate CPUs (profile pinCpus) */
   pinnedCpus: z.boolean().optional(),
+  /**
+   * how the source node failed (profile failure, --failure): "frozen-node", every process of it stopped
+   * at t = 0 and no taint written by the harness; absent: the harness' NoExecute taint at t = 0
+   */
+  failure: z.enum(['frozen-node']).optional(),
   /** local testbed: what of the failed node was stopped at t = 0 (profile freezeSource); absent: its kubelet only */
   sourceFreeze: z.enum(['node', 'none']).optional(),
   /** the controller manager's CriticalPathHold in configuration 5, ms (profile criticalPathHoldMs) */

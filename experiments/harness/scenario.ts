@@ -11,13 +11,15 @@
  * namespace on its own, EndpointSlices) and a UDP client on the host that sends a datagram every
  * 50 ms to the new critical pod ("Prio up").
  */
-import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Deployment, type V1EndpointSlice, type V1Node, type V1Pod, type V1Toleration } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, type CoreV1Event, type KubeConfig, type V1Deployment, type V1EndpointSlice, type V1Node, type V1Pod, type V1Toleration } from '@kubernetes/client-node';
 import { ResilientInformer } from '../../core/informer.ts';
 import { isNodeReady, isPodReady } from '../../core/objects.ts';
 import { pollUntil, TimeoutError } from '../testbed/processes.ts';
 import { PodStartWatch } from '../pod-start.ts';
 import { ECHO_PORT, HTTP_PORT, applyDeployment, deployment, ensureNamespace, taintNoExecuteTimed, udpFirstAnswer, untaint } from '../workloads.ts';
-import { EVENTS, SERVICE_EVENT, emptyEvents, type EventName, type FailoverEvents, type ScenarioName } from './results.ts';
+import { DETECTION_EVENTS, EVENTS, SERVICE_EVENT, emptyEvents, type EventName, type FailoverEvents, type ScenarioName } from './results.ts';
+import { DETECTION_TAINTS, NODE_FAILURE_DETECTED_REASON, ULYSSES_UNREACHABLE_TAINT, detectionEvents, detectionTaintsOf, type DetectionObservation } from './failure-detection.ts';
+import type { FailureMode } from './profile.ts';
 
 export const EXPERIMENT_LABEL = 'ulysses.io/experiment';
 export const FAILURE_TAINT = 'ulysses.io/failure';
@@ -53,7 +55,7 @@ export function loadNames(count: number, scenario: ScenarioName = 'failover'): s
 }
 
 export interface Topology {
-  /** nodes that fail (tainted NoExecute at t=0); the workload starts there */
+  /** nodes that fail (tainted NoExecute at t=0, or frozen: failureMode); the workload starts there */
   sources: string[];
   /** destination nodes, in order; the critical pod may only go to the first one */
   destinations: string[];
@@ -64,8 +66,16 @@ export interface ScenarioOptions {
   criticalNamespace: string;
   /** namespace of the low-priority load */
   loadNamespace: string;
-  /** what else happens to a failed node besides its NoExecute taint (default: nothing) */
+  /** what else happens to a failed node besides its NoExecute taint (default: nothing); failureMode frozen-node: all that happens to it */
   failure?: NodeFailure;
+  /**
+   * taint (default): t = 0 is the harness' NoExecute taint on the sources (after failure.freeze);
+   * frozen-node: no taint, t = 0 is the moment failure.freeze has stopped every process of the
+   * sources, and the repetition also waits for the cluster's own detection (events detected, taint)
+   */
+  failureMode?: FailureMode;
+  /** where the cleanup reports what it did beyond the usual (e.g. a leftover taint it removed) */
+  log?: (line: string) => void;
   /** tolerations of every experiment pod (KWOK nodes: KWOK_TOLERATION) */
   tolerations?: V1Toleration[];
   /**
@@ -124,7 +134,7 @@ export interface RepOptions extends ScenarioOptions {
    * always created first would be served first by vanilla controllers by luck. See criticalPosition.
    */
   criticalPosition?: number;
-  /** how long to wait for every event after the taint */
+  /** how long to wait for every event after t = 0 */
   timeoutMs?: number;
   setupTimeoutMs?: number;
   /**
@@ -133,7 +143,7 @@ export interface RepOptions extends ScenarioOptions {
    * ExperimentOptions.neutralSetup).
    */
   beforeFailure?: () => Promise<void>;
-  /** Called right before the first taint patch, after the failure's freeze (e.g. CpuWindowProbe.arm). */
+  /** Called right before the first taint patch, after the failure's freeze (frozen-node: right after t = 0; e.g. CpuWindowProbe.arm). */
   atFailure?: () => void;
 }
 
@@ -152,9 +162,9 @@ export function deploymentSettled(d: V1Deployment): boolean {
 
 export interface RepOutcome {
   events: FailoverEvents;
-  /** seconds after the taint at which each moved pod became Ready, sorted */
+  /** seconds after t = 0 at which each moved pod became Ready, sorted */
   podReady: number[];
-  /** t = 0 (the first taint patch sent), epoch ms: to line the events up with component logs */
+  /** t = 0 (the first taint patch sent; frozen-node: every source process stopped), epoch ms: to line the events up with component logs */
   taintAtMs: number;
   /** ms after t = 0 when the PATCH tainting the critical pod's source node returned (the taint stored) */
   criticalTaintWrittenMs?: number;
@@ -202,9 +212,12 @@ export function loadDeployments(total: number): number[] {
   return sizes;
 }
 
-/** The events a repetition waits for: all of them, but Prio up only when the UDP client probes. */
-export function awaitedEvents(udpProbe: boolean, serviceProbe = false): EventName[] {
-  return [...EVENTS.filter((e) => udpProbe || e !== 'prioUp'), ...(serviceProbe ? [SERVICE_EVENT] : [])];
+/**
+ * The events a repetition waits for: all of them, but Prio up only when the UDP client probes, and
+ * the cluster's own detection (detected, taint) only with failure frozen-node.
+ */
+export function awaitedEvents(udpProbe: boolean, serviceProbe = false, failureMode: FailureMode = 'taint'): EventName[] {
+  return [...(failureMode === 'frozen-node' ? DETECTION_EVENTS : []), ...EVENTS.filter((e) => udpProbe || e !== 'prioUp'), ...(serviceProbe ? [SERVICE_EVENT] : [])];
 }
 
 const onNode = (p: V1Pod, nodes: string[]) => nodes.includes(p.spec?.nodeName ?? '') && !p.metadata?.deletionTimestamp;
@@ -254,9 +267,12 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
   // garbage are then long gone at t=0, as no observer lists the cluster at a real failure's instant
   // (started right before the taint, the LIST of 631 KWOK pods loaded the apiserver and this process,
   // which hosts the controller manager, during the critical path); events before t=0 are ignored
+  const frozenNode = o.failureMode === 'frozen-node';
+  if (frozenNode && !o.failure) throw new Error('failure frozen-node needs a NodeFailure that stops the source nodes');
   const events = emptyEvents();
+  if (frozenNode) Object.assign(events, { detected: null, taint: null });
   if (o.serviceProbe) events.prioUpService = null;
-  const awaited = awaitedEvents(o.udpProbe ?? true, o.serviceProbe);
+  const awaited = awaitedEvents(o.udpProbe ?? true, o.serviceProbe, o.failureMode);
   const scheduled = new Map<string, number>();
   const ready = new Map<string, number>();
   const endpointReady = new Map<string, number>(); // pod uid -> first time ready in a slice
@@ -305,7 +321,21 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
   }
   slices.on('add', onSlice);
   slices.on('update', onSlice);
-  await Promise.all([pods.start(), prioPods.start(), slices.start()]);
+  // frozen-node: how the cluster finds the failure (the sources' Node objects, NodeFailureDetected Events)
+  const detection: DetectionObservation[] = [];
+  const sourceNodes = frozenNode
+    ? new ResilientInformer<V1Node>(kc, { path: '/api/v1/nodes', ...(sources.length === 1 ? { fieldSelector: `metadata.name=${sources[0]}` } : {}) })
+    : undefined;
+  const failureReports = frozenNode ? new ResilientInformer<CoreV1Event>(kc, { path: '/api/v1/events', fieldSelector: `involvedObject.kind=Node,reason=${NODE_FAILURE_DETECTED_REASON}` }) : undefined;
+  const onSourceNode = (node: V1Node) => {
+    if (t0 && sources.includes(node.metadata?.name ?? '')) detection.push({ atMs: Date.now(), node });
+  };
+  const onFailureReport = (event: CoreV1Event) => {
+    if (t0) detection.push({ atMs: Date.now(), event });
+  };
+  sourceNodes?.on('add', onSourceNode).on('update', onSourceNode);
+  failureReports?.on('add', onFailureReport).on('update', onFailureReport);
+  await Promise.all([pods.start(), prioPods.start(), slices.start(), sourceNodes?.start(), failureReports?.start()]);
   try {
     let unsettled: string[] = [];
     await pollUntil(
@@ -341,27 +371,44 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
 
     // --- t = 0
     let error: string | undefined;
-    await o.failure?.freeze(sources);
-    o.atFailure?.();
-    // all sources fail at once: t=0 is the first taint patch sent (recording is on from here, so
-    // nothing the taints cause is missed; with many sources a sequential loop would let a pod
-    // evicted from the first one be rescheduled "before" the last taint)
     const prioSource = prio?.spec?.nodeName;
-    const clusterIP = o.serviceProbe ? (await core.readNamespacedService({ name: prioName, namespace: o.criticalNamespace })).spec?.clusterIP : undefined;
-    if (o.serviceProbe && !clusterIP) throw new Error(`Service ${o.criticalNamespace}/${prioName} has no ClusterIP`);
-    t0 = Date.now();
-    const taint = await taintNoExecuteTimed(kc, sources, FAILURE_TAINT);
-    t0 = taint.sentAtMs;
+    const readClusterIP = async () => {
+      const ip = o.serviceProbe ? (await core.readNamespacedService({ name: prioName, namespace: o.criticalNamespace })).spec?.clusterIP : undefined;
+      if (o.serviceProbe && !ip) throw new Error(`Service ${o.criticalNamespace}/${prioName} has no ClusterIP`);
+      return ip;
+    };
+    let clusterIP: string | undefined;
+    let taint: Awaited<ReturnType<typeof taintNoExecuteTimed>> | undefined;
+    if (frozenNode) {
+      clusterIP = await readClusterIP();
+      await o.failure!.freeze(sources);
+      // t = 0: every process of the sources is stopped; nothing is written, the cluster finds out itself
+      t0 = Date.now();
+      o.atFailure?.();
+    } else {
+      await o.failure?.freeze(sources);
+      o.atFailure?.();
+      // all sources fail at once: t=0 is the first taint patch sent (recording is on from here, so
+      // nothing the taints cause is missed; with many sources a sequential loop would let a pod
+      // evicted from the first one be rescheduled "before" the last taint)
+      clusterIP = await readClusterIP();
+      t0 = Date.now();
+      taint = await taintNoExecuteTimed(kc, sources, FAILURE_TAINT);
+      t0 = taint.sentAtMs;
+    }
     if (clusterIP)
       udpFirstAnswer(clusterIP, ECHO_PORT, { intervalMs: 50, timeoutMs, freshSourcePort: true }).then(
         (t) => (events.prioUpService = (t - t0) / 1000),
         (err: Error) => (probeError = err.message),
       );
-    const written = prioSource ? taint.writtenAtMs[prioSource] : undefined;
+    const written = prioSource ? taint?.writtenAtMs[prioSource] : undefined;
     const criticalTaintWrittenMs = written === undefined ? undefined : written - t0;
     for (const p of pods.list()) onPod(p);
     const rel = (t: number | undefined) => (t === undefined ? null : (t - t0) / 1000);
+    // the failure of the critical pod's source node (all sources when it is not known)
+    const detectionNodes = prioSource ? [prioSource] : sources;
     const collect = () => {
+      if (frozenNode) Object.assign(events, detectionEvents(detection, detectionNodes, t0));
       if (prioUid) {
         events.prioScheduled = rel(scheduled.get(prioUid));
         events.prioReady = rel(ready.get(prioUid));
@@ -388,6 +435,8 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     pods.stop();
     prioPods.stop();
     slices.stop();
+    sourceNodes?.stop();
+    failureReports?.stop();
   }
 }
 
@@ -425,7 +474,7 @@ export async function initialStateDiff(kc: KubeConfig, o: ScenarioOptions & { to
     if (!n) diff.push(`node ${name} missing`);
     else {
       if (!nodeSchedulable(n)) diff.push(`node ${name} not Ready and schedulable`);
-      if (taintKeys(n).some((t) => t.startsWith(`${FAILURE_TAINT}:`) || t.startsWith('node.kubernetes.io/unschedulable:'))) diff.push(`node ${name} still tainted (${taintKeys(n).join(', ')})`);
+      if (taintKeys(n).some((t) => t.startsWith(`${FAILURE_TAINT}:`) || t.startsWith('node.kubernetes.io/unschedulable:')) || detectionTaintsOf(n).length) diff.push(`node ${name} still tainted (${taintKeys(n).join(', ')})`);
     }
   }
   if (baseline) {
@@ -434,18 +483,38 @@ export async function initialStateDiff(kc: KubeConfig, o: ScenarioOptions & { to
       if (n && taintKeys(n).join(',') !== b.taints.join(',')) diff.push(`node ${b.name} taints ${taintKeys(n).join(', ') || 'none'} (initially ${b.taints.join(', ') || 'none'})`);
     }
     const others = otherPods(allPods, o);
-    const added = others.filter((p) => !baseline.otherPods.includes(p));
-    const gone = baseline.otherPods.filter((p) => !others.includes(p));
+    const added = without(others, baseline.otherPods);
+    const gone = without(baseline.otherPods, others);
     if (added.length || gone.length) diff.push(`pods outside the experiment changed (+${added.join(',')} -${gone.join(',')})`);
   }
   return diff;
 }
 
-function otherPods(pods: V1Pod[], o: ScenarioOptions): string[] {
+/**
+ * The pods outside the experiment, as the initial state knows them: by name; with failure
+ * frozen-node a ReplicaSet's pod as `<namespace>/<replicaset>-*`, since the failed node's other
+ * Deployment pods (e.g. CoreDNS) are evicted and replaced under new names, as on a real failure.
+ */
+export function otherPods(pods: V1Pod[], o: Pick<ScenarioOptions, 'criticalNamespace' | 'loadNamespace' | 'baselineIgnoresNamespaces' | 'failureMode'>): string[] {
+  const byOwner = o.failureMode === 'frozen-node';
   return pods
     .filter((p) => ![o.criticalNamespace, o.loadNamespace, ...(o.baselineIgnoresNamespaces ?? [])].includes(p.metadata?.namespace ?? ''))
-    .map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`)
+    .map((p) => {
+      const rs = byOwner ? p.metadata?.ownerReferences?.find((r) => r.kind === 'ReplicaSet') : undefined;
+      return `${p.metadata?.namespace}/${rs ? `${rs.name}-*` : p.metadata?.name}`;
+    })
     .sort();
+}
+
+/** The items of `a` not matched one for one in `b` (a multiset difference). */
+function without(a: readonly string[], b: readonly string[]): string[] {
+  const left = [...b];
+  return a.filter((x) => {
+    const i = left.indexOf(x);
+    if (i < 0) return true;
+    left.splice(i, 1);
+    return false;
+  });
 }
 
 export async function captureBaseline(kc: KubeConfig, o: ScenarioOptions & { topology: Topology }): Promise<ClusterBaseline> {
@@ -459,9 +528,11 @@ export async function captureBaseline(kc: KubeConfig, o: ScenarioOptions & { top
 }
 
 /**
- * Deletes the experiment's workload, removes the failure taint and cordons, then waits (with a
- * deadline) until initialStateDiff is empty: no experiment object left, no pod terminating anywhere,
- * every node of the topology Ready, schedulable and with its initial taints.
+ * Resumes the failed nodes, deletes the experiment's workload, removes the failure taint and
+ * cordons, waits until the failure-detection taints are gone from the sources
+ * (waitDetectionTaintsGone), then (with a deadline) until initialStateDiff is empty: no experiment
+ * object left, no pod terminating anywhere, every node of the topology Ready, schedulable and with
+ * its initial taints.
  */
 export async function restoreInitialState(kc: KubeConfig, o: ScenarioOptions & { topology: Topology }, baseline?: ClusterBaseline, timeoutMs = 180_000): Promise<void> {
   const core = kc.makeApiClient(CoreV1Api);
@@ -481,6 +552,7 @@ export async function restoreInitialState(kc: KubeConfig, o: ScenarioOptions & {
       if ((err as { code?: number }).code !== 404) throw err;
     }
   }
+  await waitDetectionTaintsGone(kc, o.topology.sources, timeoutMs, o.log);
   let last: string[] = [];
   await pollUntil(
     'the cluster back in its initial state',
@@ -496,5 +568,48 @@ export async function restoreInitialState(kc: KubeConfig, o: ScenarioOptions & {
       return last.length === 0;
     },
     { timeoutMs, intervalMs: 500, explain: () => `still different: ${last.join('; ')}` },
+  );
+}
+
+/** A leftover ulysses.io/unreachable is removed by the harness after this long (its owner, a stopped controller manager, may never do it). */
+export const LEFTOVER_ULYSSES_TAINT_MS = 60_000;
+
+/**
+ * Waits until no node of `nodes` carries a failure-detection taint (DETECTION_TAINTS). Their owners
+ * remove them once a resumed node reports again: kcm's node lifecycle controller its
+ * node.kubernetes.io/unreachable and not-ready once the kubelet posts Ready, the Ulysses controller
+ * manager its ulysses.io/unreachable once the node agent answers. kcm's are never touched here; a
+ * ulysses.io/unreachable still there after LEFTOVER_ULYSSES_TAINT_MS (e.g. the controller manager that
+ * wrote it was stopped by a switch to upstream) is removed, once per node, and logged.
+ */
+export async function waitDetectionTaintsGone(kc: KubeConfig, nodes: readonly string[], timeoutMs: number, log: (line: string) => void = () => undefined): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const started = Date.now();
+  const removed = new Set<string>();
+  let left: string[] = [];
+  await pollUntil(
+    `the failure-detection taints (${DETECTION_TAINTS.join(', ')}) gone from ${nodes.join(', ')}`,
+    async () => {
+      left = [];
+      for (const name of nodes) {
+        const n = await core.readNode({ name });
+        const keys = detectionTaintsOf(n);
+        if (!keys.length) continue;
+        const ready = n.status?.conditions?.find((c) => c.type === 'Ready')?.status ?? 'unknown';
+        left.push(`${name}: ${keys.join(', ')} (Ready ${ready})`);
+        if (!removed.has(name) && Date.now() - started >= LEFTOVER_ULYSSES_TAINT_MS && keys.some((k) => k.startsWith(`${ULYSSES_UNREACHABLE_TAINT}:`))) {
+          removed.add(name);
+          log(`node ${name}: ${ULYSSES_UNREACHABLE_TAINT} still there ${LEFTOVER_ULYSSES_TAINT_MS / 1000} s into the cleanup (its controller manager did not remove it): removed by the harness`);
+          await untaint(kc, name, ULYSSES_UNREACHABLE_TAINT);
+        }
+      }
+      return left.length === 0;
+    },
+    {
+      timeoutMs,
+      intervalMs: 500,
+      explain: () =>
+        `their owners remove them once the resumed node reports again (kube-controller-manager's node lifecycle controller once its kubelet posts Ready, the Ulysses controller manager once its node agent answers); still there: ${left.join('; ')}`,
+    },
   );
 }

@@ -3,7 +3,7 @@
  * configuration 1 and the critical-path inflation T(load)/T(idle) (thesis §6.1: medians with IQR).
  */
 import { prng } from '../../core/prng.ts';
-import { EVENTS, SERVICE_EVENT, cellKey, compareConfigurations, configKey, parseConfigKey, type Cell, type ConfigKey, type EventName, type RepResult } from './results.ts';
+import { cellKey, compareConfigurations, configKey, parseConfigKey, resultEvents, type Cell, type ConfigKey, type EventName, type RepResult } from './results.ts';
 
 /** Quantile of sorted values, linear interpolation between closest ranks (R type 7, numpy default). */
 export function quantile(sorted: ArrayLike<number>, q: number): number {
@@ -36,8 +36,8 @@ export function summarize(results: readonly RepResult[]): SummaryRow[] {
   }
   const rows: SummaryRow[] = [];
   const ordered = [...cells.values()].sort((a, b) => a.cell.dn - b.cell.dn || a.cell.podsPerNode - b.cell.podsPerNode || compareConfigurations(a.cell, b.cell));
+  const events = resultEvents(results);
   for (const { cell, reps } of ordered) {
-    const events: EventName[] = results.some((r) => r.events[SERVICE_EVENT] !== undefined) ? [...EVENTS, SERVICE_EVENT] : [...EVENTS];
     for (const event of events) {
       const values = reps.map((r) => r.events[event] ?? null).filter((v): v is number => v !== null).sort((a, b) => a - b);
       const q = (p: number) => (values.length ? quantile(values, p) : null);

@@ -104,7 +104,7 @@ const legendWidth = (keys: readonly ConfigKey[]) => Math.max(LEGEND_W, 45 + Math
  * Fig 6.1: `event` (seconds after the taint) vs pods per destination node, one panel per DN, one
  * series per configuration: median with p25-p75 bars.
  */
-export function fig61Svg(index: SummaryIndex, event: EventName): string {
+export function fig61Svg(index: SummaryIndex, event: EventName, origin = 'taint'): string {
   const dns = index.dns;
   const xs = index.podsPerNode;
   let yMax = 0;
@@ -116,7 +116,7 @@ export function fig61Svg(index: SummaryIndex, event: EventName): string {
   const body: string[] = [];
   dns.forEach((dn, i) => {
     const a: Axis = { x0: i * (PANEL_W + MARGIN.left + MARGIN.right) + MARGIN.left, y0: MARGIN.top + 10, w: PANEL_W, h: PANEL_H, xTicks, yTicks };
-    body.push(axes(a, `${EVENT_LABELS[event]}, DN = ${dn}`, 'pods per destination node', 'seconds after taint'));
+    body.push(axes(a, `${EVENT_LABELS[event]}, DN = ${dn}`, 'pods per destination node', `seconds after ${origin}`));
     const offsetStep = index.configs.length > 1 ? 6 / (index.configs.length - 1) : 0;
     index.configs.forEach((config, ci) => {
       const color = configColor(config);
@@ -150,7 +150,7 @@ export function ecdf(values: readonly number[]): Array<[number, number]> {
  * Fig 6.5: distributions of the critical pod's ready time (solid) and the last pod's ready time
  * (dashed) per configuration, as empirical CDFs; one panel per (DN, pods per node) load given.
  */
-export function fig65Svg(results: readonly RepResult[], panels: Array<{ dn: number; podsPerNode: number }>, events: [EventName, EventName] = ['prioReady', 'lastReady']): string {
+export function fig65Svg(results: readonly RepResult[], panels: Array<{ dn: number; podsPerNode: number }>, events: [EventName, EventName] = ['prioReady', 'lastReady'], origin = 'taint'): string {
   const configs = configKeysOf(results);
   const inPanel = (p: { dn: number; podsPerNode: number }) => results.filter((r) => r.dn === p.dn && r.podsPerNode === p.podsPerNode);
   let xMax = 0;
@@ -160,7 +160,7 @@ export function fig65Svg(results: readonly RepResult[], panels: Array<{ dn: numb
     { label: EVENT_LABELS[events[1]], color: '#333', dash: '5 3' },
   ];
   return cdfFigure(panels, configs, xMax, eventLegend, (a, p, body) => {
-    body.push(axes(a, `DN = ${p.dn}, ${p.podsPerNode} pods/node`, 'seconds after taint', 'fraction of repetitions'));
+    body.push(axes(a, `DN = ${p.dn}, ${p.podsPerNode} pods/node`, `seconds after ${origin}`, 'fraction of repetitions'));
     for (const config of configs) {
       const reps = inPanel(p).filter((r) => configKey(r) === config);
       events.forEach((e, ei) => {
@@ -227,14 +227,14 @@ export function ecdfPath(a: Axis, values: readonly number[]): string | undefined
  * critical one and the load, pooled over the repetitions), one empirical CDF per configuration, one
  * panel per (DN, pods per node) given. Needs `podReady` in the results (older runs have none).
  */
-export function figPodReadySvg(results: readonly RepResult[], panels: Array<{ dn: number; podsPerNode: number }>): string {
+export function figPodReadySvg(results: readonly RepResult[], panels: Array<{ dn: number; podsPerNode: number }>, origin = 'taint'): string {
   const configs = configKeysOf(results);
   const inPanel = (p: { dn: number; podsPerNode: number }, key: ConfigKey) =>
     results.filter((r) => r.dn === p.dn && r.podsPerNode === p.podsPerNode && configKey(r) === key).flatMap((r) => r.podReady ?? []);
   let xMax = 0;
   for (const p of panels) for (const c of configs) for (const v of inPanel(p, c)) xMax = Math.max(xMax, v);
   return cdfFigure(panels, configs, xMax, [], (a, p, body) => {
-    body.push(axes(a, `Pod ready times, DN = ${p.dn}, ${p.podsPerNode} pods/node`, 'seconds after taint', 'fraction of pods'));
+    body.push(axes(a, `Pod ready times, DN = ${p.dn}, ${p.podsPerNode} pods/node`, `seconds after ${origin}`, 'fraction of pods'));
     for (const c of configs) {
       const values = inPanel(p, c);
       const d = ecdfPath(a, values);
