@@ -27,6 +27,8 @@ import { kcmControllersFlag } from './configurator.ts';
 import { RuntimeConfigConfigurator } from './runtime-configurator.ts';
 import { controllerManagerRuntimeWatcher } from '../../controller-manager/runtime.ts';
 import { recoveryObservations } from '../../controller-manager/recovery-slo.ts';
+import { NodeFailureConfigSchema, nodeFailureRuntimeWatcher } from '../../controller-manager/node-failure.ts';
+import { validateConfig } from '../../core/config.ts';
 import { apfRuntimeWatcher } from '../../apf-configs/runtime.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { readRuntimeConfig } from '../../core/runtime-config.ts';
@@ -391,12 +393,15 @@ export class InProcessControllerManager implements ControllerManagerHost {
 
   async start(): Promise<void> {
     if (this.cm) return;
-    const cm = new ControllerManager({ kubeconfig: this.kc, controllers: [...ULYSSES_CONTROLLERS], log: this.log });
+    // node failure detection as installed: on, with its defaults
+    const nodeFailure = validateConfig(NodeFailureConfigSchema, {}, 'installed defaults');
+    const cm = new ControllerManager({ kubeconfig: this.kc, controllers: [...ULYSSES_CONTROLLERS], nodeFailure, log: this.log });
     await cm.start();
     this.cm = cm;
     this.starts++;
     // it follows UlyssesConfig like an installed one (and hosts APF)
-    for (const w of [controllerManagerRuntimeWatcher(this.kc, cm, ULYSSES_CONTROLLERS, this.log), apfRuntimeWatcher(this.kc, this.log)]) {
+    const watchers = [controllerManagerRuntimeWatcher(this.kc, cm, ULYSSES_CONTROLLERS, this.log), apfRuntimeWatcher(this.kc, this.log), ...(cm.nodeFailure ? [nodeFailureRuntimeWatcher(this.kc, cm.nodeFailure, nodeFailure, this.log)] : [])];
+    for (const w of watchers) {
       this.watchers.push(w);
       await w.start();
     }
