@@ -27,4 +27,8 @@ export const FULL_TIER_FILES: readonly { file: string; why: string }[] = [
     file: 'test/integration/failover-upstream.int.test.ts',
     why: "the failover experiment's upstream configuration on kubeadm (~4 min); the ci tier runs configurations 1 and 5 in experiment.int and the kubeadm switch in kubeadm.int",
   },
+  {
+    file: 'test/integration/node-failure-soak.int.test.ts',
+    why: 'no false node failure in a 30-minute soak under a CPU hog and apiserver stalls; the ci tier tries each false-positive case once in node-failure.int (CPU hog, apiserver stopped 10 s, leader killed) and every guard in node-failure.test',
+  },
 ];

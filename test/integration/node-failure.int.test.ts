@@ -14,85 +14,38 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { AppsV1Api, CoordinationV1Api, CoreV1Api, DiscoveryV1Api, type CoreV1Event, type KubeConfig, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { readFileSync } from 'node:fs';
+import { AppsV1Api, CoreV1Api, DiscoveryV1Api, type CoreV1Event, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { useTestbed } from './harness.ts';
 import * as testbed from '../../experiments/testbed/testbed.ts';
-import { isAlive, pollUntil, startProcess, stopProcess, type TrackedProcess } from '../../experiments/testbed/processes.ts';
+import { isAlive, pollUntil, stopProcess, type TrackedProcess } from '../../experiments/testbed/processes.ts';
+import { ControllerManagers, KCM_WITHOUT_REPLACED, metric, nodeTainted, probedFor as probedForNodes } from './node-failure-harness.ts';
 import { applyDeployment, deployment, ECHO_PORT, podReady, udpFirstAnswer } from '../../experiments/workloads.ts';
 import { testbedFrozenNode } from '../../experiments/harness/local.ts';
-import { metricSamples } from '../../core/metrics.ts';
-import { NODE_FAILURE_EVENTS, NODE_UNREACHABLE_TAINT } from '../../controller-manager/node-failure.ts';
+import { NODE_FAILURE_EVENTS } from '../../controller-manager/node-failure.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { patchRuntimeConfig, readRuntimeConfig } from '../../core/runtime-config.ts';
 
 const runDir = '/tmp/ulysses-it-node-failure';
 const ns = 'node-failure-it';
-const REPLACED = ['replicaset', 'deployment', 'endpointslice', 'taint-eviction'] as const;
-const t = useTestbed(runDir, {
-  realNodes: 2,
-  kubeletShimConfig: 'kubelet-shim/configs/vanilla.yaml',
-  controllers: '*,-replicaset-controller,-deployment-controller,-endpointslice-controller,-taint-eviction-controller',
-  namespace: ns,
-});
-let kc: KubeConfig, core: CoreV1Api, apps: AppsV1Api, discovery: DiscoveryV1Api, coord: CoordinationV1Api;
-const procs: TrackedProcess[] = [];
+const t = useTestbed(runDir, { realNodes: 2, kubeletShimConfig: 'kubelet-shim/configs/vanilla.yaml', controllers: KCM_WITHOUT_REPLACED, namespace: ns });
+let kc: KubeConfig, core: CoreV1Api, apps: AppsV1Api, discovery: DiscoveryV1Api;
+let cms: ControllerManagers;
 const hogs: ChildProcess[] = [];
 beforeAll(() => {
   ({ kc, core, apps, discovery } = t);
-  coord = kc.makeApiClient(CoordinationV1Api);
+  cms = new ControllerManagers(runDir, t.state.kubeconfig, kc);
 });
 afterAll(async () => {
   for (const h of hogs) h.kill('SIGKILL');
-  for (const p of procs) await stopProcess(p.pid, 2000);
+  for (const p of cms?.procs ?? []) await stopProcess(p.pid, 2000);
 });
 
-// the lease outlives the 10 s apiserver outage (renew deadline 25 s), as kcm's 15 s/10 s would not need to on a real control plane
-const LEASE = ['--leader-elect-lease-duration', '30s', '--leader-elect-renew-deadline', '25s', '--leader-elect-retry-period', '1s'];
-const CONFIG = `controllers: [${REPLACED.join(', ')}]\nnodeFailure: { periodMs: 100, windowMs: 600, confirmTimeoutMs: 400 }\n`;
+const startCm = (id: string) => cms.start(id);
+const holder = () => cms.holder();
+/** both nodes probed for `windows` more windows */
+const probedFor = (p: TrackedProcess, windows: number, what: string) => probedForNodes(p, 2, windows, what);
 
-function startCm(id: string): TrackedProcess {
-  const cfgFile = join(runDir, `cm-${id}.yaml`);
-  writeFileSync(cfgFile, CONFIG);
-  const logFile = join(runDir, 'logs', `cm-${id}.log`);
-  rmSync(logFile, { force: true });
-  const p = startProcess({
-    name: `cm-${id}`,
-    cmd: 'npm',
-    args: ['run', '--silent', 'start:controller-manager', '--', '--kubeconfig', t.state.kubeconfig, '--config', cfgFile, '--metrics-port', '0', '--identity', id, ...LEASE],
-    logFile,
-    env: { ULYSSES_LOG_LEVEL: 'info' },
-  });
-  procs.push(p);
-  return p;
-}
-
-async function metric(p: TrackedProcess, name: string, labels: Record<string, string> = {}): Promise<number> {
-  const port = /"metricsPort":(\d+)/.exec(readFileSync(p.logFile, 'utf8'))?.[1];
-  if (!port) throw new Error(`${p.name} has not logged its metrics port yet`);
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return metricSamples(text, new Set([name]))
-    .filter((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v))
-    .reduce((sum, s) => sum + s.value, 0);
-}
-
-const holder = async () => {
-  try {
-    return (await coord.readNamespacedLease({ name: 'ulysses-controller-manager', namespace: 'kube-system' })).spec?.holderIdentity ?? '';
-  } catch {
-    return undefined;
-  }
-};
-
-/** Waits until the leader `p` has probed both nodes for `windows` more windows (progress, not time). */
-async function probedFor(p: TrackedProcess, windows: number, what: string): Promise<void> {
-  const start = await metric(p, 'ulysses_node_heartbeat_probes_total');
-  const periods = (windows * 600) / 100;
-  await pollUntil(`${p.name}: ${windows} windows of probes ${what}`, async () => (await metric(p, 'ulysses_node_heartbeat_probes_total')) >= start + 2 * periods, { timeoutMs: 120_000, intervalMs: 200 });
-}
-
-const nodeTainted = (n: V1Node) => (n.spec?.taints ?? []).some((x) => x.key === NODE_UNREACHABLE_TAINT);
 async function failureEvents(): Promise<CoreV1Event[]> {
   return (await core.listEventForAllNamespaces({ fieldSelector: `reason=${NODE_FAILURE_EVENTS.detected}` })).items;
 }
