@@ -156,10 +156,14 @@ export class NodeFailureDetector {
     return [...this.nodes].map(([node, s]) => ({ node, address: s.address }));
   }
 
-  /** A reply of `node`'s agent arrived (from `address`). */
-  heard(node: string, address: string, at = this.now()): void {
+  /**
+   * A reply of `node`'s agent arrived (it carried this instance's nonce). Its source address is not
+   * compared with the InternalIP: an agent bound to every address (the DaemonSet) answers from the
+   * address the kernel routes by, which on a node with several may be another one.
+   */
+  heard(node: string, at = this.now()): void {
     const s = this.nodes.get(node);
-    if (!s || s.address !== address) return;
+    if (!s) return;
     if (!s.armed || at - s.lastHeardAt >= this.silenceLimit()) s.answeringSince = at;
     s.armed = true;
     s.lastHeardAt = at;
@@ -428,7 +432,7 @@ export class NodeFailureController {
   async start(): Promise<void> {
     if (!this.config.enabled || this.socket) return;
     const socket = dgram.createSocket('udp4');
-    socket.on('message', (msg, from) => this.onReply(msg, from.address));
+    socket.on('message', (msg) => this.onReply(msg));
     socket.on('error', (err) => this.log.warn({ err: err.message }, 'heartbeat socket error'));
     await new Promise<void>((r) => socket.bind(0, () => r()));
     this.socket = socket;
@@ -518,11 +522,11 @@ export class NodeFailureController {
     this.seq = (this.seq + 1) >>> 0;
   }
 
-  private onReply(msg: Buffer, from: string): void {
+  private onReply(msg: Buffer): void {
     const h = decodeHeartbeat(msg);
     if ('error' in h || h.type !== 'reply' || !h.nonce.equals(this.nonce)) return;
     this.repliedThisPeriod.add(h.node);
-    this.detector.heard(h.node, from);
+    this.detector.heard(h.node);
   }
 
   private hasTaint(node: V1Node | undefined): boolean {

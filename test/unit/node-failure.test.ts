@@ -62,7 +62,7 @@ function harness(over: Partial<NodeFailureConfig> = {}, nodes = ['a', 'b', 'c'])
   const run = async (ms: number, answering: string[]) => {
     for (let t = 0; t < ms; t += 100) {
       now += 100;
-      for (const n of answering) d.heard(n, addr(n), now);
+      for (const n of answering) d.heard(n, now);
       d.tick(0);
       await Promise.resolve();
       await Promise.resolve();
@@ -148,15 +148,24 @@ describe('NodeFailureDetector', () => {
     expect(h.d.phase('a')).toBe('healthy');
   });
 
-  it('ignores replies from another address than the node\'s, and a new address must be heard anew', async () => {
+  it('a node whose InternalIP changes must be heard anew before it is monitored', async () => {
     const h = harness();
-    await h.run(1000, ['b', 'c']);
-    h.d.heard('a', '10.9.9.9');
-    expect(h.d.isArmed('a')).toBe(false);
-    h.d.heard('a', h.addr('a'));
+    await h.run(1000, ['a', 'b', 'c']);
     expect(h.d.isArmed('a')).toBe(true);
     h.d.setTargets(new Map([['a', { address: '10.0.0.99' }], ['b', { address: h.addr('b') }], ['c', { address: h.addr('c') }]]));
     expect(h.d.isArmed('a')).toBe(false);
+    await h.run(3000, ['b', 'c']);
+    expect(h.failed).toEqual([]);
+  });
+
+  it('forgets nodes that are gone and ignores replies naming unknown nodes', async () => {
+    const h = harness();
+    await h.run(1000, ['a', 'b', 'c']);
+    h.d.setTargets(new Map([['b', { address: h.addr('b') }], ['c', { address: h.addr('c') }]]));
+    h.d.heard('a');
+    h.d.heard('zzz');
+    expect(h.d.targets().map((x) => x.node)).toEqual(['b', 'c']);
+    expect(h.d.stats().armed).toBe(2);
   });
 });
 
