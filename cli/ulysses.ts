@@ -134,8 +134,12 @@ const intList = (name: string, min: number) => (v: string) =>
     if (!x.trim() || !Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name}: "${x}" is not an integer >= ${min} (comma-separated list expected, e.g. 1,2,3)`);
     return n;
   });
-/** --config: Table 6.1 ids, "all", a range 1..5, and `upstream` (stock Kubernetes: the local testbed or a kubeadm cluster) in a list. */
-const configList = (v: string): Array<number | 'upstream'> => {
+/**
+ * --config: Table 6.1 ids, "all", a range 1..5, and `upstream` (stock Kubernetes: the local testbed or
+ * a kubeadm cluster) or `upstream-tuned` (stock Kubernetes tuned for node failure) in a list.
+ */
+const STOCK_CONFIGS = ['upstream', 'upstream-tuned'] as const;
+const configList = (v: string): Array<number | (typeof STOCK_CONFIGS)[number]> => {
   if (v === 'all') return [1, 2, 3, 4, 5];
   if (v.includes('..')) {
     const [a, b] = v.split('..').map(Number);
@@ -144,15 +148,20 @@ const configList = (v: string): Array<number | 'upstream'> => {
     return configs;
   }
   const configs = v.split(',').map((x) => x.trim());
-  for (const c of configs) if (c !== 'upstream' && !/^[1-5]$/.test(c)) throw new InvalidArgumentError(`--config: "${c}" is not upstream or one of Table 6.1's configurations 1..5 (or "all")`);
-  return configs.map((c) => (c === 'upstream' ? 'upstream' : Number(c)));
+  const stock = (c: string): c is (typeof STOCK_CONFIGS)[number] => (STOCK_CONFIGS as readonly string[]).includes(c);
+  for (const c of configs) if (!stock(c) && !/^[1-5]$/.test(c)) throw new InvalidArgumentError(`--config: "${c}" is not upstream, upstream-tuned or one of Table 6.1's configurations 1..5 (or "all")`);
+  return configs.map((c) => (stock(c) ? c : Number(c)));
 };
 
 const experiment = program.command('experiment').description('experiments of the thesis (§6.1) on the local testbed or any cluster');
 experiment
   .command('failover')
   .description('failover timing (thesis §4.3.2, Table 6.1): critical UDP echo pod + low-priority load, source node tainted NoExecute (or frozen: --failure frozen-node); resumable')
-  .option('--config <list>', 'Table 6.1 configurations: 1..5, "all", or a list like 1,5; upstream (stock Kubernetes: on the local testbed or with --kubeadm) as in upstream,1,5 (default: 1,5; with --kubeadm upstream,1,5)', configList)
+  .option(
+    '--config <list>',
+    'Table 6.1 configurations: 1..5, "all", or a list like 1,5; upstream (stock Kubernetes: on the local testbed or with --kubeadm) as in upstream,1,5, and upstream-tuned (stock Kubernetes tuned for node failure: kcm node monitor 1 s / grace 5 s, kubelet Lease every 1 s, critical pod tolerationSeconds 0) (default: 1,5; with --kubeadm upstream,1,5)',
+    configList,
+  )
   .option('--kubeadm', 'run on the kubeadm testbed (brought up with 1 + max(--dn) workers if none is up, and taken down again if the run fails): Ulysses installed as pods and switched with stock Kubernetes (configuration upstream) by the install/uninstall steps', false)
   .option('--keep-testbed', 'with --kubeadm: leave a kubeadm testbed the run brought up in place when the run fails (to look into it)', false)
   .option('--dn <list>', 'destination node counts', intList('--dn', 1), [1])

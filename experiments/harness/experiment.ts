@@ -20,6 +20,7 @@ import type { ApiTrace } from './api-trace.ts';
 import { formatOutside, sharedMachine, type CpuWindowProbe, type MachineCpuAudit } from './cpu-window.ts';
 import { FatalError } from '../testbed/processes.ts';
 import type { FailureMode } from './profile.ts';
+import { criticalPodTolerations } from './upstream-tuned.ts';
 
 export interface ExperimentPlan {
   configs: ConfigId[];
@@ -230,8 +231,8 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
   // a plan of both families switches between them (kubeadm: kube-scheduler, kcm and the kubelets restarted; local testbed: kcm and the kubelets)
   const switching = family !== undefined && new Set(o.plan.configs.map(family)).size > 1;
   const warmupNote = warmup
-    ? `each invocation of the run starts with ${warmups.length} unrecorded warm-up repetition(s), one per configuration (${warmups.map(configKey).join(', ')}) on DN ${maxDn} with ${warmups[0]?.podsPerNode} pods per node: the first pod creations on fresh nodes, and the first repetitions of a configuration, are slower${switching ? '; the first repetition after each switch between upstream and Ulysses (components restarted) is unrecorded too and run again' : ''}`
-    : `no warm-up repetition (profile warmup: false)${switching ? ': the repetitions right after a switch between upstream and Ulysses run on freshly restarted components' : ''}`;
+    ? `each invocation of the run starts with ${warmups.length} unrecorded warm-up repetition(s), one per configuration (${warmups.map(configKey).join(', ')}) on DN ${maxDn} with ${warmups[0]?.podsPerNode} pods per node: the first pod creations on fresh nodes, and the first repetitions of a configuration, are slower${switching ? '; the first repetition after each switch of family (upstream, upstream-tuned, Ulysses: components restarted) is unrecorded too and run again' : ''}`
+    : `no warm-up repetition (profile warmup: false)${switching ? ': the repetitions right after a switch of family (upstream, upstream-tuned, Ulysses) run on freshly restarted components' : ''}`;
   const meta: ReportMeta = { title: o.title, notes: [machineNote(), ...(o.notes ?? []), setupNote, warmupNote, ...o.configurator.describe()], command: o.command, inflationTargets: o.inflationTargets };
   writeFileSync(join(o.out, META_FILE), JSON.stringify(meta, null, 2));
 
@@ -259,6 +260,8 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
         timeoutMs: o.repTimeoutMs,
         setupTimeoutMs: o.setupTimeoutMs,
         criticalPosition: prioPosition,
+        // upstream-tuned's third setting is the workload's: the critical pod's own tolerations
+        criticalTolerations: criticalPodTolerations(r.config),
         beforeFailure: neutral ? applyRep : undefined,
         atFailure: () => {
           // one /proc reading before t = 0 serves both probes
@@ -312,6 +315,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
           if (problem) bar.log(`config ${configKey(r)}, DN ${r.dn}, ${r.podsPerNode} pods/node, rep ${r.rep}: ${problem}`);
         }
         if (outcome.criticalTaintWrittenMs !== undefined) result.criticalTaintWrittenMs = outcome.criticalTaintWrittenMs;
+        if (outcome.criticalTolerationSeconds) result.criticalTolerationSeconds = outcome.criticalTolerationSeconds;
         const trace = o.nodeTrace?.(outcome.taintAtMs);
         if (trace) result.prioNode = trace;
         const api = o.apiTrace?.(outcome.taintAtMs);

@@ -17,14 +17,31 @@
  */
 import { appendFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CoreV1Api, KubeConfig, VersionApi } from '@kubernetes/client-node';
-import { parse as parseYaml } from 'yaml';
+import { CoordinationV1Api, CoreV1Api, KubeConfig, VersionApi } from '@kubernetes/client-node';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { install, uninstall, NODE_PATHS, SCHEDULER_CONFIG_FLAG, type InstallOptions, type NodeAccess } from '../../manifests/install.ts';
 import type { ShellNodeAccess } from '../../manifests/node-shell.ts';
 import { ULYSSES_NAMESPACE } from '../../manifests/overlays.ts';
 import { readApfExemption } from '../../apf-configs/apply.ts';
 import type { ClusterConfigurator } from './configurator.ts';
-import { UPSTREAM, isUlyssesConfig, type ConfigId, type RepResult } from './results.ts';
+import { UPSTREAM_TUNED, isStockConfig, isUlyssesConfig, type ConfigId, type RepResult } from './results.ts';
+import {
+  clusterConfigurationNodeMonitorFlags,
+  familyOf,
+  familySetupConfig,
+  kcmHasNodeMonitor,
+  kcmNodeMonitorFlags,
+  nodeMonitorFlags,
+  TUNED_KCM_NODE_MONITOR,
+  TUNED_KUBELET_HEARTBEAT,
+  tuningOf,
+  upstreamTunedNote,
+  withControllerManagerExtraArgs,
+  type Family,
+} from './upstream-tuned.ts';
+import { kubeletHeartbeat, kubeletHeartbeatSwitch, type KubeletHeartbeatSettings } from '../testbed/realnode.ts';
+import { isNodeReady, isPodReady } from '../../core/objects.ts';
+import { pollUntil } from '../../core/poll.ts';
 import type { NodeFailure, Topology } from './scenario.ts';
 import {
   containerdShimPids,
@@ -58,9 +75,9 @@ import { auditLogTracer, type ApiTrace } from './api-trace.ts';
 import { progressLog } from '../../core/logging.ts';
 type KubeadmState = kubeadm.KubeadmState;
 
-/** A switch between `upstream` and Ulysses: where to, and how long the install/uninstall steps took. */
+/** A switch between the families (`upstream`, `upstream-tuned`, Ulysses): where to, and how long its steps took. */
 export interface ConfigSwitch {
-  to: 'upstream' | 'ulysses';
+  to: Family;
   seconds: number;
 }
 
@@ -70,23 +87,33 @@ export interface KubeadmConfiguratorOptions {
   install: InstallOptions;
   /** the Ulysses configurations (1..5), once Ulysses is on the path */
   runtime: RuntimeConfigConfigurator;
+  /** the run's plan has configuration upstream-tuned (describe() gives its settings) */
+  withUpstreamTuned?: boolean;
 }
+
+/**
+ * Where a kubelet keeps the values its config file had for the heartbeat fields before upstream-tuned
+ * changed them (realnode.ts kubeletHeartbeatSwitch): next to the file, removed when they are back.
+ */
+export const KUBELET_HEARTBEAT_BACKUP = '/var/lib/kubelet/config.heartbeat-backup.yaml';
+/** The kubeadm config upstream-tuned regenerates kcm's static pod from (written, used, removed). */
+const TUNED_KUBEADM_CONFIG = '/etc/kubernetes/ulysses-upstream-tuned-kubeadm.yaml';
 
 export class KubeadmConfigurator implements ClusterConfigurator {
   /** what is on the path now; undefined: not known yet (the first apply switches fully, the steps are idempotent) */
-  private mode: 'upstream' | 'ulysses' | undefined;
+  private mode: Family | undefined;
   private pending: ConfigSwitch | undefined;
   readonly switches: ConfigSwitch[] = [];
 
   constructor(private readonly o: KubeadmConfiguratorOptions) {}
 
-  /** The configuration a repetition's workload is set up in: `upstream` for upstream, else 1 (vanilla). */
+  /** The configuration a repetition's workload is set up in: a stock configuration in itself, else 1 (vanilla). */
   setupConfig(config: ConfigId): ConfigId {
-    return config === UPSTREAM ? UPSTREAM : 1;
+    return familySetupConfig(config);
   }
 
-  family(config: ConfigId): 'upstream' | 'ulysses' {
-    return config === UPSTREAM ? 'upstream' : 'ulysses';
+  family(config: ConfigId): Family {
+    return familyOf(config);
   }
 
   /** The switch the last apply() made (and forgets it): recorded with the repetition. */
@@ -97,15 +124,19 @@ export class KubeadmConfigurator implements ClusterConfigurator {
   }
 
   /**
-   * What is on the path now (inspect()): `upstream` when nothing of Ulysses is, `ulysses` when all of
-   * it is, undefined when mixed (e.g. an interrupted switch: the first apply() then runs every step).
-   * Taken as the starting point, so the first switch is skipped when the cluster is already there.
+   * What is on the path now (inspect()): `upstream` when nothing of Ulysses is and the settings are
+   * stock, `upstream-tuned` when nothing of Ulysses is and upstream-tuned's settings are on every
+   * node, `ulysses` when all of Ulysses is (stock settings), undefined when mixed (e.g. an interrupted
+   * switch: the first apply() then runs every step). Taken as the starting point, so the first switch
+   * is skipped when the cluster is already there.
    */
-  async detect(): Promise<'upstream' | 'ulysses' | undefined> {
+  async detect(): Promise<Family | undefined> {
     const c = await this.inspect();
     const onShim = Object.values(c.kubeletRuntime).map((e) => e.includes('kubelet-shim'));
     const ulysses = [c.kcmControllers !== 'all', c.schedulerExtender, c.ulyssesControllerManagerPods > 0, ...onShim];
-    this.mode = ulysses.every((v) => !v) && !c.apfExemption ? 'upstream' : ulysses.every(Boolean) ? 'ulysses' : undefined;
+    const base = ulysses.every((v) => !v) && !c.apfExemption ? 'upstream' : ulysses.every(Boolean) ? 'ulysses' : undefined;
+    const tuning = tuningOf(c.kcmNodeMonitorFlags ?? [], c.kubeletHeartbeat ?? {});
+    this.mode = base === 'upstream' && tuning ? (tuning === 'tuned' ? 'upstream-tuned' : 'upstream') : base === 'ulysses' && tuning === 'stock' ? 'ulysses' : undefined;
     return this.mode;
   }
 
@@ -121,13 +152,21 @@ export class KubeadmConfigurator implements ClusterConfigurator {
       .filter((c) => c.startsWith('-'))
       .map((c) => c.slice(1));
     const nodes = this.o.install.nodes;
+    const configs = await Promise.all(nodes.nodes().map(async (n) => [n.name, (await nodes.readFile(n.name, NODE_PATHS.kubeletConfig)) ?? '{}'] as const));
     const kubeletRuntime = Object.fromEntries(
-      await Promise.all(
-        nodes.nodes().map(async (n) => {
-          const cfg = parseYaml((await nodes.readFile(n.name, NODE_PATHS.kubeletConfig)) ?? '{}') as { containerRuntimeEndpoint?: string } | null;
-          return [n.name, cfg?.containerRuntimeEndpoint ?? 'default'] as const;
-        }),
-      ),
+      configs.map(([name, text]) => {
+        const cfg = parseYaml(text) as { containerRuntimeEndpoint?: string } | null;
+        return [name, cfg?.containerRuntimeEndpoint ?? 'default'] as const;
+      }),
+    );
+    const heartbeats = Object.fromEntries(
+      configs.map(([name, text]) => {
+        try {
+          return [name, kubeletHeartbeat(text)] as const;
+        } catch (err) {
+          return [name, (err as Error).message] as const;
+        }
+      }),
     );
     const cm = await runningControllerManagerPods(core).catch(() => []);
     const apfExemption = (await readApfExemption(this.o.kubeconfig)) !== undefined;
@@ -137,17 +176,17 @@ export class KubeadmConfigurator implements ClusterConfigurator {
       kubeletRuntime,
       ulyssesControllerManagerPods: cm.length,
       apfExemption,
+      kcmNodeMonitorFlags: kcmNodeMonitorFlags(command('kube-controller-manager')),
+      kubeletHeartbeat: heartbeats,
     };
   }
 
   async apply(config: ConfigId, shimPolicy?: string): Promise<void> {
     const want = this.family(config);
-    if (config === UPSTREAM && shimPolicy !== undefined) throw new Error('configuration upstream has no kubelet-shim: a kubelet-shim policy does not apply');
+    if (isStockConfig(config) && shimPolicy !== undefined) throw new Error(`configuration ${config} has no kubelet-shim: a kubelet-shim policy does not apply`);
     if (this.mode !== want) {
       const t0 = Date.now();
-      if (want === 'upstream') await uninstall({ ...this.o.install, keepObjects: true });
-      else await install(this.o.install);
-      this.mode = want;
+      await this.switchTo(want);
       const sw = { to: want, seconds: Math.round((Date.now() - t0) / 100) / 10 } as const;
       this.switches.push(sw);
       this.pending = sw;
@@ -155,11 +194,127 @@ export class KubeadmConfigurator implements ClusterConfigurator {
     if (isUlyssesConfig(config)) await this.o.runtime.apply(config, shimPolicy);
   }
 
+  /**
+   * From the family on the path to `want`: upstream-tuned's settings go first (kcm, then the kubelets)
+   * unless `want` is upstream-tuned; then Ulysses is installed or taken off (manifests/install.ts);
+   * then, to upstream-tuned, its settings come (the kubelets, then kcm). upstream-tuned is upstream
+   * plus its settings, so a switch between Ulysses and upstream-tuned passes through upstream. With
+   * the path not known every step runs; each does only what differs.
+   */
+  private async switchTo(want: Family): Promise<void> {
+    const from = this.mode;
+    this.mode = undefined; // until every step is done
+    if (want !== 'upstream-tuned' && from !== 'upstream' && from !== 'ulysses') await this.restoreStockSettings();
+    const base = (f: Family | undefined) => (f === undefined ? undefined : f === 'ulysses' ? 'ulysses' : 'upstream');
+    if (base(from) !== base(want)) {
+      if (want === 'ulysses') await install(this.o.install);
+      else await uninstall({ ...this.o.install, keepObjects: true });
+    }
+    if (want === 'upstream-tuned') {
+      for (const n of this.o.install.nodes.nodes()) await this.kubeletHeartbeat(n.name, TUNED_KUBELET_HEARTBEAT);
+      for (const n of this.controlPlaneNodes()) await this.kcmNodeMonitor(n, nodeMonitorFlags(TUNED_KCM_NODE_MONITOR));
+    }
+    this.mode = want;
+  }
+
+  /**
+   * upstream-tuned's settings undone where they are: kcm's static pod regenerated from the cluster's
+   * own ClusterConfiguration (its default node monitor) first, then every kubelet's heartbeat fields
+   * back to the values its config file had, each kubelet restarted. Nothing else changes.
+   */
+  async restoreStockSettings(): Promise<void> {
+    for (const n of this.controlPlaneNodes()) await this.kcmNodeMonitor(n, undefined);
+    for (const n of this.o.install.nodes.nodes()) await this.kubeletHeartbeat(n.name, 'stock');
+    if (this.mode === 'upstream-tuned') this.mode = 'upstream';
+  }
+
+  private controlPlaneNodes(): string[] {
+    const cps = this.o.install.nodes.nodes().filter((n) => n.controlPlane).map((n) => n.name);
+    if (!cps.length) throw new Error('no control-plane node');
+    return cps;
+  }
+
+  /**
+   * Node `node`'s kubelet with the heartbeat `target` (or back at `'stock'`): its config file rewritten
+   * (the values from before kept in KUBELET_HEARTBEAT_BACKUP), the kubelet restarted, and waited for
+   * until it renewed its node Lease and the node is Ready. Nothing happens where the file has it already.
+   */
+  private async kubeletHeartbeat(node: string, target: KubeletHeartbeatSettings | 'stock'): Promise<void> {
+    const nodes = this.o.install.nodes;
+    const current = await nodes.readFile(node, NODE_PATHS.kubeletConfig);
+    if (current === undefined) throw new Error(`${NODE_PATHS.kubeletConfig} not found on ${node}`);
+    const sw = kubeletHeartbeatSwitch(current, await nodes.readFile(node, KUBELET_HEARTBEAT_BACKUP), target);
+    if (typeof sw.backup === 'string') await nodes.writeFile(node, KUBELET_HEARTBEAT_BACKUP, sw.backup, 0o644);
+    if (sw.config !== current) await nodes.writeFile(node, NODE_PATHS.kubeletConfig, sw.config, 0o644);
+    if (sw.backup === null) await nodes.remove(node, KUBELET_HEARTBEAT_BACKUP);
+    if (sw.config === current) return;
+    const leases = this.o.kubeconfig.makeApiClient(CoordinationV1Api);
+    const core = this.o.kubeconfig.makeApiClient(CoreV1Api);
+    const restartedAt = Math.floor(Date.now() / 1000) * 1000;
+    await nodes.restartKubelet(node);
+    this.o.install.log?.(`kubelet on ${node}: heartbeat ${target === 'stock' ? 'back to stock' : `nodeLeaseDurationSeconds ${target.nodeLeaseDurationSeconds}, nodeStatusUpdateFrequency ${target.nodeStatusUpdateFrequency}`}, restarted`);
+    await pollUntil(
+      `the restarted kubelet of ${node} renewing its Lease, node Ready`,
+      async () => {
+        const lease = await leases.readNamespacedLease({ name: node, namespace: 'kube-node-lease' });
+        return new Date(lease.spec?.renewTime ?? 0).getTime() >= restartedAt && isNodeReady(await core.readNode({ name: node }));
+      },
+      { timeoutMs: this.o.install.timeoutMs ?? 180_000, intervalMs: 250 },
+    );
+  }
+
+  /**
+   * Control-plane node `node`'s kube-controller-manager with the node-monitor `flags` (undefined: as the
+   * cluster's ClusterConfiguration gives them, stock): its static pod regenerated with `kubeadm init
+   * phase control-plane controller-manager` from the ClusterConfiguration of kube-system/kubeadm-config
+   * with the flags in controllerManager.extraArgs (the ConfigMap itself is not changed: any later
+   * regeneration, e.g. by install, gives stock kcm), then waited for until it runs with them, Ready.
+   * Nothing happens where it runs with them already.
+   */
+  private async kcmNodeMonitor(node: string, flags: string[] | undefined): Promise<void> {
+    const core = this.o.kubeconfig.makeApiClient(CoreV1Api);
+    const name = `kube-controller-manager-${node}`;
+    const cm = await core.readNamespacedConfigMap({ name: 'kubeadm-config', namespace: 'kube-system' });
+    const cluster = cm.data?.ClusterConfiguration;
+    if (!cluster) throw new Error('ConfigMap kube-system/kubeadm-config has no ClusterConfiguration: is this a kubeadm cluster?');
+    const want = flags ?? clusterConfigurationNodeMonitorFlags(cluster);
+    const running = async () => kcmNodeMonitorFlags((await core.readNamespacedPod({ name, namespace: 'kube-system' })).spec?.containers?.[0]?.command ?? []);
+    const same = (have: string[]) => kcmHasNodeMonitor(have, want) && have.length === want.length;
+    if (same(await running())) return;
+    const nodes = this.o.install.nodes;
+    const init = { apiVersion: 'kubeadm.k8s.io/v1beta4', kind: 'InitConfiguration' };
+    await nodes.writeFile(node, TUNED_KUBEADM_CONFIG, `${stringifyYaml(init)}---\n${flags ? withControllerManagerExtraArgs(cluster, flags) : cluster}`, 0o600);
+    try {
+      await nodes.kubeadm(node, ['init', 'phase', 'control-plane', 'controller-manager', '--config', TUNED_KUBEADM_CONFIG]);
+    } finally {
+      await nodes.remove(node, TUNED_KUBEADM_CONFIG);
+    }
+    this.o.install.log?.(`kube-controller-manager on ${node}: ${want.length ? want.join(' ') : "kcm's default node monitor"}, static pod regenerated`);
+    let last = '';
+    await pollUntil(
+      `${name} with ${want.length ? want.join(' ') : 'no --node-monitor-* flag'}, Ready`,
+      async () => {
+        const p = await core.readNamespacedPod({ name, namespace: 'kube-system' });
+        const have = kcmNodeMonitorFlags(p.spec?.containers?.[0]?.command ?? []);
+        last = `${have.join(' ') || 'no --node-monitor-* flag'}, ${isPodReady(p) ? 'Ready' : 'not Ready'}`;
+        return same(have) && isPodReady(p) && !(p.status?.containerStatuses ?? []).some((c) => !c.state?.running);
+      },
+      { timeoutMs: this.o.install.timeoutMs ?? 180_000, intervalMs: 500, explain: () => `last seen: ${last}` },
+    );
+  }
+
   describe(): string[] {
     return [
       'configuration upstream: stock kube-controller-manager (all its controllers), kube-scheduler without the extender, every kubelet on containerd directly, no APF exemption, the Ulysses controller manager scaled to 0 and no kubelet-shim running (manifests/install.ts uninstall, keeping the objects)',
+      ...(this.o.withUpstreamTuned
+        ? [
+            upstreamTunedNote(
+              `the kubeadm cluster: kube-controller-manager's static pod regenerated by kubeadm init phase control-plane controller-manager with the flags in the ClusterConfiguration's controllerManager.extraArgs (the kubeadm-config ConfigMap unchanged), every node's ${NODE_PATHS.kubeletConfig} rewritten (the values from before kept in ${KUBELET_HEARTBEAT_BACKUP}) and its kubelet restarted until its Lease is renewed and the node Ready; the kubelets before kcm to upstream-tuned, kcm first from it`,
+            ),
+          ]
+        : []),
       'Ulysses configurations: the controller manager installed as pods (Deployment, 2 replicas, leader election), kube-controller-manager --controllers without the failover-path controllers, kube-scheduler with the extender, a kubelet-shim per node (manifests/install.ts install), on the control-plane node only; the configuration then switched through UlyssesConfig',
-      'run order: each repetition runs every cell of one family (upstream, or the Ulysses configurations), then of the other, the family order reversed every other repetition; a switch between upstream and Ulysses runs once per change of family, before the repetition\'s setup (its duration in results.jsonl configSwitch and the report)',
+      "run order: each repetition runs every cell of one family (upstream, upstream-tuned, or the Ulysses configurations), then of the next, the family order reversed every other repetition; a switch of family runs once per change of family, before the repetition's setup (its duration in results.jsonl configSwitch and the report); what was on the path is read after each repetition's events (results.jsonl cluster: kcm's --controllers and --node-monitor-* flags from its pod, each kubelet's CRI endpoint and Lease/status periods from its config file)",
       ...this.o.runtime.describe(),
     ];
   }
@@ -375,7 +530,7 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
       // a freshly started controller manager reports once it leads and has synced
       timeoutMs: 120_000,
     });
-    const configurator = new KubeadmConfigurator({ kubeconfig: kc, install: installOptions, runtime });
+    const configurator = new KubeadmConfigurator({ kubeconfig: kc, install: installOptions, runtime, withUpstreamTuned: o.plan.configs.includes(UPSTREAM_TUNED) });
     const initially = await configurator.detect();
     const failure = mode === 'frozen-node' ? target.stoppedNode!() : freeze === 'none' ? undefined : target.failure(freeze);
     const topology = target.topology;
@@ -405,17 +560,19 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
             : 'Prio up (ClusterIP) not measured: the source node keeps running, so its old critical pod could answer through the Service',
           'the settle check before each taint: every experiment Deployment\'s status up to date and, in the Ulysses configurations, the installed controller manager idle (workqueue_depth and workqueue_unfinished_work_seconds 0 on every replica, read through the apiserver\'s pod proxy); its ulysses_critical_recovery_seconds is read the same way before and after each repetition',
         ],
-        title: `${experimentTitle(o)} on a kubeadm cluster, against stock Kubernetes (upstream)`,
+        title: `${experimentTitle(o)} on a kubeadm cluster, against stock Kubernetes (${o.plan.configs.filter(isStockConfig).join(', ') || 'upstream'})`,
       }));
       failed = false;
       return result;
     } finally {
-      // leave the cluster as found: stock (everything of Ulysses removed), or Ulysses in configuration 1;
-      // a testbed about to be taken down is left as it is
+      // leave the cluster as found: stock (everything of Ulysses removed, upstream-tuned's settings
+      // undone), or Ulysses in configuration 1; a testbed about to be taken down is left as it is
       if (end() === 'restore') {
         try {
-          if (initially !== 'ulysses') await uninstall(installOptions);
-          else await configurator.apply(1);
+          if (initially !== 'ulysses') {
+            await configurator.restoreStockSettings();
+            await uninstall(installOptions);
+          } else await configurator.apply(1);
         } catch (err) {
           log(`could not return the cluster to ${initially !== 'ulysses' ? 'stock Kubernetes' : 'configuration 1'}: ${(err as Error).message}`);
         }

@@ -40,7 +40,7 @@ import { auditLogTracer, type ApiTrace } from './api-trace.ts';
 import { auditLogPath } from '../testbed/controlplane.ts';
 import { CpuWindowProbe, MachineCpuAudit, processState, procPids } from './cpu-window.ts';
 import { UPF_NAME, type NodeFailure, type Topology } from './scenario.ts';
-import { SHIM_POLICY_NAME, UPSTREAM, type EventName, type ScenarioName } from './results.ts';
+import { SHIM_POLICY_NAME, UPSTREAM_TUNED, isStockConfig, type EventName, type ScenarioName } from './results.ts';
 import { ensureRuntimeConfigCrd } from '../../core/runtime-config.ts';
 import { SOURCE_FREEZES, failureFreezeConflict, parseFailureMode, type FailureMode } from './profile.ts';
 
@@ -294,7 +294,8 @@ export async function ensureExperimentTestbed(runDir: string, maxDn: number, kwo
     if (existing.options.realNodes < want.realNodes!) problems.push(`realNodes ${existing.options.realNodes} (need ${want.realNodes} for DN ${maxDn})`);
     if (existing.options.kwokNodes < (want.kwokNodes ?? 0)) problems.push(`kwokNodes ${existing.options.kwokNodes} (need ${want.kwokNodes})`);
     // kcm with all its controllers on a testbed the experiment brought up: an interrupted run left it
-    // in configuration upstream, and the run's configurator switches it back (local-configurator.ts)
+    // in configuration upstream or upstream-tuned (kcmExtraArgs), and the run's configurator switches
+    // it back (local-configurator.ts)
     const leftStock = !kwokNodes && existing.options.controllers === STOCK_KCM_CONTROLLERS && existing.options.kubeletShimConfig !== undefined && existing.options.auditNamespaces?.includes(CRITICAL_NAMESPACE);
     if (existing.options.controllers !== want.controllers && !leftStock) problems.push(`controllers "${existing.options.controllers}" (need "${want.controllers}")`);
     if (want.kubeletShimConfig && !existing.options.kubeletShimConfig) problems.push('no kubelet-shim on the real nodes');
@@ -433,10 +434,12 @@ function pinThisProcess(cpus: string): void {
 
 export async function runFailoverExperiment(o: FailoverExperimentOptions) {
   if (o.kubeadm) return (await import('./kubeadm-configurator.ts')).runKubeadmFailoverExperiment(o);
-  const withUpstream = o.plan.configs.includes(UPSTREAM);
+  const stock = o.plan.configs.filter(isStockConfig);
+  const withUpstream = stock.length > 0;
+  const withUpstreamTuned = stock.includes(UPSTREAM_TUNED);
   if (withUpstream && (o.kubeconfig || o.kwokNodes))
-    throw new Error('configuration upstream (stock Kubernetes) needs a cluster whose components the harness can switch: the local testbed with real nodes, or a kubeadm cluster (--kubeadm, --kubeconfig of the kubeadm testbed, or --kubeconfig with --node-shell)');
-  if (withUpstream && o.plan.shimPolicies?.length) throw new Error('--shim-policies: configuration upstream has no kubelet-shim (compare the policies among configurations 1..5)');
+    throw new Error(`configuration ${stock.join(', ')} (stock Kubernetes) needs a cluster whose components the harness can switch: the local testbed with real nodes, or a kubeadm cluster (--kubeadm, --kubeconfig of the kubeadm testbed, or --kubeconfig with --node-shell)`);
+  if (withUpstream && o.plan.shimPolicies?.length) throw new Error(`--shim-policies: configuration ${stock.join(', ')} has no kubelet-shim (compare the policies among configurations 1..5)`);
   if (o.plan.shimPolicies?.length && o.kwokNodes) throw new Error('--shim-policies compares kubelet pacing: KWOK nodes have no kubelet-shim');
   if (o.scenario === '5g' && o.kwokNodes) throw new Error('--scenario 5g needs real nodes (the UPF stand-in is probed over UDP)');
   const maxDn = Math.max(...o.plan.dns);
@@ -497,8 +500,8 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     nodeTrace = shimLogTracer(state.realNodes.map((n) => join(n.dir, 'kubelet-shim.log')), CRITICAL_NAMESPACE);
     localRunDir = runDir;
     notes.push(
-      `local testbed (${state.realNodes.length} real nodes: kubelet ${state.version} + containerd via kubelet-shim${withUpstream ? ', directly in configuration upstream' : ''}; source real-1, destinations real-2..real-${maxDn + 1}); ` +
-        `kube-controller-manager --controllers=${kcmControllersFlag(ULYSSES_CONTROLLERS)}${withUpstream ? ` (${STOCK_KCM_CONTROLLERS} in configuration upstream)` : ''}`,
+      `local testbed (${state.realNodes.length} real nodes: kubelet ${state.version} + containerd via kubelet-shim${withUpstream ? `, directly in configuration ${stock.join(' and ')}` : ''}; source real-1, destinations real-2..real-${maxDn + 1}); ` +
+        `kube-controller-manager --controllers=${kcmControllersFlag(ULYSSES_CONTROLLERS)}${withUpstream ? ` (${STOCK_KCM_CONTROLLERS} in configuration ${stock.join(' and ')})` : ''}`,
     );
   }
   if (o.cpuWindowProfile && o.cpuWindowMs === undefined) throw new Error('cpuWindowProfile needs cpuWindowMs');
@@ -518,7 +521,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     shimPolicies: o.shimPolicyFiles ?? (o.plan.shimPolicies?.length ? resolveShimPolicies(o.plan.shimPolicies) : undefined),
   });
   // on the local testbed with real nodes the configurator also switches to stock Kubernetes and back
-  const local = localRunDir ? new LocalTestbedConfigurator({ kubeconfig: kc, runDir: localRunDir, ulyssesControllers: kcmControllersFlag(ULYSSES_CONTROLLERS), runtime, controllerManager: cm, withUpstream }) : undefined;
+  const local = localRunDir ? new LocalTestbedConfigurator({ kubeconfig: kc, runDir: localRunDir, ulyssesControllers: kcmControllersFlag(ULYSSES_CONTROLLERS), runtime, controllerManager: cm, withUpstream, withUpstreamTuned }) : undefined;
   const configurator = local ?? runtime;
   try {
     if (local) await local.init();
@@ -548,7 +551,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
       // t=0 only once the in-process controller manager has worked off the setup (queues empty,
       // nothing running, no client-limiter debt): the failover must not queue behind it
       quiescent: () => cm.quiescent(),
-      title: `${experimentTitle(o)}${withUpstream ? ', against stock Kubernetes (upstream) on the local testbed' : ''}`,
+      title: `${experimentTitle(o)}${withUpstream ? `, against stock Kubernetes (${stock.join(', ')}) on the local testbed` : ''}`,
     }));
   } finally {
     // leave the cluster in configuration 1 (no pacing, no exemption; on the testbed kcm without

@@ -3,7 +3,7 @@
  * configuration 1 in the same run, the critical-path inflation T(load)/T(idle), and the issue's
  * targets (thesis §6.1: config 5 cuts the critical orchestration time and keeps it flat under load).
  */
-import { EVENT_LABELS, SERVICE_EVENT, UPSTREAM, cellKey, compareConfigurations, configKey, configLabel, parseConfigKey, resultEvents, type Cell, type ConfigId, type ConfigKey, type EventName, type RepResult } from './results.ts';
+import { DETECTION_EVENTS, EVENT_LABELS, SERVICE_EVENT, STOCK_CONFIG_IDS, UPSTREAM, UPSTREAM_TUNED, cellKey, isStockConfig, compareConfigurations, configKey, configLabel, parseConfigKey, resultEvents, type Cell, type ConfigId, type ConfigKey, type EventName, type RepResult } from './results.ts';
 import { SummaryIndex, bootstrapMedianRatio, cellValues, quantile, ratio, type SummaryRow } from './stats.ts';
 import { formatOutside, sharedMachine, type RepCpu } from './cpu-window.ts';
 import { API_PATH_LABELS, API_PATH_PARTS, criticalApiPath } from './api-trace.ts';
@@ -97,7 +97,7 @@ export function checkTargets(
   const c5: Cell = { config: 5, dn, podsPerNode };
   const cBase: Cell = { ...c5, config: baseline };
   const idle5: Cell = { ...c5, podsPerNode: 0 };
-  const base = baseline === UPSTREAM ? 'upstream' : `config ${baseline}`;
+  const base = isStockConfig(baseline) ? baseline : `config ${baseline}`;
   const vsBase = (e: EventName) => (baseline === 1 ? index.ratioVsVanilla(c5, e) : ratio(index.median(c5, e), index.median(cBase, e)));
   const interval = (num: Cell, den: Cell, e: EventName) => (results ? bootstrapMedianRatio(cellValues(results, num, e), cellValues(results, den, e)) : undefined);
   /** a check of `measured` against `ok`, its interval (if any) inconclusive when its two ends disagree on `ok` */
@@ -388,23 +388,29 @@ export function nodeTraceTable(results: readonly RepResult[]): string | undefine
  */
 export function renderVerdict(results: readonly RepResult[], rows: readonly SummaryRow[]): string {
   const index = new SummaryIndex(rows);
-  const baseline: ConfigId = index.configs.includes(UPSTREAM) ? UPSTREAM : 1;
-  const { cell, checks } = checkTargets(index, ['prioReady', 'prioUp'], results, baseline);
+  // stock defaults first; stock tuned for node failure (upstream-tuned) beside them when the run has both
+  const stock = STOCK_CONFIG_IDS.filter((c) => index.configs.includes(c));
+  const baselines: ConfigId[] = stock.length ? stock : [1];
+  const { cell } = checkTargets(index, ['prioReady', 'prioUp'], results, baselines[0]);
   if (!cell) return 'verdict: the run has no loaded cell with configuration 5 to judge';
   const reps = results.filter((r) => r.dn === cell.dn && r.podsPerNode === cell.podsPerNode && String(r.config) === '5').length;
   const sec = (v: number | null) => (v === null ? '–' : `${s(v)} s`);
-  const [name, what] = baseline === UPSTREAM ? ['stock (upstream)', ', Ulysses vs stock Kubernetes'] : ['vanilla (1)', ''];
+  const names: Record<string, string> = { [UPSTREAM]: 'stock (upstream)', [UPSTREAM_TUNED]: 'tuned (upstream-tuned)', 1: 'vanilla (1)' };
+  const what = stock.length ? ', Ulysses vs stock Kubernetes' : '';
   const out = [`verdict at DN ${cell.dn}, ${cell.podsPerNode} pods per node${what} (${reps} repetitions of configuration 5; medians):`];
-  for (const e of ['prioReady', 'prioUp', 'lastReady'] as const) {
-    const c5 = index.median({ config: 5, ...cell }, e);
-    const cb = index.median({ config: baseline, ...cell }, e);
-    out.push(`  ${EVENT_LABELS[e].padEnd(12)} ${name} ${sec(cb).padStart(8)}   Ulysses (5) ${sec(c5).padStart(8)}   ${x(ratio(c5, cb))}`);
-  }
-  for (const c of checks) {
-    const v = c.measured === null ? '–' : c.limit.endsWith('%') ? `${(c.measured * 100).toFixed(0)}%` : `${c.measured.toFixed(2)}x`;
-    const verdict = c.met === null ? 'no data' : c.inconclusive ? 'inconclusive' : c.met ? 'met' : 'missed';
-    out.push(`  [${verdict}] ${c.what}: ${v} (target ${c.limit})`);
-  }
+  baselines.forEach((baseline, i) => {
+    const { checks } = checkTargets(index, i === 0 ? ['prioReady', 'prioUp'] : [], results, baseline);
+    for (const e of ['prioReady', 'prioUp', 'lastReady'] as const) {
+      const c5 = index.median({ config: 5, ...cell }, e);
+      const cb = index.median({ config: baseline, ...cell }, e);
+      out.push(`  ${EVENT_LABELS[e].padEnd(12)} ${names[String(baseline)]} ${sec(cb).padStart(8)}   Ulysses (5) ${sec(c5).padStart(8)}   ${x(ratio(c5, cb))}`);
+    }
+    for (const c of checks) {
+      const v = c.measured === null ? '–' : c.limit.endsWith('%') ? `${(c.measured * 100).toFixed(0)}%` : `${c.measured.toFixed(2)}x`;
+      const verdict = c.met === null ? 'no data' : c.inconclusive ? 'inconclusive' : c.met ? 'met' : 'missed';
+      out.push(`  [${verdict}] ${c.what}: ${v} (target ${c.limit})`);
+    }
+  });
   return out.join('\n');
 }
 
@@ -440,61 +446,72 @@ export const FIDELITY_LIMIT = 0.15;
 /** Events of the table against upstream (Prio up through the ClusterIP where it was measured). */
 function upstreamEvents(index: SummaryIndex): EventName[] {
   const withService = index.rows.some((r) => r.event === SERVICE_EVENT && r.median !== null);
-  return ['prioScheduled', 'prioReady', 'prioUp', ...(withService ? [SERVICE_EVENT] : []), 'prioEndpointReady', 'lastReady'] as EventName[];
+  // failure frozen-node: how long the cluster took to find the failure comes first
+  const detection = DETECTION_EVENTS.filter((e) => index.rows.some((r) => r.event === e));
+  return [...detection, 'prioScheduled', 'prioReady', 'prioUp', ...(withService ? [SERVICE_EVENT] : []), 'prioEndpointReady', 'lastReady'] as EventName[];
 }
 
 const ci = (v: [number, number] | null | undefined) => (v ? `${v[0].toFixed(2)}–${v[1].toFixed(2)}x` : '–');
 
 /**
- * The headline of a run with configuration `upstream` (stock Kubernetes, kubeadm or local testbed): per
- * cell and event the medians of upstream, 1 and 5, the ratio 5 : upstream and its 90% bootstrap
- * interval; then the issue's targets against upstream at the heaviest load.
+ * The headline of a run with configuration `upstream` (stock Kubernetes, kubeadm or local testbed)
+ * and/or `upstream-tuned` (stock Kubernetes tuned for node failure): per cell and event the medians
+ * of those, 1 and 5, the ratio 5 : each of them and its 90% bootstrap interval; then the issue's
+ * targets against each of them at the heaviest load.
  */
 export function upstreamTable(results: readonly RepResult[], index: SummaryIndex): string | undefined {
-  if (!index.configs.includes(UPSTREAM)) return undefined;
-  const shown = ['upstream', '1', '5'].filter((c) => index.configs.includes(c));
+  const baselines = STOCK_CONFIG_IDS.filter((c) => index.configs.includes(c));
+  if (!baselines.length) return undefined;
+  const shown = [...baselines, '1', '5'].filter((c) => index.configs.includes(c));
   const has5 = index.configs.includes('5');
+  const name = (c: string) => (isStockConfig(c) ? c : `config ${c}`);
   const lines = [
-    '## Against stock Kubernetes (configuration upstream)',
+    `## Against stock Kubernetes (configuration${baselines.length > 1 ? 's' : ''} ${baselines.join(', ')})`,
     '',
-    `Medians in seconds after the taint (n = repetitions per cell); ratio 5 : upstream with its 90% interval (percentile bootstrap of the ratio of medians, 2000 resamples).`,
+    `Medians in seconds after ${results.some((r) => r.failure === 'frozen-node') ? 't = 0 (the source node stopped)' : 'the taint'} (n = repetitions per cell); ${baselines.map((b) => `ratio 5 : ${b}`).join(', ')} with its 90% interval (percentile bootstrap of the ratio of medians, 2000 resamples).`,
     '',
-    `| DN, pods/node | event | ${shown.map((c) => (c === UPSTREAM ? 'upstream' : `config ${c}`)).join(' | ')} | 5 : upstream | 90% interval |`,
-    `|---|---|${shown.map(() => '---:').join('|')}|---:|---:|`,
+    `| DN, pods/node | event | ${shown.map(name).join(' | ')} | ${baselines.map((b) => `5 : ${b} | 90% interval`).join(' | ')} |`,
+    `|---|---|${shown.map(() => '---:').join('|')}|${baselines.map(() => '---:|---:').join('|')}|`,
   ];
   for (const c of cellsOf(index)) {
     const n = (k: string) => index.get({ ...c, ...parseConfigKey(k) }, 'prioReady')?.n ?? 0;
     for (const e of upstreamEvents(index)) {
-      const up: Cell = { ...c, config: UPSTREAM };
       const five: Cell = { ...c, config: 5 };
-      const r = has5 ? ratio(index.median(five, e), index.median(up, e)) : null;
-      const interval = has5 ? bootstrapMedianRatio(cellValues(results, five, e), cellValues(results, up, e)) : null;
-      lines.push(`| DN ${c.dn}, ${c.podsPerNode} (n=${shown.map(n).join('/')}) | ${EVENT_LABELS[e]} | ${shown.map((k) => s(index.median({ ...c, ...parseConfigKey(k) }, e))).join(' | ')} | ${x(r)} | ${ci(interval)} |`);
+      const vs = baselines.map((b) => {
+        const up: Cell = { ...c, config: b };
+        const r = has5 ? ratio(index.median(five, e), index.median(up, e)) : null;
+        const interval = has5 ? bootstrapMedianRatio(cellValues(results, five, e), cellValues(results, up, e)) : null;
+        return `${x(r)} | ${ci(interval)}`;
+      });
+      lines.push(`| DN ${c.dn}, ${c.podsPerNode} (n=${shown.map(n).join('/')}) | ${EVENT_LABELS[e]} | ${shown.map((k) => s(index.median({ ...c, ...parseConfigKey(k) }, e))).join(' | ')} | ${vs.join(' | ')} |`);
     }
   }
   const podsPerNode = Math.max(...index.podsPerNode);
   if (has5) {
     const idle = podsPerNode > 0 && index.podsPerNode.includes(0);
-    lines.push('', `Targets against upstream at ${podsPerNode} pods/node, per DN${idle ? '; and config 5 at that load against config 5 idle (0 pods/node)' : ''}:`, '', '| DN | target | measured | 90% interval | limit | |', '|---|---|---:|---:|---:|---|');
-    for (const dn of index.dns) {
-      const five: Cell = { config: 5, dn, podsPerNode };
-      const up: Cell = { config: UPSTREAM, dn, podsPerNode };
-      const idle5: Cell = { ...five, podsPerNode: 0 };
-      const row = (what: string, measured: number | null, interval: [number, number] | null, limit: string, ok: (v: number) => boolean, pct: boolean) => {
-        const v = (m: number) => (pct ? `${(m * 100).toFixed(1)}%` : `${m.toFixed(2)}x`);
-        const verdict = measured === null ? 'n/a' : (ok(measured) ? 'met' : '**missed**') + (interval && ok(interval[0]) !== ok(interval[1]) ? ' (inconclusive)' : '');
-        lines.push(`| ${dn} | ${what} | ${measured === null ? '–' : v(measured)} | ${interval ? `${v(interval[0])}–${v(interval[1])}` : '–'} | ${limit} | ${verdict} |`);
-      };
-      for (const e of ['prioReady', 'prioUp', ...(upstreamEvents(index).includes(SERVICE_EVENT) ? [SERVICE_EVENT] : [])] as EventName[]) {
-        const r = ratio(index.median(five, e), index.median(up, e));
-        const iv = bootstrapMedianRatio(cellValues(results, five, e), cellValues(results, up, e));
-        row(`${EVENT_LABELS[e]}: reduction of config 5 vs upstream`, r === null ? null : 1 - r, iv && [1 - iv[1], 1 - iv[0]], `>= ${TARGETS.criticalReduction * 100}%`, (v) => v >= TARGETS.criticalReduction, true);
+    baselines.forEach((b, i) => {
+      const withIdle = idle && i === 0;
+      lines.push('', `Targets against ${b} at ${podsPerNode} pods/node, per DN${withIdle ? '; and config 5 at that load against config 5 idle (0 pods/node)' : ''}:`, '', '| DN | target | measured | 90% interval | limit | |', '|---|---|---:|---:|---:|---|');
+      for (const dn of index.dns) {
+        const five: Cell = { config: 5, dn, podsPerNode };
+        const up: Cell = { config: b, dn, podsPerNode };
+        const idle5: Cell = { ...five, podsPerNode: 0 };
+        const row = (what: string, measured: number | null, interval: [number, number] | null, limit: string, ok: (v: number) => boolean, pct: boolean) => {
+          const v = (m: number) => (pct ? `${(m * 100).toFixed(1)}%` : `${m.toFixed(2)}x`);
+          const verdict = measured === null ? 'n/a' : (ok(measured) ? 'met' : '**missed**') + (interval && ok(interval[0]) !== ok(interval[1]) ? ' (inconclusive)' : '');
+          lines.push(`| ${dn} | ${what} | ${measured === null ? '–' : v(measured)} | ${interval ? `${v(interval[0])}–${v(interval[1])}` : '–'} | ${limit} | ${verdict} |`);
+        };
+        for (const e of ['prioReady', 'prioUp', ...(upstreamEvents(index).includes(SERVICE_EVENT) ? [SERVICE_EVENT] : [])] as EventName[]) {
+          const r = ratio(index.median(five, e), index.median(up, e));
+          const iv = bootstrapMedianRatio(cellValues(results, five, e), cellValues(results, up, e));
+          row(`${EVENT_LABELS[e]}: reduction of config 5 vs ${b}`, r === null ? null : 1 - r, iv && [1 - iv[1], 1 - iv[0]], `>= ${TARGETS.criticalReduction * 100}%`, (v) => v >= TARGETS.criticalReduction, true);
+        }
+        row(`Last ready: config 5 / ${b}`, ratio(index.median(five, 'lastReady'), index.median(up, 'lastReady')), bootstrapMedianRatio(cellValues(results, five, 'lastReady'), cellValues(results, up, 'lastReady')), `<= ${TARGETS.maxLastReadySlowdown}x`, (v) => v <= TARGETS.maxLastReadySlowdown, false);
+        if (withIdle)
+          for (const e of ['prioReady', 'prioUp'] as EventName[])
+            row(`${EVENT_LABELS[e]}: config 5 at load / config 5 idle`, index.inflation(five, e), bootstrapMedianRatio(cellValues(results, five, e), cellValues(results, idle5, e)), `<= ${TARGETS.maxInflation}x`, (v) => v <= TARGETS.maxInflation, false);
       }
-      row('Last ready: config 5 / upstream', ratio(index.median(five, 'lastReady'), index.median(up, 'lastReady')), bootstrapMedianRatio(cellValues(results, five, 'lastReady'), cellValues(results, up, 'lastReady')), `<= ${TARGETS.maxLastReadySlowdown}x`, (v) => v <= TARGETS.maxLastReadySlowdown, false);
-      if (idle)
-        for (const e of ['prioReady', 'prioUp'] as EventName[])
-          row(`${EVENT_LABELS[e]}: config 5 at load / config 5 idle`, index.inflation(five, e), bootstrapMedianRatio(cellValues(results, five, e), cellValues(results, idle5, e)), `<= ${TARGETS.maxInflation}x`, (v) => v <= TARGETS.maxInflation, false);
-    }
+    });
   }
   return lines.join('\n');
 }
@@ -539,14 +556,14 @@ export function fidelityTable(results: readonly RepResult[], index: SummaryIndex
   return lines.join('\n');
 }
 
-/** How long the switches between upstream and Ulysses took (results' configSwitch). */
+/** How long the switches between the families (upstream, upstream-tuned, Ulysses) took (results' configSwitch). */
 export function switchTable(results: readonly RepResult[]): string | undefined {
   const sw = results.filter((r) => r.configSwitch).map((r) => r.configSwitch!);
   if (!sw.length) return undefined;
   const lines = [
     '## Switches between upstream and Ulysses',
     '',
-    'Once before each repetition that changes family: on kubeadm the manifests/install.ts steps (install; uninstall keeping the objects), on the local testbed kube-controller-manager and every kubelet restarted and the in-process controller manager stopped or started.',
+    "Once before each repetition that changes family: on kubeadm the manifests/install.ts steps (install; uninstall keeping the objects), on the local testbed kube-controller-manager and every kubelet restarted and the in-process controller manager stopped or started; to or from upstream-tuned also its settings (kcm's node monitor, every kubelet's heartbeat, each restarted).",
     '',
     '| to | switches | median s | min s | max s |',
     '|---|---:|---:|---:|---:|',

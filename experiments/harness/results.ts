@@ -59,12 +59,23 @@ export type UlyssesConfigId = (typeof ULYSSES_CONFIG_IDS)[number];
  * (local-configurator.ts).
  */
 export const UPSTREAM = 'upstream' as const;
-export const CONFIG_IDS = [UPSTREAM, ...ULYSSES_CONFIG_IDS] as const;
+/**
+ * `upstream-tuned`: stock Kubernetes as `upstream`, with the fastest node-failure handling its own
+ * settings give (kcm's node monitor, every kubelet's Lease and status period, tolerationSeconds 0 on
+ * the critical pod; upstream-tuned.ts has the values and why).
+ */
+export const UPSTREAM_TUNED = 'upstream-tuned' as const;
+/** The configurations of stock Kubernetes (nothing of Ulysses on the path). */
+export const STOCK_CONFIG_IDS = [UPSTREAM, UPSTREAM_TUNED] as const;
+export type StockConfigId = (typeof STOCK_CONFIG_IDS)[number];
+export const CONFIG_IDS = [...STOCK_CONFIG_IDS, ...ULYSSES_CONFIG_IDS] as const;
 export type ConfigId = (typeof CONFIG_IDS)[number];
-export const isUlyssesConfig = (c: ConfigId): c is UlyssesConfigId => c !== UPSTREAM;
+export const isStockConfig = (c: ConfigId | string): c is StockConfigId => (STOCK_CONFIG_IDS as readonly unknown[]).includes(c);
+export const isUlyssesConfig = (c: ConfigId): c is UlyssesConfigId => !isStockConfig(c);
 
 export const CONFIG_LABELS: Record<ConfigId, string> = {
   upstream: 'stock Kubernetes (kcm, kube-scheduler, kubelets on containerd)',
+  'upstream-tuned': 'stock Kubernetes tuned for node failure (kcm node monitor 1 s / grace 5 s, kubelet Lease renewed every 1 s, critical pod tolerationSeconds 0)',
   1: 'vanilla',
   2: '+ kubelet pacing',
   3: '+ APF exemption',
@@ -146,9 +157,31 @@ export const RepResultSchema = z.object({
       ulyssesControllerManagerPods: z.number().int().min(0),
       controllerManagerInProcess: z.boolean().optional(),
       apfExemption: z.boolean(),
+      /**
+       * kcm's node-monitor flags (--node-monitor-period, --node-monitor-grace-period) on its live
+       * command line, in order; empty: kcm's defaults (5 s, 50 s). Absent in lines before upstream-tuned.
+       */
+      kcmNodeMonitorFlags: z.array(z.string()).optional(),
+      /**
+       * per node, the Lease and status periods its kubelet runs with (as the kubelet defaults its config
+       * file: 40 s, 10 s, 5m unless set), or why they cannot be told (e.g. the file changed after the
+       * kubelet started). Absent in lines before upstream-tuned.
+       */
+      kubeletHeartbeat: z
+        .record(
+          z.string(),
+          z.union([z.object({ nodeLeaseDurationSeconds: z.number().int().positive(), nodeStatusUpdateFrequency: z.string(), nodeStatusReportFrequency: z.string() }).strict(), z.string()]),
+        )
+        .optional(),
     })
     .strict()
     .optional(),
+  /**
+   * the critical pod's NoExecute tolerations of node.kubernetes.io/not-ready and /unreachable as the
+   * apiserver admitted it (its own, or the DefaultTolerationSeconds plugin's 300 s): key -> seconds,
+   * null when it tolerates for ever
+   */
+  criticalTolerationSeconds: z.record(z.string(), z.number().int().nullable()).optional(),
   /** why some event stayed null (e.g. a timeout) */
   error: z.string().optional(),
   /** kubelet-shim policy overriding the configuration's (kubelet policy comparison) */
@@ -199,9 +232,9 @@ export const configKey = (c: Configuration): ConfigKey => (c.shimPolicy ? `${c.c
 
 export function parseConfigKey(key: ConfigKey): Configuration {
   const [id, shimPolicy, ...rest] = key.split('/');
-  const config: ConfigId | undefined = id === UPSTREAM ? UPSTREAM : ULYSSES_CONFIG_IDS.find((c) => String(c) === id);
-  if (config === undefined || rest.length || (shimPolicy !== undefined && (!SHIM_POLICY_NAME.test(shimPolicy) || config === UPSTREAM)))
-    throw new Error(`configuration "${key}": expected "upstream" or a Table 6.1 id 1..5, optionally "/<kubelet-shim policy>" (e.g. 1/fixed)`);
+  const config: ConfigId | undefined = CONFIG_IDS.find((c) => String(c) === id);
+  if (config === undefined || rest.length || (shimPolicy !== undefined && (!SHIM_POLICY_NAME.test(shimPolicy) || isStockConfig(config))))
+    throw new Error(`configuration "${key}": expected "upstream", "upstream-tuned" or a Table 6.1 id 1..5, optionally "/<kubelet-shim policy>" (e.g. 1/fixed)`);
   return shimPolicy ? { config: config as ConfigId, shimPolicy } : { config: config as ConfigId };
 }
 
@@ -212,7 +245,7 @@ export const configLabel = (c: Configuration): string => `${configKey(c)}: ${CON
 const POLICY_ORDER = ['vanilla', 'fixed', 'exponential-decay'];
 export function compareConfigurations(a: Configuration, b: Configuration): number {
   const rank = (p?: string) => (p === undefined ? -1 : POLICY_ORDER.includes(p) ? POLICY_ORDER.indexOf(p) : POLICY_ORDER.length);
-  const order = (c: ConfigId) => (c === UPSTREAM ? 0 : c);
+  const order = (c: ConfigId) => (c === UPSTREAM ? -1 : c === UPSTREAM_TUNED ? 0 : c);
   return order(a.config) - order(b.config) || rank(a.shimPolicy) - rank(b.shimPolicy) || (a.shimPolicy ?? '').localeCompare(b.shimPolicy ?? '');
 }
 

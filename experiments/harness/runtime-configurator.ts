@@ -62,7 +62,7 @@ export class RuntimeConfigConfigurator implements ClusterConfigurator {
 
   /** The spec of configuration `config` (every field the configurations touch, so the patch is absolute). */
   spec(config: ConfigId, shimPolicy?: string): UlyssesConfigSpec {
-    if (!isUlyssesConfig(config)) throw new Error(`configuration ${config}: not a configuration of Ulysses (UlyssesConfig sets 1..5; upstream needs a cluster configurator that can uninstall Ulysses, see kubeadm-configurator.ts)`);
+    if (!isUlyssesConfig(config)) throw new Error(`configuration ${config}: not a configuration of Ulysses (UlyssesConfig sets 1..5; upstream and upstream-tuned need a cluster configurator that can uninstall Ulysses, see kubeadm-configurator.ts and local-configurator.ts)`);
     const want = TABLE_6_1[config];
     let shim = want.shim === 'vanilla' ? { policy: 'vanilla' } : this.paced;
     if (shimPolicy !== undefined) {

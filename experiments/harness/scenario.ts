@@ -20,6 +20,7 @@ import { ECHO_PORT, HTTP_PORT, applyDeployment, deployment, ensureNamespace, tai
 import { DETECTION_EVENTS, EVENTS, SERVICE_EVENT, emptyEvents, type EventName, type FailoverEvents, type ScenarioName } from './results.ts';
 import { DETECTION_TAINTS, NODE_FAILURE_DETECTED_REASON, ULYSSES_UNREACHABLE_TAINT, detectionEvents, detectionTaintsOf, type DetectionObservation } from './failure-detection.ts';
 import type { FailureMode } from './profile.ts';
+import { failureTolerationSeconds } from './upstream-tuned.ts';
 
 export const EXPERIMENT_LABEL = 'ulysses.io/experiment';
 export const FAILURE_TAINT = 'ulysses.io/failure';
@@ -78,6 +79,8 @@ export interface ScenarioOptions {
   log?: (line: string) => void;
   /** tolerations of every experiment pod (KWOK nodes: KWOK_TOLERATION) */
   tolerations?: V1Toleration[];
+  /** more tolerations of the critical pod only (configuration upstream-tuned: kcm's failure taints for 0 s) */
+  criticalTolerations?: V1Toleration[];
   /**
    * Probe the critical pod with the host's UDP client ("Prio up", default true). False on KWOK nodes,
    * whose pods run nothing: prioUp then stays null and the repetition does not wait for it.
@@ -168,6 +171,8 @@ export interface RepOutcome {
   taintAtMs: number;
   /** ms after t = 0 when the PATCH tainting the critical pod's source node returned (the taint stored) */
   criticalTaintWrittenMs?: number;
+  /** the critical pod's NoExecute tolerations of kcm's failure taints as admitted (failureTolerationSeconds) */
+  criticalTolerationSeconds?: Record<string, number | null>;
   error?: string;
 }
 
@@ -236,8 +241,10 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
   const names = loadNames(load.length, o.scenario);
   const prioName = criticalName(o.scenario);
   const position = Math.min(o.criticalPosition ?? 0, load.length);
+  const both = [...(o.tolerations ?? []), ...(o.criticalTolerations ?? [])];
+  const criticalTolerations = both.length ? both : undefined;
   const critical = () =>
-    applyDeployment(apps, deployment({ namespace: o.criticalNamespace, name: prioName, replicas: 1, criticality: 'high', image: 'udp-echo', nodes: [...sources, destinations[0]!], labels: LABELS, tolerations: o.tolerations }));
+    applyDeployment(apps, deployment({ namespace: o.criticalNamespace, name: prioName, replicas: 1, criticality: 'high', image: 'udp-echo', nodes: [...sources, destinations[0]!], labels: LABELS, tolerations: criticalTolerations }));
   for (const [i, replicas] of load.entries()) {
     if (i === position) await critical();
     await applyDeployment(apps, deployment({ namespace: o.loadNamespace, name: names[i]!, replicas, criticality: 'low', image: 'http-server', nodes: [...sources, ...destinations], labels: LABELS, tolerations: o.tolerations }));
@@ -430,7 +437,14 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
       error = `${missing.join(', ')} not seen within ${timeoutMs / 1000} s (${ready.size}/${total} pods Ready on the destinations${probeError ? `; ${probeError}` : ''})`;
     }
     const podReady = [...ready.values()].map((t) => Math.max(0, Math.round(t - t0) / 1000)).sort((a, b) => a - b);
-    return { events, podReady, taintAtMs: t0, ...(criticalTaintWrittenMs === undefined ? {} : { criticalTaintWrittenMs }), error };
+    return {
+      events,
+      podReady,
+      taintAtMs: t0,
+      ...(criticalTaintWrittenMs === undefined ? {} : { criticalTaintWrittenMs }),
+      ...(prio ? { criticalTolerationSeconds: failureTolerationSeconds(prio.spec?.tolerations) } : {}),
+      error,
+    };
   } finally {
     pods.stop();
     prioPods.stop();

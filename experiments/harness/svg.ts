@@ -7,7 +7,7 @@
 import { EVENT_LABELS, compareConfigurations, configKey, configLabel, parseConfigKey, type ConfigId, type ConfigKey, type EventName, type RepResult } from './results.ts';
 import type { SummaryIndex } from './stats.ts';
 
-export const CONFIG_COLORS: Record<ConfigId, string> = { upstream: '#000000', 1: '#d62728', 2: '#ff7f0e', 3: '#9467bd', 4: '#1f77b4', 5: '#2ca02c' };
+export const CONFIG_COLORS: Record<ConfigId, string> = { upstream: '#000000', 'upstream-tuned': '#7f7f7f', 1: '#d62728', 2: '#ff7f0e', 3: '#9467bd', 4: '#1f77b4', 5: '#2ca02c' };
 /** kubelet policy comparison (Fig 6.5): vanilla red, fixed orange, exponential decay green */
 export const SHIM_POLICY_COLORS: Record<string, string> = { vanilla: '#d62728', fixed: '#ff7f0e', 'exponential-decay': '#2ca02c', adaptive: '#1f77b4' };
 const OTHER_COLORS = ['#8c564b', '#e377c2', '#7f7f7f', '#17becf', '#bcbd22'];

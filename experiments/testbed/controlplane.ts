@@ -67,6 +67,8 @@ export interface ControlPlaneOptions {
   kubeconfigs: { scheduler: string; controllerManager: string };
   /** --controllers for the vanilla kube-controller-manager (default "*"). */
   controllers?: string;
+  /** more kube-controller-manager flags (`--name=value`), after the testbed's own (e.g. configuration upstream-tuned's node monitor). */
+  controllerManagerExtraArgs?: readonly string[];
   /** extra kube-scheduler --config file (e.g. with an extender). */
   schedulerConfig?: string;
   cpus?: string;
@@ -233,6 +235,7 @@ export function controllerManagerSpec(o: ControlPlaneOptions) {
       `--cluster-signing-key-file=${pki.caKey}`,
       `--controllers=${o.controllers ?? '*'}`,
       '--v=1',
+      ...(o.controllerManagerExtraArgs ?? []),
     ],
     logFile: join(o.runDir, 'logs', 'kube-controller-manager.log'),
     cpus: o.cpus,

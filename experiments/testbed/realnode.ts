@@ -308,6 +308,137 @@ export function kubeletConfigEndpoint(text: string): string | undefined {
   return typeof v === 'string' ? v : undefined;
 }
 
+/**
+ * The kubelet config fields that set how often a kubelet heartbeats (KubeletConfiguration v1beta1):
+ * its node Lease (renewed every quarter of `nodeLeaseDurationSeconds`, pkg/kubelet
+ * nodeLeaseRenewIntervalFraction), its status (computed every `nodeStatusUpdateFrequency`, posted
+ * when it changed or every `nodeStatusReportFrequency`).
+ */
+export const KUBELET_HEARTBEAT_KEYS = ['nodeLeaseDurationSeconds', 'nodeStatusUpdateFrequency', 'nodeStatusReportFrequency'] as const;
+export type KubeletHeartbeatKey = (typeof KUBELET_HEARTBEAT_KEYS)[number];
+
+/** What a kubelet runs with after its defaulting; durations as Go prints them (10s, 5m0s). */
+export interface KubeletHeartbeat {
+  nodeLeaseDurationSeconds: number;
+  nodeStatusUpdateFrequency: string;
+  nodeStatusReportFrequency: string;
+}
+
+/** The kubelet's defaults of the Lease duration and the status period (pkg/kubelet/apis/config/v1beta1/defaults.go). */
+export const KUBELET_DEFAULT_HEARTBEAT = { nodeLeaseDurationSeconds: 40, nodeStatusUpdateFrequency: '10s' } as const;
+
+/** Settings of the Lease and the status period to give a kubelet; an absent one stays as it is. */
+export type KubeletHeartbeatSettings = Partial<Pick<KubeletHeartbeat, 'nodeLeaseDurationSeconds' | 'nodeStatusUpdateFrequency'>>;
+
+/** The values a kubelet config file had for the heartbeat fields before they were changed; null: the file did not set it. */
+export type KubeletHeartbeatOriginal = Record<KubeletHeartbeatKey, string | number | null>;
+
+const GO_DURATION_UNITS_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** Milliseconds of a Go duration string ("1m30s", "500ms", "0s"); undefined when it is not one. */
+export function goDurationMs(v: unknown): number | undefined {
+  if (typeof v !== 'string' || !/^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$|^0$/.test(v)) return undefined;
+  let ms = 0;
+  for (const [, n, unit] of v.matchAll(/(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/g)) ms += Number(n) * GO_DURATION_UNITS_MS[unit!]!;
+  return ms;
+}
+
+/** A duration as Go's time.Duration prints it: 1s, 10s, 1m0s, 5m0s, 500ms. */
+export function formatGoDuration(ms: number): string {
+  if (ms === 0) return '0s';
+  if (ms < 1000) return `${ms}ms`;
+  const h = Math.floor(ms / 3_600_000);
+  const m = Math.floor((ms % 3_600_000) / 60_000);
+  const sec = (ms % 60_000) / 1000;
+  return `${h ? `${h}h` : ''}${h || m ? `${m}m` : ''}${sec}s`;
+}
+
+/**
+ * The heartbeat a kubelet runs with for this config file (YAML text), as the kubelet defaults it
+ * (pkg/kubelet/apis/config/v1beta1/defaults.go): an absent or zero nodeLeaseDurationSeconds is 40,
+ * nodeStatusUpdateFrequency 10s, nodeStatusReportFrequency the update frequency when that is set,
+ * else 5m.
+ */
+export function kubeletHeartbeat(text: string): KubeletHeartbeat {
+  const doc = parseDocument(text);
+  if (doc.errors.length) throw new Error(`kubelet config: ${doc.errors[0]!.message}`);
+  const lease = doc.get('nodeLeaseDurationSeconds');
+  const update = goDurationMs(doc.get('nodeStatusUpdateFrequency')) || 0;
+  const report = goDurationMs(doc.get('nodeStatusReportFrequency')) || 0;
+  return {
+    nodeLeaseDurationSeconds: typeof lease === 'number' && lease > 0 ? lease : KUBELET_DEFAULT_HEARTBEAT.nodeLeaseDurationSeconds,
+    nodeStatusUpdateFrequency: formatGoDuration(update || goDurationMs(KUBELET_DEFAULT_HEARTBEAT.nodeStatusUpdateFrequency)!),
+    nodeStatusReportFrequency: formatGoDuration(report || update || 300_000),
+  };
+}
+
+/** The config has the heartbeat `settings` already (as the kubelet reads it). */
+export function kubeletHasHeartbeat(text: string, settings: KubeletHeartbeatSettings): boolean {
+  const h = kubeletHeartbeat(text);
+  return (
+    (settings.nodeLeaseDurationSeconds === undefined || h.nodeLeaseDurationSeconds === settings.nodeLeaseDurationSeconds) &&
+    (settings.nodeStatusUpdateFrequency === undefined || goDurationMs(h.nodeStatusUpdateFrequency) === goDurationMs(settings.nodeStatusUpdateFrequency))
+  );
+}
+
+/**
+ * A kubelet config (YAML text) with the heartbeat `settings`, every other field as it was, and the
+ * values the heartbeat fields had (`original`, to restore them). The status report period is pinned to
+ * the one the kubelet ran with when the file left it to the default, which would otherwise follow the
+ * new nodeStatusUpdateFrequency (kubeadm writes `nodeStatusReportFrequency: 0s`: a 1 s update frequency
+ * would post the node status every second).
+ */
+export function kubeletConfigWithHeartbeat(text: string, settings: KubeletHeartbeatSettings): { config: string; original: KubeletHeartbeatOriginal } {
+  const doc = parseDocument(text);
+  if (doc.errors.length) throw new Error(`kubelet config: ${doc.errors[0]!.message}`);
+  const before = kubeletHeartbeat(text);
+  const original = Object.fromEntries(KUBELET_HEARTBEAT_KEYS.map((k) => [k, doc.has(k) ? ((doc.get(k) as string | number | null) ?? null) : null])) as KubeletHeartbeatOriginal;
+  if (settings.nodeLeaseDurationSeconds !== undefined) doc.set('nodeLeaseDurationSeconds', settings.nodeLeaseDurationSeconds);
+  if (settings.nodeStatusUpdateFrequency !== undefined) doc.set('nodeStatusUpdateFrequency', settings.nodeStatusUpdateFrequency);
+  if (!goDurationMs(doc.get('nodeStatusReportFrequency'))) doc.set('nodeStatusReportFrequency', before.nodeStatusReportFrequency);
+  return { config: doc.toString(), original };
+}
+
+/**
+ * A kubelet config (YAML text) with the heartbeat fields back at `original` (a field the file did not
+ * set is removed again), every other field as it is. Without `original`: nodeLeaseDurationSeconds and
+ * nodeStatusUpdateFrequency removed (the kubelet's defaults, 40 and 10s), the report period kept.
+ */
+export function kubeletConfigWithoutHeartbeat(text: string, original?: KubeletHeartbeatOriginal): string {
+  const doc = parseDocument(text);
+  if (doc.errors.length) throw new Error(`kubelet config: ${doc.errors[0]!.message}`);
+  const want: Partial<KubeletHeartbeatOriginal> = original ?? { nodeLeaseDurationSeconds: null, nodeStatusUpdateFrequency: null };
+  for (const k of KUBELET_HEARTBEAT_KEYS) {
+    if (!(k in want)) continue;
+    const v = want[k];
+    if (v === null || v === undefined) doc.delete(k);
+    else doc.set(k, v);
+  }
+  return doc.toString();
+}
+
+/**
+ * One step of a kubelet's heartbeat switch, on the text of its config file and of the file keeping
+ * the values from before (`backup`, YAML of {@link KubeletHeartbeatOriginal}; undefined: none):
+ * `settings` applied (the originals kept in a new backup, unless one is kept already or the file has
+ * the settings already), or `'stock'`, the originals written back and the backup removed. Returns the
+ * config to write and what becomes of the backup: its new text, null to remove it, undefined to leave it.
+ */
+export function kubeletHeartbeatSwitch(config: string, backup: string | undefined, target: KubeletHeartbeatSettings | 'stock'): { config: string; backup: string | null | undefined } {
+  if (target === 'stock') {
+    // nothing kept and nothing changed: the file stays as it is
+    if (backup === undefined && kubeletHasHeartbeat(config, KUBELET_DEFAULT_HEARTBEAT)) return { config, backup: undefined };
+    const original = backup === undefined ? undefined : (parseYaml(backup, { maxAliasCount: 0 }) as KubeletHeartbeatOriginal);
+    return { config: kubeletConfigWithoutHeartbeat(config, original), backup: backup === undefined ? undefined : null };
+  }
+  const already = kubeletHasHeartbeat(config, target);
+  const { config: out, original } = kubeletConfigWithHeartbeat(config, target);
+  return { config: out, backup: backup === undefined && !already ? stringifyYaml(original) : undefined };
+}
+
+/** Where the local testbed keeps a kubelet's heartbeat fields from before a switch (kubeletHeartbeatSwitch). */
+export const kubeletHeartbeatBackupPath = (spec: RealNodeSpec): string => join(spec.dir, 'kubelet-config.heartbeat-backup.yaml');
+
 export interface RealNodeHandles {
   containerd: TrackedProcess;
   shim?: TrackedProcess;

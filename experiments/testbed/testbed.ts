@@ -4,7 +4,7 @@
  * (kubelet + containerd + CNI bridge) and KWOK nodes. Everything it starts is tracked in
  * <runDir>/state.json, so `down` stops exactly that, and both `up` and `down` are idempotent.
  */
-import { existsSync, readFileSync, writeFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
@@ -40,8 +40,11 @@ import {
   ensureBridge,
   kubeletConfigPath,
   kubeletConfigWithEndpoint,
+  kubeletHeartbeatBackupPath,
+  kubeletHeartbeatSwitch,
   withNodeAgent,
   runtimeEndpoint,
+  type KubeletHeartbeatSettings,
   type KubeletRuntime,
   type RealNodeSpec,
 } from './realnode.ts';
@@ -108,7 +111,7 @@ export interface TestbedState {
   runDir: string;
   kubeconfig: string;
   apiserver: string;
-  options: { realNodes: number; kwokNodes: number; controllers: string; pinCpus: boolean; kwokCpus?: 'control-plane' | 'nodes'; kubeletShimConfig?: string; schedulerConfig?: string; auditNamespaces?: string[]; apiservers?: 1 | 2 };
+  options: { realNodes: number; kwokNodes: number; controllers: string; kcmExtraArgs?: string[]; pinCpus: boolean; kwokCpus?: 'control-plane' | 'nodes'; kubeletShimConfig?: string; schedulerConfig?: string; auditNamespaces?: string[]; apiservers?: 1 | 2 };
   processes: TrackedProcess[];
   realNodes: RealNodeSpec[];
   kwokNodes: string[];
@@ -153,12 +156,13 @@ export function schedulerKubeconfigPath(runDir: string): string {
   return join(runDir, 'kubeconfigs', 'kube-scheduler.kubeconfig');
 }
 
-function controlPlaneOptions(runDir: string, pki: Pki, controllers: string, cpus?: string, schedulerConfig?: string, auditNamespaces?: string[], apiservers: 1 | 2 = 1): ControlPlaneOptions {
+function controlPlaneOptions(runDir: string, pki: Pki, controllers: string, cpus?: string, schedulerConfig?: string, auditNamespaces?: string[], apiservers: 1 | 2 = 1, kcmExtraArgs?: readonly string[]): ControlPlaneOptions {
   return {
     runDir,
     pki,
     controllers,
     cpus,
+    ...(kcmExtraArgs?.length ? { controllerManagerExtraArgs: kcmExtraArgs } : {}),
     ...apiserverAddresses(apiservers),
     ...(schedulerConfig ? { schedulerConfig } : {}),
     ...(auditNamespaces?.length ? { auditNamespaces } : {}),
@@ -423,7 +427,7 @@ export async function restartComponent(name: 'kube-apiserver', opts: { runDir?: 
   const old = state.processes[idx]!;
   await stopProcess(old.pid, 10_000);
   if (opts.downtimeMs) await new Promise((r) => setTimeout(r, opts.downtimeMs));
-  const cp = controlPlaneOptions(runDir, pkiPaths(join(runDir, 'pki')), state.options.controllers, old.cpus, state.options.schedulerConfig, state.options.auditNamespaces, state.options.apiservers);
+  const cp = controlPlaneOptions(runDir, pkiPaths(join(runDir, 'pki')), state.options.controllers, old.cpus, state.options.schedulerConfig, state.options.auditNamespaces, state.options.apiservers, state.options.kcmExtraArgs);
   const spec = apiserverSpec(cp);
   const p = startProcess(spec);
   state.processes[idx] = p;
@@ -433,18 +437,27 @@ export async function restartComponent(name: 'kube-apiserver', opts: { runDir?: 
 
 /**
  * Restarts kube-controller-manager with `--controllers=<controllers>` (every other flag as `up` gave
- * it), e.g. `*` for stock Kubernetes or the list without the controllers Ulysses replaces. The new
- * process and the flag go into state.json (`status`, `down` and a later restart see them).
- * Resolves once its /healthz answers.
+ * it), e.g. `*` for stock Kubernetes or the list without the controllers Ulysses replaces, and with
+ * `extraArgs` after them (`--name=value`, e.g. configuration upstream-tuned's node monitor; `[]`: none,
+ * kcm's defaults; undefined: those it runs with now). The new process, the controllers and the extra
+ * flags go into state.json (`status`, `down` and a later restart see them; no extra flags: the field
+ * absent, as `up` writes it). Resolves once its /healthz answers.
  */
-export async function restartControllerManager(controllers: string, runDir = defaultRunDir()): Promise<TrackedProcess> {
+export async function restartControllerManager(controllers: string, runDir = defaultRunDir(), extraArgs?: readonly string[]): Promise<TrackedProcess> {
   const state = readState(runDir);
   const old = state?.processes.find((p) => p.name === 'kube-controller-manager');
   if (!state || !old) throw new Error(`no kube-controller-manager tracked in the testbed of ${runDir}`);
+  const extra = [...(extraArgs ?? state.options.kcmExtraArgs ?? [])];
+  const bad = extra.filter((a) => !/^--[a-z0-9-]+=/.test(a) || a.startsWith('--controllers='));
+  if (bad.length) throw new Error(`kube-controller-manager extra flags: ${bad.join(' ')} (each --name=value, not --controllers)`);
   await stopProcess(old.pid, 10_000);
-  const cp = controlPlaneOptions(runDir, pkiPaths(join(runDir, 'pki')), controllers, old.cpus, state.options.schedulerConfig, state.options.auditNamespaces, state.options.apiservers);
+  const cp = controlPlaneOptions(runDir, pkiPaths(join(runDir, 'pki')), controllers, old.cpus, state.options.schedulerConfig, state.options.auditNamespaces, state.options.apiservers, extra);
   const p = await startControllerManager(cp);
-  replaceTracked(runDir, old.name, p, (s) => (s.options.controllers = controllers));
+  replaceTracked(runDir, old.name, p, (s) => {
+    s.options.controllers = controllers;
+    if (extra.length) s.options.kcmExtraArgs = extra;
+    else delete s.options.kcmExtraArgs;
+  });
   return p;
 }
 
@@ -452,9 +465,12 @@ export async function restartControllerManager(controllers: string, runDir = def
  * Restarts a real node's kubelet on the CRI endpoint `runtime` (its containerd directly, or the
  * node's kubelet-shim): rewrites both endpoints in its config file and starts it again with the
  * same command line. Running pods stay (they are containerd's, and so is every sandbox the kubelet
- * finds again); a kubelet-shim left out keeps running unused. Resolves once its /healthz answers.
+ * finds again); a kubelet-shim left out keeps running unused. `heartbeat` also changes how often it
+ * renews its node Lease and computes its status (configuration upstream-tuned): settings (the values
+ * the file had are kept in {@link kubeletHeartbeatBackupPath}), or `'stock'`, those values back and
+ * the backup removed; undefined: as the file has them. Resolves once its /healthz answers.
  */
-export async function restartKubelet(node: string, runtime: KubeletRuntime, runDir = defaultRunDir()): Promise<TrackedProcess> {
+export async function restartKubelet(node: string, runtime: KubeletRuntime, runDir = defaultRunDir(), heartbeat?: KubeletHeartbeatSettings | 'stock'): Promise<TrackedProcess> {
   const state = readState(runDir);
   const spec = state?.realNodes.find((n) => n.name === node);
   const old = state?.processes.find((p) => p.name === `kubelet/${node}`);
@@ -465,7 +481,16 @@ export async function restartKubelet(node: string, runtime: KubeletRuntime, runD
   }
   const file = kubeletConfigPath(spec);
   await stopProcess(old.pid, 10_000);
-  writeFileSync(file, kubeletConfigWithEndpoint(readFileSync(file, 'utf8'), runtimeEndpoint(spec, runtime)));
+  let config = kubeletConfigWithEndpoint(readFileSync(file, 'utf8'), runtimeEndpoint(spec, runtime));
+  if (heartbeat !== undefined) {
+    const backupFile = kubeletHeartbeatBackupPath(spec);
+    const sw = kubeletHeartbeatSwitch(config, existsSync(backupFile) ? readFileSync(backupFile, 'utf8') : undefined, heartbeat);
+    // the values from before first, so an interrupted switch can still restore them
+    if (typeof sw.backup === 'string') writeFileSync(backupFile, sw.backup);
+    config = sw.config;
+    writeFileSync(file, config);
+    if (sw.backup === null) rmSync(backupFile, { force: true });
+  } else writeFileSync(file, config);
   const p = startProcess({ name: old.name, cmd: old.cmd, args: old.args, logFile: old.logFile, env: old.env, cpus: old.cpus });
   replaceTracked(runDir, old.name, p);
   await pollUntil(

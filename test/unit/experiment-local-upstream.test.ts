@@ -15,6 +15,7 @@ import {
   pathFamily,
   STOCK_KCM_CONTROLLERS,
   switchPlan,
+  type LocalKubelet,
   type LocalPath,
 } from '../../experiments/harness/local-configurator.ts';
 import { kubeletConfigEndpoint, kubeletConfigWithEndpoint, realNodeSpec, runtimeEndpoint, runtimeOfEndpoint } from '../../experiments/testbed/realnode.ts';
@@ -27,14 +28,16 @@ import { emptyEvents, parseResults, type ConfigId, type FailoverEvents, type Rep
 
 const ULYSSES_KCM = kcmControllersFlag(ULYSSES_CONTROLLERS);
 const nodes = ['real-1', 'real-2'];
+const k = (runtime: LocalKubelet['runtime'], heartbeat: LocalKubelet['heartbeat'] = 'stock'): LocalKubelet => ({ runtime, heartbeat });
 const path = (p: Partial<LocalPath> = {}): LocalPath => ({
   kcmControllers: ULYSSES_KCM,
-  kubelets: Object.fromEntries(nodes.map((n) => [n, 'kubelet-shim'])),
+  kcmFlags: [],
+  kubelets: Object.fromEntries(nodes.map((n) => [n, k('kubelet-shim')])),
   controllerManager: true,
   apfExemption: false,
   ...p,
 });
-const stock = path({ kcmControllers: STOCK_KCM_CONTROLLERS, kubelets: { 'real-1': 'containerd', 'real-2': 'containerd' }, controllerManager: false });
+const stock = path({ kcmControllers: STOCK_KCM_CONTROLLERS, kubelets: { 'real-1': k('containerd'), 'real-2': k('containerd') }, controllerManager: false });
 
 const kc = new KubeConfig();
 kc.loadFromOptions({ clusters: [{ name: 'c', server: 'https://127.0.0.1:1' }], users: [{ name: 'u' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' });
@@ -67,8 +70,8 @@ describe('the local testbed switched between stock Kubernetes and Ulysses', () =
     expect(warmupReps(plan, (x) => c.family(x)).map((r) => r.config)).toEqual([5, 'upstream']);
   });
   it('each family selects its kcm --controllers, kubelet endpoint and controller manager', () => {
-    expect(familyComponents('upstream', ULYSSES_KCM)).toEqual({ kcmControllers: '*', kubelet: 'containerd', controllerManager: false });
-    expect(familyComponents('ulysses', ULYSSES_KCM)).toEqual({ kcmControllers: ULYSSES_KCM, kubelet: 'kubelet-shim', controllerManager: true });
+    expect(familyComponents('upstream', ULYSSES_KCM)).toEqual({ kcmControllers: '*', kcmFlags: [], kubelet: 'containerd', kubeletHeartbeat: 'stock', controllerManager: false });
+    expect(familyComponents('ulysses', ULYSSES_KCM)).toEqual({ kcmControllers: ULYSSES_KCM, kcmFlags: [], kubelet: 'kubelet-shim', kubeletHeartbeat: 'stock', controllerManager: true });
     const n = realNodeSpec('/tmp/rd', 2);
     expect(runtimeEndpoint(n, 'containerd')).toBe('unix:///tmp/rd/nodes/real-2/containerd/containerd.sock');
     expect(runtimeEndpoint(n, 'kubelet-shim')).toBe('unix:///tmp/rd/nodes/real-2/kubelet-shim.sock');
@@ -90,34 +93,34 @@ describe('the local testbed switched between stock Kubernetes and Ulysses', () =
     expect(pathFamily(path({ apfExemption: true }), ULYSSES_KCM)).toBe('ulysses'); // configurations 3-5
     expect(pathFamily(stock, ULYSSES_KCM)).toBe('upstream');
     expect(pathFamily({ ...stock, apfExemption: true }, ULYSSES_KCM)).toBeUndefined(); // stock Kubernetes exempts nothing
-    expect(pathFamily({ ...stock, kubelets: { 'real-1': 'containerd', 'real-2': 'kubelet-shim' } }, ULYSSES_KCM)).toBeUndefined();
+    expect(pathFamily({ ...stock, kubelets: { 'real-1': k('containerd'), 'real-2': k('kubelet-shim') } }, ULYSSES_KCM)).toBeUndefined();
     expect(pathFamily(path({ controllerManager: false }), ULYSSES_KCM)).toBeUndefined(); // nobody runs the ReplicaSet controller
     expect(pathFamily(path({ kcmControllers: undefined }), ULYSSES_KCM)).toBeUndefined();
-    expect(pathFamily(path({ kubelets: { 'real-1': 'kubelet-shim', 'real-2': undefined } }), ULYSSES_KCM)).toBeUndefined();
+    expect(pathFamily(path({ kubelets: { 'real-1': k('kubelet-shim'), 'real-2': k(undefined, undefined) } }), ULYSSES_KCM)).toBeUndefined();
   });
   it('plans a switch: to upstream the controller manager goes to configuration 1 and stops, and its exemption goes, before kcm takes its controllers back; to Ulysses the reverse; kubelets last', () => {
     expect(switchPlan(path({ apfExemption: true }), 'upstream', ULYSSES_KCM)).toEqual([
       { do: 'configuration-1' },
       { do: 'stop-controller-manager' },
       { do: 'remove-apf-exemption' },
-      { do: 'restart-kcm', controllers: '*' },
-      { do: 'restart-kubelet', node: 'real-1', runtime: 'containerd' },
-      { do: 'restart-kubelet', node: 'real-2', runtime: 'containerd' },
+      { do: 'restart-kcm', controllers: '*', flags: [] },
+      { do: 'restart-kubelet', node: 'real-1', runtime: 'containerd', heartbeat: 'stock' },
+      { do: 'restart-kubelet', node: 'real-2', runtime: 'containerd', heartbeat: 'stock' },
     ]);
     expect(switchPlan(stock, 'ulysses', ULYSSES_KCM)).toEqual([
-      { do: 'restart-kcm', controllers: ULYSSES_KCM },
+      { do: 'restart-kcm', controllers: ULYSSES_KCM, flags: [] },
       { do: 'start-controller-manager' },
-      { do: 'restart-kubelet', node: 'real-1', runtime: 'kubelet-shim' },
-      { do: 'restart-kubelet', node: 'real-2', runtime: 'kubelet-shim' },
+      { do: 'restart-kubelet', node: 'real-1', runtime: 'kubelet-shim', heartbeat: 'stock' },
+      { do: 'restart-kubelet', node: 'real-2', runtime: 'kubelet-shim', heartbeat: 'stock' },
     ]);
     // nothing to do where the family is; a switch interrupted half-way is finished, nothing restarted twice
     expect(switchPlan(path({ apfExemption: true }), 'ulysses', ULYSSES_KCM)).toEqual([]);
     expect(switchPlan(stock, 'upstream', ULYSSES_KCM)).toEqual([]);
-    expect(switchPlan({ ...stock, kubelets: { 'real-1': 'containerd', 'real-2': 'kubelet-shim' } }, 'upstream', ULYSSES_KCM)).toEqual([{ do: 'restart-kubelet', node: 'real-2', runtime: 'containerd' }]);
+    expect(switchPlan({ ...stock, kubelets: { 'real-1': k('containerd'), 'real-2': k('kubelet-shim') } }, 'upstream', ULYSSES_KCM)).toEqual([{ do: 'restart-kubelet', node: 'real-2', runtime: 'containerd', heartbeat: 'stock' }]);
     // the testbed as `up` leaves it (no controller manager yet), and a kubelet whose config changed since it started
-    expect(switchPlan(path({ controllerManager: false, kubelets: { 'real-1': 'kubelet-shim', 'real-2': undefined } }), 'ulysses', ULYSSES_KCM)).toEqual([
+    expect(switchPlan(path({ controllerManager: false, kubelets: { 'real-1': k('kubelet-shim'), 'real-2': k(undefined, undefined) } }), 'ulysses', ULYSSES_KCM)).toEqual([
       { do: 'start-controller-manager' },
-      { do: 'restart-kubelet', node: 'real-2', runtime: 'kubelet-shim' },
+      { do: 'restart-kubelet', node: 'real-2', runtime: 'kubelet-shim', heartbeat: 'stock' },
     ]);
   });
   it("records kcm's --controllers as kubeadm runs do, from the last flag of its command line", () => {

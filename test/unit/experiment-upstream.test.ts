@@ -31,7 +31,7 @@ describe('configuration upstream', () => {
     expect(parseConfigKey('upstream')).toEqual({ config: 'upstream' });
     expect(configKey({ config: 'upstream' })).toBe('upstream');
     expect(() => parseConfigKey('upstream/fixed')).toThrow(/configuration "upstream\/fixed"/);
-    expect(() => parseConfigKey('6')).toThrow(/"upstream" or a Table 6.1 id/);
+    expect(() => parseConfigKey('6')).toThrow(/"upstream", "upstream-tuned" or a Table 6.1 id/);
     const plan = planReps({ configs: [5, 'upstream', 1], dns: [1], podsPerNode: [5], reps: 2 });
     expect(plan.map((p) => p.config)).toEqual([5, 'upstream', 1, 5, 'upstream', 1]);
   });
