@@ -372,13 +372,17 @@ program
       '  set kubelet-shim vanilla|fixed|exponential-decay|adaptive [--node N | --selector k=v] [--param name=value ...]\n' +
       '  set scheduler-extender on|off [--plugins assurance,realtime,tdma]\n' +
       '  set apf on|off [--namespaces ns1,ns2]\n' +
-      '  set slo <seconds>|off [--namespaces ns1,ns2]   (critical-pod recovery SLO: the default, or these namespaces)',
+      '  set slo <seconds>|off [--namespaces ns1,ns2]   (critical-pod recovery SLO: the default, or these namespaces)\n' +
+      '  set node-failure on|off [--period-ms N] [--window-ms N] [--confirm-ms N] [--scope critical|all]   (fast node failure detection)',
   )
-  .argument('<component>', 'controller-manager | kubelet-shim | scheduler-extender | apf | slo')
+  .argument('<component>', 'controller-manager | kubelet-shim | scheduler-extender | apf | slo | node-failure')
   .argument('<mode>', 'the mode or policy')
   .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, else the local testbed)')
   .option('--controllers <list>', 'controller-manager: controllers to switch (default: all failover-path ones)', list)
-  .option('--period-ms <n>', 'controller-manager: period T of the periodic workers', num('--period-ms'))
+  .option('--period-ms <n>', 'controller-manager: period T of the periodic workers; node-failure: probe period', num('--period-ms'))
+  .option('--window-ms <n>', 'node-failure: silence of a node agent before its node can fail (>= 3 periods)', num('--window-ms'))
+  .option('--confirm-ms <n>', "node-failure: time the node's kubelet has to answer a TLS handshake (<= window)", num('--confirm-ms'))
+  .option('--scope <critical|all>', 'node-failure: pods evicted at once from a failed node')
   .option('--workers <n>', 'controller-manager: workers', num('--workers'))
   .option('--api-rate-limit <on|off>', "controller-manager: kcm's client-side limiter (20 qps / burst 30); off = \"rate limiting off\"")
   .option('--node <name>', 'kubelet-shim: only this node')
@@ -396,7 +400,7 @@ program
     const { setPatch } = await import('../core/runtime-status.ts');
     const client = await clusterClient(o.kubeconfig);
     const current = await readRuntimeConfig(client);
-    const patch = setPatch(component, mode, { controllers: o.controllers, periodMs: o.periodMs, workers: o.workers, apiRateLimit: o.apiRateLimit, node: o.node, selector: o.selector, params: o.param, plugins: o.plugins, namespaces: o.namespaces }, current?.spec);
+    const patch = setPatch(component, mode, { controllers: o.controllers, periodMs: o.periodMs, workers: o.workers, apiRateLimit: o.apiRateLimit, node: o.node, selector: o.selector, params: o.param, plugins: o.plugins, namespaces: o.namespaces, windowMs: o.windowMs, confirmTimeoutMs: o.confirmMs, scope: o.scope }, current?.spec);
     const obj = await patchRuntimeConfig(client, patch);
     console.log(`UlyssesConfig/default generation ${obj.metadata.generation}: ${JSON.stringify(patch)}\n(run "ulysses status" to see the components apply it)`);
   });

@@ -6,7 +6,7 @@ import { CONTROLLERS } from './controllers.ts';
 import type { UlyssesConfig, UlyssesConfigSpec } from './runtime-config.ts';
 import { describeSlo, MAX_SLO_SECONDS, type RecoveryRecord, type SloConfig } from './slo.ts';
 
-export const COMPONENTS = ['controller-manager', 'kubelet-shim', 'scheduler-extender', 'apf', 'slo'] as const;
+export const COMPONENTS = ['controller-manager', 'kubelet-shim', 'scheduler-extender', 'apf', 'slo', 'node-failure'] as const;
 export type Component = (typeof COMPONENTS)[number];
 
 export const SPEC_FIELD: Record<Component, keyof UlyssesConfigSpec> = {
@@ -15,6 +15,7 @@ export const SPEC_FIELD: Record<Component, keyof UlyssesConfigSpec> = {
   'scheduler-extender': 'schedulerExtender',
   apf: 'apf',
   slo: 'slo',
+  'node-failure': 'nodeFailure',
 };
 
 export interface StatusRow {
@@ -52,6 +53,11 @@ export function describeDesired(component: Component, section: unknown): string 
     }
     case 'slo':
       return describeSlo({ namespaces: {}, ...(s as Partial<SloConfig>) });
+    case 'node-failure': {
+      if (s.enabled === false) return 'off';
+      const parts = (['periodMs', 'windowMs', 'confirmTimeoutMs', 'scope'] as const).filter((k) => s[k] !== undefined).map((k) => `${k}=${String(s[k])}`);
+      return ['on', ...parts].join(' ');
+    }
   }
 }
 
@@ -119,6 +125,10 @@ export interface SetOptions {
   /** scheduler-extender plugins; apf namespaces */
   plugins?: string[];
   namespaces?: string[];
+  /** node-failure: detection window, kubelet check timeout, scope */
+  windowMs?: number;
+  confirmTimeoutMs?: number;
+  scope?: string;
 }
 
 /**
@@ -167,6 +177,21 @@ export function setPatch(component: string, mode: string, o: SetOptions, current
     case 'apf': {
       if (mode !== 'on' && mode !== 'off') throw new Error(`apf mode must be "on" or "off", got "${mode}"`);
       return { apf: { enabled: mode === 'on', ...(o.namespaces?.length ? { exemptNamespaces: o.namespaces } : {}) } };
+    }
+    case 'node-failure': {
+      // set node-failure on|off [--period-ms N] [--window-ms N] [--confirm-ms N] [--scope critical|all]:
+      // the values given are merged into the section; the controller manager checks them (status names a bad field)
+      if (mode !== 'on' && mode !== 'off') throw new Error(`node-failure mode must be "on" or "off", got "${mode}"`);
+      if (o.scope !== undefined && o.scope !== 'critical' && o.scope !== 'all') throw new Error(`--scope must be "critical" or "all", got "${o.scope}"`);
+      return {
+        nodeFailure: {
+          enabled: mode === 'on',
+          ...(o.periodMs !== undefined ? { periodMs: o.periodMs } : {}),
+          ...(o.windowMs !== undefined ? { windowMs: o.windowMs } : {}),
+          ...(o.confirmTimeoutMs !== undefined ? { confirmTimeoutMs: o.confirmTimeoutMs } : {}),
+          ...(o.scope !== undefined ? { scope: o.scope } : {}),
+        },
+      };
     }
     default:
       throw new Error(`unknown component "${component}": one of ${COMPONENTS.join(', ')}`);

@@ -3,6 +3,7 @@ import { formatStatus, parseSelector, setPatch, shimSectionForNode, statusRows }
 import type { UlyssesConfig } from '../../core/runtime-config.ts';
 import { ControllerManagerRuntimeSchema } from '../../controller-manager/runtime.ts';
 import { ApfRuntimeSchema } from '../../apf-configs/runtime.ts';
+import { NodeFailureConfigSchema } from '../../controller-manager/node-failure.ts';
 
 describe('ulysses set: spec patches', () => {
   it('controller-manager: all failover-path controllers by default, parameters when given', () => {
@@ -42,6 +43,16 @@ describe('ulysses set: spec patches', () => {
     expect(() => setPatch('apf', 'maybe', {})).toThrow(/apf mode must be "on" or "off"/);
     expect(() => setPatch('kube-proxy', 'on', {})).toThrow(/unknown component "kube-proxy"/);
     expect(() => parseSelector('zone')).toThrow(/--selector: "zone" is not key=value/);
+  });
+
+  it('node-failure: on/off with the values given; the controller manager\'s schema refuses a bad window naming it', () => {
+    const on = setPatch('node-failure', 'on', { periodMs: 200, windowMs: 1000, confirmTimeoutMs: 500, scope: 'all' });
+    expect(on).toEqual({ nodeFailure: { enabled: true, periodMs: 200, windowMs: 1000, confirmTimeoutMs: 500, scope: 'all' } });
+    expect(NodeFailureConfigSchema.parse(on.nodeFailure)).toMatchObject({ enabled: true, windowMs: 1000, scope: 'all' });
+    expect(setPatch('node-failure', 'off', {})).toEqual({ nodeFailure: { enabled: false } });
+    expect(() => setPatch('node-failure', 'fast', {})).toThrow(/node-failure mode must be "on" or "off"/);
+    expect(() => setPatch('node-failure', 'on', { scope: 'some' })).toThrow(/--scope must be "critical" or "all"/);
+    expect(NodeFailureConfigSchema.safeParse(setPatch('node-failure', 'on', { periodMs: 100, windowMs: 200 }).nodeFailure).error?.issues[0]?.path).toEqual(['windowMs']);
   });
 });
 
