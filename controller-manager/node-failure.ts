@@ -267,6 +267,11 @@ export class NodeFailureDetector {
     }
     for (const name of candidates) {
       const s = this.nodes.get(name)!;
+      // a silent kubelet heard of more than a window ago (the failure was suppressed meanwhile) is asked again first
+      if (now - s.check!.doneAt! >= windowMs) {
+        this.startCheck(name, s);
+        continue;
+      }
       s.phase = 'failed';
       s.suppressed = undefined;
       const silentMs = this.silenceOf(s, now);

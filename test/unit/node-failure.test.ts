@@ -124,6 +124,26 @@ describe('NodeFailureDetector', () => {
     expect(h2.failed.sort()).toEqual(['a', 'b']);
   });
 
+  it('asks a kubelet again before failing its node when its silence was heard more than a window ago (a disruption ended)', async () => {
+    const h = harness();
+    await h.run(1000, ['a', 'b', 'c']);
+    await h.run(2000, []); // everything silent: suppressed, one check each
+    expect(h.failed).toEqual([]);
+    expect(h.checks.sort()).toEqual(['a', 'b', 'c']);
+    h.kubelet.set('a', 'alive'); // a's kubelet is back, its agent still silent
+    await h.run(1500, ['b', 'c']);
+    expect(h.checks.filter((n) => n === 'a').length).toBeGreaterThanOrEqual(2);
+    expect(h.failed).toEqual([]);
+    expect(h.guards).toContain('kubelet-answers:a');
+    // the same with the kubelet still silent: failed, after the second check
+    const h2 = harness();
+    await h2.run(1000, ['a', 'b', 'c']);
+    await h2.run(2000, []);
+    await h2.run(1500, ['b', 'c']);
+    expect(h2.failed).toEqual(['a']);
+    expect(h2.checks.filter((n) => n === 'a')).toHaveLength(2);
+  });
+
   it('restarts every window when its own tick came late (replies may be waiting unread)', async () => {
     const h = harness();
     await h.run(1000, ['a', 'b', 'c']);
