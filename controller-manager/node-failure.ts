@@ -30,7 +30,8 @@ import type { V1Node, V1Taint } from '@kubernetes/client-node';
 import { z } from 'zod';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { DEFAULT_NODE_AGENT_PORT, decodeHeartbeat, encodeHeartbeat } from '../core/node-heartbeat.ts';
-import { isConflict, isNotFound, type KubeAccess, type KubeClient } from '../core/kube.ts';
+import type { KubeAccess, KubeClient } from '../core/kube.ts';
+import { NODE_UNREACHABLE_TAINT, updateNodeTaint } from '../core/node-taints.ts';
 import { RuntimeConfigWatcher } from '../core/runtime-config.ts';
 import { metricsRegistry, registeredMetric } from '../core/metrics.ts';
 import { NO_EVENTS, type ComponentEventRecorder } from '../core/events.ts';
@@ -39,7 +40,7 @@ import type { Logger } from '../core/logging.ts';
 import { KWOK_NODE_ANNOTATION } from './cache-projection.ts';
 
 /** Ulysses' own NoExecute taint of a node found failed; pods tolerating it (author's choice) stay. */
-export const NODE_UNREACHABLE_TAINT = 'ulysses.io/unreachable';
+export { NODE_UNREACHABLE_TAINT };
 /** Event reasons on the Node. */
 export const NODE_FAILURE_EVENTS = {
   detected: 'NodeFailureDetected',
@@ -569,32 +570,14 @@ export class NodeFailureController {
   private async writeTaint(name: string, op: 'add' | 'remove'): Promise<void> {
     this.writing.add(name);
     try {
-      for (let attempt = 0; attempt < 5; attempt++) {
-        const node = await this.o.client.get<V1Node>(`/api/v1/nodes/${name}`);
-        const taints = node.spec?.taints ?? [];
-        const has = taints.some((t) => t.key === NODE_UNREACHABLE_TAINT);
-        if ((op === 'add') === has) return;
-        const next: V1Taint[] =
-          op === 'add'
-            ? [...taints, { key: NODE_UNREACHABLE_TAINT, effect: 'NoExecute', timeAdded: new Date().toISOString() as unknown as Date }]
-            : taints.filter((t) => t.key !== NODE_UNREACHABLE_TAINT);
-        try {
-          // the resourceVersion makes a concurrent taint change (kcm's node lifecycle controller) a conflict, not a loss
-          await this.o.client.request('PATCH', `/api/v1/nodes/${name}`, {
-            body: { metadata: { resourceVersion: node.metadata!.resourceVersion }, spec: { taints: next } },
-            contentType: 'application/merge-patch+json',
-          });
-          if (op === 'remove') {
-            this.log.info({ node: name }, 'node answers again: taint removed');
-            this.nodeEvent(name, 'Normal', NODE_FAILURE_EVENTS.recovered, `node agent answered for ${this.config.windowMs} ms: ${NODE_UNREACHABLE_TAINT} removed`);
-          }
-          return;
-        } catch (err) {
-          if (!isConflict(err)) throw err;
-        }
+      const taint: V1Taint | undefined = op === 'add' ? { key: NODE_UNREACHABLE_TAINT, effect: 'NoExecute', timeAdded: new Date().toISOString() as unknown as Date } : undefined;
+      const written = await updateNodeTaint(this.o.client, name, NODE_UNREACHABLE_TAINT, taint);
+      if (written && op === 'remove') {
+        this.log.info({ node: name }, 'node answers again: taint removed');
+        this.nodeEvent(name, 'Normal', NODE_FAILURE_EVENTS.recovered, `node agent answered for ${this.config.windowMs} ms: ${NODE_UNREACHABLE_TAINT} removed`);
       }
     } catch (err) {
-      if (!isNotFound(err)) this.log.warn({ node: name, op, err: (err as Error).message }, 'taint write failed: tried again next period');
+      this.log.warn({ node: name, op, err: (err as Error).message }, 'taint write failed: tried again next period');
     } finally {
       this.writing.delete(name);
     }

@@ -23,6 +23,8 @@ import { fatallyWaitingContainer, isNodeReady, isPodReady } from '../core/object
 import { FatalError, pollUntil } from '../core/poll.ts';
 import type { UlyssesConfig } from '../core/runtime-config.ts';
 import { statusRows } from '../core/runtime-status.ts';
+import { NODE_UNREACHABLE_TAINT, updateNodeTaint } from '../core/node-taints.ts';
+import { KubeClient } from '../core/kube.ts';
 import { COMPONENT_OBJECTS, kcmControllersFromPatch, MANIFESTS_DIR, objectId, renderOverlay, ULYSSES_CONFIG_NAME, ULYSSES_NAMESPACE, type Component, type K8sObject } from './overlays.ts';
 import { progressLog } from '../core/logging.ts';
 
@@ -187,6 +189,7 @@ class Installer {
   readonly leases: CoordinationV1Api;
   readonly discovery: DiscoveryV1Api;
   readonly custom: CustomObjectsApi;
+  readonly client: KubeClient;
   readonly components: readonly Component[];
 
   constructor(readonly o: InstallOptions) {
@@ -199,6 +202,7 @@ class Installer {
     this.leases = kc.makeApiClient(CoordinationV1Api);
     this.discovery = kc.makeApiClient(DiscoveryV1Api);
     this.custom = kc.makeApiClient(CustomObjectsApi);
+    this.client = new KubeClient(kc);
     const unknown = (o.components ?? []).filter((c) => !INSTALL_ORDER.includes(c));
     if (unknown.length) throw new Error(`unknown component(s) ${unknown.join(', ')} (known: ${INSTALL_ORDER.join(', ')})`);
     this.components = INSTALL_ORDER.filter((c) => !o.components || o.components.includes(c));
@@ -544,6 +548,10 @@ export async function uninstall(o: InstallOptions): Promise<void> {
         }
         if (o.keepObjects) await i.step('controller-manager: Deployment scaled to 0', () => i.scaleToZero('ulysses-controller-manager'));
         else await i.step('controller-manager: objects', () => i.delete(own));
+        // the node failure detection's taints go with the controller manager that would remove them
+        await i.step(`controller-manager: ${NODE_UNREACHABLE_TAINT} taints removed`, async () => {
+          for (const n of (await i.core.listNode()).items) await updateNodeTaint(i.client, n.metadata!.name!, NODE_UNREACHABLE_TAINT);
+        });
         break;
       case 'apf':
         await i.step('apf: FlowSchema', () => i.delete(own));
