@@ -8,6 +8,7 @@ import type { AppsV1Api, CoreV1Api, V1Deployment, V1Node, V1Pod, V1Toleration } 
 import { KubeClient, type KubeAccess } from '../core/kube.ts';
 import { CRITICALITY_LABEL, type Criticality } from '../core/criticality.ts';
 import { isPodReady } from '../core/objects.ts';
+import { updateNodeTaint } from '../core/node-taints.ts';
 import { TEST_IMAGES } from './testbed/images/index.ts';
 
 export const ECHO_PORT = 5005;
@@ -139,12 +140,9 @@ export async function taintNoExecute(kc: KubeAccess, nodes: string | string[], k
   return (await taintNoExecuteTimed(kc, nodes, key)).sentAtMs;
 }
 
-/** Removes the taints with `key` from `node`; writes nothing when it has none (the list it would write back could be stale: other owners change taints too). */
+/** Removes the taints with `key` from `node`; writes nothing when it has none, and never over another owner's concurrent change (core/node-taints.ts). */
 export async function untaint(kc: KubeAccess, node: string, key = 'ulysses.io/failure'): Promise<void> {
-  const client = new KubeClient(kc);
-  const n = await client.get<V1Node>(`/api/v1/nodes/${node}`);
-  if (!(n.spec?.taints ?? []).some((t) => t.key === key)) return;
-  await setTaints(client, node, taintsWithout(n, key));
+  await updateNodeTaint(new KubeClient(kc), node, key);
 }
 
 /** Pod readiness as the controllers see it (core/objects.ts). */
