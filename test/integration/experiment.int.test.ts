@@ -24,6 +24,8 @@ import { ProgressBar } from '../../experiments/harness/progress.ts';
 import { apiRequest, isNotFound } from '../../core/kube.ts';
 import { DEFAULT_FLOW_SCHEMA_NAME, FLOWCONTROL_API_PATH } from '../../apf-configs/flowschemas.ts';
 
+/** the kubelet's Lease and status periods as the testbed's config leaves them (the kubelet's defaults) */
+const STOCK_HEARTBEAT = { nodeLeaseDurationSeconds: 40, nodeStatusUpdateFrequency: '10s', nodeStatusReportFrequency: '1m0s' };
 const runDir = '/tmp/ulysses-it-experiment';
 const out = '/tmp/ulysses-it-experiment-out';
 const t = useTestbed(runDir, experimentTestbedOptions(runDir, 1));
@@ -94,6 +96,9 @@ describe('failover experiment on the real testbed', () => {
         ulyssesControllerManagerPods: 0,
         controllerManagerInProcess: true,
         apfExemption: r.config === 5,
+        // stock failure detection (upstream-tuned's settings are not left behind)
+        kcmNodeMonitorFlags: [],
+        kubeletHeartbeat: Object.fromEntries(nodes.map((n) => [n.name, STOCK_HEARTBEAT])),
       });
       expect(r.configSwitch).toBeUndefined();
       expect(r.sourceFreeze).toBe('node');
@@ -201,6 +206,8 @@ describe('failover experiment on the real testbed', () => {
       ulyssesControllerManagerPods: 0,
       controllerManagerInProcess: false,
       apfExemption: false,
+      kcmNodeMonitorFlags: [],
+      kubeletHeartbeat: Object.fromEntries(before.realNodes.map((n) => [n.name, STOCK_HEARTBEAT])),
     });
     expect(rec!.prioNode).toBeUndefined(); // no kubelet-shim saw the critical pod
     const report = readFileSync(join(upOut, 'report.md'), 'utf8');
