@@ -79,6 +79,10 @@ export type NodeFailureConfigInput = z.input<typeof NodeFailureConfigSchema>;
 /** What the kubelet's TLS handshake said: it answered, it stayed silent, or the check itself is not to be trusted. */
 export type KubeletCheck = 'alive' | 'silent' | 'inconclusive';
 
+/** Backoff of a failed taint write, per node (1 s doubling to 30 s). */
+const TAINT_RETRY_MIN_MS = 1000;
+const TAINT_RETRY_MAX_MS = 30_000;
+
 /** Probes sent before the event loop turns (and reads their replies): 100 replies are 83 KB of receive buffer. */
 const PROBE_BURST = 100;
 
@@ -395,6 +399,10 @@ export class NodeFailureController {
   private readonly log: Logger;
   /** replies outstanding per node since the last tick (missed heartbeats) */
   private readonly repliedThisPeriod = new Set<string>();
+  /** the evidence of each failed node, for the Event written with its taint */
+  private readonly evidence = new Map<string, FailureEvidence>();
+  /** per node, when a failed taint write may be tried again */
+  private readonly retry = new Map<string, { at: number; delayMs: number }>();
 
   constructor(private readonly o: NodeFailureControllerOptions) {
     this.config = o.config;
@@ -406,9 +414,9 @@ export class NodeFailureController {
       onFailed: (node, e) => {
         this.metrics.failures.inc();
         this.metrics.detection.observe(e.silentMs / 1000);
-        const message = `node agent silent for ${Math.round(e.silentMs)} ms (${e.probesMissed} probes of ${this.config.periodMs} ms missed) and kubelet silent for ${e.kubeletSilentMs} ms: tainted ${NODE_UNREACHABLE_TAINT}:NoExecute, ${this.config.scope === 'critical' ? 'its critical pods are' : 'its pods are'} evicted at once`;
         this.log.warn({ node, ...e }, 'node failed');
-        this.nodeEvent(node, 'Warning', NODE_FAILURE_EVENTS.detected, message);
+        // the Event goes out with the taint (writeTaint), saying what was found
+        this.evidence.set(node, e);
         this.reconcileTaint(node);
       },
       onSuppressed: (nodes, reason, counts) => {
@@ -557,7 +565,7 @@ export class NodeFailureController {
 
   /** Level-triggered: a failed node carries the taint; a node answering for a full window does not. */
   private reconcileTaint(name: string): void {
-    if (this.writing.has(name)) return;
+    if (this.writing.has(name) || (this.retry.get(name)?.at ?? 0) > performance.now()) return;
     const node = this.o.nodes.get(name);
     if (!node) return;
     const failed = this.detector.phase(name) === 'failed';
@@ -572,12 +580,22 @@ export class NodeFailureController {
     try {
       const taint: V1Taint | undefined = op === 'add' ? { key: NODE_UNREACHABLE_TAINT, effect: 'NoExecute', timeAdded: new Date().toISOString() as unknown as Date } : undefined;
       const written = await updateNodeTaint(this.o.client, name, NODE_UNREACHABLE_TAINT, taint);
+      this.retry.delete(name);
+      if (written && op === 'add') {
+        const e = this.evidence.get(name);
+        const found = e ? `node agent silent for ${Math.round(e.silentMs)} ms (${e.probesMissed} probes of ${this.config.periodMs} ms missed) and kubelet silent for ${e.kubeletSilentMs} ms` : 'node agent and kubelet silent';
+        this.nodeEvent(name, 'Warning', NODE_FAILURE_EVENTS.detected, `${found}: tainted ${NODE_UNREACHABLE_TAINT}:NoExecute, ${this.config.scope === 'critical' ? 'its critical pods are' : 'its pods are'} evicted at once`);
+      }
       if (written && op === 'remove') {
         this.log.info({ node: name }, 'node answers again: taint removed');
         this.nodeEvent(name, 'Normal', NODE_FAILURE_EVENTS.recovered, `node agent answered for ${this.config.windowMs} ms: ${NODE_UNREACHABLE_TAINT} removed`);
       }
+      if (op === 'remove') this.evidence.delete(name);
     } catch (err) {
-      this.log.warn({ node: name, op, err: (err as Error).message }, 'taint write failed: tried again next period');
+      // tried again with backoff (a missing RBAC permission must not become 10 requests a second)
+      const delayMs = Math.min(TAINT_RETRY_MAX_MS, 2 * (this.retry.get(name)?.delayMs ?? TAINT_RETRY_MIN_MS / 2));
+      this.retry.set(name, { at: performance.now() + delayMs, delayMs });
+      this.log.warn({ node: name, op, err: (err as Error).message, retryInMs: delayMs }, 'taint write failed: trying again');
     } finally {
       this.writing.delete(name);
     }

@@ -262,6 +262,7 @@ describe('least-privilege RBAC (SubjectAccessReview as each ServiceAccount)', ()
       ['patch', 'pods', { namespace: any }],
       ['patch', 'pods', { subresource: 'status', namespace: any }],
       ['list', 'nodes'],
+      ['patch', 'nodes'], // the node failure detection's taint
       ['watch', 'services'],
       ['update', 'services', { subresource: 'finalizers', namespace: any }],
       ['create', 'endpointslices', { group: 'discovery.k8s.io', namespace: any }],
@@ -314,7 +315,8 @@ describe('least-privilege RBAC (SubjectAccessReview as each ServiceAccount)', ()
       ...NO_SECRETS,
       ['update', 'ulyssesconfigs', { group: 'ulysses.io' }], // the spec belongs to the operator
       ['delete', 'nodes'],
-      ['patch', 'nodes'],
+      ['update', 'nodes'],
+      ['patch', 'nodes', { subresource: 'status' }],
       ['create', 'deployments', { group: 'apps', namespace: any }],
       ['delete', 'services', { namespace: any }],
       ['create', 'pods', { subresource: 'binding', namespace: any }],
