@@ -105,7 +105,7 @@ interface NodeState {
   /** first reply of the current run of replies */
   answeringSince?: number;
   phase: 'healthy' | 'suspect' | 'failed';
-  check?: { startedAt: number; result?: KubeletCheck; doneAt?: number };
+  check?: { result?: KubeletCheck; doneAt?: number };
   /** the kubelet-answers guard was reported for the current silence */
   guardReported?: boolean;
   suppressed?: SuppressReason;
@@ -285,7 +285,7 @@ export class NodeFailureDetector {
   }
 
   private startCheck(name: string, s: NodeState): void {
-    const check: NonNullable<NodeState['check']> = { startedAt: this.now() };
+    const check: NonNullable<NodeState['check']> = {};
     s.check = check;
     this.hooks.checkKubelet(name, s.address, s.kubeletPort).then(
       (result) => {
@@ -397,7 +397,7 @@ export class NodeFailureController {
   private readonly metrics = decisionMetrics();
   private readonly events: ComponentEventRecorder;
   private readonly log: Logger;
-  /** replies outstanding per node since the last tick (missed heartbeats) */
+  /** nodes whose agent replied since the last tick (the others missed a heartbeat) */
   private readonly repliedThisPeriod = new Set<string>();
   /** the evidence of each failed node, for the Event written with its taint */
   private readonly evidence = new Map<string, FailureEvidence>();

@@ -41,8 +41,6 @@ afterAll(async () => {
   for (const p of cms?.procs ?? []) await stopProcess(p.pid, 2000);
 });
 
-const startCm = (id: string) => cms.start(id);
-const holder = () => cms.holder();
 /** both nodes probed for `windows` more windows */
 const probedFor = (p: TrackedProcess, windows: number, what: string) => probedForNodes(p, 2, windows, what);
 
@@ -66,10 +64,10 @@ describe('node failure detection on real nodes', () => {
   let critical: V1Pod;
 
   it('a killed leader: the standby takes over, hears every agent and fails nothing', async () => {
-    const a = startCm('cm-a');
-    await pollUntil('cm-a leads', async () => (await holder()) === 'cm-a', { timeoutMs: 60_000 });
+    const a = cms.start('cm-a');
+    await pollUntil('cm-a leads', async () => (await cms.holder()) === 'cm-a', { timeoutMs: 60_000 });
     await pollUntil('cm-a armed both node agents', async () => (await metric(a, 'ulysses_node_agents_armed')) === 2, { timeoutMs: 60_000, intervalMs: 200 });
-    const b = startCm('cm-b');
+    const b = cms.start('cm-b');
     await pollUntil('cm-b is a standby that sees cm-a', () => readFileSync(b.logFile, 'utf8').includes('"leader":"cm-a"'), { timeoutMs: 60_000 });
 
     // the critical pod and one low-priority pod per node
@@ -84,7 +82,7 @@ describe('node failure detection on real nodes', () => {
 
     process.kill(-a.pid, 'SIGKILL');
     await pollUntil('cm-a gone', () => !isAlive(a.pid), { timeoutMs: 10_000 });
-    await pollUntil('cm-b took over the lease', async () => (await holder()) === 'cm-b', { timeoutMs: 60_000 });
+    await pollUntil('cm-b took over the lease', async () => (await cms.holder()) === 'cm-b', { timeoutMs: 60_000 });
     await pollUntil('cm-b armed both node agents', async () => (await metric(b, 'ulysses_node_agents_armed')) === 2, { timeoutMs: 60_000, intervalMs: 200 });
     await probedFor(b, 3, 'after the takeover');
     leader = b;
