@@ -17,7 +17,7 @@ import { appendResult, configKey, readResults, repKey, type Cell, type ConfigId,
 import { captureBaseline, criticalPosition, loadDeployments, prepareScenario, restoreInitialState, runRep, type ScenarioOptions, type Topology } from './scenario.ts';
 import type { NodeTrace } from './node-trace.ts';
 import type { ApiTrace } from './api-trace.ts';
-import { formatOutside, sharedMachine, type CpuWindowProbe, type MachineCpuAudit } from './cpu-window.ts';
+import { formatOutside, sharedMachine, type CpuWindowProbe, type MachineCpuAudit, type RepCpu } from './cpu-window.ts';
 import { FatalError } from '../testbed/processes.ts';
 import type { FailureMode } from './profile.ts';
 import { criticalPodTolerations } from './upstream-tuned.ts';
@@ -253,6 +253,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
       const configSwitch = o.configurator.takeSwitch?.();
       // the critical Deployment's place in creation order: pseudo-random per (DN, load, rep), same for every configuration
       const prioPosition = criticalPosition(r.rep * 10_007 + r.dn * 101 + r.podsPerNode, loadDeployments(r.podsPerNode * r.dn).length);
+      let criticalRepCpu: RepCpu | null | undefined;
       const outcome = await runRep(o.kubeconfig, {
         ...o,
         topology: o.topology(r.dn),
@@ -268,8 +269,13 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
           const before = o.cpuAudit?.arm();
           o.cpuWindow?.arm(before);
         },
+        // frozen-node: the audit covers the critical path only; the low pods' Last ready then waits
+        // out stock's 300 s tolerations, a timer that other work on the machine does not delay
+        atCriticalPath: () => {
+          if (o.conditions?.failure === 'frozen-node') criticalRepCpu = o.cpuAudit?.finish() ?? null;
+        },
       });
-      const repCpu = o.cpuAudit?.finish() ?? null;
+      const repCpu = criticalRepCpu ?? o.cpuAudit?.finish() ?? null;
       return { outcome, prioPosition, repCpu, configSwitch: configSwitch ?? o.configurator.takeSwitch?.(), cluster: await o.configurator.inspect?.() };
     };
     for (const w of warmup ? warmups : []) {

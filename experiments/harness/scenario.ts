@@ -148,6 +148,8 @@ export interface RepOptions extends ScenarioOptions {
   beforeFailure?: () => Promise<void>;
   /** Called right before the first taint patch, after the failure's freeze (frozen-node: right after t = 0; e.g. CpuWindowProbe.arm). */
   atFailure?: () => void;
+  /** Called once, when every event of the critical pod (and, frozen-node, the detection) is in: the end of the critical path. */
+  atCriticalPath?: () => void;
 }
 
 /**
@@ -280,6 +282,8 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
   if (frozenNode) Object.assign(events, { detected: null, taint: null });
   if (o.serviceProbe) events.prioUpService = null;
   const awaited = awaitedEvents(o.udpProbe ?? true, o.serviceProbe, o.failureMode);
+  const criticalPath = awaited.filter((e) => e !== 'lastScheduled' && e !== 'lastReady');
+  let criticalPathDone = false;
   const scheduled = new Map<string, number>();
   const ready = new Map<string, number>();
   const endpointReady = new Map<string, number>(); // pod uid -> first time ready in a slice
@@ -423,6 +427,10 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
       }
       if (scheduled.size >= total) events.lastScheduled = rel(Math.max(...scheduled.values()));
       if (ready.size >= total) events.lastReady = rel(Math.max(...ready.values()));
+      if (!criticalPathDone && criticalPath.every((e) => events[e] !== null && events[e] !== undefined)) {
+        criticalPathDone = true;
+        o.atCriticalPath?.();
+      }
       return awaited.every((e) => events[e] !== null && events[e] !== undefined);
     };
     try {
