@@ -88,6 +88,8 @@ export class WorkQueue<K = string> {
   private readonly dirty = new Map<K, QueueEntry<K>>();
   private readonly processing = new Map<K, Processing>();
   private waiters: Waiter<K>[] = [];
+  /** whenReady() callers, woken when a key is ready (true) or on shutdown (false) */
+  private sleepers = new Set<(ready: boolean) => void>();
   private state: State = 'running';
   private seq = 0;
   private admission: PriorityAdmission<K> | undefined;
@@ -189,7 +191,7 @@ export class WorkQueue<K = string> {
     return { key: entry.key, priority: entry.priority };
   }
 
-  /** Hands ready keys to waiting getters, in call order. */
+  /** Hands ready keys to waiting getters, in call order; wakes the whenReady() callers when keys are left. */
   private dispatch(): void {
     let i = 0;
     while (i < this.waiters.length && this.storage.len() > 0 && this.state !== 'shutdown') {
@@ -202,6 +204,34 @@ export class WorkQueue<K = string> {
       this.waiters.splice(i, 1);
       waiter.settle(item);
     }
+    if (this.sleepers.size && this.storage.len() > 0 && this.state !== 'shutdown') this.wakeSleepers(true);
+  }
+
+  /**
+   * Resolves true once a key is ready (at once if one is), false on shutdown or abort. Takes no key:
+   * a periodic worker parks on it while the queue is empty instead of ticking.
+   */
+  whenReady(signal?: AbortSignal): Promise<boolean> {
+    if (this.state === 'shutdown' || signal?.aborted) return Promise.resolve(false);
+    if (this.storage.len() > 0) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const onAbort = () => {
+        this.sleepers.delete(wake);
+        resolve(false);
+      };
+      const wake = (ready: boolean) => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve(ready);
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.sleepers.add(wake);
+    });
+  }
+
+  private wakeSleepers(ready: boolean): void {
+    const sleepers = this.sleepers;
+    this.sleepers = new Set();
+    for (const wake of sleepers) wake(ready);
   }
 
   /** Processing of `key` finished; a key re-added meanwhile is queued now. */
@@ -298,6 +328,7 @@ export class WorkQueue<K = string> {
     const waiters = this.waiters;
     this.waiters = [];
     for (const w of waiters) w.settle(undefined);
+    this.wakeSleepers(false);
     this.drained?.resolve();
     this.metrics.close();
   }

@@ -12,7 +12,10 @@
  *                           queue is empty: idle slot), so one key every T/N' overall; H async
  *                           workers take high-priority keys the moment they are queued. A tick
  *                           missed while serving is delivered late, further missed ones are dropped
- *                           (Go time.Ticker, as the thesis' prototype).
+ *                           (Go time.Ticker, as the thesis' prototype). A worker whose tick finds the
+ *                           queue empty parks (no timer) until a key is ready, then resumes at its
+ *                           next tick phase t0 + k*T/N' + m*T: a key is served at the same tick as
+ *                           with ticking workers, and an idle controller costs no CPU.
  *
  * Results: a resolved reconcile forgets the key's backoff, and re-queues it after `requeueAfterMs`
  * if given; a thrown error re-queues it rate-limited (TerminalError: not retried). Re-queues keep
@@ -100,6 +103,8 @@ export interface WorkerPoolStats {
   idleSlots: number;
   /** Periodic ticks that served nothing because low-priority work was held (lowHold). */
   heldSlots: number;
+  /** Times a periodic worker parked (queue empty: no timer until a key is ready). */
+  parks: number;
 }
 
 interface Generation {
@@ -124,7 +129,7 @@ export class WorkerPool<K = string> {
   private readonly retiring = new Set<Promise<void>>();
   private readonly stopAbort = new AbortController();
   private guard: TokenBucket | undefined;
-  private readonly counters: WorkerPoolStats = { syncs: 0, inFlight: 0, demoted: 0, idleSlots: 0, heldSlots: 0 };
+  private readonly counters: WorkerPoolStats = { syncs: 0, inFlight: 0, demoted: 0, idleSlots: 0, heldSlots: 0, parks: 0 };
   private readonly lowHold: (() => boolean) | undefined;
 
   constructor(opts: WorkerPoolOptions<K>) {
@@ -250,6 +255,14 @@ export class WorkerPool<K = string> {
       } else {
         this.counters.idleSlots++;
         workerMetrics().idleSlots.inc({ controller: this.name });
+        if (this.queue.len() === 0) {
+          this.counters.parks++;
+          if (!(await this.queue.whenReady(gen.abort.signal))) return;
+          // resume on this worker's phase: the first tick at or after the key's arrival
+          const now = this.clock.now();
+          next += Math.max(1, Math.ceil((now - next) / period)) * period;
+          continue;
+        }
       }
       next += period;
       const now = this.clock.now();

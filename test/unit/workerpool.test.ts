@@ -62,7 +62,59 @@ describe('WorkerPool: multi-priority-periodic', () => {
     expect(lows.map((s) => s.at - T0)).toEqual([0, 25, 50, 75, 100, 125, 150, 175]);
     // the high key did not take a periodic slot
     expect(served).toHaveLength(9);
-    expect(pool.stats().idleSlots).toBe(9); // ticks at 200, 225, ..., 400
+    // ticks at 200, 225, 250, 275 find the queue empty: each of the 4 periodic workers parks, and
+    // no worker ticks again until a key arrives
+    expect(pool.stats().idleSlots).toBe(4);
+    expect(pool.stats().parks).toBe(4);
+    expect(clock.pendingTimers).toBe(0);
+    await pool.stop();
+  });
+
+  it('parked workers arm no timer, and a key arriving later is served at the next tick of the phases (t0 + k*T/N + m*T)', async () => {
+    const { clock, pool, served } = harness({ mode: 'multi-priority-periodic', workers: 5, highPriorityWorkers: 1, periodMs: 100 });
+    pool.start();
+    await clock.advanceTo(T0 + 10_000);
+    expect(pool.stats().idleSlots).toBe(4); // one tick each (phases 0, 25, 50, 75), then parked
+    expect(clock.pendingTimers).toBe(0);
+    clock.setTimer(() => ['a', 'b', 'c', 'd', 'e'].forEach((k) => pool.queue.add(k, 'low')), 10_137 - 10_000);
+    await clock.advanceTo(T0 + 20_000);
+    // first tick at or after 10 137 is 10 150 (phase 50), then one key every T/N
+    expect(served.map((s) => [s.key, s.at - T0])).toEqual([
+      ['a', 10_150],
+      ['b', 10_175],
+      ['c', 10_200],
+      ['d', 10_225],
+      ['e', 10_250],
+    ]);
+    expect(clock.pendingTimers).toBe(0);
+    await pool.stop();
+  });
+
+  it('parking serves every key at the tick a ticking pool would (random arrivals, instant reconciles)', async () => {
+    const period = 100;
+    const n = 4;
+    let seed = 7;
+    const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const { clock, pool, served } = harness({ mode: 'multi-priority-periodic', workers: n, highPriorityWorkers: 0, periodMs: period });
+    const arrivals: Array<[string, number]> = [];
+    let t = 0;
+    for (let i = 0; i < 60; i++) {
+      t += Math.floor(rnd() * (rnd() < 0.2 ? 3000 : 40)); // bursts and quiet spells
+      if (t % (period / n) === 0) t++; // never at a tick's instant (which runs first is the timers' order)
+      arrivals.push([`k${i}`, t]);
+    }
+    pool.start();
+    for (const [key, at] of arrivals) clock.setTimer(() => pool.queue.add(key, 'low'), at);
+    await clock.advanceTo(T0 + t + 10 * period);
+    // a ticking pool: ticks every T/N from t0, each serving the oldest key that arrived before it
+    const slot = period / n;
+    const expected: Array<[string, number]> = [];
+    let tick = -slot;
+    for (const [key, at] of arrivals) {
+      tick = Math.max(tick + slot, Math.ceil(at / slot) * slot);
+      expected.push([key, tick]);
+    }
+    expect(served.map((s) => [s.key, s.at - T0])).toEqual(expected);
     await pool.stop();
   });
 

@@ -236,6 +236,44 @@ describe('PriorityWorkQueue: fifo ordering and switching', () => {
   });
 });
 
+describe('PriorityWorkQueue: whenReady (parked periodic workers)', () => {
+  it('resolves true at once with a key ready, on the next add otherwise, and takes no key', async () => {
+    const q = new PriorityWorkQueue();
+    const parked = q.whenReady();
+    expect(await isSettled(parked)).toBe(false);
+    q.add('a');
+    expect(await parked).toBe(true);
+    expect(await q.whenReady()).toBe(true);
+    expect(q.len()).toBe(1);
+  });
+
+  it('is not woken by a key a waiting getter took, nor by a key still processing; it is by the key a done() queues', async () => {
+    const q = new PriorityWorkQueue();
+    const getter = q.get({ minPriority: 'high' });
+    const parked = q.whenReady();
+    q.add('h', 'high');
+    expect((await getter)?.key).toBe('h');
+    expect(await isSettled(parked)).toBe(false);
+    q.add('h'); // dirty while processing: queued by done()
+    expect(await isSettled(parked)).toBe(false);
+    q.done('h');
+    expect(await parked).toBe(true);
+  });
+
+  it('resolves false on shutdown and on abort', async () => {
+    const q = new PriorityWorkQueue();
+    const ac = new AbortController();
+    const aborted = q.whenReady(ac.signal);
+    const stopped = q.whenReady();
+    ac.abort();
+    expect(await aborted).toBe(false);
+    expect(await isSettled(stopped)).toBe(false);
+    q.shutDown();
+    expect(await stopped).toBe(false);
+    expect(await q.whenReady()).toBe(false);
+  });
+});
+
 describe('PriorityWorkQueue: shutdown', () => {
   it('shutDown wakes waiters with undefined, ignores adds, hands nothing out, accepts done', async () => {
     const q = new PriorityWorkQueue();
