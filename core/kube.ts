@@ -8,6 +8,7 @@ import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import fetch from 'node-fetch';
 import { Counter, Histogram } from 'prom-client';
+import { criticalWrites } from './critical-writes.ts';
 import { metricsRegistry } from './metrics.ts';
 
 /**
@@ -172,22 +173,28 @@ export class KubeClient {
     public limiter?: RequestLimiter,
   ) {}
 
-  async request<T = unknown>(method: string, path: string, opts: Parameters<typeof apiRequest>[3] & { signal?: AbortSignal } = {}): Promise<T> {
+  /**
+   * `critical`: a write on the critical path (core/critical-writes.ts); the process' other writes
+   * wait while one is in flight. Reads never wait.
+   */
+  async request<T = unknown>(method: string, path: string, opts: Parameters<typeof apiRequest>[3] & { signal?: AbortSignal; critical?: boolean } = {}): Promise<T> {
     await this.limiter?.wait(opts.signal);
+    if (opts.critical) return criticalWrites.critical(() => apiRequest<T>(this.kc, method, path, opts));
+    if (method !== 'GET' && criticalWrites.busy) await criticalWrites.clear();
     return apiRequest<T>(this.kc, method, path, opts);
   }
 
   get<T>(path: string, query?: Record<string, string | number | boolean | undefined>): Promise<T> {
     return this.request<T>('GET', path, { query });
   }
-  post<T>(path: string, body: unknown): Promise<T> {
-    return this.request<T>('POST', path, { body });
+  post<T>(path: string, body: unknown, o: { critical?: boolean } = {}): Promise<T> {
+    return this.request<T>('POST', path, { body, critical: o.critical });
   }
   put<T>(path: string, body: unknown): Promise<T> {
     return this.request<T>('PUT', path, { body });
   }
-  delete<T>(path: string, body?: unknown): Promise<T> {
-    return this.request<T>('DELETE', path, { body });
+  delete<T>(path: string, body?: unknown, o: { critical?: boolean } = {}): Promise<T> {
+    return this.request<T>('DELETE', path, { body, critical: o.critical });
   }
   jsonPatch<T>(path: string, ops: unknown[]): Promise<T> {
     return this.request<T>('PATCH', path, { body: ops, contentType: 'application/json-patch+json' });

@@ -30,6 +30,8 @@ export async function updateNodeTaint(client: KubeClient, name: string, key: str
       await client.request('PATCH', `/api/v1/nodes/${name}`, {
         body: { metadata: { resourceVersion: node.metadata!.resourceVersion }, spec: { taints: next } },
         contentType: 'application/merge-patch+json',
+        // a failure's taint starts a failover: the first write on its critical path
+        critical: taint !== undefined,
       });
       return true;
     } catch (err) {

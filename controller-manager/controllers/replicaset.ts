@@ -12,7 +12,7 @@
 import type { V1OwnerReference, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { criticalityRank } from '../../core/criticality.ts';
-import type { Priority } from '../../core/priority.ts';
+import { PRIORITY_HIGH, type Priority } from '../../core/priority.ts';
 import { isPodActive, isPodAvailable, isPodReady, objectKey, podReadyCondition } from '../../core/objects.ts';
 import { isConflict, isNotFound } from '../../core/kube.ts';
 import { compileLabelSelector } from '../../core/labels.ts';
@@ -327,7 +327,8 @@ export class ReplicaSetController {
       spec: t.spec,
     };
     try {
-      const created = await this.d.client.post<V1Pod>(podsPath(rs.metadata!.namespace!), body);
+      // a critical pod's replacement: the write its failover waits for (core/critical-writes.ts)
+      const created = await this.d.client.post<V1Pod>(podsPath(rs.metadata!.namespace!), body, { critical: this.priorityOf(rs) === PRIORITY_HIGH });
       this.events.event(asReplicaSet(rs), 'Normal', 'SuccessfulCreate', `Created pod: ${created.metadata?.name}`);
     } catch (err) {
       // upstream: creations in a terminating namespace keep failing: no event, no error, no retry

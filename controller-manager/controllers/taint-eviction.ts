@@ -196,16 +196,8 @@ export class TaintEvictionController {
     const log = this.d.log.child({ pod: `${ns}/${name}`, node: pod.spec?.nodeName });
     const started = this.now();
     const seen = this.taintSeen.get(pod.spec?.nodeName ?? '');
-    // upstream emits this when the pod is marked for deletion, before the API calls
-    (this.d.events ?? NO_EVENTS).event({ apiVersion: 'v1', kind: 'Pod', metadata: pod.metadata }, 'Normal', 'TaintManagerEviction', `Marking for deletion Pod ${ns}/${name}`);
-    // the node-failure taint: say why the default 300 s tolerations did not keep the pod
-    if (applicableTaints(pod, node?.spec?.taints, this.signals.nodeFailureScope?.() ?? 'critical')?.some((t) => t.key === NODE_UNREACHABLE_TAINT))
-      (this.d.events ?? NO_EVENTS).event(
-        { apiVersion: 'v1', kind: 'Pod', metadata: pod.metadata },
-        'Warning',
-        'NodeFailureEviction',
-        `node ${pod.spec?.nodeName} failed (its agent and kubelet are silent, see the Node's NodeFailureDetected Event): evicted under ${NODE_UNREACHABLE_TAINT}, which the 300 s default tolerations (for node.kubernetes.io/unreachable) do not cover`,
-      );
+    // a critical pod's eviction is a critical write (core/critical-writes.ts): the process' other writes wait for it
+    const critical = podCriticality(pod).level === 'high';
     try {
       // upstream addConditionAndDeletePod: DisruptionTarget first, then delete
       await this.d.client.request('PATCH', `/api/v1/namespaces/${ns}/pods/${name}/status`, {
@@ -223,9 +215,10 @@ export class TaintEvictionController {
           },
         },
         contentType: 'application/strategic-merge-patch+json',
+        critical,
       });
       const patched = this.now();
-      await this.d.client.delete(`/api/v1/namespaces/${ns}/pods/${name}`, { preconditions: { uid: pod.metadata!.uid } });
+      await this.d.client.delete(`/api/v1/namespaces/${ns}/pods/${name}`, { preconditions: { uid: pod.metadata!.uid } }, { critical });
       // where a failover's first step spends its time: since the taint was seen, and per API call
       const timing = { sinceTaintMs: seen === undefined ? undefined : started - seen, patchMs: patched - started, deleteMs: this.now() - patched };
       log.info(timing, 'evicted pod from a node with an untolerated NoExecute taint');
@@ -233,5 +226,16 @@ export class TaintEvictionController {
       if (isNotFound(err)) return;
       throw err;
     }
+    // upstream emits this when it marks the pod for deletion, before the API calls; here it follows
+    // them, so that the Event's write never goes out ahead of the eviction
+    (this.d.events ?? NO_EVENTS).event({ apiVersion: 'v1', kind: 'Pod', metadata: pod.metadata }, 'Normal', 'TaintManagerEviction', `Marking for deletion Pod ${ns}/${name}`);
+    // the node-failure taint: say why the default 300 s tolerations did not keep the pod
+    if (applicableTaints(pod, node?.spec?.taints, this.signals.nodeFailureScope?.() ?? 'critical')?.some((t) => t.key === NODE_UNREACHABLE_TAINT))
+      (this.d.events ?? NO_EVENTS).event(
+        { apiVersion: 'v1', kind: 'Pod', metadata: pod.metadata },
+        'Warning',
+        'NodeFailureEviction',
+        `node ${pod.spec?.nodeName} failed (its agent and kubelet are silent, see the Node's NodeFailureDetected Event): evicted under ${NODE_UNREACHABLE_TAINT}, which the 300 s default tolerations (for node.kubernetes.io/unreachable) do not cover`,
+      );
   }
 }

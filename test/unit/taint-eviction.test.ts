@@ -149,26 +149,28 @@ describe('TaintEvictionController logs where an eviction spent its time', () => 
     const nodeInformer = Object.assign(new EventEmitter(), { get: (k: string) => nodes.get(k) });
     const calls: string[] = [];
     const client = {
-      request: async (method: string, path: string) => {
-        calls.push(`${method} ${path}`);
+      request: async (method: string, path: string, o?: { critical?: boolean }) => {
+        calls.push(`${method} ${path}${o?.critical ? ' (critical)' : ''}`);
         now += 7;
       },
-      delete: async (path: string) => {
-        calls.push(`DELETE ${path}`);
+      delete: async (path: string, _body?: unknown, o?: { critical?: boolean }) => {
+        calls.push(`DELETE ${path}${o?.critical ? ' (critical)' : ''}`);
         now += 11;
       },
     };
+    const events = { event: (_o: unknown, _t: string, reason: string) => calls.push(`Event ${reason}`) };
     const lines: Record<string, unknown>[] = [];
     const log = pino({ level: 'info' }, { write: (s: string) => lines.push(JSON.parse(s)) });
     const criticality = new CriticalityIndex();
     criticality.upsertPod(pod);
-    const c = new TaintEvictionController(controllerDeps({ client, informers: { pods: podInformer, nodes: nodeInformer }, criticality, log, now: () => now }));
+    const c = new TaintEvictionController(controllerDeps({ client, events, informers: { pods: podInformer, nodes: nodeInformer }, criticality, log, now: () => now }));
     c.register();
     nodes.set('n1', tainted);
     nodeInformer.emit('update', tainted, { metadata: { name: 'n1' }, spec: {} });
     now += 5; // queued, then picked by a worker
     await c.reconcile('ns/crit');
-    expect(calls).toEqual(['PATCH /api/v1/namespaces/ns/pods/crit/status', 'DELETE /api/v1/namespaces/ns/pods/crit']);
+    // a critical pod: both writes critical (the process' other writes wait), the Event after them
+    expect(calls).toEqual(['PATCH /api/v1/namespaces/ns/pods/crit/status (critical)', 'DELETE /api/v1/namespaces/ns/pods/crit (critical)', 'Event TaintManagerEviction']);
     const evicted = lines.find((l) => l.msg === 'evicted pod from a node with an untolerated NoExecute taint');
     expect(evicted).toMatchObject({ pod: 'ns/crit', node: 'n1', sinceTaintMs: 5, patchMs: 7, deleteMs: 11 });
   });
