@@ -35,6 +35,8 @@ export const COMPONENT_OBJECTS = {
     'RoleBinding/ulysses:controller-manager:leader-election',
     'ClusterRole/ulysses:apf-exemption',
     'ClusterRoleBinding/ulysses:apf-exemption',
+    'ValidatingAdmissionPolicy/ulysses-controller-manager-node-taint',
+    'ValidatingAdmissionPolicyBinding/ulysses-controller-manager-node-taint',
     'Deployment/ulysses-controller-manager',
     'PodDisruptionBudget/ulysses-controller-manager',
     'Service/ulysses-controller-manager-metrics',

@@ -4,6 +4,8 @@
  * node agent on loopback, which pods the node-failure taint applies to, and the config's errors.
  */
 import dgram from 'node:dgram';
+import { readFileSync } from 'node:fs';
+import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { Registry } from 'prom-client';
 import type { V1Pod, V1Taint, V1Toleration } from '@kubernetes/client-node';
@@ -276,5 +278,20 @@ describe('NodeAgent on loopback', () => {
     expect(replies).toEqual([2, 3, 4]);
     client.close();
     await agent.stop();
+  });
+});
+
+describe("the ValidatingAdmissionPolicy narrowing the controller manager's patch nodes", () => {
+  const dir = 'manifests/base/controller-manager';
+  const docs = parseAllDocuments(readFileSync(`${dir}/node-taint-policy.yaml`, 'utf8')).map((d) => d.toJS() as Record<string, any>);
+  it("names the code's taint key and the controller manager's ServiceAccount, matches node updates, and is bound with Deny", () => {
+    const policy = docs.find((d) => d.kind === 'ValidatingAdmissionPolicy')!;
+    const binding = docs.find((d) => d.kind === 'ValidatingAdmissionPolicyBinding')!;
+    expect(policy.spec.variables.find((v: { name: string }) => v.name === 'key').expression).toBe(`'${NODE_UNREACHABLE_TAINT}'`);
+    const sa = parseAllDocuments(readFileSync(`${dir}/rbac.yaml`, 'utf8')).map((d) => d.toJS()).find((d) => d.kind === 'ServiceAccount');
+    expect(policy.spec.matchConditions[0].expression).toBe(`request.userInfo.username == 'system:serviceaccount:${sa.metadata.namespace}:${sa.metadata.name}'`);
+    expect(policy.spec.matchConstraints.resourceRules[0]).toMatchObject({ operations: ['UPDATE'], resources: ['nodes', 'nodes/status'] });
+    expect(binding.spec).toEqual({ policyName: policy.metadata.name, validationActions: ['Deny'] });
+    expect(parseYaml(readFileSync(`${dir}/kustomization.yaml`, 'utf8')).resources).toContain('node-taint-policy.yaml');
   });
 });
