@@ -116,6 +116,17 @@ export const FIGURE_PREREQUISITES: readonly Prerequisite[] = [
 ];
 
 /**
+ * eUPF (experiments/5g/eupf/build-eupf.sh, issue 41): its BPF objects are compiled at build time by
+ * bpf2go (`go generate ./cmd/ebpf/`) with clang, libbpf's headers and the 32-bit glibc stubs
+ * gcc-multilib brings (without them: "gnu/stubs-32.h: No such file").
+ */
+export const EUPF_BUILD_PREREQUISITES: readonly Prerequisite[] = [
+  { what: "clang (compiles eUPF's XDP programs)", present: (h) => h.onPath('clang'), debianPackage: 'clang' },
+  { what: "libbpf headers (/usr/include/bpf/bpf_helpers.h: eUPF's XDP programs)", present: (h) => h.exists('/usr/include/bpf/bpf_helpers.h'), debianPackage: 'libbpf-dev' },
+  { what: "32-bit glibc stubs (/usr/include/x86_64-linux-gnu/gnu/stubs-32.h: eUPF's XDP programs)", present: (h) => h.exists('/usr/include/x86_64-linux-gnu/gnu/stubs-32.h'), debianPackage: 'gcc-multilib' },
+];
+
+/**
  * The one list, by what needs each part. Debian's containerd is not in it: every node runs the
  * containerd (and `ctr`, containerd-shim-runc-v2) built from its Go module into the binary cache.
  */
@@ -125,6 +136,7 @@ export const PREREQUISITES = {
   build: BUILD_PREREQUISITES,
   image: ULYSSES_IMAGE_PREREQUISITES,
   figures: FIGURE_PREREQUISITES,
+  eupf: EUPF_BUILD_PREREQUISITES,
 } as const satisfies Record<string, readonly Prerequisite[]>;
 
 /** Every part of {@link PREREQUISITES}, each piece once: what `ulysses prerequisites` and CI check. */
