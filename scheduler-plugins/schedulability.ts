@@ -7,6 +7,7 @@
  * and the TDMA slot allocation (tdma/tdma.ts). Reservations already recorded on existing pods
  * (`ulysses.io/rt-cores`, `ulysses.io/tdma-slots`) pin them.
  */
+import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { analyze, type WhatIfPod } from './realtime/what-if.ts';
 import { RT_KINDS, type RtKind } from './realtime/annotations.ts';
 import { allocateSlots, parseTdmaAnnotation, THESIS_TESTBED_NETWORK, type TdmaNetwork } from './tdma/tdma.ts';
@@ -19,6 +20,32 @@ export const TDMA_NETWORK_LABEL = 'ulysses.io/tdma-network';
 /** reservations recorded at bind time */
 export const RT_CORES_ANNOTATION = 'ulysses.io/rt-cores';
 export const TDMA_SLOTS_ANNOTATION = 'ulysses.io/tdma-slots';
+
+/**
+ * The extended resource a pod requests to be bound by the extender, which records its RT/TDMA
+ * reservation first: kube-scheduler calls the extender's bind only for pods requesting one of the
+ * bind entry's `managedResources` (extender/kube-scheduler-config.ts). No node advertises it
+ * (`ignoredByScheduler`; the kubelet drops it at admission). A pod asks for it with
+ * `resources.limits: {"ulysses.io/reservation": 1}` on one container (the API requires a limit for
+ * an extended resource and defaults the request to it).
+ */
+export const RESERVATION_RESOURCE = 'ulysses.io/reservation';
+
+/** A container's `resources` requesting {@link RESERVATION_RESOURCE} (workloads, tests, benches): a fresh object each call. */
+export function reservationRequest(): { limits: Record<string, string> } {
+  return { limits: { [RESERVATION_RESOURCE]: '1' } };
+}
+
+/**
+ * Does kube-scheduler send this pod to the bind entry, i.e. does a container or init container
+ * name {@link RESERVATION_RESOURCE} in its requests or limits (any quantity)? As kube-scheduler's
+ * `HTTPExtender.IsInterested` / `hasManagedResources` (pkg/scheduler/extender.go, v1.36 and v1.37).
+ */
+export function requestsReservation(pod: Pick<V1Pod, 'spec'>): boolean {
+  const names = (cs: readonly V1Container[] | undefined) =>
+    (cs ?? []).some((c) => (c.resources?.requests && RESERVATION_RESOURCE in c.resources.requests) || (c.resources?.limits && RESERVATION_RESOURCE in c.resources.limits));
+  return names(pod.spec?.containers) || names(pod.spec?.initContainers);
+}
 
 interface ObjectLike {
   metadata?: { name?: string; uid?: string; labels?: Record<string, string>; annotations?: Record<string, string> };

@@ -11,6 +11,7 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import type { RtKind } from '../../scheduler-plugins/realtime/annotations.ts';
 import { MAX_TIME_US } from '../../scheduler-plugins/realtime/task.ts';
+import { reservationRequest } from '../../scheduler-plugins/schedulability.ts';
 
 export interface AdversarialTask {
   readonly wcetUs: number;
@@ -144,7 +145,8 @@ export function adversarialObjects(c: AdversarialCase, nodeName: string, podName
   );
   const pod: V1Pod = {
     metadata: { name: podName, namespace, uid: `${podName}-uid`, resourceVersion: '1', annotations: { 'ulysses.io/rt': c.rt } },
-    spec: { containers: [{ name: 'c' }] },
+    // an RT pod requests ulysses.io/reservation (the extender binds it, recording its reservation)
+    spec: { containers: [{ name: 'c', resources: reservationRequest() }] },
   };
   return { node, holders, pod };
 }

@@ -81,6 +81,7 @@ import type { KubeClient } from '../../core/kube.ts';
 import { prng } from '../../core/prng.ts';
 import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
 import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
+import { reservationRequest, RT_ANNOTATION, TDMA_ANNOTATION } from '../../scheduler-plugins/schedulability.ts';
 import { MachineCpuAudit, describeMachine, type RepCpu } from '../harness/cpu-window.ts';
 import { GoRoundClient, RoundClient, buildGoClient, preemptions, round, type RoundRunner } from './extender-client.ts';
 import { silentLogger } from '../../core/logging.ts';
@@ -488,7 +489,8 @@ async function rowsFor(n: number, url: string, server: ExtenderServer, names: st
     const uids = prng(n * 16 + Object.keys(POD_KINDS).indexOf(kind));
     const pod = (i: number): V1Pod => ({
       metadata: { name: `new-${i}`, namespace: NS, uid: apiserverUid(uids), annotations, labels: { 'ulysses.io/criticality': 'high' }, resourceVersion: '1' },
-      spec: { containers: [{ name: 'c' }] },
+      // an RT/TDMA pod requests ulysses.io/reservation, as its users must (else the filter refuses it at once)
+      spec: { containers: [{ name: 'c', ...(RT_ANNOTATION in annotations || TDMA_ANNOTATION in annotations ? { resources: reservationRequest() } : {}) }] },
     });
     const ours = await measure(url, pod, names, ITERATIONS, churn, () => server.verdictStats.misses, `${n}-${kind}-extender`);
     const base = await measure(noopUrl, pod, names, ITERATIONS, NOOP_CHURN ? churn : undefined, undefined, `${n}-${kind}-noop`);

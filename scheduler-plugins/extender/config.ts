@@ -94,7 +94,7 @@ export const ExtenderConfig = z.strictObject({
   priorityClassThreshold: z.number().int().optional(),
   /**
    * kube-scheduler's `httpTimeout` for this extender (KubeSchedulerConfiguration, 5 s by default):
-   * every call (notably bind: GET + locks + PATCH + POST) finishes or gives up within it, less a
+   * every call (notably bind: cache wait + locks + PATCH + POST) finishes or gives up within it, less a
    * margin for the round trip (a tenth, at most 500 ms), and releases its locks.
    */
   httpTimeoutMs: z.number().int().min(200).max(600_000).default(5_000),

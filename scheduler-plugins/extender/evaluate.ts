@@ -31,7 +31,7 @@ import { parseRtAnnotation, type RtPodSpec } from '../realtime/annotations.ts';
 import { analyzeRtNode, type NewPod, type NodeReport, type ParsedRtNode } from '../realtime/what-if.ts';
 import type { AnalysisBudget } from '../realtime/task.ts';
 import { allocateSlots, parseTdmaAnnotation, type SlotAllocation, type TdmaNetwork, type TdmaRequest } from '../tdma/tdma.ts';
-import { RT_ANNOTATION, TDMA_ANNOTATION } from '../schedulability.ts';
+import { RESERVATION_RESOURCE, RT_ANNOTATION, TDMA_ANNOTATION } from '../schedulability.ts';
 import type { ExtenderConfig } from './config.ts';
 import type { ClusterState, NodeInfo } from './state.ts';
 
@@ -51,7 +51,7 @@ export const MESSAGES = {
   unknownNode: `ulysses: node not in the extender's cache yet`,
 } as const;
 
-export type RejectionReason = 'malformed' | 'assurance' | 'realtime' | 'tdma' | 'node-annotation' | 'unknown-node' | 'bad-request';
+export type RejectionReason = 'malformed' | 'reservation-request' | 'assurance' | 'realtime' | 'tdma' | 'node-annotation' | 'unknown-node' | 'bad-request';
 
 export interface Plugins {
   readonly assurance: boolean;
@@ -153,6 +153,27 @@ export function podRequirements(pod: V1Pod, cfg: ExtenderConfig, networks: Reado
       ...(network ? { network } : {}),
     },
   };
+}
+
+/**
+ * Does bind record a reservation for the pod (RT cores or TDMA slots)? Only then does the extender
+ * have to bind it: an `ulysses.io/rt` or `ulysses.io/tdma` annotation read by an enabled plugin.
+ */
+export function needsReservation(req: PodRequirements): boolean {
+  return req.rt !== undefined || req.tdma !== undefined;
+}
+
+/**
+ * The filter's refusal of a pod that needs a reservation but does not request
+ * {@link RESERVATION_RESOURCE}: kube-scheduler would bind it itself, with no reservation recorded.
+ * Resources of a pod cannot be changed in place: the pod (its template) has to be recreated.
+ */
+export function missingReservationRequest(req: PodRequirements): string {
+  const what = [req.rt ? RT_ANNOTATION : '', req.tdma ? TDMA_ANNOTATION : ''].filter(Boolean).join(' and ');
+  return (
+    `ulysses: pod ${req.key} has ${what} but requests no ${RESERVATION_RESOURCE}, so kube-scheduler would bind it without recording its reservation: ` +
+    `add resources.limits["${RESERVATION_RESOURCE}"]: 1 to one container (of its template) and recreate the pod`
+  );
 }
 
 export type NodeVerdict =

@@ -1,12 +1,23 @@
 /**
  * Renders the KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) that wires the Ulysses
- * extender into the real kube-scheduler: filter, prioritize and bind verbs, nodeCacheCapable (the
- * scheduler sends node names only; the extender has its own node informer), ignorable=false (a
- * critical pod must never be placed without the RT/TDMA/assurance checks). With `--config`, the
- * scheduler ignores the deprecated --kubeconfig flag: `clientConnection.kubeconfig` must be set here.
- * scheduler-plugins/kube-scheduler-extender.yaml is the same snippet for users.
+ * extender into the real kube-scheduler, as two `extenders` entries at the same URL:
+ * - filter + prioritize for every pod (no managedResources), nodeCacheCapable (the scheduler sends
+ *   node names only; the extender has its own node informer);
+ * - bind only: `managedResources: [{name: ulysses.io/reservation, ignoredByScheduler: true}]`, so
+ *   kube-scheduler hands the extender the binding of the pods that request that extended resource
+ *   (the RT/TDMA pods, whose reservation bind records first) and binds every other pod itself
+ *   (pkg/scheduler/schedule_one.go extendersBinding: `IsBinder() && IsInterested(pod)`;
+ *   pkg/scheduler/extender.go IsInterested). `ignoredByScheduler` makes NodeResourcesFit skip the
+ *   resource no node advertises (pkg/scheduler/scheduler.go buildExtenders -> IgnoredResources).
+ * Both ignorable=false: a critical pod is never placed without the RT/TDMA/assurance checks, nor an
+ * RT/TDMA pod bound without its reservation. kube-scheduler accepts at most one entry with a
+ * bindVerb (pkg/scheduler/apis/config/validation validateExtenders). With `--config`, the scheduler
+ * ignores the deprecated --kubeconfig flag: `clientConnection.kubeconfig` must be set here.
+ * scheduler-plugins/kube-scheduler-extender.yaml and manifests/kubeadm/kube-scheduler-config*.yaml
+ * are the same entries for users.
  */
 import { stringify } from 'yaml';
+import { RESERVATION_RESOURCE } from '../schedulability.ts';
 
 export interface SchedulerConfigOptions {
   /** kubeconfig of the scheduler (clientConnection.kubeconfig). */
@@ -19,8 +30,15 @@ export interface SchedulerConfigOptions {
   httpTimeout?: string;
   /** Leader election (the testbed runs one scheduler: off). */
   leaderElect?: boolean;
-  /** Extender also binds (records reservations before binding). Default true. */
-  bind?: boolean;
+}
+
+/** The two `extenders` entries (see the header). */
+export function extenderEntries(o: Pick<SchedulerConfigOptions, 'extenderUrl' | 'weight' | 'httpTimeout'>): Array<Record<string, unknown>> {
+  const common = { urlPrefix: o.extenderUrl, enableHTTPS: false, ignorable: false, httpTimeout: o.httpTimeout ?? '5s' };
+  return [
+    { ...common, filterVerb: 'filter', prioritizeVerb: 'prioritize', weight: o.weight ?? 5, nodeCacheCapable: true },
+    { ...common, bindVerb: 'bind', managedResources: [{ name: RESERVATION_RESOURCE, ignoredByScheduler: true }] },
+  ];
 }
 
 export function kubeSchedulerConfiguration(o: SchedulerConfigOptions): Record<string, unknown> {
@@ -29,19 +47,7 @@ export function kubeSchedulerConfiguration(o: SchedulerConfigOptions): Record<st
     kind: 'KubeSchedulerConfiguration',
     clientConnection: { kubeconfig: o.kubeconfig },
     leaderElection: { leaderElect: o.leaderElect ?? false },
-    extenders: [
-      {
-        urlPrefix: o.extenderUrl,
-        filterVerb: 'filter',
-        prioritizeVerb: 'prioritize',
-        ...((o.bind ?? true) ? { bindVerb: 'bind' } : {}),
-        weight: o.weight ?? 5,
-        enableHTTPS: false,
-        nodeCacheCapable: true,
-        ignorable: false,
-        httpTimeout: o.httpTimeout ?? '5s',
-      },
-    ],
+    extenders: extenderEntries(o),
   };
 }
 

@@ -4,7 +4,12 @@
  * and /healthz. nodeCacheCapable: node objects come from a nodes informer, capacity holders from a
  * pods informer (state.ts); the decisions are evaluate.ts.
  *
- * Bind (thesis: "reserve the slot when the pod is bound"): under per-node and per-network locks
+ * kube-scheduler calls bind only for the pods that request `ulysses.io/reservation` (the bind entry's
+ * managedResources, kube-scheduler-config.ts) and binds every other pod itself; filter refuses an
+ * RT/TDMA pod that does not request it, which kube-scheduler would otherwise bind unreserved.
+ *
+ * Bind (thesis: "reserve the slot when the pod is bound"), on the pod as the informer cache has it
+ * (no GET): under per-node and per-network locks
  * (so two binds never compute their reservation from the same free slots/cores), re-run the node's
  * test against the current state, write the reservation DURABLY on the pod (JSON patch with a UID
  * precondition: `ulysses.io/reserved-node`, `ulysses.io/rt-cores`, `ulysses.io/tdma-slots`), record
@@ -33,13 +38,25 @@ import { EventRecorder, NO_EVENTS, type ComponentEventRecorder } from '../../cor
 import { ApiError, isNotFound, KubeClient } from '../../core/kube.ts';
 import { componentLogger, objectLogger, type Logger } from '../../core/logging.ts';
 import { metricsRegistry, metricsText } from '../../core/metrics.ts';
-import { RT_ANNOTATION, RT_CORES_ANNOTATION, TDMA_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../schedulability.ts';
+import { requestsReservation, RT_ANNOTATION, RT_CORES_ANNOTATION, TDMA_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../schedulability.ts';
 import { AnalysisBudget } from '../realtime/task.ts';
 import type { NewPod, ParsedRtNode } from '../realtime/what-if.ts';
 import { RtAnalysisWorker, type FeedSource } from './analysis-worker.ts';
 import { RESERVATION_EPOCH_ANNOTATION, type ServingGate } from './leadership.ts';
 import { extenderConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from './config.ts';
-import { evaluateNode, evaluateShared, MESSAGES, podRequirements, verdictFor, type NodeVerdict, type PodRequirements, type RejectionReason, type SlotMemo } from './evaluate.ts';
+import {
+  evaluateNode,
+  evaluateShared,
+  MESSAGES,
+  missingReservationRequest,
+  needsReservation,
+  podRequirements,
+  verdictFor,
+  type NodeVerdict,
+  type PodRequirements,
+  type RejectionReason,
+  type SlotMemo,
+} from './evaluate.ts';
 import { ClusterState, extenderNodeProjection, extenderPodProjection, nodeInfoOf, RESERVED_NODE_ANNOTATION, nameJson, SLOT_DEFERRABLE_SERVER, SLOT_PLAIN_NAME, type NodeInfo } from './state.ts';
 import { Requeuer } from './requeue.ts';
 import { DemandVerdicts, FITS, MISS, refusalJson } from './verdict-cache.ts';
@@ -77,7 +94,7 @@ function metrics() {
   });
   rejections ??= new Counter({
     name: 'ulysses_extender_rejections_total',
-    help: 'Nodes rejected by the filter verb, by reason (malformed, assurance, realtime, tdma, node-annotation, unknown-node), plus rejected binds (bind) and bad request bodies (bad-request).',
+    help: 'Nodes rejected by the filter verb, by reason (malformed, reservation-request, assurance, realtime, tdma, node-annotation, unknown-node), plus rejected binds (bind) and bad request bodies (bad-request).',
     labelNames: ['reason'],
     registers,
   });
@@ -114,6 +131,12 @@ function sameReservation(a: V1Pod, b: V1Pod): boolean {
  * renewals are failing.
  */
 export const LEASE_WRITE_MARGIN_MS = 1000;
+
+/**
+ * Bind waits at most this long (and within its deadline) for a pod its informer has not delivered
+ * yet (ExtenderServer.cachedPod); past it kube-scheduler's own retry (1 s initial backoff) is as quick.
+ */
+export const BIND_CACHE_WAIT_MS = 1000;
 
 /** The serving gate closed during a call (leadership lost): the call writes nothing more. */
 class NotServing extends Error {
@@ -343,6 +366,7 @@ export class ExtenderServer {
   /** Wakes the pods refused on a view a release of capacity made stale (requeue.ts). */
   readonly requeuer: Requeuer;
   private readonly stopRelease: () => void;
+  private readonly stopPodWake: () => void;
 
   constructor(opts: ExtenderServerOptions = {}) {
     this.cfg = extenderConfig(opts.config ?? {});
@@ -368,6 +392,10 @@ export class ExtenderServer {
     }
     this.requeuer = new Requeuer({ client: this.client, log: this.log, delayMs: () => this.cfg.requeueDelayMs, holdsCapacity: (uid) => this.state.holdsCapacity(uid) });
     this.stopRelease = this.state.onRelease(() => this.requeuer.released());
+    this.stopPodWake = this.state.onPod((key) => {
+      const waiters = this.podWaiters.get(key);
+      if (waiters) for (const w of [...waiters]) w();
+    });
     this.app = this.buildApp();
   }
 
@@ -393,7 +421,7 @@ export class ExtenderServer {
   /** Starts the informers (waits for their first list: never answer from an empty cache) and listens. */
   async start(): Promise<{ url: string; port: number }> {
     // the analysis thread loads while the informers list (not awaited: a request meanwhile waits for
-    // it), and is fed the RT pods as the informers deliver them
+    // it), and is fed the RT pods as the informers deliver them (a standby's only loads: see feed)
     const worker = this.rtWorker();
     worker?.warm().catch((err: Error) => this.log.warn({ err: err.message }, 'RT analysis thread warm-up failed (it is started again on first use)'));
     if (worker) this.feed(worker);
@@ -407,6 +435,7 @@ export class ExtenderServer {
 
   async stop(): Promise<void> {
     this.stopRelease();
+    this.stopPodWake();
     this.requeuer.stop();
     this.informers?.nodes.stop();
     this.informers?.pods.stop();
@@ -514,6 +543,10 @@ export class ExtenderServer {
   async rebuild(signal?: AbortSignal): Promise<{ listed: number; removed: number; ms: number }> {
     if (!this.client) throw new Error('rebuild: the extender has no API client');
     const started = Date.now();
+    // a new leader: the analysis thread is fed from now on, while the list runs
+    this.takingOver = true;
+    const worker = this.rtWorker();
+    if (worker) this.feed(worker);
     const { pods } = extenderInformerOptions(this.log);
     const items: V1Pod[] = [];
     let cont: string | undefined;
@@ -735,14 +768,22 @@ export class ExtenderServer {
     const sent = names ? undefined : (args.Nodes?.items ?? []);
     const count = names ? names.length : sent!.length;
     const m = metrics();
-    // an internal error propagates: HTTP 500, logged with the request id (the error handler)
-    const r = this.requirements(args.Pod);
-    if (!r.ok) {
-      for (let i = 0; i < count; i++) out.FailedAndUnresolvableNodes[names ? names[i]! : sent![i]!.metadata!.name!] = r.message;
-      if (count) m.rejections.inc({ reason: r.reason }, count);
+    // a pod-level refusal: every node, unresolvable (no preemption can help), the same message
+    const refuseEverywhere = (reason: RejectionReason, message: string): ExtenderFilterResult => {
+      for (let i = 0; i < count; i++) out.FailedAndUnresolvableNodes[names ? names[i]! : sent![i]!.metadata!.name!] = message;
+      if (count) m.rejections.inc({ reason }, count);
       if (names) out.NodeNames = [];
       else out.Nodes = { items: [] };
       return out;
+    };
+    // an internal error propagates: HTTP 500, logged with the request id (the error handler)
+    const r = this.requirements(args.Pod);
+    if (!r.ok) return refuseEverywhere(r.reason, r.message);
+    // kube-scheduler would bind it itself (the bind entry's managedResources): no reservation would be recorded
+    if (needsReservation(r.req) && !requestsReservation(args.Pod)) {
+      const message = missingReservationRequest(r.req);
+      if (this.remember(`reservation:${r.req.uid}`, message)) objectLogger(this.log, 'Pod', r.req.key).warn({ uid: r.req.uid, reason: 'reservation-request' }, message);
+      return refuseEverywhere('reservation-request', message);
     }
     const epoch = this.requeuer.epoch;
     const cache = names ? this.verdictsFor(r.req) : undefined;
@@ -918,17 +959,29 @@ export class ExtenderServer {
 
   private stopFeed: (() => void) | undefined;
 
+  /** Set by {@link rebuild}: this replica is taking over (or leads). */
+  private takingOver = false;
+
+  /** Behind a closed gate and not taking over: a standby replica (leadership.ts), which keeps only its state warm. */
+  private standby(): boolean {
+    return this.gate !== undefined && !this.takingOver && !this.gate.check().ready;
+  }
+
   /**
    * Feeds the analysis thread in the background (config analysisThreadFeed) from start(), or from
    * its first use when the server is not started: every RT node's pods now, then every node whose
    * version the state bumps (an informer event that changed what the analyses read), as they come.
+   * Not on a standby ({@link standby}): it answers nothing, so it would pack and analyse every RT
+   * pod change for no request; it starts feeding when it takes over ({@link rebuild}), in parallel
+   * with the list, and until the feed has caught up a request brings over what it needs itself
+   * (at most FEED_CHUNK_UNITS of pods, charged to its budget).
    */
   private feed(worker: RtAnalysisWorker): void {
     if (!this.cfg.analysisThreadFeed) {
       if (worker.feedActive) worker.feedFrom(undefined);
       return;
     }
-    if (worker.feedActive) return;
+    if (worker.feedActive || this.standby()) return;
     this.stopFeed ??= this.state.onNodeChange((node) => this.analysisWorker?.changed(node));
     worker.feedFrom(this.feedSource);
   }
@@ -1081,7 +1134,8 @@ export class ExtenderServer {
   }
 
   /**
-   * Every step (GET of the pod if the cache does not have it, the locks, the re-check, the PATCH
+   * The pod comes from the informer cache ({@link cachedPod}), never from a GET. Every step (the
+   * wait for the cache, the locks, the re-check, the PATCH
    * of the reservation, the binding POST) finishes or gives up inside {@link callDeadlineMs}; the
    * locks are released when it gives up. A PATCH whose outcome is unknown (it gave up waiting)
    * leaves the intended reservation assumed in the state (ClusterState.assumePod) until the
@@ -1121,17 +1175,20 @@ export class ExtenderServer {
     let reserved: { values: Record<string, string>; resourceVersion: string | undefined } | undefined;
     let uid: string | undefined;
     try {
-      let pod = this.state.pod(key)?.pod;
-      if (!pod || (args.PodUID && pod.metadata?.uid !== args.PodUID)) pod = await call<V1Pod>('GET', podPath, `GET ${podPath}`);
-      if (args.PodUID && pod.metadata?.uid !== args.PodUID) {
-        return fail('rejected', `ulysses: bind ${key}: pod UID is ${pod.metadata?.uid}, the scheduler asked for ${args.PodUID}`);
+      if (args.PodUID && this.state.isDeleted(args.PodUID)) return fail('rejected', `ulysses: bind ${key}: pod ${args.PodUID} was deleted`);
+      const pod = await this.cachedPod(key, args.PodUID || undefined, Math.min(BIND_CACHE_WAIT_MS, left()));
+      if (!pod) {
+        const cached = this.state.pod(key)?.uid;
+        return fail(
+          'error',
+          `ulysses: bind ${key}: not in the extender's pod cache${args.PodUID ? ` as uid ${args.PodUID}` : ''}${cached ? ` (it has uid ${cached})` : ''} after ${Date.now() - started} ms: nothing written, kube-scheduler retries the pod`,
+        );
       }
       uid = pod.metadata!.uid!;
       const podUid = uid;
       const r = this.requirements(pod);
       if (!r.ok) return fail('rejected', r.message);
-      const needsReservation = !!(r.req.rt || r.req.tdma);
-      if (needsReservation) {
+      if (needsReservation(r.req)) {
         const keys = [`node:${args.Node}`, ...(r.req.network ? [`net:${r.req.network.name}`] : [])];
         const rejection = await this.locks.run(
           keys,
@@ -1242,6 +1299,44 @@ export class ExtenderServer {
       return fail('error', `ulysses: bind ${key} to ${args.Node}: ${(err as Error).message}`);
     }
   }
+
+  /**
+   * The pod of a bind, from the informer cache only (no GET). kube-scheduler sends the bind right
+   * after its own informer delivered the pod and the filter passed it; ours may be a few ms behind,
+   * so a miss waits for the watch (woken by ClusterState.onPod, no polling), at most `ms`.
+   * Undefined if the pod did not come: bind answers an Error before writing anything, and
+   * kube-scheduler un-assumes the pod and retries it after its backoff
+   * (pkg/scheduler/schedule_one.go handleBindingCycleError), by when the watch has delivered it.
+   * With `uid`, only a pod of that UID counts (a pod recreated under the name).
+   */
+  private cachedPod(key: string, uid: string | undefined, ms: number): Promise<V1Pod | undefined> {
+    const find = () => {
+      const p = this.state.pod(key)?.pod;
+      return p && (!uid || p.metadata?.uid === uid) ? p : undefined;
+    };
+    const now = find();
+    if (now || ms <= 0) return Promise.resolve(now);
+    return new Promise((resolve) => {
+      let waiters = this.podWaiters.get(key);
+      if (!waiters) this.podWaiters.set(key, (waiters = new Set()));
+      const done = (p: V1Pod | undefined) => {
+        clearTimeout(timer);
+        const w = this.podWaiters.get(key);
+        w?.delete(check);
+        if (w?.size === 0) this.podWaiters.delete(key);
+        resolve(p);
+      };
+      const check = () => {
+        const p = find();
+        if (p) done(p);
+      };
+      const timer = setTimeout(() => done(undefined), ms);
+      waiters.add(check);
+    });
+  }
+
+  /** Binds waiting for their pod to reach the cache, by pod key ({@link cachedPod}). */
+  private readonly podWaiters = new Map<string, Set<() => void>>();
 
   /**
    * Best effort: the binding failed, so the pod holds no node; drop its reservation annotations,

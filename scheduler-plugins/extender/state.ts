@@ -375,6 +375,17 @@ export class ClusterState {
     for (const l of this.releaseListeners) l();
   }
 
+  private readonly podListeners = new Set<(key: string) => void>();
+
+  /**
+   * Calls `listener(key)` after a pod was taken in (upsertPod, assumePod), synchronously: it should
+   * only take note. Returns the function that removes it.
+   */
+  onPod(listener: (key: string) => void): () => void {
+    this.podListeners.add(listener);
+    return () => this.podListeners.delete(listener);
+  }
+
   private bumpNetwork(rec: PodRecord | undefined): void {
     if (!rec?.tdma?.ok) return;
     this.changes++;
@@ -444,6 +455,11 @@ export class ClusterState {
   }
 
   private put(key: string, old: PodRecord | undefined, pod: V1Pod): void {
+    this.store(key, old, pod);
+    for (const l of this.podListeners) l(key);
+  }
+
+  private store(key: string, old: PodRecord | undefined, pod: V1Pod): void {
     if (old && old.fingerprint === podFingerprint(pod)) {
       // nothing the analyses read changed (e.g. a status update): keep the parses, the indexes and the versions
       this.pods.set(key, { ...old, pod });

@@ -17,7 +17,7 @@ import { schedulerKubeconfigPath } from '../../experiments/testbed/testbed.ts';
 import { adversarialCases, ISSUE_ITEM_1_RT } from '../../experiments/bench/extender-adversarial-inputs.ts';
 import { renderKubeSchedulerConfiguration } from '../../scheduler-plugins/extender/kube-scheduler-config.ts';
 import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
-import { RT_CORES_ANNOTATION } from '../../scheduler-plugins/schedulability.ts';
+import { reservationRequest, RT_ANNOTATION, RT_CORES_ANNOTATION } from '../../scheduler-plugins/schedulability.ts';
 
 const runDir = '/tmp/ulysses-it-sched-adversarial';
 const schedulerConfig = '/tmp/ulysses-it-sched-adversarial-kube-scheduler.yaml';
@@ -36,13 +36,14 @@ let core: CoreV1Api;
 let extender: ExtenderServer;
 const caseNode = (i: number) => `kwok-${i + 1}`;
 
+/** A pod for the KWOK nodes; an RT one requests ulysses.io/reservation, as its users must. */
 function kwokPod(name: string, annotations: Record<string, string>, o: { node?: string; nodeName?: string } = {}): V1Pod {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: { name, namespace: ns, annotations, labels: { app: 'sched-adv' } },
     spec: {
-      containers: [{ name: 'c', image: 'pause', imagePullPolicy: 'Never' }],
+      containers: [{ name: 'c', image: 'pause', imagePullPolicy: 'Never', ...(RT_ANNOTATION in annotations ? { resources: reservationRequest() } : {}) }],
       tolerations: [{ key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' }],
       nodeSelector: { type: 'kwok', ...(o.node ? { 'ulysses.test/adv-node': o.node } : {}) },
       ...(o.nodeName ? { nodeName: o.nodeName } : {}),

@@ -24,6 +24,7 @@ import { isAlive, pollUntil, startProcess, stopProcess, type TrackedProcess } fr
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 import { schedulerKubeconfigPath } from '../../experiments/testbed/testbed.ts';
 import { renderKubeSchedulerConfiguration } from '../../scheduler-plugins/extender/kube-scheduler-config.ts';
+import { reservationRequest } from '../../scheduler-plugins/schedulability.ts';
 import { ReadyForwarder } from '../extender-forwarder.ts';
 
 const runDir = '/tmp/ulysses-it-sched-extender-ha';
@@ -96,13 +97,14 @@ afterAll(async () => {
   for (const p of procs.values()) await stopProcess(p.pid, 3000);
 });
 
+/** An RT/TDMA pod for the KWOK nodes, requesting ulysses.io/reservation: the extender binds it. */
 function kwokPod(name: string, annotations: Record<string, string>): V1Pod {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: { name, namespace: ns, annotations, labels: { app: 'ha' } },
     spec: {
-      containers: [{ name: 'c', image: 'pause', imagePullPolicy: 'Never' }],
+      containers: [{ name: 'c', image: 'pause', imagePullPolicy: 'Never', resources: reservationRequest() }],
       tolerations: [{ key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' }],
       nodeSelector: { type: 'kwok' },
     },

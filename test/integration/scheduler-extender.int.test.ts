@@ -1,6 +1,7 @@
 /**
  * The Ulysses extender wired into the REAL kube-scheduler of the testbed (KubeSchedulerConfiguration
- * with filter/prioritize/bind, nodeCacheCapable, ignorable=false) on KWOK nodes labelled and
+ * with filter/prioritize for every pod, bind for the pods requesting ulysses.io/reservation,
+ * nodeCacheCapable, ignorable=false) on KWOK nodes labelled and
  * annotated as RT / TDMA / assurance nodes: pods are placed exactly where the analyses say,
  * infeasible ones stay Pending with the extender's message in their FailedScheduling event,
  * reservations are written on the pods before binding and released on deletion, and a restarted
@@ -17,6 +18,7 @@ import { schedulerKubeconfigPath } from '../../experiments/testbed/testbed.ts';
 import { renderKubeSchedulerConfiguration } from '../../scheduler-plugins/extender/kube-scheduler-config.ts';
 import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
 import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
+import { reservationRequest, RT_ANNOTATION, TDMA_ANNOTATION } from '../../scheduler-plugins/schedulability.ts';
 import { extenderConfig as parseExtenderConfig, type ExtenderConfigInput } from '../../scheduler-plugins/extender/config.ts';
 import { extenderRuntimeWatcher } from '../../scheduler-plugins/extender/runtime.ts';
 import { BASE_ASSURANCE_ANNOTATION, NodeAssuranceUpdater } from '../../scheduler-plugins/assurance/updater.ts';
@@ -65,13 +67,15 @@ afterAll(async () => {
   await extender?.stop();
 });
 
+/** A pod for the KWOK nodes; an RT/TDMA one requests ulysses.io/reservation, as its users must (the extender binds it). */
 function kwokPod(name: string, annotations: Record<string, string> = {}, labels: Record<string, string> = {}): V1Pod {
+  const reserves = RT_ANNOTATION in annotations || TDMA_ANNOTATION in annotations;
   return {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: { name, namespace: ns, annotations, labels: { app: 'sched-ext', ...labels } },
     spec: {
-      containers: [{ name: 'c', image: 'pause', imagePullPolicy: 'Never' }],
+      containers: [{ name: 'c', image: 'pause', imagePullPolicy: 'Never', ...(reserves ? { resources: reservationRequest() } : {}) }],
       tolerations: [{ key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' }],
       nodeSelector: { type: 'kwok' },
     },

@@ -18,6 +18,7 @@ import { parseRtAnnotation } from '../../scheduler-plugins/realtime/annotations.
 import { AnalysisBudget } from '../../scheduler-plugins/realtime/task.ts';
 import { analyzeRtNode, type NewPod, type ParsedRtNode } from '../../scheduler-plugins/realtime/what-if.ts';
 import { prng } from '../../core/prng.ts';
+import { reservationRequest } from '../../scheduler-plugins/schedulability.ts';
 import { adversarialCases, adversarialObjects, ISSUE_ITEM_1_RT } from '../../experiments/bench/extender-adversarial-inputs.ts';
 
 const CASES = adversarialCases();
@@ -119,7 +120,7 @@ describe('adversarial RT inputs through every verb', () => {
     // (on the node of 64 servers x 256 tasks, any new server's analysis is heavy: it queues in the thread)
     const ordinaryPod: V1Pod = { metadata: { name: 'ordinary', namespace: 'adv', uid: 'ordinary-uid' }, spec: { containers: [{ name: 'c' }] } };
     const ordinary = s.app.inject({ method: 'POST', url: '/filter', payload: { Pod: ordinaryPod, NodeNames: names } }).then((r) => (order.push('ordinary'), r));
-    const rtPod: V1Pod = { metadata: { name: 'ordinary-rt', namespace: 'adv', uid: 'ordinary-rt-uid', annotations: { 'ulysses.io/rt': JSON.stringify({ server: { budgetUs: 100, periodUs: 1000 }, tasks: [{ wcetUs: 50, periodUs: 1000 }] }) } }, spec: { containers: [{ name: 'c' }] } };
+    const rtPod: V1Pod = { metadata: { name: 'ordinary-rt', namespace: 'adv', uid: 'ordinary-rt-uid', annotations: { 'ulysses.io/rt': JSON.stringify({ server: { budgetUs: 100, periodUs: 1000 }, tasks: [{ wcetUs: 50, periodUs: 1000 }] }) } }, spec: { containers: [{ name: 'c', resources: reservationRequest() }] } };
     const light = ['adv-0', 'adv-1', 'adv-2', 'plain-0'];
     const ordinaryRt = s.app.inject({ method: 'POST', url: '/filter', payload: { Pod: rtPod, NodeNames: light } }).then((r) => (order.push('ordinary-rt'), r));
     const [h, o, ort, ...rest] = await Promise.all([health, ordinary, ordinaryRt, ...heavy]);
@@ -140,7 +141,7 @@ describe('adversarial RT inputs through every verb', () => {
 
   it("the review's pod costs the same bounded work on a retry (refusals by the budget are not cached)", async () => {
     const { s, names } = extender({}, 0);
-    const pod: V1Pod = { metadata: { name: 'again', namespace: 'adv', uid: 'again-uid', annotations: { 'ulysses.io/rt': ISSUE_ITEM_1_RT } }, spec: { containers: [{ name: 'c' }] } };
+    const pod: V1Pod = { metadata: { name: 'again', namespace: 'adv', uid: 'again-uid', annotations: { 'ulysses.io/rt': ISSUE_ITEM_1_RT } }, spec: { containers: [{ name: 'c', resources: reservationRequest() }] } };
     const works: number[] = [];
     for (let k = 0; k < 3; k++) {
       const r = await post<ExtenderFilterResult>(s, 'filter', { Pod: pod, NodeNames: names });

@@ -2,7 +2,8 @@
  * Bind finishes or gives up inside the scheduler's httpTimeout (config httpTimeoutMs) and releases
  * its locks, whatever the API does: a stalled fake API client (pure logic; the real apiserver path
  * is the integration test's). A PATCH whose outcome is unknown keeps its reservation assumed, so no
- * other bind takes the same slots; a PATCH the apiserver refused frees them again.
+ * other bind takes the same slots; a PATCH the apiserver refused frees them again. The pod comes
+ * from the informer cache only: a miss waits for the watch, never GETs the pod.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
@@ -53,15 +54,64 @@ function extender(client: BindClient) {
 }
 const bindArgs = (name: string) => ({ PodName: name, PodNamespace: 'ns', PodUID: `uid-${name}`, Node: 'n1' });
 
-describe('bind within the scheduler httpTimeout', () => {
-  it('a GET that never answers: bind gives up with an Error naming the deadline', async () => {
-    const client = fakeClient(() => never());
+describe('bind from the informer cache, no GET', () => {
+  it('a pod the cache does not have yet: bind sends nothing until the watch delivers it, then reserves and binds it', async () => {
+    const late = pod('late');
+    const client = fakeClient((c) => Promise.resolve(c.method === 'PATCH' ? patched(late, c.body) : {}));
+    const s = new ExtenderServer({ config: { tdmaNetworks: { rtnet0: { cycleUs: 5000, slotUs: 1000, slots: 5 } } }, log: silentLogger(), client });
+    servers.push(s);
+    s.state.upsertNode(node('n1'));
+    const pending = s.bind(bindArgs('late'));
+    await new Promise((r) => setImmediate(r));
+    expect(client.calls).toEqual([]);
+    s.state.upsertPod(late); // the informer's add event
+    expect((await pending).Error).toBe('');
+    expect(client.calls.map((c) => `${c.method} ${c.path}`)).toEqual(['PATCH /api/v1/namespaces/ns/pods/late', 'POST /api/v1/namespaces/ns/pods/late/binding']);
+    expect(slotsOf(client.calls[0])).toBe('[0,1]');
+  });
+
+  it('a pod the cache never gets: an Error within the deadline naming the cache, no request at all (kube-scheduler retries the pod)', async () => {
+    const client = fakeClient(() => Promise.reject(new Error('must not be called')));
     const s = extender(client);
     const r = await s.bind(bindArgs('lost'));
-    expect(r.Error).toMatch(/^ulysses: bind ns\/lost to n1: gave up after \d+ ms \(httpTimeoutMs 300\): GET \/api\/v1\/namespaces\/ns\/pods\/lost did not finish within \d+ ms$/);
-    expect(client.calls.map((c) => c.method)).toEqual(['GET']);
-    expect(client.calls[0]!.timeoutMs).toBeLessThanOrEqual(300);
+    expect(r.Error).toMatch(/^ulysses: bind ns\/lost: not in the extender's pod cache as uid uid-lost after \d+ ms: nothing written, kube-scheduler retries the pod$/);
+    expect(client.calls).toEqual([]);
+    const metrics = await (await s.app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(metrics).toMatch(/ulysses_extender_binds_total\{result="error"\} [1-9]/);
   });
+
+  it('the cache has an older pod of the name (recreated): bind waits for the scheduler\'s UID, never reserves for the old one', async () => {
+    const old = pod('again');
+    const fresh: V1Pod = { ...pod('again'), metadata: { ...pod('again').metadata, uid: 'uid-again-2' } };
+    const client = fakeClient((c) => Promise.resolve(c.method === 'PATCH' ? patched(fresh, c.body) : {}));
+    const s = new ExtenderServer({ config: { tdmaNetworks: { rtnet0: { cycleUs: 5000, slotUs: 1000, slots: 5 } } }, log: silentLogger(), client });
+    servers.push(s);
+    s.state.upsertNode(node('n1'));
+    s.state.upsertPod(old);
+    const pending = s.bind({ ...bindArgs('again'), PodUID: 'uid-again-2' });
+    await new Promise((r) => setImmediate(r));
+    expect(client.calls).toEqual([]);
+    s.state.deletePod(old);
+    s.state.upsertPod(fresh);
+    expect((await pending).Error).toBe('');
+    const ops = client.calls[0]!.body as Array<{ op: string; path: string; value?: string }>;
+    expect(ops[0]).toEqual({ op: 'test', path: '/metadata/uid', value: 'uid-again-2' });
+    // the binding names the new pod
+    expect((client.calls[1]!.body as { metadata: { uid: string } }).metadata.uid).toBe('uid-again-2');
+  });
+
+  it('a pod whose delete the cache has seen: refused at once, nothing sent', async () => {
+    const client = fakeClient(() => Promise.reject(new Error('must not be called')));
+    const s = extender(client);
+    const gone = pod('gone');
+    s.state.upsertPod(gone);
+    s.state.deletePod(gone);
+    expect((await s.bind(bindArgs('gone'))).Error).toBe('ulysses: bind ns/gone: pod uid-gone was deleted');
+    expect(client.calls).toEqual([]);
+  });
+});
+
+describe('bind within the scheduler httpTimeout', () => {
 
   it('a PATCH that never answers: bind gives up, its locks are released, its slots stay assumed (the next bind gets others)', async () => {
     const stalled = pod('stalled');

@@ -14,6 +14,7 @@ import { coreSchedulable, placeServer, type DeferrableServer } from '../../sched
 import { placeReservation } from '../../scheduler-plugins/realtime/budget-period.ts';
 import { silentLogger } from '../../core/logging.ts';
 import { filter } from './extender-calls.ts';
+import { reservationRequest } from '../../scheduler-plugins/schedulability.ts';
 
 const hostileTasks = [{ wcetUs: 9999, periodUs: 10000 }, ...Array.from({ length: 255 }, () => ({ wcetUs: 1000, periodUs: 3_600_000_000 }))];
 const hostile = { server: { budgetUs: 1000, periodUs: 1000 }, tasks: hostileTasks };
@@ -31,7 +32,7 @@ const pod = (name: string, rt: unknown, extra: { nodeName?: string; cores?: numb
     resourceVersion: String(++seq),
     annotations: { 'ulysses.io/rt': JSON.stringify(rt), ...(extra.cores ? { 'ulysses.io/rt-cores': JSON.stringify(extra.cores) } : {}) },
   },
-  spec: { containers: [{ name: 'c' }], ...(extra.nodeName ? { nodeName: extra.nodeName } : {}) },
+  spec: { containers: [{ name: 'c', resources: reservationRequest() }], ...(extra.nodeName ? { nodeName: extra.nodeName } : {}) },
 });
 
 const servers: ExtenderServer[] = [];

@@ -22,7 +22,7 @@ import { tdmaNetworks } from '../../scheduler-plugins/extender/config.ts';
 import { ClusterState, RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
 import { extenderArgsSchema, fastExtenderArgs } from '../../scheduler-plugins/extender/wire.ts';
 import { silentLogger } from '../../core/logging.ts';
-import { filter, prioritize } from './extender-calls.ts';
+import { containersFor, filter, prioritize } from './extender-calls.ts';
 
 let rv = 0;
 function node(name: string, labels: Record<string, string> = {}, annotations: Record<string, string> = {}): V1Node {
@@ -31,7 +31,7 @@ function node(name: string, labels: Record<string, string> = {}, annotations: Re
 function pod(name: string, annotations: Record<string, string> = {}, o: { uid?: string; nodeName?: string; labels?: Record<string, string> } = {}): V1Pod {
   return {
     metadata: { name, namespace: 'ns', uid: o.uid ?? `uid-${name}`, annotations, labels: o.labels ?? {}, resourceVersion: String(++rv) },
-    spec: { containers: [{ name: 'c' }], ...(o.nodeName ? { nodeName: o.nodeName } : {}) },
+    spec: { containers: containersFor(annotations), ...(o.nodeName ? { nodeName: o.nodeName } : {}) },
     status: { phase: o.nodeName ? 'Running' : 'Pending' },
   };
 }

@@ -11,6 +11,7 @@ import { prng } from '../../core/prng.ts';
 import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
 import type { ExtenderFilterResult, HostPriority } from '../../scheduler-plugins/extender/wire.ts';
 import { silentLogger } from '../../core/logging.ts';
+import { reservationRequest } from '../../scheduler-plugins/schedulability.ts';
 
 const SEED = 0x5eed4;
 const ITERATIONS = 4000;
@@ -91,7 +92,8 @@ function pod(): unknown {
       labels: rnd() < 0.3 ? { 'ulysses.io/criticality': pick(['high', 'low', 'HIGH', '']) } : {},
       resourceVersion: String(int(1000)),
     },
-    spec: { containers: [{ name: 'c' }] },
+    // mostly as users must write an RT/TDMA pod (requesting ulysses.io/reservation), sometimes not
+    spec: { containers: [{ name: 'c', ...(rnd() < 0.8 ? { resources: reservationRequest() } : {}) }] },
   };
   if (rnd() < 0.15) (p as Record<string, unknown>)[pick(['metadata', 'spec'])] = junk();
   if (rnd() < 0.1 && typeof p.metadata === 'object' && p.metadata) (p.metadata as Record<string, unknown>)[pick(['name', 'annotations', 'labels', 'uid'])] = junk();

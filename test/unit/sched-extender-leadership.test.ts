@@ -25,7 +25,7 @@ import { Agent, request } from 'node:http';
 import type { Socket } from 'node:net';
 import { parseAllDocuments } from 'yaml';
 import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
-import { RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../../scheduler-plugins/schedulability.ts';
+import { reservationRequest, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../../scheduler-plugins/schedulability.ts';
 import { testLeadership } from '../fast-lease.ts';
 
 function lease(o: Partial<LeaseView> = {}): LeaseView & { isLeader: boolean; renewedAt: number; leader: string } {
@@ -110,7 +110,7 @@ let seq = 0;
 const tdmaNode = (name: string): V1Node => ({ metadata: { name, resourceVersion: String(++seq), labels: { 'ulysses.io/tdma-network': 'rtnet0' } } });
 const tdmaPod = (name: string, extra: Record<string, string> = {}, rv = String(++seq)): V1Pod => ({
   metadata: { name, namespace: 'ns', uid: `uid-${name}`, resourceVersion: rv, annotations: { 'ulysses.io/tdma': '{"network":"rtnet0","slots":2}', ...extra } },
-  spec: { containers: [] },
+  spec: { containers: [{ name: 'c', resources: reservationRequest() }] },
 });
 const filterBody = (p: V1Pod) => ({ Pod: p, NodeNames: ['n1'] });
 
@@ -196,28 +196,25 @@ describe('ExtenderServer behind a gate', () => {
     expect((await s.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
   });
 
-  it('a bind whose gate closes while it waits for the pod: no reservation PATCH, no binding', async () => {
+  it('a bind whose gate closes while it waits for the pod to reach its cache: no reservation PATCH, no binding', async () => {
     const gate = switchGate();
     gate.open = true;
     const calls: string[] = [];
-    let answerGet!: (p: V1Pod) => void;
     const client: BindClient = {
       request: (<T>(method: string, path: string) => {
         calls.push(`${method} ${path}`);
-        if (method === 'GET') return new Promise<T>((r) => (answerGet = r as (p: V1Pod) => void));
-        return Promise.reject(new Error('must not be called'));
+        return Promise.reject(new Error('must not be called')) as Promise<T>;
       }) as BindClient['request'],
     };
     const s = new ExtenderServer({ config: { tdmaNetworks: { rtnet0: { cycleUs: 5000, slotUs: 1000, slots: 5 } } }, log: silentLogger(), gate, client });
     servers.push(s);
     s.state.upsertNode(tdmaNode('n1'));
     const pending = s.bind({ PodName: 'b', PodNamespace: 'ns', PodUID: 'uid-b', Node: 'n1' });
-    await new Promise((r) => setImmediate(r));
-    gate.open = false; // leadership lost while the GET is on its way
-    answerGet(tdmaPod('b'));
+    gate.open = false; // leadership lost while the pod's watch event is on its way
+    s.state.upsertPod(tdmaPod('b'));
     const r = await pending;
     expect(r.Error).toMatch(/scheduler extender stopped serving: standby replica: test/);
-    expect(calls).toEqual(['GET /api/v1/namespaces/ns/pods/b']);
+    expect(calls).toEqual([]);
     expect(s.state.takenSlots('rtnet0', 'none')).toEqual([]);
   });
 
@@ -315,57 +312,59 @@ describe("bind's writes are fenced by the Lease", () => {
     expect(r.statusCode).toBe(200);
     return (r.json() as { Error: string }).Error;
   }
+  /** A bind started while its pod is not in the cache yet: `pause` runs while it waits (the process stopped), then the pod arrives. */
+  async function bindPaused(s: ExtenderServer, pod: V1Pod, pause: () => void): Promise<string> {
+    const pending = s.bind(bindBody(pod.metadata!.name!));
+    pause();
+    s.state.upsertPod(pod);
+    return (await pending).Error;
+  }
 
   it('paused past the renew deadline before the PATCH: no reservation written, no binding, HTTP 200 with the Error', async () => {
     const { clock, gate } = leader();
-    // the process stops while its GET is out; it answers 10.5 s later
-    const api = fakePodApi((method) => {
-      if (method === 'GET') clock.now += 10_500;
-    });
+    const api = fakePodApi();
     api.pods.set('a', tdmaPod('a', {}, '7'));
     const s = new ExtenderServer({ config: tdma, log: silentLogger(), gate, client: api.client });
     servers.push(s);
     s.state.upsertNode(tdmaNode('n1'));
-    const error = await bind(s, 'a');
+    // the process stops for 10.5 s while it waits for the pod's watch event
+    const error = await bindPaused(s, tdmaPod('a', {}, '7'), () => (clock.now += 10_500));
     expect(error).toMatch(/^ulysses: bind ns\/a to n1: scheduler extender stopped serving: Lease ulysses-system\/ulysses-scheduler-extender last renewed 10500 ms ago, past the renew deadline of 10000 ms: not serving$/);
-    expect(api.calls.map((c) => c.method)).toEqual(['GET']);
+    expect(api.calls).toEqual([]);
     expect(api.pods.get('a')!.metadata!.annotations).toEqual(tdmaPod('a').metadata!.annotations);
     expect(s.state.takenSlots('rtnet0', 'none')).toEqual([]);
   });
 
   it('leadership about to expire (500 ms to the renew deadline): the PATCH is not sent', async () => {
     const { clock, gate } = leader();
-    const api = fakePodApi((method) => {
-      if (method === 'GET') clock.now += 9_500;
-    });
+    const api = fakePodApi();
     api.pods.set('b', tdmaPod('b', {}, '7'));
     const s = new ExtenderServer({ config: tdma, log: silentLogger(), gate, client: api.client });
     servers.push(s);
     s.state.upsertNode(tdmaNode('n1'));
     expect(gate.check().ready).toBe(true);
-    const error = await bind(s, 'b');
+    const error = await bindPaused(s, tdmaPod('b', {}, '7'), () => (clock.now += 9_500));
     expect(error).toMatch(/stopped serving: PATCH \/api\/v1\/namespaces\/ns\/pods\/b not sent: the Lease's renew deadline is 500 ms away, less than the 1000 ms a write needs$/);
-    expect(api.calls.map((c) => c.method)).toEqual(['GET']);
+    expect(api.calls).toEqual([]);
     expect(s.state.takenSlots('rtnet0', 'none')).toEqual([]);
   });
 
   it('the PATCH is given up (by us and the apiserver) before the renew deadline; the Lease lapsing while it is out: no binding', async () => {
     const { clock, gate } = leader();
     const api = fakePodApi((method) => {
-      if (method === 'GET') clock.now += 7_000; // 3 s left
       if (method === 'PATCH') clock.now += 3_000; // the renew deadline reached while the PATCH was out
     });
     api.pods.set('c', tdmaPod('c', {}, '7'));
     const s = new ExtenderServer({ config: { ...tdma, httpTimeoutMs: 60_000, bindTimeoutMs: 10_000 }, log: silentLogger(), gate, client: api.client });
     servers.push(s);
     s.state.upsertNode(tdmaNode('n1'));
-    const error = await bind(s, 'c');
+    const error = await bindPaused(s, tdmaPod('c', {}, '7'), () => (clock.now += 7_000)); // 3 s left
     const patch = api.calls.find((c) => c.method === 'PATCH')!;
     expect({ timeoutMs: patch.timeoutMs, query: patch.query }).toEqual({ timeoutMs: 3_000, query: { timeout: '3000ms' } });
     // conditional on the version the decision saw
     expect(patch.body).toContainEqual({ op: 'test', path: '/metadata/resourceVersion', value: '7' });
     expect(error).toMatch(/stopped serving: .*past the renew deadline of 10000 ms: not serving$/);
-    expect(api.calls.map((c) => c.method)).toEqual(['GET', 'PATCH']);
+    expect(api.calls.map((c) => c.method)).toEqual(['PATCH']);
     expect(api.pods.get('c')!.spec!.nodeName).toBeUndefined();
   });
 
@@ -486,6 +485,7 @@ describe('reservation epoch: the Lease\'s leaseTransitions on every reservation,
     for (const name of ['a', 'b']) api.pods.set(name, tdmaPod(name, {}, '7'));
     // b carries an older leader's epoch from an earlier reservation: replaced
     api.pods.set('b', tdmaPod('b', { [RESERVATION_EPOCH_ANNOTATION]: '6' }, '7'));
+    for (const p of api.pods.values()) s.state.upsertPod(structuredClone(p));
     for (const name of ['a', 'b']) expect(await s.bind({ PodName: name, PodNamespace: 'ns', PodUID: `uid-${name}`, Node: 'n1' })).toEqual({ Error: '' });
     const patches = api.calls.filter((c) => c.method === 'PATCH');
     expect(patches).toHaveLength(2);
@@ -498,6 +498,7 @@ describe('reservation epoch: the Lease\'s leaseTransitions on every reservation,
     const s2 = new ExtenderServer({ config: tdma, log: silentLogger(), client: plain.client });
     servers.push(s2);
     s2.state.upsertNode(tdmaNode('n1'));
+    s2.state.upsertPod(tdmaPod('c', {}, '7'));
     expect(await s2.bind({ PodName: 'c', PodNamespace: 'ns', PodUID: 'uid-c', Node: 'n1' })).toEqual({ Error: '' });
     expect(plain.pods.get('c')!.metadata!.annotations).not.toHaveProperty(RESERVATION_EPOCH_ANNOTATION);
   });
@@ -543,6 +544,7 @@ describe('reservation epoch: the Lease\'s leaseTransitions on every reservation,
     const s = new ExtenderServer({ config: tdma, log: silentLogger(), gate, client: api.client });
     servers.push(s);
     s.state.upsertNode(tdmaNode('n1'));
+    s.state.upsertPod(tdmaPod('r', {}, '7'));
     expect((await s.bind({ PodName: 'r', PodNamespace: 'ns', PodUID: 'uid-r', Node: 'n1' })).Error).toMatch(/500 etcd unavailable/);
     await done;
     await new Promise((r) => setImmediate(r));
@@ -611,6 +613,7 @@ describe('reservation epoch: the Lease\'s leaseTransitions on every reservation,
       const s = new ExtenderServer({ config: tdma, log: silentLogger(), gate: leadership.gate, client: api.client });
       servers.push(s);
       s.state.upsertNode(tdmaNode('n1'));
+      s.state.upsertPod(tdmaPod('a', {}, '7'));
       expect(await s.bind({ PodName: 'a', PodNamespace: 'ns', PodUID: 'uid-a', Node: 'n1' })).toEqual({ Error: '' });
       expect(api.pods.get('a')!.metadata!.annotations![RESERVATION_EPOCH_ANNOTATION]).toBe('5');
     } finally {

@@ -11,14 +11,14 @@ import { silentLogger } from '../../core/logging.ts';
 import { ExtenderServer, type BindClient } from '../../scheduler-plugins/extender/server.ts';
 import { REQUEUE_ANNOTATION } from '../../scheduler-plugins/extender/requeue.ts';
 import { ClusterState } from '../../scheduler-plugins/extender/state.ts';
-import { filter } from './extender-calls.ts';
+import { containersFor, filter } from './extender-calls.ts';
 
 let rv = 0;
 const node = (name: string, labels: Record<string, string> = {}): V1Node => ({ metadata: { name, labels, annotations: {}, resourceVersion: String(++rv) } });
 function pod(name: string, annotations: Record<string, string> = {}, nodeName?: string): V1Pod {
   return {
     metadata: { name, namespace: 'ns', uid: `uid-${name}`, annotations, resourceVersion: String(++rv) },
-    spec: { containers: [{ name: 'c' }], ...(nodeName ? { nodeName } : {}) },
+    spec: { containers: containersFor(annotations), ...(nodeName ? { nodeName } : {}) },
     status: { phase: nodeName ? 'Running' : 'Pending' },
   };
 }

@@ -12,7 +12,7 @@ import { extenderConfig } from '../../scheduler-plugins/extender/config.ts';
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
-import { RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../../scheduler-plugins/schedulability.ts';
+import { reservationRequest, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../../scheduler-plugins/schedulability.ts';
 import { ExtenderServer, ignoredReservationOf, RESERVATION_IGNORED } from '../../scheduler-plugins/extender/server.ts';
 import { silentLogger } from '../../core/logging.ts';
 import { filter } from './extender-calls.ts';
@@ -163,7 +163,7 @@ describe('an ignored reservation is reported with a Warning Event on its pod, on
   const tdmaCfg = { tdmaNetworks: { rtnet0: { cycleUs: 5000, slotUs: 1000, slots: 5 } } };
   const tdmaPod = (name: string, slots: number, extra: Record<string, string> = {}, nodeName?: string): V1Pod => ({
     metadata: { name, namespace: 'ns', uid: `uid-${name}`, resourceVersion: String(++seq), annotations: { 'ulysses.io/tdma': JSON.stringify({ network: 'rtnet0', slots }), ...extra } },
-    spec: { containers: [{ name: 'c' }], ...(nodeName ? { nodeName } : {}) },
+    spec: { containers: [{ name: 'c', resources: reservationRequest() }], ...(nodeName ? { nodeName } : {}) },
   });
   const servers: ExtenderServer[] = [];
   afterEach(async () => {
@@ -209,7 +209,7 @@ describe('an ignored reservation is reported with a Warning Event on its pod, on
     x.state.upsertNode({ metadata: { name: 'd', resourceVersion: '1', labels: { 'ulysses.io/rt-scheduler': 'deferrable-server' }, annotations: { 'ulysses.io/rt-capacity': '{"cores":1}' } } });
     const server = (name: string, budgetUs: number, extra: Record<string, string> = {}, nodeName?: string, periodUs = 10000): V1Pod => ({
       metadata: { name, namespace: 'ns', uid: `uid-${name}`, resourceVersion: String(++seq), annotations: { 'ulysses.io/rt': JSON.stringify({ server: { budgetUs, periodUs } }), ...extra } },
-      spec: { containers: [{ name: 'c' }], ...(nodeName ? { nodeName } : {}) },
+      spec: { containers: [{ name: 'c', resources: reservationRequest() }], ...(nodeName ? { nodeName } : {}) },
     });
     // one core: holder 0.5 pinned there, shrunk (0.6, pinned to a core the node lacks) does not fit next to it
     x.state.upsertPod(server('holder', 5000, { 'ulysses.io/rt-cores': '[0]' }, 'd'));

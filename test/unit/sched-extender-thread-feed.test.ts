@@ -10,7 +10,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import type { Worker } from 'node:worker_threads';
-import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
+import { ExtenderServer, type BindClient } from '../../scheduler-plugins/extender/server.ts';
 import type { ExtenderFilterResult } from '../../scheduler-plugins/extender/wire.ts';
 import { FEED_CHUNK_UNITS, RtAnalysisWorker } from '../../scheduler-plugins/extender/analysis-worker.ts';
 import { ANALYSIS_THREAD_NICE } from '../../scheduler-plugins/extender/config.ts';
@@ -149,6 +149,35 @@ describe('the analysis thread is fed from the state in the background', () => {
     expect((w as unknown as { worker: Worker }).worker).not.toBe(thread);
     expect(await expectThreadIsState(s, w)).toBe(2);
     expect(w.transfer.podsFed).toBe(4); // each pod once per thread
+  }, 60_000);
+});
+
+describe('a standby replica does not feed the thread', () => {
+  it('behind a closed gate the state is kept but nothing is fed (nor on a configuration change); the takeover (rebuild) starts the feed, which brings every RT pod', async () => {
+    const gate = { check: () => ({ ready: false, reason: 'standby replica: test' }) as const };
+    const listed: V1Pod[] = [];
+    // rebuild()'s consistent list: the pods the informer delivered
+    const client: BindClient = { request: (async () => ({ metadata: { resourceVersion: String(rv + 1000) }, items: listed })) as BindClient['request'] };
+    const s = new ExtenderServer({ config: { listen: { host: '127.0.0.1', port: 0 } }, log: silentLogger(), gate, client });
+    servers.push(s);
+    await s.start();
+    const w = (s as unknown as { analysisWorker: RtAnalysisWorker }).analysisWorker;
+    s.state.upsertNode(rtNode('ds-a', 'deferrable-server', 2));
+    s.state.upsertPod(rtPod('p1', 'ds-a', server(10, 1000, 3), [0]));
+    s.state.upsertPod(rtPod('p2', 'ds-a', server(20, 2000, 2), [1]));
+    s.setConfig(s.config);
+    await s.analysisThreadFeedIdle();
+    expect(w.feedActive).toBe(false);
+    expect(w.transfer).toMatchObject({ feedJobs: 0, podsSent: 0 });
+    expect(s.state.rtSummary('ds-a').pods.map((p) => p.name)).toEqual(['feed/p1', 'feed/p2']);
+
+    for (const key of ['feed/p1', 'feed/p2']) listed.push(s.state.pod(key)!.pod);
+    await s.rebuild();
+    expect(w.feedActive).toBe(true);
+    await s.analysisThreadFeedIdle();
+    expect(await expectThreadIsState(s, w)).toBe(2);
+    expect(w.transfer).toMatchObject({ podsSent: 2, podsFed: 2 });
+    expect(s.analysisThreadJobs).toBe(0);
   }, 60_000);
 });
 

@@ -13,7 +13,8 @@ import { evaluateNode, MESSAGES, podRequirements } from '../../scheduler-plugins
 import { ClusterState, extenderNodeProjection, extenderPodProjection, RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
 import { extenderConfig } from '../../scheduler-plugins/extender/config.ts';
 import { ConfigError } from '../../core/config.ts';
-import { kubeSchedulerConfiguration } from '../../scheduler-plugins/extender/kube-scheduler-config.ts';
+import { extenderEntries, kubeSchedulerConfiguration } from '../../scheduler-plugins/extender/kube-scheduler-config.ts';
+import { RESERVATION_RESOURCE, requestsReservation, reservationRequest } from '../../scheduler-plugins/schedulability.ts';
 import type { ExtenderFilterResult } from '../../scheduler-plugins/extender/wire.ts';
 import { silentLogger } from '../../core/logging.ts';
 import { filter, prioritize } from './extender-calls.ts';
@@ -22,10 +23,12 @@ let uidSeq = 0;
 function node(name: string, labels: Record<string, string> = {}, annotations: Record<string, string> = {}): V1Node {
   return { metadata: { name, labels, annotations, resourceVersion: String(++uidSeq) } };
 }
-function pod(name: string, annotations: Record<string, string> = {}, extra: { nodeName?: string; labels?: Record<string, string>; phase?: string } = {}): V1Pod {
+/** A pod; an RT/TDMA one requests ulysses.io/reservation, as its users must (`marker: false`: it does not). */
+function pod(name: string, annotations: Record<string, string> = {}, extra: { nodeName?: string; labels?: Record<string, string>; phase?: string; marker?: boolean } = {}): V1Pod {
+  const marker = extra.marker ?? ('ulysses.io/rt' in annotations || 'ulysses.io/tdma' in annotations);
   return {
     metadata: { name, namespace: 'ns', uid: `uid-${name}`, annotations, labels: extra.labels ?? {}, resourceVersion: String(++uidSeq) },
-    spec: { containers: [{ name: 'c' }], ...(extra.nodeName ? { nodeName: extra.nodeName } : {}) },
+    spec: { containers: [{ name: 'c', ...(marker ? { resources: reservationRequest() } : {}) }], ...(extra.nodeName ? { nodeName: extra.nodeName } : {}) },
     status: { phase: extra.phase ?? 'Pending' },
   };
 }
@@ -214,6 +217,38 @@ describe('scheduler extender: filter and prioritize', () => {
     expect(r.FailedAndUnresolvableNodes.z).toContain('ulysses.io/assurance: cpu: must be >= 0');
   });
 
+  it('an RT or TDMA pod that does not request ulysses.io/reservation is refused on every node, naming the pod and what to add; with it, or with its plugin off, it is placed', async () => {
+    const s = extender();
+    s.state.upsertNode(node('rt', { 'ulysses.io/rt-scheduler': 'deferrable-server' }, { 'ulysses.io/rt-capacity': '{"cores":1}' }));
+    s.state.upsertNode(node('bus', { 'ulysses.io/tdma-network': 'rtnet0' }));
+    const rt = { 'ulysses.io/rt': ds(2000, 10000) };
+    const tdma = { 'ulysses.io/tdma': '{"network":"rtnet0","slots":1}' };
+    const refusal = (what: string, name: string) =>
+      `ulysses: pod ns/${name} has ${what} but requests no ulysses.io/reservation, so kube-scheduler would bind it without recording its reservation: ` +
+      `add resources.limits["ulysses.io/reservation"]: 1 to one container (of its template) and recreate the pod`;
+    for (const [ann, what, name] of [
+      [rt, 'ulysses.io/rt', 'rt-unmarked'],
+      [tdma, 'ulysses.io/tdma', 'tdma-unmarked'],
+      [{ ...rt, ...tdma }, 'ulysses.io/rt and ulysses.io/tdma', 'both-unmarked'],
+    ] as const) {
+      const r = await filter(s, pod(name, ann, { marker: false }), ['rt', 'bus']);
+      expect(r.NodeNames).toEqual([]);
+      expect(r.FailedNodes).toEqual({});
+      // unresolvable: kube-scheduler does not try preemption for it
+      expect(r.FailedAndUnresolvableNodes).toEqual({ rt: refusal(what, name), bus: refusal(what, name) });
+    }
+    const metrics = await (await s.app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(metrics).toMatch(/ulysses_extender_rejections_total\{reason="reservation-request"\} [1-9]/);
+    // requesting it (in limits, as the API wants for an extended resource), the same pods are placed
+    expect((await filter(s, pod('rt-marked', rt), ['rt', 'bus'])).NodeNames).toEqual(['rt']);
+    expect((await filter(s, pod('tdma-marked', tdma), ['rt', 'bus'])).NodeNames).toEqual(['bus']);
+    // a plain pod needs no reservation: placed without it
+    expect((await filter(s, pod('plain'), ['rt', 'bus'])).NodeNames).toEqual(['rt', 'bus']);
+    // with the plugins off nothing is reserved, so nothing is asked of the pod
+    s.setConfig({ ...s.config, plugins: { assurance: true, realtime: false, tdma: false } });
+    expect((await filter(s, pod('rt-off', { ...rt, ...tdma }, { marker: false }), ['rt', 'bus'])).NodeNames).toEqual(['rt', 'bus']);
+  });
+
   it('unknown node names are resolvable failures; Nodes (non-cache mode) is answered with Nodes', async () => {
     const s = extender();
     s.state.upsertNode(node('known'));
@@ -350,17 +385,44 @@ describe('scheduler extender: plumbing', () => {
     expect(st.takenSlots('rtnet0', 'x')).toEqual([3]);
   });
 
-  it('renders the KubeSchedulerConfiguration; the shipped snippet has the same extender fields', () => {
+  it('renders the KubeSchedulerConfiguration: filter+prioritize for every pod, bind (the only binder) for pods requesting ulysses.io/reservation; the shipped snippet has the same entries', () => {
     const cfg = kubeSchedulerConfiguration({ kubeconfig: '/k', extenderUrl: 'http://127.0.0.1:8888' });
-    expect(cfg).toMatchObject({
+    const common = { urlPrefix: 'http://127.0.0.1:8888', enableHTTPS: false, ignorable: false, httpTimeout: '5s' };
+    expect(cfg).toEqual({
       apiVersion: 'kubescheduler.config.k8s.io/v1',
       kind: 'KubeSchedulerConfiguration',
       clientConnection: { kubeconfig: '/k' },
-      extenders: [{ urlPrefix: 'http://127.0.0.1:8888', filterVerb: 'filter', prioritizeVerb: 'prioritize', bindVerb: 'bind', nodeCacheCapable: true, ignorable: false }],
+      leaderElection: { leaderElect: false },
+      extenders: [
+        // no managedResources: every pod is filtered and scored
+        { ...common, filterVerb: 'filter', prioritizeVerb: 'prioritize', weight: 5, nodeCacheCapable: true },
+        // kube-scheduler asks this one to bind only pods requesting the resource, and does not fit it to nodes
+        { ...common, bindVerb: 'bind', managedResources: [{ name: 'ulysses.io/reservation', ignoredByScheduler: true }] },
+      ],
     });
+    expect(RESERVATION_RESOURCE).toBe('ulysses.io/reservation');
+    const extenders = cfg.extenders as Array<Record<string, unknown>>;
+    // kube-scheduler's validation: at most one extender implements bind
+    expect(extenders.filter((e) => e.bindVerb).length).toBe(1);
+    expect(extenders[0]).not.toHaveProperty('bindVerb');
+    expect(extenders[1]).not.toHaveProperty('filterVerb');
+    expect(extenders[1]).not.toHaveProperty('prioritizeVerb');
     const shipped = parseYaml(readFileSync(new URL('../../scheduler-plugins/kube-scheduler-extender.yaml', import.meta.url), 'utf8')) as typeof cfg;
-    const { urlPrefix: _u, ...ours } = (cfg.extenders as Array<Record<string, unknown>>)[0]!;
-    expect((shipped.extenders as Array<Record<string, unknown>>)[0]).toMatchObject(ours);
+    expect(shipped.extenders).toEqual(extenderEntries({ extenderUrl: 'http://127.0.0.1:8888', weight: 5 }));
+  });
+
+  it('requestsReservation: as kube-scheduler IsInterested, the resource named in requests or limits of a container or init container, any quantity', () => {
+    type Resources = { requests?: Record<string, string>; limits?: Record<string, string> };
+    const inContainer = (resources: Resources): V1Pod => ({ spec: { containers: [{ name: 'a' }, { name: 'c', resources }] } });
+    const inInit = (resources: Resources): V1Pod => ({ spec: { containers: [{ name: 'c' }], initContainers: [{ name: 'i', resources }] } });
+    expect(requestsReservation(inContainer({ limits: { [RESERVATION_RESOURCE]: '1' } }))).toBe(true);
+    expect(requestsReservation(inContainer({ requests: { [RESERVATION_RESOURCE]: '1' }, limits: { [RESERVATION_RESOURCE]: '1' } }))).toBe(true);
+    expect(requestsReservation(inContainer({ requests: { [RESERVATION_RESOURCE]: '0' } }))).toBe(true);
+    expect(requestsReservation(inInit({ limits: { [RESERVATION_RESOURCE]: '2' } }))).toBe(true);
+    expect(requestsReservation(inContainer({ limits: { 'ulysses.io/other': '1', cpu: '1' } }))).toBe(false);
+    expect(requestsReservation({ spec: { containers: [{ name: 'c' }] } })).toBe(false);
+    expect(requestsReservation({})).toBe(false);
+    expect(reservationRequest()).toEqual({ limits: { [RESERVATION_RESOURCE]: '1' } });
   });
 
   it('priority-classes.yaml: one class per criticality level, ordered, one global default, no preemption', () => {
