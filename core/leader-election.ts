@@ -262,7 +262,11 @@ export class LeaderElector {
         return false;
       }
       try {
-        const created = await this.o.client.request<V1Lease>('POST', this.path, {
+        // PUT by name creates a missing Lease (coordination/lease strategy AllowCreateOnUpdate) and
+        // is authorized as `create` of that name, which RBAC can grant by resourceNames (a POST
+        // carries no name); without a resourceVersion it never overwrites one another candidate
+        // created meanwhile (AllowUnconditionalUpdate false: a conflict)
+        const created = await this.o.client.request<V1Lease>('PUT', `${this.path}/${this.o.name}`, {
           body: {
             apiVersion: 'coordination.k8s.io/v1',
             kind: 'Lease',

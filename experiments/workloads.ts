@@ -7,6 +7,7 @@ import dgram from 'node:dgram';
 import type { AppsV1Api, CoreV1Api, V1Deployment, V1Node, V1Pod, V1Toleration } from '@kubernetes/client-node';
 import { KubeClient, type KubeAccess } from '../core/kube.ts';
 import { CRITICALITY_LABEL, type Criticality } from '../core/criticality.ts';
+import { GRANT_LABELS, GRANTED } from '../core/claims.ts';
 import { isPodReady } from '../core/objects.ts';
 import { updateNodeTaint } from '../core/node-taints.ts';
 import { TEST_IMAGES } from './testbed/images/index.ts';
@@ -82,11 +83,25 @@ export function deployment(s: DeploymentSpec): V1Deployment {
   };
 }
 
-export async function ensureNamespace(core: CoreV1Api, name: string): Promise<void> {
+/**
+ * Creates namespace `name` (an existing one is fine) with `labels`, e.g. the grants of the claims its
+ * pods make (core/claims.ts grantLabels: without them, where Ulysses' admission policies are
+ * installed, a critical, RT or TDMA pod there is refused); an existing namespace gets the labels it
+ * lacks. Resolves once the namespace's default ServiceAccount exists.
+ */
+export async function ensureNamespace(core: CoreV1Api, name: string, labels: Record<string, string> = {}): Promise<void> {
   try {
-    await core.createNamespace({ body: { metadata: { name } } });
+    await core.createNamespace({ body: { metadata: { name, labels } } });
   } catch (err) {
     if ((err as { code?: number }).code !== 409) throw err;
+    const ns = await core.readNamespace({ name });
+    if (Object.entries(labels).some(([k, v]) => ns.metadata?.labels?.[k] !== v)) {
+      // a replace with the read resourceVersion: a concurrent change is a conflict, not lost
+      await core.replaceNamespace({ name, body: { ...ns, metadata: { ...ns.metadata, labels: { ...ns.metadata?.labels, ...labels } } } });
+      // the apiserver's admission reads namespaces from its informer cache: a critical pod created
+      // before the cache has the grant would be refused, so wait until a dry run of one is admitted
+      if (labels[GRANT_LABELS.criticality] === GRANTED) await grantAdmitted(core, name);
+    }
   }
   // pods need the namespace's default ServiceAccount (created by kube-controller-manager)
   const deadline = Date.now() + 30_000;
@@ -97,6 +112,22 @@ export async function ensureNamespace(core: CoreV1Api, name: string): Promise<vo
     } catch (err) {
       if (Date.now() > deadline) throw new Error(`namespace ${name}: default ServiceAccount never appeared`);
       await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
+/** Polls a server-side dry run of a critical pod in `namespace` until admission no longer refuses it (403). */
+async function grantAdmitted(core: CoreV1Api, namespace: string): Promise<void> {
+  const probe = { metadata: { generateName: 'grant-probe-', labels: { [CRITICALITY_LABEL]: 'high' } }, spec: { containers: [{ name: 'c', image: 'pause' }] } };
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      await core.createNamespacedPod({ namespace, body: probe, dryRun: 'All' });
+      return;
+    } catch (err) {
+      if ((err as { code?: number }).code !== 403) throw err;
+      if (Date.now() > deadline) throw new Error(`namespace ${namespace}: critical pods still refused 30 s after the grant ${GRANT_LABELS.criticality}=${GRANTED}: ${(err as Error).message}`);
+      await new Promise((r) => setTimeout(r, 100));
     }
   }
 }

@@ -10,7 +10,7 @@
  * SIGTERM/SIGINT stop accepting calls, let running ones finish (2 s) and remove the socket.
  * This file only wires config, logger, metrics, gate and proxy.
  */
-import { realpathSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { componentLogger, type Logger } from '../core/logging.ts';
@@ -21,7 +21,7 @@ import { loadShimConfig, parseShimConfig, type ShimConfig } from './config.ts';
 import { PacingGate, type PacingConfig } from './pacing.ts';
 import { PROXY_IMPLEMENTATIONS, createCriProxy, type CriProxyServer, type ProxyImplementation } from './proxies.ts';
 import { shimMetrics } from './metrics.ts';
-import { shimRuntime } from './runtime.ts';
+import { shimRuntime, type ShimRuntime } from './runtime.ts';
 import { loadKubeConfig } from '../core/kubeconfig.ts';
 import { NodeAgent } from './node-agent.ts';
 
@@ -191,16 +191,47 @@ async function main(argv: string[]): Promise<void> {
   // the runtime config wins over the file's pacing while a UlyssesConfig exists; watched with
   // --kubeconfig, $KUBECONFIG (systemd unit) or the in-cluster ServiceAccount (DaemonSet), given a node name
   const canReachApi = !!(o.kubeconfig || process.env.KUBECONFIG || process.env.KUBERNETES_SERVICE_HOST);
-  const runtime = canReachApi && o.nodeName ? shimRuntime(await loadKubeConfig(o.kubeconfig), shim, o.nodeName, log) : undefined;
-  if (!runtime) log.info('no API access configured (--kubeconfig, $KUBECONFIG or in-cluster) or no node name: UlyssesConfig not watched, file config only');
-  await runtime?.start();
+  let runtime: ShimRuntime | undefined;
+  let stopping = false;
+  const startRuntime = async (nodeName: string) => {
+    const kc = await loadKubeConfig(o.kubeconfig);
+    if (stopping) return;
+    runtime = shimRuntime(kc, shim, nodeName, log);
+    await runtime.start();
+  };
+  // the node service runs with the node's kubelet credential, which a node being joined gets only
+  // with the kubelet's TLS bootstrap, after the shim started: the CRI proxy serves meanwhile
+  const kubeconfigFile = o.kubeconfig ?? process.env.KUBECONFIG;
+  if (!canReachApi || !o.nodeName) {
+    log.info('no API access configured (--kubeconfig, $KUBECONFIG or in-cluster) or no node name: UlyssesConfig not watched, file config only');
+  } else if (kubeconfigFile && !kubeconfigFile.includes(':') && !existsSync(kubeconfigFile)) {
+    const nodeName = o.nodeName;
+    log.warn({ kubeconfig: kubeconfigFile }, 'kubeconfig not there yet (the kubelet writes its own when it joins): file config only until it appears');
+    void fileAppears(kubeconfigFile, () => stopping)
+      .then((there) => (there ? startRuntime(nodeName) : undefined))
+      .catch((err: Error) => log.error({ err: err.message }, 'could not start watching UlyssesConfig: file config only'));
+  } else {
+    await startRuntime(o.nodeName);
+  }
   process.on('SIGHUP', () => {
     shim
       .reload()
       .then(() => runtime?.watcher.resync())
       .catch((err: Error) => log.error({ err: err.message }, 'config reload failed; pacing unchanged'));
   });
-  onShutdownSignal(() => Promise.all([runtime?.stop(), shim.stop()]), { log });
+  onShutdownSignal(() => {
+    stopping = true;
+    return Promise.all([runtime?.stop(), shim.stop()]);
+  }, { log });
+}
+
+/** True once `file` exists (checked every `everyMs`), false when `stopped()` says so first. */
+export async function fileAppears(file: string, stopped: () => boolean, everyMs = 2000): Promise<boolean> {
+  while (!existsSync(file)) {
+    if (stopped()) return false;
+    await new Promise((r) => setTimeout(r, everyMs).unref());
+  }
+  return !stopped();
 }
 
 const invokedDirectly = process.argv[1] !== undefined && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url);

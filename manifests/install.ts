@@ -8,9 +8,10 @@
  *   the static pods regenerated with `kubeadm init phase control-plane <component> --config
  *   <the cluster's ClusterConfiguration> --patches /etc/kubernetes/ulysses/patches`, so that a later
  *   `kubeadm upgrade apply|node --patches` with the same directory keeps them;
- * - every node: the kubelet-shim as the node service the systemd unit runs (config in /etc/ulysses),
- *   then the kubelet's `containerRuntimeEndpoint`/`imageServiceEndpoint` in /var/lib/kubelet/config.yaml
- *   and a kubelet restart.
+ * - every node: the kubelet-shim as the node service the systemd unit runs (config in /etc/ulysses;
+ *   API credential: the node's own kubelet.conf, no token is minted for it), then the kubelet's
+ *   `containerRuntimeEndpoint`/`imageServiceEndpoint` in /var/lib/kubelet/config.yaml and a kubelet
+ *   restart.
  * Each component is installed while the stock component it replaces still works, then the stock one
  * is switched over; uninstall runs the same steps in reverse and returns the cluster to stock.
  */
@@ -25,8 +26,9 @@ import type { UlyssesConfig } from '../core/runtime-config.ts';
 import { statusRows } from '../core/runtime-status.ts';
 import { NODE_UNREACHABLE_TAINT, updateNodeTaint } from '../core/node-taints.ts';
 import { KubeClient } from '../core/kube.ts';
-import { COMPONENT_OBJECTS, kcmControllersFromPatch, MANIFESTS_DIR, objectId, renderOverlay, ULYSSES_CONFIG_NAME, ULYSSES_NAMESPACE, type Component, type K8sObject } from './overlays.ts';
+import { ADMISSION_OBJECTS, COMPONENT_OBJECTS, kcmControllersFromPatch, MANIFESTS_DIR, objectId, renderOverlay, ULYSSES_CONFIG_NAME, ULYSSES_NAMESPACE, type Component, type K8sObject } from './overlays.ts';
 import { progressLog } from '../core/logging.ts';
+import { ungrantedClaims } from '../core/claims.ts';
 
 /** Install order; uninstall is the reverse. */
 export const INSTALL_ORDER: readonly Component[] = ['apf', 'controller-manager', 'scheduler-extender', 'kubelet-shim'];
@@ -42,7 +44,14 @@ export const NODE_PATHS = {
   schedulerConfig: '/etc/kubernetes/ulysses/kube-scheduler-config.yaml',
   kubeletConfig: '/var/lib/kubelet/config.yaml',
   shimConfig: '/etc/ulysses/kubelet-shim.yaml',
-  shimKubeconfig: '/etc/ulysses/kubelet-shim.kubeconfig',
+  /**
+   * The kubeconfig the kubelet-shim runs with: the node's own kubelet credential (kubeadm's, user
+   * system:node:<node>, its client certificate rotated by the kubelet). Read by the shim, never
+   * written or removed by Ulysses (manifests/base/kubelet-shim/rbac.yaml).
+   */
+  shimKubeconfig: '/etc/kubernetes/kubelet.conf',
+  /** Where installs before the node credential kept a ServiceAccount token for the shim: removed. */
+  legacyShimKubeconfig: '/etc/ulysses/kubelet-shim.kubeconfig',
   kubeletEndpointsBackup: '/etc/ulysses/kubelet-endpoints.yaml',
 } as const;
 export const SCHEDULER_CONFIG_FLAG = `--config=${NODE_PATHS.schedulerConfig}`;
@@ -150,6 +159,27 @@ export function kubectl(o: Pick<InstallOptions, 'kubeconfig' | 'kubectl'>, args:
 }
 
 const COMMON_KINDS = new Set(['Namespace', 'CustomResourceDefinition', 'UlyssesConfig']);
+/** The admission policies of manifests/base/admission (common to every component). */
+const isAdmissionObject = (o: K8sObject) => (ADMISSION_OBJECTS as readonly string[]).includes(objectId(o));
+
+/**
+ * Preflight of the admission policies (manifests/base/admission): a pod that makes a claim
+ * (criticality high, RT, TDMA) its namespace does not grant keeps running once they are installed,
+ * but its replacement (a ReplicaSet's next pod after a node failure) is refused. The install stops
+ * before it changes anything, naming each such namespace and the command that grants its claims.
+ */
+export async function checkClaimsGranted(core: CoreV1Api, objects: K8sObject[]): Promise<void> {
+  // the namespaces the install itself applies (ulysses-system) count with their rendered labels
+  const rendered = new Map(objects.filter((x) => x.kind === 'Namespace').map((x) => [x.metadata.name, x.metadata.labels ?? {}]));
+  const existing = new Map((await core.listNamespace()).items.map((n) => [n.metadata!.name!, n.metadata?.labels ?? {}]));
+  const found = ungrantedClaims((await core.listPodForAllNamespaces()).items, (ns) => ({ ...existing.get(ns), ...rendered.get(ns) }));
+  if (!found.length) return;
+  throw new Error(
+    `${found.length} namespace(s) run pods whose claims the namespace does not grant; once Ulysses' admission policies are installed, ` +
+      `their replacements would be refused (manifests/README.md, "Who may claim what"). Grant them (a cluster admin's decision) or remove the claims, then install again:\n` +
+      found.map((f) => `  ${f.namespace}: ${f.claims.join(', ')} (pods ${f.pods.join(', ')}): ${f.fix}`).join('\n'),
+  );
+}
 const RBAC_KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding']);
 /** The kubelet-shim runs as the node service; its DaemonSet is the alternative for users who want it. */
 const NOT_INSTALLED = new Set(['DaemonSet/ulysses-kubelet-shim']);
@@ -347,24 +377,6 @@ export function withRuntimeEndpoints(kubeletConfig: string, endpoints: CriEndpoi
   return { config: stringifyYaml(cfg), previous };
 }
 
-/** The kubeconfig the node service of the kubelet-shim uses: a token of its ServiceAccount. */
-async function shimKubeconfig(i: Installer): Promise<string> {
-  const view = JSON.parse(await kubectl(i.o, ['config', 'view', '--raw', '--minify', '-o', 'json'])) as {
-    clusters: Array<{ cluster: { server: string; 'certificate-authority-data'?: string } }>;
-  };
-  const cluster = view.clusters[0]?.cluster;
-  if (!cluster?.server) throw new Error(`no cluster server in ${i.o.kubeconfig}`);
-  const token = (await kubectl(i.o, ['-n', ULYSSES_NAMESPACE, 'create', 'token', 'ulysses-kubelet-shim', '--duration=8760h'])).trim();
-  return stringifyYaml({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name: 'cluster', cluster: { server: cluster.server, 'certificate-authority-data': cluster['certificate-authority-data'] } }],
-    users: [{ name: 'ulysses-kubelet-shim', user: { token } }],
-    contexts: [{ name: 'ulysses-kubelet-shim', context: { cluster: 'cluster', user: 'ulysses-kubelet-shim' } }],
-    'current-context': 'ulysses-kubelet-shim',
-  });
-}
-
 /**
  * Points the node's kubelet at the shim (`toShim`, the endpoints it had are kept in
  * /etc/ulysses/kubelet-endpoints.yaml) or back at what it had, then restarts it.
@@ -400,6 +412,7 @@ export async function install(o: InstallOptions): Promise<void> {
   const i = new Installer(o);
   const t0 = Date.now();
   const objects = await i.step('render', () => renderInstall(o));
+  await i.step('preflight: every claim granted by its namespace', () => checkClaimsGranted(i.core, objects));
   await i.step('namespace and CRD', async () => {
     await i.apply(objects.filter((x) => COMMON_KINDS.has(x.kind) && x.kind !== 'UlyssesConfig'));
     await kubectl(o, ['wait', '--for', 'condition=Established', '--timeout=60s', 'crd/ulyssesconfigs.ulysses.io']);
@@ -411,6 +424,7 @@ export async function install(o: InstallOptions): Promise<void> {
       await i.apply([cfg]);
     }
   });
+  await i.step('admission policies: claims and node attributes', () => i.apply(objects.filter(isAdmissionObject)));
   for (const c of i.components) {
     const own = componentObjects(objects, c);
     switch (c) {
@@ -456,11 +470,12 @@ export async function install(o: InstallOptions): Promise<void> {
         break;
       case 'kubelet-shim': {
         await i.step('kubelet-shim: RBAC', () => i.apply(own));
-        const kubeconfig = await shimKubeconfig(i);
         for (const n of o.nodes.nodes()) {
           await i.step(`kubelet-shim: node service and kubelet endpoint on ${n.name}`, async () => {
             const socket = o.nodes.shimSocket(n.name);
-            await i.write(n.name, NODE_PATHS.shimKubeconfig, kubeconfig, 0o600);
+            // the shim runs with the node's kubelet credential (NODE_PATHS.shimKubeconfig): no token
+            // of its own; an earlier install's ServiceAccount token goes
+            await i.remove(n.name, NODE_PATHS.legacyShimKubeconfig);
             // the node agent listens on the address the controller manager probes: the node's InternalIP
             const address = (await i.core.readNode({ name: n.name })).status?.addresses?.find((a) => a.type === 'InternalIP' && !a.address.includes(':'))?.address;
             await i.write(
@@ -522,7 +537,8 @@ export async function uninstall(o: InstallOptions): Promise<void> {
             await i.remove(n.name, NODE_PATHS.kubeletEndpointsBackup);
             await o.nodes.stopKubeletShim(n.name);
             await i.remove(n.name, NODE_PATHS.shimConfig);
-            await i.remove(n.name, NODE_PATHS.shimKubeconfig);
+            // never NODE_PATHS.shimKubeconfig: it is the kubelet's own
+            await i.remove(n.name, NODE_PATHS.legacyShimKubeconfig);
           });
         }
         if (!o.keepObjects) await i.step('kubelet-shim: RBAC', () => i.delete(own));
@@ -560,7 +576,7 @@ export async function uninstall(o: InstallOptions): Promise<void> {
   }
   if (i.components.length === INSTALL_ORDER.length && !o.keepObjects) {
     await i.step('CRD and namespace', async () => {
-      await i.delete(objects.filter((x) => COMMON_KINDS.has(x.kind)).reverse());
+      await i.delete(objects.filter((x) => COMMON_KINDS.has(x.kind) || isAdmissionObject(x)).reverse());
       for (const n of o.nodes.nodes().filter((x) => x.controlPlane)) {
         for (const p of [NODE_PATHS.kubeadmConfig, NODE_PATHS.patches, dirname(NODE_PATHS.schedulerConfig)]) await i.remove(n.name, p);
       }

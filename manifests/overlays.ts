@@ -22,8 +22,18 @@ export interface K8sObject {
   [field: string]: unknown;
 }
 
+/** Who may claim what (manifests/base/admission): in every overlay, installed with the namespace and the CRD. */
+export const ADMISSION_OBJECTS = [
+  'ValidatingAdmissionPolicy/ulysses-claims',
+  'ValidatingAdmissionPolicyBinding/ulysses-claims',
+  'ValidatingAdmissionPolicy/ulysses-workload-claims',
+  'ValidatingAdmissionPolicyBinding/ulysses-workload-claims',
+  'ValidatingAdmissionPolicy/ulysses-node-attributes',
+  'ValidatingAdmissionPolicyBinding/ulysses-node-attributes',
+] as const;
+
 /** Objects every overlay carries (manifests/base). */
-const COMMON = ['Namespace/ulysses-system', 'CustomResourceDefinition/ulyssesconfigs.ulysses.io', 'UlyssesConfig/default'];
+const COMMON = ['Namespace/ulysses-system', 'CustomResourceDefinition/ulyssesconfigs.ulysses.io', 'UlyssesConfig/default', ...ADMISSION_OBJECTS];
 
 /** What each component directory (manifests/base/<component>) contributes, as Kind/name. */
 export const COMPONENT_OBJECTS = {
@@ -33,6 +43,7 @@ export const COMPONENT_OBJECTS = {
     'ClusterRoleBinding/ulysses:controller-manager',
     'Role/ulysses:controller-manager:leader-election',
     'RoleBinding/ulysses:controller-manager:leader-election',
+    'Lease/ulysses-controller-manager',
     'ClusterRole/ulysses:apf-exemption',
     'ClusterRoleBinding/ulysses:apf-exemption',
     'ValidatingAdmissionPolicy/ulysses-controller-manager-node-taint',
@@ -47,6 +58,7 @@ export const COMPONENT_OBJECTS = {
     'ClusterRoleBinding/ulysses:scheduler-extender',
     'Role/ulysses:scheduler-extender:leader-election',
     'RoleBinding/ulysses:scheduler-extender:leader-election',
+    'Lease/ulysses-scheduler-extender',
     'Deployment/ulysses-scheduler-extender',
     'PodDisruptionBudget/ulysses-scheduler-extender',
     'ConfigMap/ulysses-scheduler-extender',
@@ -60,6 +72,12 @@ export const COMPONENT_OBJECTS = {
     'ServiceAccount/ulysses-kubelet-shim',
     'ClusterRole/ulysses:kubelet-shim',
     'ClusterRoleBinding/ulysses:kubelet-shim',
+    'ClusterRole/ulysses:kubelet-shim:pod',
+    'ClusterRoleBinding/ulysses:kubelet-shim:pod',
+    'Role/ulysses:kubelet-shim:events',
+    'RoleBinding/ulysses:kubelet-shim:events',
+    'ValidatingAdmissionPolicy/ulysses-kubelet-shim-status',
+    'ValidatingAdmissionPolicyBinding/ulysses-kubelet-shim-status',
     'DaemonSet/ulysses-kubelet-shim',
   ],
   apf: ['FlowSchema/ulysses-critical-namespaces'],

@@ -8,6 +8,7 @@ import { parseAllDocuments } from 'yaml';
 import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import { ApiError, KubeClient, plainHeaders, type KubeAccess } from '../core/kube.ts';
 import { KWOK_ANNOTATION } from '../experiments/testbed/kwok.ts';
+import { reservationRequest, RT_ANNOTATION, TDMA_ANNOTATION } from '../scheduler-plugins/schedulability.ts';
 
 export const EXTENDER_SA = 'system:serviceaccount:ulysses-system:ulysses-scheduler-extender';
 export const EXTENDER_MANIFESTS = 'manifests/base/scheduler-extender';
@@ -22,6 +23,7 @@ function collection(o: { kind: string; metadata: { namespace?: string } }): stri
     RoleBinding: `/apis/rbac.authorization.k8s.io/v1/namespaces/${o.metadata.namespace}/rolebindings`,
     ValidatingAdmissionPolicy: '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies',
     ValidatingAdmissionPolicyBinding: '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings',
+    Lease: `/apis/coordination.k8s.io/v1/namespaces/${o.metadata.namespace}/leases`,
   };
   const path = paths[o.kind];
   if (!path) throw new Error(`${EXTENDER_MANIFESTS}: no collection path for kind ${o.kind}`);
@@ -50,15 +52,19 @@ export function asExtenderClient(kc: KubeConfig): KubeClient {
   return new KubeClient(impersonating);
 }
 
-/** A pod of a scheduler that does not exist, tolerating the KWOK node: only the extender's bind places it. */
+/**
+ * A pod of a scheduler that does not exist, tolerating the KWOK node: only the extender's bind
+ * places it. An RT/TDMA one requests ulysses.io/reservation, as its users must.
+ */
 export function unscheduledPod(namespace: string, name: string, annotations: Record<string, string> = {}): V1Pod {
+  const reserves = RT_ANNOTATION in annotations || TDMA_ANNOTATION in annotations;
   return {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: { name, namespace, annotations },
     spec: {
       schedulerName: 'nobody',
-      containers: [{ name: 'c', image: 'pause', imagePullPolicy: 'Never' }],
+      containers: [{ name: 'c', image: 'pause', imagePullPolicy: 'Never', ...(reserves ? { resources: reservationRequest() } : {}) }],
       tolerations: [{ key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' }],
     },
   };

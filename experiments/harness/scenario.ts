@@ -17,6 +17,7 @@ import { isNodeReady, isPodReady } from '../../core/objects.ts';
 import { pollUntil, TimeoutError } from '../testbed/processes.ts';
 import { PodStartWatch } from '../pod-start.ts';
 import { ECHO_PORT, HTTP_PORT, applyDeployment, deployment, ensureNamespace, taintNoExecuteTimed, udpFirstAnswer, untaint } from '../workloads.ts';
+import { grantLabels } from '../../core/claims.ts';
 import { DETECTION_EVENTS, EVENTS, SERVICE_EVENT, emptyEvents, type EventName, type FailoverEvents, type ScenarioName } from './results.ts';
 import { DETECTION_TAINTS, NODE_FAILURE_DETECTED_REASON, ULYSSES_UNREACHABLE_TAINT, detectionEvents, detectionTaintsOf, type DetectionObservation } from './failure-detection.ts';
 import type { FailureMode } from './profile.ts';
@@ -188,7 +189,9 @@ async function setUnschedulable(core: CoreV1Api, nodes: string[], value: boolean
 /** Namespaces and the critical Service (kept across repetitions: part of the initial state). */
 export async function prepareScenario(kc: KubeConfig, o: ScenarioOptions): Promise<void> {
   const core = kc.makeApiClient(CoreV1Api);
-  await ensureNamespace(core, o.criticalNamespace);
+  // the critical pod's namespace grants criticality high (manifests/base/admission; an admin's
+  // label, which the harness, as admin, sets); the low-priority load claims nothing
+  await ensureNamespace(core, o.criticalNamespace, grantLabels(['criticality']));
   await ensureNamespace(core, o.loadNamespace);
   const name = criticalName(o.scenario);
   try {

@@ -14,6 +14,7 @@ import { Resolver } from 'node:dns/promises';
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import * as kubeadm from '../../experiments/testbed/kubeadm.ts';
 import { applyDeployment, deployment, ensureNamespace, HTTP_PORT, podReady } from '../../experiments/workloads.ts';
+import { grantLabels } from '../../core/claims.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { buildUlyssesImage, importUlyssesImage } from '../../experiments/testbed/ulysses-image.ts';
 import { binaryPath } from '../../experiments/testbed/binaries.ts';
@@ -247,7 +248,7 @@ function installTests(): void {
   });
 
   it('fails over a critical Deployment on a NoExecute taint, handled by the controller manager pods; reachable over its ClusterIP', async () => {
-    await ensureNamespace(core, CRITICAL_NS);
+    await ensureNamespace(core, CRITICAL_NS, grantLabels(['criticality'])); // the admission policies are installed: the admin's grant
     // the worker without the extender or the leading controller manager: the taint must not take the
     // scheduling path (extender, ignorable: false) down with the critical pod
     const ulyssesPods = (await core.listNamespacedPod({ namespace: 'ulysses-system' })).items;

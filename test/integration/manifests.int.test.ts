@@ -8,7 +8,10 @@
  *   default UlyssesConfig is stored unchanged (no field pruned), invalid ones are rejected naming
  *   the field, the status subresource takes what components will report;
  * - each component's ServiceAccount may do what its component calls and nothing like reading or
- *   deleting Secrets (SubjectAccessReview);
+ *   deleting Secrets (SubjectAccessReview); Leases and FlowSchemas only by name: the extender cannot
+ *   write the controller manager's Lease nor the reverse, the controller manager no other FlowSchema
+ *   (also through `kubectl auth can-i --as`); the kubelet-shim's node identity (system:node:<node>)
+ *   reads UlyssesConfig and writes only its own status entry (the ValidatingAdmissionPolicy, live);
  * - kube-controller-manager started with the ClusterConfiguration's --controllers value (the
  *   testbed's own kcm) and with kubeadm's flag plus the patch's appended flag (a second kcm) disables
  *   exactly the replaced controllers;
@@ -22,8 +25,10 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { useTestbed } from './harness.ts';
 import { binaryPath } from '../../experiments/testbed/binaries.ts';
+import { RESERVATION_RESOURCE } from '../../scheduler-plugins/schedulability.ts';
 import { pollUntil, stopProcess, tailFile } from '../../experiments/testbed/processes.ts';
-import { ApiError, apiRequest } from '../../core/kube.ts';
+import { ApiError, apiRequest, KubeClient, plainHeaders, type KubeAccess } from '../../core/kube.ts';
+import { NODE_UNREACHABLE_TAINT, updateNodeTaint } from '../../core/node-taints.ts';
 import {
   OVERLAYS,
   ULYSSES_CONFIG_NAME,
@@ -140,21 +145,21 @@ describe('static-pod variants (manifests/kubeadm/static-pods)', () => {
   });
 
   it("rbac-static.yaml gives kubeadm's kube-controller-manager and kube-scheduler identities the Ulysses roles", async () => {
-    const check = (user: string, verb: string, resource: string, group = '', namespace?: string, subresource?: string) =>
+    const check = (user: string, verb: string, resource: string, group = '', namespace?: string, subresource?: string, name?: string) =>
       apiRequest<{ status: { allowed: boolean } }>(ctx.kc, 'POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
         body: {
           apiVersion: 'authorization.k8s.io/v1',
           kind: 'SubjectAccessReview',
-          spec: { user, groups: ['system:authenticated'], resourceAttributes: { verb, resource, group, namespace, subresource } },
+          spec: { user, groups: ['system:authenticated'], resourceAttributes: { verb, resource, group, namespace, subresource, name } },
         },
       }).then((x) => x.status.allowed);
     const probes = async () => [
       // (kube-controller-manager's own role already lists/watches every resource)
-      await check('system:kube-controller-manager', 'patch', 'ulyssesconfigs', 'ulysses.io', undefined, 'status'),
+      await check('system:kube-controller-manager', 'patch', 'ulyssesconfigs', 'ulysses.io', undefined, 'status', ULYSSES_CONFIG_NAME),
       await check('system:kube-controller-manager', 'create', 'pods', '', 'some-namespace'),
-      await check('system:kube-controller-manager', 'update', 'leases', 'coordination.k8s.io', ULYSSES_NAMESPACE),
-      await check('system:kube-controller-manager', 'patch', 'flowschemas', 'flowcontrol.apiserver.k8s.io'),
-      await check('system:kube-scheduler', 'watch', 'ulyssesconfigs', 'ulysses.io'),
+      await check('system:kube-controller-manager', 'update', 'leases', 'coordination.k8s.io', ULYSSES_NAMESPACE, undefined, 'ulysses-controller-manager'),
+      await check('system:kube-controller-manager', 'patch', 'flowschemas', 'flowcontrol.apiserver.k8s.io', undefined, undefined, 'ulysses-critical-namespaces'),
+      await check('system:kube-scheduler', 'watch', 'ulyssesconfigs', 'ulysses.io', undefined, undefined, ULYSSES_CONFIG_NAME),
       await check('system:kube-scheduler', 'patch', 'pods', '', 'some-namespace'),
     ];
     expect(await probes()).toEqual([false, false, false, false, false, false]); // kubeadm's roles alone
@@ -162,6 +167,8 @@ describe('static-pod variants (manifests/kubeadm/static-pods)', () => {
     expect(r.code).toBe(0);
     expect(await probes()).toEqual([true, true, true, true, true, true]);
     expect(await check('system:kube-scheduler', 'delete', 'secrets', '', ULYSSES_NAMESPACE)).toBe(false);
+    // kcm's user gets the controller manager's Lease only, not the extender's
+    expect(await check('system:kube-controller-manager', 'update', 'leases', 'coordination.k8s.io', ULYSSES_NAMESPACE, undefined, 'ulysses-scheduler-extender')).toBe(false);
   });
 });
 
@@ -251,9 +258,14 @@ describe('UlyssesConfig on the apiserver', () => {
   });
 });
 
-describe('least-privilege RBAC (SubjectAccessReview as each ServiceAccount)', () => {
-  type Check = [verb: string, resource: string, opts?: { group?: string; subresource?: string; namespace?: string }];
+describe('least-privilege RBAC (SubjectAccessReview as each ServiceAccount, and as a node)', () => {
+  type Check = [verb: string, resource: string, opts?: { group?: string; subresource?: string; namespace?: string; name?: string }];
   const any = 'some-namespace';
+  const lease = (verb: string, name?: string, namespace = ULYSSES_NAMESPACE): Check => [verb, 'leases', { group: 'coordination.k8s.io', namespace, name }];
+  const fs = (verb: string, name?: string): Check => [verb, 'flowschemas', { group: 'flowcontrol.apiserver.k8s.io', name }];
+  const cfg = (verb: string, subresource?: string): Check => [verb, 'ulyssesconfigs', { group: 'ulysses.io', subresource, name: ULYSSES_CONFIG_NAME }];
+  const CM_LEASE = 'ulysses-controller-manager';
+  const EXT_LEASE = 'ulysses-scheduler-extender';
   const CAN: Record<string, Check[]> = {
     'ulysses-controller-manager': [
       ['watch', 'pods'],
@@ -262,7 +274,8 @@ describe('least-privilege RBAC (SubjectAccessReview as each ServiceAccount)', ()
       ['patch', 'pods', { namespace: any }],
       ['patch', 'pods', { subresource: 'status', namespace: any }],
       ['list', 'nodes'],
-      ['patch', 'nodes'], // the node failure detection's taint
+      ['get', 'nodes', { name: 'kwok-1' }],
+      ['patch', 'nodes'], // the node failure detection's taint (narrowed by its admission policy)
       ['watch', 'services'],
       ['update', 'services', { subresource: 'finalizers', namespace: any }],
       ['create', 'endpointslices', { group: 'discovery.k8s.io', namespace: any }],
@@ -274,35 +287,39 @@ describe('least-privilege RBAC (SubjectAccessReview as each ServiceAccount)', ()
       ['watch', 'deployments', { group: 'apps' }],
       ['update', 'deployments', { group: 'apps', subresource: 'status', namespace: any }],
       ['create', 'events', { namespace: any }],
-      ['create', 'events', { group: 'events.k8s.io', namespace: any }],
-      ['get', 'leases', { group: 'coordination.k8s.io', namespace: ULYSSES_NAMESPACE }],
-      ['create', 'leases', { group: 'coordination.k8s.io', namespace: ULYSSES_NAMESPACE }],
-      ['update', 'leases', { group: 'coordination.k8s.io', namespace: ULYSSES_NAMESPACE }],
-      ['watch', 'ulyssesconfigs', { group: 'ulysses.io' }],
-      ['patch', 'ulyssesconfigs', { group: 'ulysses.io', subresource: 'status' }],
-      ['patch', 'flowschemas', { group: 'flowcontrol.apiserver.k8s.io' }],
-      ['delete', 'flowschemas', { group: 'flowcontrol.apiserver.k8s.io' }],
-      ['list', 'prioritylevelconfigurations', { group: 'flowcontrol.apiserver.k8s.io' }],
+      ['patch', 'events', { namespace: any }],
+      lease('get', CM_LEASE),
+      lease('update', CM_LEASE),
+      lease('create', CM_LEASE), // a PUT to its name re-creates a Lease deleted by hand
+      cfg('watch'),
+      cfg('get'),
+      cfg('patch', 'status'),
+      // a server-side apply creating the FlowSchema is authorized as create with its name
+      fs('create', 'ulysses-critical-namespaces'),
+      fs('patch', 'ulysses-critical-namespaces'),
+      fs('delete', 'ulysses-critical-namespaces'),
+      fs('list'),
     ],
     'ulysses-scheduler-extender': [
       ['watch', 'nodes'],
       ['list', 'pods'],
+      ['get', 'pods', { namespace: any }],
       ['patch', 'pods', { namespace: any }],
       ['create', 'pods', { subresource: 'binding', namespace: any }],
       ['create', 'events', { namespace: any }],
-      ['watch', 'ulyssesconfigs', { group: 'ulysses.io' }],
-      ['patch', 'ulyssesconfigs', { group: 'ulysses.io', subresource: 'status' }],
-      ['get', 'leases', { group: 'coordination.k8s.io', namespace: ULYSSES_NAMESPACE }],
-      ['create', 'leases', { group: 'coordination.k8s.io', namespace: ULYSSES_NAMESPACE }],
-      ['update', 'leases', { group: 'coordination.k8s.io', namespace: ULYSSES_NAMESPACE }],
+      cfg('watch'),
+      cfg('patch', 'status'),
+      lease('get', EXT_LEASE),
+      lease('update', EXT_LEASE),
+      lease('patch', EXT_LEASE),
+      lease('create', EXT_LEASE),
+      ['get', 'endpointslices', { group: 'discovery.k8s.io', namespace: 'default', name: 'kubernetes' }],
     ],
     'ulysses-kubelet-shim': [
-      ['get', 'nodes'],
       ['watch', 'nodes'],
-      ['get', 'ulyssesconfigs', { group: 'ulysses.io' }],
-      ['watch', 'ulyssesconfigs', { group: 'ulysses.io' }],
-      ['patch', 'ulyssesconfigs', { group: 'ulysses.io', subresource: 'status' }],
-      ['create', 'events', { namespace: ULYSSES_NAMESPACE }],
+      cfg('watch'),
+      cfg('patch', 'status'),
+      ['create', 'events', { namespace: 'default' }],
     ],
   };
   const NO_SECRETS: Check[] = [
@@ -310,69 +327,216 @@ describe('least-privilege RBAC (SubjectAccessReview as each ServiceAccount)', ()
     ['list', 'secrets'],
     ['delete', 'secrets', { namespace: ULYSSES_NAMESPACE }],
   ];
+  /** No Ulysses identity creates a Lease but its own by name (a POST has no name), deletes one, or writes another's. */
+  const NO_FOREIGN_LEASE = (own: string): Check[] => [
+    lease('create'),
+    lease('create', own === CM_LEASE ? EXT_LEASE : CM_LEASE),
+    lease('delete', own),
+    ...['update', 'patch', 'delete'].map((v) => lease(v, own === CM_LEASE ? EXT_LEASE : CM_LEASE)),
+    lease('update', 'some-other-lease'),
+  ];
   const CANNOT: Record<string, Check[]> = {
     'ulysses-controller-manager': [
       ...NO_SECRETS,
-      ['update', 'ulyssesconfigs', { group: 'ulysses.io' }], // the spec belongs to the operator
+      ...NO_FOREIGN_LEASE(CM_LEASE),
+      ['update', 'ulyssesconfigs', { group: 'ulysses.io', name: ULYSSES_CONFIG_NAME }], // the spec belongs to the operator
+      ['list', 'ulyssesconfigs', { group: 'ulysses.io' }], // only `default`
       ['delete', 'nodes'],
       ['update', 'nodes'],
       ['patch', 'nodes', { subresource: 'status' }],
       ['create', 'deployments', { group: 'apps', namespace: any }],
       ['delete', 'services', { namespace: any }],
       ['create', 'pods', { subresource: 'binding', namespace: any }],
-      ['update', 'leases', { group: 'coordination.k8s.io', namespace: 'kube-system' }], // not kcm's lease
+      lease('update', 'kube-controller-manager', 'kube-system'), // not kcm's lease
       ['create', 'clusterrolebindings', { group: 'rbac.authorization.k8s.io' }],
+      // APF: only its own FlowSchema; no other, no built-in one, no priority level
+      fs('create'), // a POST carries no name
+      fs('patch', 'global-default'),
+      fs('update', 'exempt'),
+      fs('delete', 'system-leader-election'),
+      fs('deletecollection'),
+      ['patch', 'prioritylevelconfigurations', { group: 'flowcontrol.apiserver.k8s.io', name: 'exempt' }],
+      ['list', 'prioritylevelconfigurations', { group: 'flowcontrol.apiserver.k8s.io' }],
+      ['create', 'events', { group: 'events.k8s.io', namespace: any }], // it writes core/v1 Events only
     ],
     'ulysses-scheduler-extender': [
       ...NO_SECRETS,
+      ...NO_FOREIGN_LEASE(EXT_LEASE),
       ['delete', 'pods', { namespace: any }],
       ['create', 'pods', { namespace: any }],
       ['update', 'nodes'],
-      ['update', 'ulyssesconfigs', { group: 'ulysses.io' }],
-      ['patch', 'flowschemas', { group: 'flowcontrol.apiserver.k8s.io' }],
-      ['update', 'leases', { group: 'coordination.k8s.io', namespace: 'kube-system' }], // not kube-scheduler's lease
+      ['update', 'ulyssesconfigs', { group: 'ulysses.io', name: ULYSSES_CONFIG_NAME }],
+      fs('patch', 'ulysses-critical-namespaces'),
+      lease('update', 'kube-scheduler', 'kube-system'), // not kube-scheduler's lease
+      ['get', 'endpointslices', { group: 'discovery.k8s.io', namespace: any, name: 'web' }], // the apiservers' only
     ],
     'ulysses-kubelet-shim': [
       ...NO_SECRETS,
+      lease('create'),
       ['list', 'pods'],
       ['patch', 'nodes'],
       ['create', 'pods', { namespace: any }],
-      ['update', 'ulyssesconfigs', { group: 'ulysses.io' }],
+      ['update', 'ulyssesconfigs', { group: 'ulysses.io', name: ULYSSES_CONFIG_NAME }],
+      ['create', 'events', { namespace: any }], // only in `default`, where the UlyssesConfig's Events live
+      ['create', 'events', { namespace: ULYSSES_NAMESPACE }],
     ],
     default: [['list', 'ulyssesconfigs', { group: 'ulysses.io' }]],
   };
 
-  async function allowed(sa: string, [verb, resource, o = {}]: Check): Promise<boolean> {
+  type Who = { user: string; groups: string[] };
+  const sa = (name: string): Who => ({
+    user: `system:serviceaccount:${ULYSSES_NAMESPACE}:${name}`,
+    groups: ['system:serviceaccounts', `system:serviceaccounts:${ULYSSES_NAMESPACE}`, 'system:authenticated'],
+  });
+  const node = (name: string): Who => ({ user: `system:node:${name}`, groups: ['system:nodes', 'system:authenticated'] });
+
+  async function allowed(who: Who, [verb, resource, o = {}]: Check): Promise<boolean> {
     const r = await apiRequest<{ status: { allowed: boolean } }>(ctx.kc, 'POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
       body: {
         apiVersion: 'authorization.k8s.io/v1',
         kind: 'SubjectAccessReview',
-        spec: {
-          user: `system:serviceaccount:${ULYSSES_NAMESPACE}:${sa}`,
-          groups: ['system:serviceaccounts', `system:serviceaccounts:${ULYSSES_NAMESPACE}`, 'system:authenticated'],
-          resourceAttributes: { verb, resource, group: o.group ?? '', subresource: o.subresource, namespace: o.namespace },
-        },
+        spec: { user: who.user, groups: who.groups, resourceAttributes: { verb, resource, group: o.group ?? '', subresource: o.subresource, namespace: o.namespace, name: o.name } },
       },
     });
     return r.status.allowed;
   }
   const describeCheck = ([verb, resource, o = {}]: Check) =>
-    `${verb} ${o.group ? `${resource}.${o.group}` : resource}${o.subresource ? `/${o.subresource}` : ''}${o.namespace ? ` in ${o.namespace}` : ''}`;
+    `${verb} ${o.group ? `${resource}.${o.group}` : resource}${o.subresource ? `/${o.subresource}` : ''}${o.name ? ` "${o.name}"` : ''}${o.namespace ? ` in ${o.namespace}` : ''}`;
 
-  for (const sa of Object.keys(CAN)) {
-    it(`${sa} may do what its component calls`, async () => {
+  for (const name of Object.keys(CAN)) {
+    it(`${name} may do what its component calls`, async () => {
       const denied: string[] = [];
-      for (const c of CAN[sa]!) if (!(await allowed(sa, c))) denied.push(describeCheck(c));
+      for (const c of CAN[name]!) if (!(await allowed(sa(name), c))) denied.push(describeCheck(c));
       expect(denied).toEqual([]);
     });
   }
-  for (const sa of Object.keys(CANNOT)) {
-    it(`${sa} may not read or delete Secrets, nor act outside its component`, async () => {
+  for (const name of Object.keys(CANNOT)) {
+    it(`${name} may not read or delete Secrets, nor act outside its component`, async () => {
       const granted: string[] = [];
-      for (const c of CANNOT[sa]!) if (await allowed(sa, c)) granted.push(describeCheck(c));
+      for (const c of CANNOT[name]!) if (await allowed(sa(name), c)) granted.push(describeCheck(c));
       expect(granted).toEqual([]);
     });
   }
+
+  it('kubectl auth can-i --as: the extender cannot update the controller manager\'s Lease, the controller manager no FlowSchema but its own', async () => {
+    const canI = async (as: string, ...args: string[]) => {
+      const r = await kubectl(['auth', 'can-i', ...args, `--as=system:serviceaccount:${ULYSSES_NAMESPACE}:${as}`]);
+      return r.stdout.trim();
+    };
+    const leaseOf = (n: string) => [`update`, `leases.coordination.k8s.io/${n}`, '-n', ULYSSES_NAMESPACE];
+    expect(await canI('ulysses-scheduler-extender', ...leaseOf(CM_LEASE))).toBe('no');
+    expect(await canI('ulysses-scheduler-extender', ...leaseOf(EXT_LEASE))).toBe('yes');
+    expect(await canI('ulysses-controller-manager', ...leaseOf(EXT_LEASE))).toBe('no');
+    expect(await canI('ulysses-controller-manager', ...leaseOf(CM_LEASE))).toBe('yes');
+    expect(await canI('ulysses-controller-manager', 'create', 'leases.coordination.k8s.io', '-n', ULYSSES_NAMESPACE)).toBe('no');
+    expect(await canI('ulysses-controller-manager', 'update', 'flowschemas.flowcontrol.apiserver.k8s.io/global-default')).toBe('no');
+    expect(await canI('ulysses-controller-manager', 'patch', 'flowschemas.flowcontrol.apiserver.k8s.io/some-flowschema')).toBe('no');
+    expect(await canI('ulysses-controller-manager', 'patch', 'flowschemas.flowcontrol.apiserver.k8s.io/ulysses-critical-namespaces')).toBe('yes');
+  });
+
+  it('the kubelet-shim\'s node identity (system:node:<node>): its own Node and Events from the Node authorizer, UlyssesConfig `default` from Ulysses, nothing more', async () => {
+    const nodes = (await apiRequest<{ items: { metadata: { name: string } }[] }>(ctx.kc, 'GET', '/api/v1/nodes')).items.map((n) => n.metadata.name);
+    const [self, other] = nodes;
+    expect(other, 'two nodes').toBeDefined();
+    const can: Check[] = [
+      ['list', 'nodes', { name: self }], // the informer's fieldSelector metadata.name=<node>
+      ['watch', 'nodes', { name: self }],
+      cfg('list'),
+      cfg('watch'),
+      cfg('patch', 'status'),
+      ['create', 'events', { namespace: 'default' }],
+    ];
+    const cannot: Check[] = [
+      ['list', 'nodes'],
+      ['get', 'nodes', { name: other }],
+      ['list', 'ulyssesconfigs', { group: 'ulysses.io' }],
+      ['update', 'ulyssesconfigs', { group: 'ulysses.io', name: ULYSSES_CONFIG_NAME }],
+      ['list', 'secrets'],
+      lease('update', CM_LEASE),
+    ];
+    const denied: string[] = [];
+    for (const c of can) if (!(await allowed(node(self!), c))) denied.push(describeCheck(c));
+    const granted: string[] = [];
+    for (const c of cannot) if (await allowed(node(self!), c)) granted.push(describeCheck(c));
+    expect({ denied, granted }).toEqual({ denied: [], granted: [] });
+  });
+
+  it('a shim writes only its own status entry: another node\'s is refused by the admission policy, for a node and for the DaemonSet\'s ServiceAccount', async () => {
+    const nodes = (await apiRequest<{ items: { metadata: { name: string } }[] }>(ctx.kc, 'GET', '/api/v1/nodes')).items.map((n) => n.metadata.name);
+    const [self, other] = nodes as [string, string];
+    const path = `${CFG_PATH}/${ULYSSES_CONFIG_NAME}/status`;
+    const entry = (mode: string) => ({ observedGeneration: 1, mode, conditions: [{ type: 'Applied', status: 'True', reason: 'Applied', message: 'test', lastTransitionTime: '2026-01-01T00:00:00Z' }] });
+    // impersonated by the admin: the kubelet's identity, and the DaemonSet's (a pod-bound token names its node)
+    const as = (headers: Record<string, string>) => ({
+      getCurrentCluster: () => ctx.kc.getCurrentCluster(),
+      applyToFetchOptions: async (o: object) => {
+        const applied = (await ctx.kc.applyToFetchOptions(o as never)) as { headers?: unknown };
+        return { ...applied, headers: { ...plainHeaders(applied.headers), ...headers } };
+      },
+    });
+    const asNode = as({ 'Impersonate-User': `system:node:${self}`, 'Impersonate-Group': 'system:nodes' });
+    const asPod = as({ 'Impersonate-User': `system:serviceaccount:${ULYSSES_NAMESPACE}:ulysses-kubelet-shim`, 'Impersonate-Extra-authentication.kubernetes.io%2fnode-name': self });
+    const asUnboundSa = as({ 'Impersonate-User': `system:serviceaccount:${ULYSSES_NAMESPACE}:ulysses-kubelet-shim` });
+    const patch = (kc: ReturnType<typeof as>, key: string, mode: string) =>
+      apiRequest(kc, 'PATCH', path, { body: { status: { components: { [key]: entry(mode) } } }, contentType: 'application/merge-patch+json' });
+    // the policy is enforced once the apiserver has loaded it: wait until another node's entry is refused
+    const refused = await pollUntil(
+      'the kubelet-shim status policy enforced',
+      async () => {
+        const err = await rejection(patch(asNode, `kubelet-shim/${other}`, 'forged')).catch(() => undefined);
+        return err?.statusCode === 403 ? err : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 500 },
+    );
+    expect(refused.message).toContain(`the kubelet-shim of node ${self} may write only status.components["kubelet-shim/${self}"]`);
+    // a forged entry written before the policy was loaded goes (as the admin); from now on none lands
+    await apiRequest(ctx.kc, 'PATCH', path, { body: { status: { components: { [`kubelet-shim/${other}`]: null } } }, contentType: 'application/merge-patch+json' });
+    await patch(asNode, `kubelet-shim/${self}`, 'node-service');
+    expect((await rejection(patch(asNode, 'controller-manager', 'forged'))).statusCode).toBe(403);
+    await patch(asPod, `kubelet-shim/${self}`, 'daemonset');
+    expect((await rejection(patch(asPod, `kubelet-shim/${other}`, 'forged'))).statusCode).toBe(403);
+    expect((await rejection(patch(asUnboundSa, `kubelet-shim/${self}`, 'unbound'))).message).toContain('names no node');
+    const stored = await apiRequest<{ status: { components: Record<string, { mode: string }> } }>(ctx.kc, 'GET', `${CFG_PATH}/${ULYSSES_CONFIG_NAME}`);
+    expect(stored.status.components[`kubelet-shim/${self}`]?.mode).toBe('daemonset');
+    expect(stored.status.components[`kubelet-shim/${other}`]).toBeUndefined();
+  });
+
+  it("the controller manager's patch nodes adds and removes its taint ulysses.io/unreachable and changes nothing else (node-taint-policy.yaml)", async () => {
+    const nodes = (await apiRequest<{ items: { metadata: { name: string } }[] }>(ctx.kc, 'GET', '/api/v1/nodes')).items.map((n) => n.metadata.name);
+    const node = nodes[0]!;
+    const asCm: KubeAccess = {
+      getCurrentCluster: () => ctx.kc.getCurrentCluster(),
+      applyToFetchOptions: async (o: object) => {
+        const applied = (await ctx.kc.applyToFetchOptions(o as never)) as { headers?: unknown };
+        return { ...applied, headers: { ...plainHeaders(applied.headers), 'Impersonate-User': `system:serviceaccount:${ULYSSES_NAMESPACE}:ulysses-controller-manager` } };
+      },
+    };
+    const cm = new KubeClient(asCm);
+    const mergePatch = (body: unknown) => apiRequest(asCm, 'PATCH', `/api/v1/nodes/${node}`, { body, contentType: 'application/merge-patch+json' });
+    // enforced once the apiserver has loaded the policy: a label change by the controller manager is refused
+    const refused = await pollUntil(
+      'the node taint policy enforced',
+      async () => {
+        const err = await rejection(mergePatch({ metadata: { labels: { 'ulysses-test/forged': 'x' } } })).catch(() => undefined);
+        return err?.statusCode === 403 ? err : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 500 },
+    );
+    expect(refused.message).toContain(`may only add or remove the taint ulysses.io/unreachable on node ${node}`);
+    await apiRequest(ctx.kc, 'PATCH', `/api/v1/nodes/${node}`, { body: { metadata: { labels: { 'ulysses-test/forged': null } } }, contentType: 'application/merge-patch+json' });
+    const taints = async () => ((await apiRequest<{ spec: { taints?: { key: string }[] } }>(ctx.kc, 'GET', `/api/v1/nodes/${node}`)).spec.taints ?? []).map((t) => t.key);
+    // node failure detection's own write (core/node-taints.ts), as the controller manager: admitted both ways
+    expect(await updateNodeTaint(cm, node, NODE_UNREACHABLE_TAINT, { key: NODE_UNREACHABLE_TAINT, effect: 'NoExecute' })).toBe(true);
+    expect(await taints()).toContain(NODE_UNREACHABLE_TAINT);
+    // another taint, cordoning, or an annotation: refused
+    const other = (await apiRequest<{ metadata: { resourceVersion: string }; spec: { taints?: unknown[] } }>(ctx.kc, 'GET', `/api/v1/nodes/${node}`));
+    expect((await rejection(mergePatch({ spec: { taints: [...(other.spec.taints ?? []), { key: 'evil.example/evict', effect: 'NoExecute' }] } }))).statusCode).toBe(403);
+    expect((await rejection(mergePatch({ spec: { unschedulable: true } }))).statusCode).toBe(403);
+    expect((await rejection(mergePatch({ metadata: { annotations: { 'ulysses-test/forged': 'x' } } }))).statusCode).toBe(403);
+    expect(await updateNodeTaint(cm, node, NODE_UNREACHABLE_TAINT)).toBe(true);
+    expect(await taints()).not.toContain(NODE_UNREACHABLE_TAINT);
+    expect(await taints()).not.toContain('evil.example/evict');
+  });
 });
 
 describe('control-plane flags on the real binaries', () => {
@@ -440,20 +604,35 @@ describe('control-plane flags on the real binaries', () => {
       writeFileSync(file, stringifyYaml(c));
       try {
         await run(binaryPath('kube-scheduler'), [`--config=${file}`, `--write-config-to=${out}`], { timeout: 60_000 });
-        return { ok: true, effective: parseYaml(readFileSync(out, 'utf8')) as { extenders: unknown[] }, stderr: '' };
+        return {
+          ok: true,
+          effective: parseYaml(readFileSync(out, 'utf8')) as { extenders: unknown[]; profiles: Array<{ pluginConfig: Array<{ name: string; args: { ignoredResources?: string[] } }> }> },
+          stderr: '',
+        };
       } catch (err) {
         return { ok: false, effective: undefined, stderr: String((err as { stderr?: string }).stderr ?? err) };
       }
     };
     const good = await check(cfg, file.replace('.yaml', ''));
     expect(good.stderr).toBe('');
+    // as kube-scheduler reads it: every pod filtered and scored by the first entry, bound by the second only when it requests the resource
     expect(good.effective!.extenders).toEqual([
-      { urlPrefix, filterVerb: 'filter', prioritizeVerb: 'prioritize', bindVerb: 'bind', weight: 1, nodeCacheCapable: true, httpTimeout: '5s' },
+      { urlPrefix, filterVerb: 'filter', prioritizeVerb: 'prioritize', weight: 1, nodeCacheCapable: true, httpTimeout: '5s' },
+      { urlPrefix, bindVerb: 'bind', managedResources: [{ name: RESERVATION_RESOURCE, ignoredByScheduler: true }], httpTimeout: '5s' },
     ]);
+    // ignoredByScheduler: the scheduler built from it gives NodeResourcesFit the resource to skip (pkg/scheduler/scheduler.go buildExtenders; written after Setup)
+    const fit = good.effective!.profiles[0]!.pluginConfig.find((c) => c.name === 'NodeResourcesFit');
+    expect(fit?.args.ignoredResources).toEqual([RESERVATION_RESOURCE]);
     const broken = structuredClone(cfg);
     broken.extenders[0]!.weight = 0;
     const bad = await check(broken, file.replace('.yaml', '-broken'));
     expect(bad.ok).toBe(false);
     expect(bad.stderr).toContain('extenders[0].weight: Invalid value: 0');
+    // one binder only: kube-scheduler refuses the old "bind every pod" entry next to the binding one
+    const twoBinders = structuredClone(cfg) as unknown as { extenders: Record<string, unknown>[] };
+    twoBinders.extenders[0]!.bindVerb = 'bind';
+    const refused = await check(twoBinders, file.replace('.yaml', '-two-binders'));
+    expect(refused.ok).toBe(false);
+    expect(refused.stderr).toContain('only one extender can implement bind');
   });
 });

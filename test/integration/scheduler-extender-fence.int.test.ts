@@ -63,6 +63,7 @@ import { silentLogger } from '../../core/logging.ts';
 import { ExtenderServer, type BindClient } from '../../scheduler-plugins/extender/server.ts';
 import { ExtenderLeadership, RESERVATION_EPOCH_ANNOTATION } from '../../scheduler-plugins/extender/leadership.ts';
 import { renderKubeSchedulerConfiguration } from '../../scheduler-plugins/extender/kube-scheduler-config.ts';
+import { reservationRequest } from '../../scheduler-plugins/schedulability.ts';
 import { schedulerKubeconfigPath } from '../../experiments/testbed/testbed.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 import { ReadyForwarder } from '../extender-forwarder.ts';
@@ -191,6 +192,14 @@ async function setLease(holder: string, transitions: number): Promise<void> {
   }
 }
 
+/**
+ * The Lease as the install creates it (rbac.yaml): empty. The extender may not create Leases (its
+ * Role names this one for get/update/patch), so after a test deleted it, it is put back this way.
+ */
+async function recreateLease(): Promise<void> {
+  await admin.post(`/apis/coordination.k8s.io/v1/namespaces/${LEASE_NS}/leases`, { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: LEASE, namespace: LEASE_NS } });
+}
+
 beforeAll(async () => {
   admin = new KubeClient(t.kc);
   asExtender = asExtenderClient(t.kc);
@@ -256,13 +265,15 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
       const aBind = heldPatchClient(podPath('x'));
       const replica = (id: 'ext-a' | 'ext-b', leaseClient: KubeClient, bindClient: BindClient) => fenceReplica(id, leaseClient, bindClient, CONFIG, stops);
 
+      // the first test deleted the Lease: back as the install creates it, empty (the extender cannot create it)
+      await recreateLease();
       const a = replica('ext-a', aLease.client, aBind.client);
       await a.server.start();
       a.leadership.start();
       await a.served;
-      // A created the Lease (the first test deleted it): epoch 0
+      // A took over the empty Lease: the first epoch is 1
       const epochA = (await admin.get<V1Lease>(leasePath)).spec?.leaseTransitions ?? -1;
-      expect(epochA).toBe(0);
+      expect(epochA).toBe(1);
       expect(a.leadership.gate.check()).toMatchObject({ ready: true, epoch: String(epochA) });
       const b = replica('ext-b', asExtender, asExtender);
       await b.server.start();
@@ -314,13 +325,15 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
     await admin.request('DELETE', leasePath).catch((err: unknown) => {
       if (!(err instanceof ApiError && err.statusCode === 404)) throw err;
     });
+    await recreateLease();
     /** A pod of the testbed's kube-scheduler needing both TDMA slots of rtnet0, for the KWOK node. */
     const scheduledPod = (name: string): V1Pod => ({
       apiVersion: 'v1',
       kind: 'Pod',
       metadata: { name, namespace: ns, annotations: { 'ulysses.io/tdma': '{"network":"rtnet0","slots":2}' } },
       spec: {
-        containers: [{ name: 'c', image: 'pause', imagePullPolicy: 'Never' }],
+        // bound by the extender (which records the slots) only because it requests ulysses.io/reservation
+        containers: [{ name: 'c', image: 'pause', imagePullPolicy: 'Never', resources: reservationRequest() }],
         tolerations: [{ key: KWOK_ANNOTATION, operator: 'Exists', effect: 'NoSchedule' }],
         nodeSelector: { type: 'kwok' },
       },

@@ -22,6 +22,8 @@ import {
   type K8sObject,
 } from '../../manifests/overlays.ts';
 import { LEADER_LABEL } from '../../scheduler-plugins/extender/leadership.ts';
+import { extenderEntries } from '../../scheduler-plugins/extender/kube-scheduler-config.ts';
+import { RESERVATION_RESOURCE } from '../../scheduler-plugins/schedulability.ts';
 
 const kubectl = binaryPath('kubectl');
 const repoFile = (rel: string) => new URL(`../../${rel}`, import.meta.url);
@@ -62,11 +64,13 @@ describe.skipIf(!existsSync(kubectl))('kubectl kustomize of every overlay', () =
       for (const o of objs) {
         expect(o.metadata.labels?.['app.kubernetes.io/part-of'], objectId(o)).toBe('ulysses');
         const clusterScoped = ['Namespace', 'CustomResourceDefinition', 'UlyssesConfig', 'ClusterRole', 'ClusterRoleBinding', 'FlowSchema', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'].includes(o.kind);
-        expect(o.metadata.namespace, objectId(o)).toBe(clusterScoped ? undefined : ULYSSES_NAMESPACE);
+        // the one exception: the shim's Events about the cluster-scoped UlyssesConfig live in `default`
+        const inDefault = ['Role/ulysses:kubelet-shim:events', 'RoleBinding/ulysses:kubelet-shim:events'].includes(objectId(o));
+        expect(o.metadata.namespace, objectId(o)).toBe(clusterScoped ? undefined : inDefault ? 'default' : ULYSSES_NAMESPACE);
       }
     });
 
-    it(`${overlay}: workloads use an existing ServiceAccount, the ulysses image and a component of the entrypoint; bindings name existing SAs`, async () => {
+    it(`${overlay}: workloads use an existing ServiceAccount, the ulysses image and a component of the entrypoint; bindings name existing SAs (or the kubelets)`, async () => {
       const objs = await objectsOf(overlay);
       const sas = new Set(objs.filter((o) => o.kind === 'ServiceAccount').map((o) => o.metadata.name));
       const entrypoint = manifestFile('entrypoint.sh');
@@ -83,6 +87,11 @@ describe.skipIf(!existsSync(kubectl))('kubectl kustomize of every overlay', () =
       }
       for (const b of objs.filter((o) => o.kind.endsWith('RoleBinding'))) {
         for (const s of (b as unknown as { subjects: { kind: string; name: string; namespace: string }[] }).subjects) {
+          // the kubelet-shim's node service runs with its node's kubelet identity (group system:nodes)
+          if (s.kind === 'Group' && objectId(b) === 'ClusterRoleBinding/ulysses:kubelet-shim') {
+            expect(s.name).toBe('system:nodes');
+            continue;
+          }
           expect(s.kind).toBe('ServiceAccount');
           expect(s.namespace).toBe(ULYSSES_NAMESPACE);
           expect(sas.has(s.name), `${objectId(b)} -> ServiceAccount ${s.name}`).toBe(true);
@@ -106,7 +115,7 @@ describe.skipIf(!existsSync(kubectl))('kubectl kustomize of every overlay', () =
     }
   });
 
-  it('controller-manager: 2 replicas with leader election on a Lease its Role may update, metrics port probed', async () => {
+  it('controller-manager: 2 replicas with leader election on the Lease the manifests create and its Role names, metrics port probed', async () => {
     const objs = await objectsOf('controller-manager');
     const d = objs.find((o) => objectId(o) === 'Deployment/ulysses-controller-manager')!;
     expect((d.spec as { replicas: number }).replicas).toBe(2);
@@ -115,7 +124,9 @@ describe.skipIf(!existsSync(kubectl))('kubectl kustomize of every overlay', () =
     expect(flag(args, 'leader-elect-resource-namespace')).toBe(ULYSSES_NAMESPACE);
     expect(podSpec(d).containers[0]!.ports?.find((p) => p.name === 'metrics')?.containerPort).toBe(Number(flag(args, 'metrics-port')));
     const role = objs.find((o) => objectId(o) === 'Role/ulysses:controller-manager:leader-election') as unknown as { rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[] };
-    expect(role.rules).toEqual([{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update'] }]);
+    const leaseName = flag(args, 'leader-elect-resource-name')!;
+    expect(role.rules).toEqual([{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [leaseName], verbs: ['get', 'update', 'create'] }]);
+    expect(objs.find((o) => objectId(o) === `Lease/${leaseName}`)?.metadata.namespace).toBe(ULYSSES_NAMESPACE);
   });
 
   it('kubelet-shim: listens where the kubelet patch and the systemd config point, next to containerd, via hostPaths', async () => {
@@ -134,14 +145,15 @@ describe.skipIf(!existsSync(kubectl))('kubectl kustomize of every overlay', () =
     expect((ds.spec as { updateStrategy: { type: string } }).updateStrategy.type).toBe('OnDelete');
   });
 
-  it('scheduler-extender: kube-scheduler-config.yaml reaches the Service ClusterIP and port, with filter/prioritize/bind, nodeCacheCapable, not ignorable', async () => {
+  it('scheduler-extender: kube-scheduler-config.yaml reaches the Service ClusterIP and port: filter/prioritize for every pod, bind only for pods requesting ulysses.io/reservation, as the renderer', async () => {
     const objs = await objectsOf('scheduler-extender');
     const svc = objs.find((o) => objectId(o) === 'Service/ulysses-scheduler-extender')! as unknown as { spec: { clusterIP: string; ports: { name: string; port: number }[] } };
     const cfg = parseYaml(manifestFile('kubeadm/kube-scheduler-config.yaml')) as { clientConnection: { kubeconfig: string }; extenders: Record<string, unknown>[] };
-    expect(cfg.extenders).toHaveLength(1);
-    const ext = cfg.extenders[0]!;
-    expect(ext.urlPrefix).toBe(`http://${svc.spec.clusterIP}:${svc.spec.ports.find((p) => p.name === 'http')!.port}`);
-    expect(ext).toMatchObject({ filterVerb: 'filter', prioritizeVerb: 'prioritize', bindVerb: 'bind', nodeCacheCapable: true, ignorable: false, httpTimeout: '5s' });
+    const url = `http://${svc.spec.clusterIP}:${svc.spec.ports.find((p) => p.name === 'http')!.port}`;
+    // the same two entries kube-scheduler-config.ts renders (weight 1 here), and the resource the extender checks
+    expect(cfg.extenders).toEqual(extenderEntries({ extenderUrl: url, weight: 1 }));
+    expect(cfg.extenders[1]!.managedResources).toEqual([{ name: RESERVATION_RESOURCE, ignoredByScheduler: true }]);
+    expect(cfg.extenders.filter((e) => e.bindVerb).length).toBe(1);
     expect(cfg.clientConnection.kubeconfig).toBe('/etc/kubernetes/scheduler.conf');
     const d = objs.find((o) => objectId(o) === 'Deployment/ulysses-scheduler-extender')!;
     expect(Number(flag(podSpec(d).containers[0]!.args, 'port'))).toBe(svc.spec.ports.find((p) => p.name === 'http')!.port);
@@ -174,10 +186,11 @@ describe.skipIf(!existsSync(kubectl))('kubectl kustomize of every overlay', () =
     const svc = objs.find((o) => objectId(o) === 'Service/ulysses-scheduler-extender')! as unknown as { spec: { selector: Record<string, string> } };
     expect(svc.spec.selector).toEqual({ 'app.kubernetes.io/name': 'ulysses-scheduler-extender', [LEADER_LABEL]: 'true' });
     // the Role grants exactly the Lease verbs the elector uses (and patch: the new leader's dry run of its
-    // reservation epoch), in the Lease's namespace, to the extender's ServiceAccount
+    // reservation epoch; create: a PUT to its name re-creates it) on this Lease only, to the extender's ServiceAccount
     const role = objs.find((o) => objectId(o) === 'Role/ulysses:scheduler-extender:leader-election')! as unknown as K8sObject & { rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[] };
     expect(role.metadata.namespace).toBe(leaseNs);
-    expect(role.rules).toEqual([{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update', 'patch'] }]);
+    expect(role.rules).toEqual([{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [leaseName], verbs: ['get', 'update', 'patch', 'create'] }]);
+    expect(objs.find((o) => objectId(o) === `Lease/${leaseName}`)?.metadata.namespace).toBe(leaseNs);
     // the epoch policy's parameter is this very Lease
     const epochBinding = objs.find((o) => objectId(o) === 'ValidatingAdmissionPolicyBinding/ulysses-reservation-epoch')! as unknown as { spec: { paramRef: { namespace: string; name: string } } };
     expect(epochBinding.spec.paramRef).toMatchObject({ namespace: leaseNs, name: leaseName });
@@ -226,8 +239,8 @@ describe.skipIf(!existsSync(kubectl))('static-pod variants (manifests/kubeadm/st
     const cfg = parseYaml(manifestFile('kubeadm/kube-scheduler-config.yaml')) as { extenders: { urlPrefix: string }[] };
     const stat = parseYaml(manifestFile('kubeadm/kube-scheduler-config-static.yaml')) as { extenders: { urlPrefix: string }[] };
     const port = flag(staticPod('ulysses-scheduler-extender.yaml').spec.containers[0]!.args, 'port');
-    expect(stat.extenders[0]!.urlPrefix).toBe(`http://127.0.0.1:${port}`);
-    stat.extenders[0]!.urlPrefix = cfg.extenders[0]!.urlPrefix;
+    expect(stat.extenders.map((e) => e.urlPrefix)).toEqual([`http://127.0.0.1:${port}`, `http://127.0.0.1:${port}`]);
+    for (const [i, e] of stat.extenders.entries()) e.urlPrefix = cfg.extenders[i]!.urlPrefix;
     expect(stat).toEqual(cfg);
   });
 

@@ -177,6 +177,29 @@ describe('kubelet-shim config', () => {
       if (p.child.exitCode === null) p.child.kill('SIGKILL');
     }
   }, 60_000);
+
+  it('main.ts as the node service before the node joined: its kubeconfig (the kubelet\'s own) missing, the CRI proxy serves and waits for it; SIGTERM still exits 0', async () => {
+    const main = join(shimDir, 'main.ts');
+    const listen = join(dir, 'joining.sock');
+    const kubeconfig = join(dir, 'etc-kubernetes', 'kubelet.conf'); // not there yet
+    const child = spawn(process.execPath, ['--import', 'tsx', main, '--listen', listen, '--backend', join(dir, 'no-containerd.sock')], {
+      cwd: repo,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, KUBECONFIG: kubeconfig, NODE_NAME: 'worker-1', KUBERNETES_SERVICE_HOST: '' },
+    });
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      await waitFor(() => /kubeconfig not there yet/.test(out) && existsSync(listen), 20_000, () => out);
+      expect(child.exitCode).toBeNull();
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  }, 60_000);
 });
 
 async function waitFor<T>(check: () => T | undefined | false, timeoutMs: number, explain: () => string): Promise<T> {
