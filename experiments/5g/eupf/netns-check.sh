@@ -11,19 +11,12 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 EUPF="${1:-$("$HERE/build-eupf.sh")}"
 CACHE="${ULYSSES_CACHE:-$HOME/.cache/ulysses}"
+NICE="${NICE-nice -n 19 ionice -c3}"   # eUPF at low priority on a busy host; NICE= on an idle one
 SMF_STANDIN="${SMF_STANDIN:-}"
-if [ -z "$SMF_STANDIN" ]; then
-  src="$HERE/../smf-standin"
-  SMF_STANDIN="$CACHE/bin/smf-standin-$(cat "$src/go.mod" "$src/go.sum" "$src/main.go" | sha256sum | cut -c1-12)"
-  if [ ! -x "$SMF_STANDIN" ]; then
-    echo "building $SMF_STANDIN from $src" >&2
-    mkdir -p "$CACHE/bin"
-    (cd "$src" && GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0 go build -trimpath -o "$SMF_STANDIN.tmp" .) && mv "$SMF_STANDIN.tmp" "$SMF_STANDIN"
-  fi
-fi
-UPF_NS=ulysses-eupf-upf PEER_NS=ulysses-eupf-peer
+[ -n "$SMF_STANDIN" ] || SMF_STANDIN="$("$HERE/build-standin.sh" smf-standin "$CACHE")"
+UPF_NS=u5g-eupf-upf PEER_NS=u5g-eupf-peer
 UPF_IP=10.203.0.2 PEER_IP=10.203.0.1
-LOG="${EUPF_LOG:-/tmp/ulysses-eupf-netns.log}"
+LOG="${EUPF_LOG:-/tmp/u5g-eupf-netns.log}"
 pid=""
 
 cleanup() {
@@ -43,7 +36,7 @@ ip -n "$PEER_NS" addr add "$PEER_IP/24" dev gnb; ip -n "$PEER_NS" link set gnb u
 echo "kernel $(uname -r); memlock limit (soft:hard) $(ulimit -S -l):$(ulimit -H -l) KiB; eupf $EUPF"
 say "ip netns exec $UPF_NS sh -c 'mount -t bpf bpf /sys/fs/bpf && exec eupf --iface n3 --attach generic --paddr $UPF_IP:8805 --nodeid $UPF_IP --n3addr $UPF_IP --aaddr $UPF_IP:8080 --maddr $UPF_IP:9090 --config /nonexistent' &"
 t0=$(date +%s%N)
-ip netns exec "$UPF_NS" sh -c "mount -t bpf bpf /sys/fs/bpf && exec '$EUPF' --iface n3 --attach generic \
+ip netns exec "$UPF_NS" sh -c "mount -t bpf bpf /sys/fs/bpf && exec $NICE '$EUPF' --iface n3 --attach generic \
   --paddr $UPF_IP:8805 --nodeid $UPF_IP --n3addr $UPF_IP --aaddr $UPF_IP:8080 --maddr $UPF_IP:9090 --config /nonexistent" >"$LOG" 2>&1 &
 pid=$!
 
@@ -65,8 +58,8 @@ say "ip netns exec $PEER_NS curl -s http://$UPF_IP:8080/api/v1/config"; ip netns
 say "ip netns exec $PEER_NS curl -s http://$UPF_IP:9090/metrics | grep -c '^upf_'"; ip netns exec "$PEER_NS" curl -s "http://$UPF_IP:9090/metrics" | grep -c '^upf_' || true
 
 if [ "$SMF_STANDIN" != none ]; then
-  say "ip netns exec $PEER_NS smf-standin --upf $UPF_IP:8805 --local $PEER_IP:8805"
-  ip netns exec "$PEER_NS" "$SMF_STANDIN" --upf "$UPF_IP:8805" --local "$PEER_IP:8805"
+  say "ip netns exec $PEER_NS smf-standin --associate-only --upf $UPF_IP:8805 --local $PEER_IP:8805"
+  ip netns exec "$PEER_NS" "$SMF_STANDIN" --associate-only --upf "$UPF_IP:8805" --local "$PEER_IP:8805"
   say "ip netns exec $PEER_NS curl -s http://$UPF_IP:8080/api/v1/pfcp_associations"; ip netns exec "$PEER_NS" curl -s "http://$UPF_IP:8080/api/v1/pfcp_associations"; echo
   sleep 0.3; say "eupf log after the association"; tail -n 5 "$LOG" | cut -c1-300
 fi
