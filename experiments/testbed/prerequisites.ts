@@ -124,6 +124,8 @@ export const EUPF_BUILD_PREREQUISITES: readonly Prerequisite[] = [
   { what: "clang (compiles eUPF's XDP programs)", present: (h) => h.onPath('clang'), debianPackage: 'clang' },
   { what: "libbpf headers (/usr/include/bpf/bpf_helpers.h: eUPF's XDP programs)", present: (h) => h.exists('/usr/include/bpf/bpf_helpers.h'), debianPackage: 'libbpf-dev' },
   { what: "32-bit glibc stubs (/usr/include/x86_64-linux-gnu/gnu/stubs-32.h: eUPF's XDP programs)", present: (h) => h.exists('/usr/include/x86_64-linux-gnu/gnu/stubs-32.h'), debianPackage: 'gcc-multilib' },
+  { what: 'jq (experiments/5g/eupf/dataplane-check.sh reads the stand-ins\' JSON events)', present: (h) => h.onPath('jq'), debianPackage: 'jq' },
+  { what: "curl (experiments/5g/eupf/dataplane-check.sh asks eUPF's API)", present: (h) => h.onPath('curl'), debianPackage: 'curl' },
 ];
 
 /**
