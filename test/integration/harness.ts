@@ -2,8 +2,8 @@
  * Shared setup of the integration tests: a testbed in its own run dir (a leftover of an aborted run
  * torn down first), typed API clients, optionally Ulysses' controller manager, all torn down after.
  */
-import { afterAll, beforeAll } from 'vitest';
-import { AppsV1Api, CoreV1Api, DiscoveryV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { afterAll, beforeAll, expect } from 'vitest';
+import { AppsV1Api, CoreV1Api, DiscoveryV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import * as testbed from '../../experiments/testbed/testbed.ts';
 import { ensureNamespace } from '../../experiments/workloads.ts';
 import { ControllerManager, type ControllerManagerOptions, type ControllerName } from '../../controller-manager/manager.ts';
@@ -98,4 +98,18 @@ export async function reconcileServiceAgain(t: TestbedContext, controller: Contr
     },
     { timeoutMs: 30_000, intervalMs: 20 },
   );
+}
+
+/** Creates `p` in `namespace`; it must stay Pending, unbound, with a FailedScheduling event matching `re` (returned). */
+export async function createAndWaitRefused(core: CoreV1Api, namespace: string, p: V1Pod, re: RegExp): Promise<string> {
+  await core.createNamespacedPod({ namespace, body: p });
+  const name = p.metadata!.name!;
+  const msg = await pollUntil(`FailedScheduling event of ${name} matching ${re}`, async () => {
+    const events = await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${name},reason=FailedScheduling` });
+    return events.items.map((e) => e.message ?? '').find((m) => re.test(m));
+  }, { timeoutMs: 60_000 });
+  const cur = await core.readNamespacedPod({ name, namespace });
+  expect(cur.spec?.nodeName).toBeFalsy();
+  expect(cur.status?.phase).toBe('Pending');
+  return msg;
 }

@@ -19,7 +19,7 @@
 import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
-import { useTestbed } from './harness.ts';
+import { createAndWaitRefused as refusedIn, useTestbed } from './harness.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { schedulerKubeconfigPath } from '../../experiments/testbed/testbed.ts';
@@ -87,19 +87,7 @@ async function createAndWaitRunning(p: V1Pod): Promise<V1Pod> {
   }, { timeoutMs: 120_000 });
 }
 
-/** The pod stays Pending and a FailedScheduling event carries `re`; returns the message. */
-async function createAndWaitRefused(p: V1Pod, re: RegExp): Promise<string> {
-  await core.createNamespacedPod({ namespace: ns, body: p });
-  const name = p.metadata!.name!;
-  const msg = await pollUntil(`FailedScheduling event of ${name} matching ${re}`, async () => {
-    const events = await core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.name=${name},reason=FailedScheduling` });
-    return events.items.map((e) => e.message ?? '').find((m) => re.test(m));
-  }, { timeoutMs: 60_000 });
-  const cur = await readPod(name);
-  expect(cur.spec?.nodeName).toBeFalsy();
-  expect(cur.status?.phase).toBe('Pending');
-  return msg;
-}
+const createAndWaitRefused = (p: V1Pod, re: RegExp) => refusedIn(core, ns, p, re);
 
 describe('kube-scheduler binds every pod but those requesting ulysses.io/reservation, which the extender binds', () => {
   it('a plain pod: filtered by the extender, bound by kube-scheduler itself (no bind reaches the extender), Running', async () => {

@@ -10,7 +10,7 @@
 import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
-import { setAndObserve, useTestbed } from './harness.ts';
+import { createAndWaitRefused as refusedIn, setAndObserve, useTestbed } from './harness.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
@@ -93,19 +93,7 @@ async function createAndWaitBound(p: V1Pod): Promise<V1Pod> {
   }, { timeoutMs: 60_000 });
 }
 
-/** The pod stays Pending and a FailedScheduling event carries `re`; returns the message. */
-async function createAndWaitRefused(p: V1Pod, re: RegExp): Promise<string> {
-  await core.createNamespacedPod({ namespace: ns, body: p });
-  const name = p.metadata!.name!;
-  const msg = await pollUntil(`FailedScheduling event of ${name} matching ${re}`, async () => {
-    const events = await core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.name=${name},reason=FailedScheduling` });
-    return events.items.map((e) => e.message ?? '').find((m) => re.test(m));
-  }, { timeoutMs: 60_000 });
-  const cur = await readPod(name);
-  expect(cur.spec?.nodeName).toBeFalsy();
-  expect(cur.status?.phase).toBe('Pending');
-  return msg;
-}
+const createAndWaitRefused = (p: V1Pod, re: RegExp) => refusedIn(core, ns, p, re);
 
 const ds = (budgetUs: number) => JSON.stringify({ server: { budgetUs, periodUs: 10000 }, tasks: [{ wcetUs: Math.floor(budgetUs / 2), periodUs: 10000, deadlineUs: 10000, priority: 1 }] });
 const bp = (runtimeUs: number) => JSON.stringify({ reservation: { runtimeUs, periodUs: 10000, cpus: 1 } });

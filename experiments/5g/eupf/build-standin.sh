@@ -10,7 +10,8 @@ name="${1:?usage: build-standin.sh smf-standin|gnb-standin [CACHE_DIR]}"
 src="$HERE/../$name"
 [ -f "$src/go.mod" ] || { echo "build-standin.sh: no Go module at $src" >&2; exit 2; }
 CACHE="${2:-${ULYSSES_CACHE:-$HOME/.cache/ulysses}}"
-hash="$(cd "$src" && cat go.mod go.sum $(ls *.go | sort) | sha256sum | cut -c1-12)"
+# the shared event package (../standin-events, a replace in go.mod) is part of the sources
+hash="$(cd "$src" && cat go.mod go.sum $(ls *.go | sort) ../standin-events/go.mod $(ls ../standin-events/*.go | sort) | sha256sum | cut -c1-12)"
 bin="$CACHE/bin/$name-$hash"
 if [ ! -x "$bin" ]; then
   echo "[ulysses build] building $bin from $src" >&2

@@ -10,3 +10,7 @@ require (
 	golang.org/x/net v0.39.0 // indirect
 	golang.org/x/sys v0.32.0 // indirect
 )
+
+require ulysses.local/standin-events v0.0.0
+
+replace ulysses.local/standin-events => ../standin-events

@@ -29,6 +29,8 @@ import (
 	"syscall"
 	"time"
 
+	"ulysses.local/standin-events"
+
 	"github.com/wmnsk/go-gtp/gtpv1"
 )
 
@@ -380,22 +382,9 @@ func checksum(b []byte) uint16 {
 
 // ---- events --------------------------------------------------------------------------------------
 
-var (
-	emitMu  sync.Mutex
-	emitSrc = "gnb"
-)
+var emitSrc = "gnb"
 
-func emit(event string, fields map[string]any) {
-	now := time.Now()
-	m := map[string]any{"t_ns": now.UnixNano(), "ts": now.UTC().Format(time.RFC3339Nano), "src": emitSrc, "event": event}
-	for k, v := range fields {
-		m[k] = v
-	}
-	b, _ := json.Marshal(m)
-	emitMu.Lock()
-	os.Stdout.Write(append(b, '\n'))
-	emitMu.Unlock()
-}
+func emit(event string, fields map[string]any) { events.Emit(emitSrc, event, fields) }
 
 func withPort(a, port string) string {
 	if _, _, err := net.SplitHostPort(a); err == nil {

@@ -1,0 +1,3 @@
+module ulysses.local/standin-events
+
+go 1.26
