@@ -193,8 +193,9 @@ async function setLease(holder: string, transitions: number): Promise<void> {
 }
 
 /**
- * The Lease as the install creates it (rbac.yaml): empty. The extender may not create Leases (its
- * Role names this one for get/update/patch), so after a test deleted it, it is put back this way.
+ * The Lease as the install creates it (rbac.yaml): empty, so the first leader's takeover makes the
+ * first epoch 1. (A Lease missing altogether is re-created by the leader with a PUT to its name,
+ * transitions 0; the tests start from the install's state.)
  */
 async function recreateLease(): Promise<void> {
   await admin.post(`/apis/coordination.k8s.io/v1/namespaces/${LEASE_NS}/leases`, { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: LEASE, namespace: LEASE_NS } });
@@ -265,7 +266,7 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
       const aBind = heldPatchClient(podPath('x'));
       const replica = (id: 'ext-a' | 'ext-b', leaseClient: KubeClient, bindClient: BindClient) => fenceReplica(id, leaseClient, bindClient, CONFIG, stops);
 
-      // the first test deleted the Lease: back as the install creates it, empty (the extender cannot create it)
+      // the first test deleted the Lease: back as the install creates it, empty
       await recreateLease();
       const a = replica('ext-a', aLease.client, aBind.client);
       await a.server.start();
@@ -371,8 +372,9 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
       a.leadership.start();
       await a.served;
       await pollUntil('the forwarder routes to ext-a', () => forwarder.ready === 'ext-a', { timeoutMs: 10_000 });
+      // A took over the empty Lease: the first epoch is 1
       const epochA = (await admin.get<V1Lease>(leasePath)).spec?.leaseTransitions ?? -1;
-      expect(epochA).toBe(0);
+      expect(epochA).toBe(1);
       const b = replica('ext-b', asExtender, asExtender);
       ports['ext-b'] = (await b.server.start()).port;
       b.leadership.start();
