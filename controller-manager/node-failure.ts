@@ -118,6 +118,11 @@ export interface DetectorHooks {
   onSuppressed(nodes: string[], reason: SuppressReason, counts: { silent: number; armed: number }): void;
   onKubeletAnswers(node: string, silentMs: number): void;
   onDeciderLag(lateMs: number): void;
+  /**
+   * A kubelet check ended `silent`: the caller evaluates again as soon as it can (tick) instead of
+   * at the next period, so the decision does not wait up to a period after its last evidence.
+   */
+  onKubeletSilent?(node: string): void;
 }
 
 /**
@@ -291,6 +296,7 @@ export class NodeFailureDetector {
       (result) => {
         check.result = result;
         check.doneAt = this.now();
+        if (result === 'silent' && s.check === check) this.hooks.onKubeletSilent?.(name);
       },
       () => {
         check.result = 'inconclusive';
@@ -411,6 +417,12 @@ export class NodeFailureController {
     const check = o.checkKubelet ?? checkKubeletTls;
     this.detector = new NodeFailureDetector(this.config, () => performance.now(), {
       checkKubelet: (_node, address, port) => (port ? check(address, port, this.config.confirmTimeoutMs) : Promise.resolve('inconclusive')),
+      // evaluate once the replies already received are read (setImmediate: after the event loop's
+      // I/O phase), not a period later; a check whose timer fired late is inconclusive, never silent
+      onKubeletSilent: () =>
+        setImmediate(() => {
+          if (this.socket) this.detector.tick(0);
+        }),
       onFailed: (node, e) => {
         this.metrics.failures.inc();
         this.metrics.detection.observe(e.silentMs / 1000);

@@ -86,6 +86,41 @@ describe('NodeFailureDetector', () => {
     expect(h.d.phase('b')).toBe('healthy');
   });
 
+  it('decides when the kubelet check ends silent, not at the next period (onKubeletSilent), and only for a silent result', async () => {
+    let now = 0;
+    const failedAt: Array<[string, number]> = [];
+    const pending = new Map<string, (r: KubeletCheck) => void>();
+    const d: NodeFailureDetector = new NodeFailureDetector(config(), () => now, {
+      checkKubelet: (node) => new Promise((resolve) => pending.set(node, resolve)),
+      onFailed: (node) => failedAt.push([node, now]),
+      onSuppressed: () => {},
+      onKubeletAnswers: () => {},
+      onDeciderLag: () => {},
+      onKubeletSilent: () => d.tick(0),
+    });
+    d.setTargets(new Map(['a', 'b', 'c'].map((n, i) => [n, { address: `10.0.0.${i + 1}`, kubeletPort: 10250 }])));
+    const flush = async () => {
+      for (let i = 0; i < 3; i++) await Promise.resolve();
+    };
+    for (; now < 1000; now += 100) {
+      for (const n of ['a', 'b', 'c']) d.heard(n, now);
+      d.tick(0);
+    }
+    // from t = 1000 nodes a and b are silent (c answers): both checked at 200 ms of silence
+    for (; now <= 1600; now += 100) {
+      d.heard('c', now);
+      d.tick(0);
+    }
+    expect([...pending.keys()].sort()).toEqual(['a', 'b']);
+    now = 1650; // between two periods, after the window (600 ms)
+    pending.get('b')!('alive');
+    await flush();
+    expect(failedAt).toEqual([]);
+    pending.get('a')!('silent');
+    await flush();
+    expect(failedAt).toEqual([['a', 1650]]);
+  });
+
   it('does not fail a node whose kubelet answers (agent crashed or paused), and says so once', async () => {
     const h = harness();
     h.kubelet.set('a', 'alive');
