@@ -495,7 +495,7 @@ image
 
 program
   .command('prerequisites')
-  .description('what the testbeds, `image build` and PNG figures need from the host (experiments/testbed/prerequisites.ts): checked, and as root the missing Debian packages installed with apt-get (not with ULYSSES_NO_APT=1)')
+  .description('what the testbeds, `image build`, PNG figures and the eUPF build (experiments/5g/eupf) need from the host (experiments/testbed/prerequisites.ts): checked, and as root the missing Debian packages installed with apt-get (not with ULYSSES_NO_APT=1)')
   .option('--packages', 'only print the Debian packages that provide them (one line)', false)
   .action(async (o) => {
     const { ALL_PREREQUISITES, debianPackages, ensurePrerequisites } = await import('../experiments/testbed/prerequisites.ts');
