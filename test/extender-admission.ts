@@ -41,15 +41,25 @@ export async function createExtenderManifests(admin: KubeClient, files: readonly
 }
 
 /** A client acting as the extender's ServiceAccount (impersonated by the testbed's admin). */
-export function asExtenderClient(kc: KubeConfig): KubeClient {
-  const impersonating: KubeAccess = {
+/**
+ * The testbed admin's access acting as someone else (Impersonate-* headers): a user, its groups, and
+ * extra fields (e.g. a bound token's node, `authentication.kubernetes.io/node-name`).
+ */
+export function impersonating(kc: KubeAccess, user: string, o: { group?: string; extra?: Record<string, string> } = {}): KubeAccess {
+  const headers: Record<string, string> = { 'Impersonate-User': user };
+  if (o.group) headers['Impersonate-Group'] = o.group;
+  for (const [k, v] of Object.entries(o.extra ?? {})) headers[`Impersonate-Extra-${encodeURIComponent(k)}`] = v;
+  return {
     getCurrentCluster: () => kc.getCurrentCluster(),
-    applyToFetchOptions: async (o: object) => {
-      const applied = (await kc.applyToFetchOptions(o as never)) as { headers?: unknown };
-      return { ...applied, headers: { ...plainHeaders(applied.headers), 'Impersonate-User': EXTENDER_SA } };
+    applyToFetchOptions: async (opts: object) => {
+      const applied = (await kc.applyToFetchOptions(opts as never)) as { headers?: unknown };
+      return { ...applied, headers: { ...plainHeaders(applied.headers), ...headers } };
     },
   };
-  return new KubeClient(impersonating);
+}
+
+export function asExtenderClient(kc: KubeConfig): KubeClient {
+  return new KubeClient(impersonating(kc, EXTENDER_SA));
 }
 
 /**

@@ -33,7 +33,7 @@ import { binaryPath } from '../../experiments/testbed/binaries.ts';
 import { KWOK_TOLERATION } from '../../experiments/testbed/kwok.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { deployment, ensureNamespace } from '../../experiments/workloads.ts';
-import { KubeClient, plainHeaders, type KubeAccess } from '../../core/kube.ts';
+import { KubeClient } from '../../core/kube.ts';
 import { CRITICALITY_LABEL } from '../../core/criticality.ts';
 import { grantLabels, GRANT_LABELS, HIGH_PRIORITY_CLASS, MIRROR_POD_ANNOTATION } from '../../core/claims.ts';
 import { NODE_UNREACHABLE_TAINT, updateNodeTaint } from '../../core/node-taints.ts';
@@ -41,7 +41,7 @@ import { RT_ANNOTATION, RT_CAPACITY_ANNOTATION, RT_SCHEDULER_LABEL, TDMA_ANNOTAT
 import { ASSURANCE_ANNOTATION } from '../../scheduler-plugins/assurance/assurance.ts';
 import { BASE_ASSURANCE_ANNOTATION } from '../../scheduler-plugins/assurance/updater.ts';
 import { MANIFESTS_DIR } from '../../manifests/overlays.ts';
-import { refusal } from '../extender-admission.ts';
+import { impersonating, refusal } from '../extender-admission.ts';
 
 const runDir = '/tmp/ulysses-it-claims-vap';
 const t = useTestbed(runDir, { realNodes: 0, kwokNodes: 1 });
@@ -59,16 +59,7 @@ const TDMA = JSON.stringify({ network: 'rtnet0', slots: 1 });
 const HIGH = { [CRITICALITY_LABEL]: 'high' };
 
 /** A client acting as `user` (in `group`), impersonated by the testbed's admin. */
-function as(kc: KubeConfig, user: string, group?: string): KubeClient {
-  const access: KubeAccess = {
-    getCurrentCluster: () => kc.getCurrentCluster(),
-    applyToFetchOptions: async (o: object) => {
-      const applied = (await kc.applyToFetchOptions(o as never)) as { headers?: unknown };
-      return { ...applied, headers: { ...plainHeaders(applied.headers), 'Impersonate-User': user, ...(group ? { 'Impersonate-Group': group } : {}) } };
-    },
-  };
-  return new KubeClient(access);
-}
+const as = (kc: KubeConfig, user: string, group?: string) => new KubeClient(impersonating(kc, user, { group }));
 
 interface PodOptions {
   labels?: Record<string, string>;

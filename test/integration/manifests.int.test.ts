@@ -27,7 +27,8 @@ import { useTestbed } from './harness.ts';
 import { binaryPath } from '../../experiments/testbed/binaries.ts';
 import { RESERVATION_RESOURCE } from '../../scheduler-plugins/schedulability.ts';
 import { pollUntil, stopProcess, tailFile } from '../../experiments/testbed/processes.ts';
-import { ApiError, apiRequest, KubeClient, plainHeaders, type KubeAccess } from '../../core/kube.ts';
+import { ApiError, apiRequest, KubeClient, type KubeAccess } from '../../core/kube.ts';
+import { impersonating } from '../extender-admission.ts';
 import { NODE_UNREACHABLE_TAINT, updateNodeTaint } from '../../core/node-taints.ts';
 import {
   OVERLAYS,
@@ -467,17 +468,11 @@ describe('least-privilege RBAC (SubjectAccessReview as each ServiceAccount, and 
     const path = `${CFG_PATH}/${ULYSSES_CONFIG_NAME}/status`;
     const entry = (mode: string) => ({ observedGeneration: 1, mode, conditions: [{ type: 'Applied', status: 'True', reason: 'Applied', message: 'test', lastTransitionTime: '2026-01-01T00:00:00Z' }] });
     // impersonated by the admin: the kubelet's identity, and the DaemonSet's (a pod-bound token names its node)
-    const as = (headers: Record<string, string>) => ({
-      getCurrentCluster: () => ctx.kc.getCurrentCluster(),
-      applyToFetchOptions: async (o: object) => {
-        const applied = (await ctx.kc.applyToFetchOptions(o as never)) as { headers?: unknown };
-        return { ...applied, headers: { ...plainHeaders(applied.headers), ...headers } };
-      },
-    });
-    const asNode = as({ 'Impersonate-User': `system:node:${self}`, 'Impersonate-Group': 'system:nodes' });
-    const asPod = as({ 'Impersonate-User': `system:serviceaccount:${ULYSSES_NAMESPACE}:ulysses-kubelet-shim`, 'Impersonate-Extra-authentication.kubernetes.io%2fnode-name': self });
-    const asUnboundSa = as({ 'Impersonate-User': `system:serviceaccount:${ULYSSES_NAMESPACE}:ulysses-kubelet-shim` });
-    const patch = (kc: ReturnType<typeof as>, key: string, mode: string) =>
+    const shimSa = `system:serviceaccount:${ULYSSES_NAMESPACE}:ulysses-kubelet-shim`;
+    const asNode = impersonating(ctx.kc, `system:node:${self}`, { group: 'system:nodes' });
+    const asPod = impersonating(ctx.kc, shimSa, { extra: { 'authentication.kubernetes.io/node-name': self } });
+    const asUnboundSa = impersonating(ctx.kc, shimSa);
+    const patch = (kc: KubeAccess, key: string, mode: string) =>
       apiRequest(kc, 'PATCH', path, { body: { status: { components: { [key]: entry(mode) } } }, contentType: 'application/merge-patch+json' });
     // the policy is enforced once the apiserver has loaded it: wait until another node's entry is refused
     const refused = await pollUntil(
@@ -504,13 +499,7 @@ describe('least-privilege RBAC (SubjectAccessReview as each ServiceAccount, and 
   it("the controller manager's patch nodes adds and removes its taint ulysses.io/unreachable and changes nothing else (node-taint-policy.yaml)", async () => {
     const nodes = (await apiRequest<{ items: { metadata: { name: string } }[] }>(ctx.kc, 'GET', '/api/v1/nodes')).items.map((n) => n.metadata.name);
     const node = nodes[0]!;
-    const asCm: KubeAccess = {
-      getCurrentCluster: () => ctx.kc.getCurrentCluster(),
-      applyToFetchOptions: async (o: object) => {
-        const applied = (await ctx.kc.applyToFetchOptions(o as never)) as { headers?: unknown };
-        return { ...applied, headers: { ...plainHeaders(applied.headers), 'Impersonate-User': `system:serviceaccount:${ULYSSES_NAMESPACE}:ulysses-controller-manager` } };
-      },
-    };
+    const asCm = impersonating(ctx.kc, `system:serviceaccount:${ULYSSES_NAMESPACE}:ulysses-controller-manager`);
     const cm = new KubeClient(asCm);
     const mergePatch = (body: unknown) => apiRequest(asCm, 'PATCH', `/api/v1/nodes/${node}`, { body, contentType: 'application/merge-patch+json' });
     // enforced once the apiserver has loaded the policy: a label change by the controller manager is refused
