@@ -33,7 +33,7 @@ export interface ClusterStart {
 export interface TimesReport {
   startedAt: string;
   seconds: number;
-  files: { file: string; project: string; tests: number; failed: number; seconds: number; state: string }[];
+  files: { file: string; project: string; tests: number; failed: number; seconds: number; state: string; failures?: { test: string; cause: string }[] }[];
   clusters: ClusterStart[];
 }
 
@@ -118,6 +118,12 @@ export function renderTable(times: readonly FileTime[], note: string): string {
   ].join('\n');
 }
 
+/** Each failed test with its cause, for the end of CI's output (where a reader looks first); empty when none failed. */
+export function renderFailures(report: TimesReport): string {
+  const lines = report.files.flatMap((f) => (f.failures ?? []).map((x) => `- ${f.file} > ${x.test}\n  ${x.cause.replace(/\n/g, '\n  ')}`));
+  return lines.length ? ['', 'Failed tests:', ...lines].join('\n') : '';
+}
+
 /** `doc` with the text between the markers replaced by `table` (the markers must be there). */
 export function replaceTable(doc: string, table: string): string {
   const a = doc.indexOf(TABLE_START);
@@ -136,7 +142,7 @@ async function main(): Promise<void> {
   const note = values.note ?? `Run of ${report.startedAt.slice(0, 10)}, ${(report.seconds / 60).toFixed(1)} min: ${times.length} files, ${count((t) => t.tests)} tests, ${count((t) => t.failed)} failed.`;
   const table = renderTable(times, note);
   if (values.write) writeFileSync(values.write, replaceTable(readFileSync(values.write, 'utf8'), table));
-  else console.log(table);
+  else console.log(`${table}${renderFailures(report)}`);
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === resolve(process.argv[1])) {

@@ -10,6 +10,15 @@ import { relative } from 'node:path';
 import type { Reporter, TestModule } from 'vitest/node';
 import { parseClusterLog, type TimesReport } from './test-times.ts';
 
+/** What a failed test's first error says: its message and the first frame in a test or source file, bounded. */
+export function failureCause(errors: readonly { message?: string; stack?: string }[]): string {
+  const e = errors[0];
+  if (!e) return 'failed without an error (a hook or a timeout)';
+  const frame = (e.stack ?? '').split('\n').find((l) => /^\s*at .*\/(test|core|controller-manager|scheduler-plugins|kubelet-shim|experiments|manifests|cli)\//.test(l) && !l.includes('node_modules'));
+  const text = `${(e.message ?? String(e)).trim()}${frame ? `\n  ${frame.trim()}` : ''}${errors.length > 1 ? `\n  (and ${errors.length - 1} more error(s))` : ''}`;
+  return text.length > 1500 ? `${text.slice(0, 1500)} ...` : text;
+}
+
 export default class TimeReporter implements Reporter {
   private startedAt = Date.now();
   private readonly files: TimesReport['files'] = [];
@@ -29,6 +38,9 @@ export default class TimeReporter implements Reporter {
       failed: tests.filter((t) => t.result().state === 'failed').length,
       seconds: (d.setupDuration + d.collectDuration + d.duration) / 1000,
       state: m.state(),
+      failures: tests
+        .filter((t) => t.result().state === 'failed')
+        .map((t) => ({ test: t.fullName, cause: failureCause(t.result().errors ?? []) })),
     });
   }
 

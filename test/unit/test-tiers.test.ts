@@ -1,7 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { FULL_TIER_FILES, fullTier, testTier } from '../tiers.ts';
-import { fileTimes, parseClusterLog, renderTable, replaceTable, TABLE_END, TABLE_START, type TimesReport } from '../test-times.ts';
+import { failureCause } from '../time-reporter.ts';
+import { fileTimes, parseClusterLog, renderFailures, renderTable, replaceTable, TABLE_END, TABLE_START, type TimesReport } from '../test-times.ts';
 
 const full = FULL_TIER_FILES[0]!.file;
 const clusterLines = [
@@ -16,7 +17,7 @@ const report: TimesReport = {
   files: [
     { file: 'test/unit/a.test.ts', project: 'unit', tests: 2, failed: 0, seconds: 1.5, state: 'passed' },
     { file: 'test/integration/b.int.test.ts', project: 'integration', tests: 1, failed: 0, seconds: 60, state: 'passed' },
-    { file: full, project: 'integration', tests: 3, failed: 1, seconds: 400, state: 'failed' },
+    { file: full, project: 'integration', tests: 3, failed: 1, seconds: 400, state: 'failed', failures: [{ test: 'suite > the case', cause: 'expected 1 to be 2\n  at test/integration/x.int.test.ts:3:5' }] },
   ],
   clusters: parseClusterLog(clusterLines),
 };
@@ -61,6 +62,16 @@ describe('the per-file time table', () => {
     expect(table).toContain(`| ${full.replace('test/integration/', '')} | full | 3 | 400 | 1 kubeadm | 60 | 1 failed`);
     expect(table).toContain('| **unit project** (1 files) | ci | 2 | 2 | - | - |');
     expect(table).toContain('Integration: 460 s in all, 60 s in the ci tier; 2 local and 1 kubeadm clusters started, 80 s starting them.');
+  });
+  it('lists each failed test with its cause, and nothing when none failed', () => {
+    expect(renderFailures(report)).toBe(`\nFailed tests:\n- ${full} > suite > the case\n  expected 1 to be 2\n    at test/integration/x.int.test.ts:3:5`);
+    expect(renderFailures({ ...report, files: report.files.slice(0, 2) })).toBe('');
+  });
+  it("a failure's cause is its first error's message and first frame in our code, bounded", () => {
+    const stack = ['AssertionError: expected 1 to be 2', '    at /work/main/node_modules/chai/index.js:1:1', '    at /work/main/test/integration/x.int.test.ts:3:5', '    at /work/main/core/kube.ts:9:9'].join('\n');
+    expect(failureCause([{ message: 'expected 1 to be 2', stack }, { message: 'second' }])).toBe('expected 1 to be 2\n  at /work/main/test/integration/x.int.test.ts:3:5\n  (and 1 more error(s))');
+    expect(failureCause([])).toMatch(/without an error/);
+    expect(failureCause([{ message: 'x'.repeat(5000) }]).length).toBeLessThan(1600);
   });
   it('replaces the table between its markers and refuses a document without them', () => {
     const doc = `# x\n${TABLE_START}\nold\n${TABLE_END}\nafter\n`;
