@@ -40,9 +40,10 @@ describe(`node failure detection, ${MINUTES}-minute soak under a CPU hog and api
   it('fails no node', { timeout: MINUTES * 60_000 * 3 + 600_000 }, async () => {
     if (!(MINUTES > 0)) throw new Error(`ULYSSES_SOAK_MINUTES must be a positive number, got ${process.env.ULYSSES_SOAK_MINUTES}`);
     const { core, apps } = t;
+    // soak-a leads (started alone: with both started together either may win), soak-b stands by
     const a = cms.start('soak-a');
-    cms.start('soak-b');
     await pollUntil('soak-a leads', async () => (await cms.holder()) === 'soak-a', { timeoutMs: 60_000 });
+    cms.start('soak-b');
     await pollUntil('soak-a armed the 3 node agents', async () => (await metric(a, 'ulysses_node_agents_armed')) === 3, { timeoutMs: 60_000, intervalMs: 200 });
     await applyDeployment(apps, deployment({ namespace: ns, name: 'upf', replicas: 3, criticality: 'high', image: 'udp-echo', spread: true }));
     const before = await pollUntil('3 critical pods Ready, one per node', async () => {
