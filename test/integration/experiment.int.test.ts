@@ -115,7 +115,9 @@ describe('failover experiment on the real testbed', () => {
       expect(steps.bind?.user).toBe('system:kube-scheduler');
       expect(steps.delete!.atMs).toBeLessThan(steps.create!.atMs);
       expect(steps.create!.atMs).toBeLessThan(steps.bind!.atMs);
-      expect(steps.bind!.atMs + steps.bind!.ms).toBeLessThanOrEqual(r.events.prioScheduled! * 1000 + 1);
+      // the binding was received before the harness saw the pod bound (its watch event may reach the
+      // harness before the audit log's ResponseComplete stamp: the apiserver sends both concurrently)
+      expect(steps.bind!.atMs).toBeLessThanOrEqual(r.events.prioScheduled! * 1000 + 1);
       if (steps.statusPatch) expect(steps.statusPatch.atMs).toBeLessThan(steps.delete!.atMs);
       // the critical source's taint PATCH returned after t = 0 and before the replacement was seen bound
       expect(r.criticalTaintWrittenMs).toBeGreaterThanOrEqual(0);
