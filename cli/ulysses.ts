@@ -475,6 +475,26 @@ program
     await uninstall(await installTarget(o));
   });
 
+program
+  .command('extender-certs')
+  .description("issue the scheduler extender's TLS for a step-by-step install (manifests/README.md step 4; `install` does this itself): its own CA, the serving certificate, kube-scheduler's client certificate")
+  .requiredOption('--out <dir>', 'where to write secrets.yaml (kubectl apply --server-side -f) and the control-plane nodes\' files (extender-ca.crt, extender-client.crt, extender-client.key)')
+  .option('--cluster-ip <ip>', "the extender Service's clusterIP (manifests/base/scheduler-extender/service.yaml)", '10.96.0.250')
+  .action(async (o: { out: string; clusterIp: string }) => {
+    const { mkdirSync, writeFileSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const { stringify } = await import('yaml');
+    const { issueExtenderPki } = await import('../core/extender-pki.ts');
+    const { extenderTlsSecrets } = await import('../manifests/install.ts');
+    const pki = await issueExtenderPki(o.clusterIp);
+    mkdirSync(o.out, { recursive: true, mode: 0o700 });
+    writeFileSync(join(o.out, 'secrets.yaml'), extenderTlsSecrets(pki).map((x) => stringify(x)).join('---\n'), { mode: 0o600 });
+    writeFileSync(join(o.out, 'extender-ca.crt'), pki.ca.cert);
+    writeFileSync(join(o.out, 'extender-client.crt'), pki.client.cert);
+    writeFileSync(join(o.out, 'extender-client.key'), pki.client.key, { mode: 0o600 });
+    console.log(`written to ${o.out}: secrets.yaml (both Secrets of ulysses-system), extender-ca.crt, extender-client.crt, extender-client.key (for /etc/kubernetes/ulysses/pki on every control-plane node)`);
+  });
+
 const image = program.command('image').description('the Ulysses container image');
 image
   .command('build')

@@ -29,6 +29,7 @@ import { KubeClient } from '../core/kube.ts';
 import { ADMISSION_OBJECTS, COMPONENT_OBJECTS, kcmControllersFromPatch, MANIFESTS_DIR, objectId, renderOverlay, ULYSSES_CONFIG_NAME, ULYSSES_NAMESPACE, type Component, type K8sObject } from './overlays.ts';
 import { progressLog } from '../core/logging.ts';
 import { ungrantedClaims } from '../core/claims.ts';
+import { issueExtenderPki, pkiProblem, SCHEDULER_EXTENDER_TLS_FILES, type ExtenderPki } from '../core/extender-pki.ts';
 
 /** Install order; uninstall is the reverse. */
 export const INSTALL_ORDER: readonly Component[] = ['apf', 'controller-manager', 'scheduler-extender', 'kubelet-shim'];
@@ -55,6 +56,14 @@ export const NODE_PATHS = {
   kubeletEndpointsBackup: '/etc/ulysses/kubelet-endpoints.yaml',
 } as const;
 export const SCHEDULER_CONFIG_FLAG = `--config=${NODE_PATHS.schedulerConfig}`;
+
+/**
+ * The scheduler extender's TLS (core/extender-pki.ts, manifests/README.md "Security model"): the CA
+ * and kube-scheduler's client key pair in a Secret nothing mounts (read by the installer, to renew
+ * the leaves and to give a new control-plane node its files), the serving pair and the client CA in
+ * the Secret the extender mounts.
+ */
+export const EXTENDER_TLS_SECRETS = { ca: 'ulysses-scheduler-extender-ca', serving: 'ulysses-scheduler-extender-tls' } as const;
 
 export interface InstallNode {
   name: string;
@@ -201,6 +210,16 @@ export async function renderInstall(o: Pick<InstallOptions, 'kubectl' | 'image' 
     }
   }
   return objects;
+}
+
+/** The Ulysses image the rendered workloads run (the install's probe pods run it too). */
+export function ulyssesImage(objects: K8sObject[]): string {
+  for (const obj of objects) {
+    const spec = (obj as { spec?: { template?: { spec?: { containers?: Array<{ image?: string }> } } } }).spec?.template?.spec;
+    const image = spec?.containers?.find((c) => c.image?.split(':')[0]?.endsWith('ulysses'))?.image;
+    if (image) return image;
+  }
+  throw new Error('the rendered manifests run no Ulysses image');
 }
 
 /** The objects of `component` (manifests/base/<component>) among `objects`. */
@@ -377,11 +396,96 @@ export function withRuntimeEndpoints(kubeletConfig: string, endpoints: CriEndpoi
   return { config: stringifyYaml(cfg), previous };
 }
 
+/** The UIDs of the `Starting` Events the kubelets of `node` recorded ("Starting kubelet.": one new Event per kubelet process). */
+async function kubeletStarts(i: Installer, node: string): Promise<Set<string>> {
+  const events = await i.core.listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.kind=Node,involvedObject.name=${node},reason=Starting` });
+  return new Set(events.items.filter((e) => (e.source?.component ?? e.reportingComponent) === 'kubelet').map((e) => e.metadata!.uid!));
+}
+
+/** The probe pod's name on `node` (a DNS label: the node name cut and hashed when too long). */
+export function probePodName(node: string): string {
+  const base = `ulysses-install-probe-${node}`.toLowerCase().replace(/[^a-z0-9.-]/g, '-');
+  if (base.length <= 63) return base;
+  let h = 0;
+  for (const c of node) h = (Math.imul(h, 31) + c.charCodeAt(0)) >>> 0;
+  return `${base.slice(0, 54).replace(/[.-]+$/, '')}-${h.toString(16).padStart(8, '0')}`;
+}
+
+/**
+ * Proves the node's pod path after its kubelet restarted: a new kubelet process announced itself
+ * (a `Starting` Event the node's earlier kubelets did not record: no clock is compared, the node's
+ * may be skewed), the node is Ready, and a pod placed on it (the Ulysses image, `ulysses --help`)
+ * ran to completion through whatever runtime endpoint the kubelet now uses. Throws what is missing.
+ */
+async function provePodPath(i: Installer, node: string, startsBefore: Set<string>, image: string): Promise<void> {
+  let last = '';
+  await pollUntil(
+    `a new kubelet on ${node} (its Starting Event), node Ready`,
+    async () => {
+      const fresh = [...(await kubeletStarts(i, node))].filter((u) => !startsBefore.has(u));
+      const ready = isNodeReady(await i.core.readNode({ name: node }));
+      last = `${fresh.length ? 'restarted' : 'no new kubelet Starting Event'}, ${ready ? 'Ready' : 'not Ready'}`;
+      return fresh.length > 0 && ready;
+    },
+    { timeoutMs: i.timeoutMs, intervalMs: 500, explain: () => `last seen: ${last}` },
+  );
+  await runProbePod(i, probePodName(node), image, node);
+}
+
+/**
+ * A pod of the Ulysses image (`ulysses --help`) run to completion in ulysses-system, on `node` or,
+ * without one, wherever kube-scheduler (and so the extender) places it; deleted afterwards.
+ */
+async function runProbePod(i: Installer, name: string, image: string, node?: string): Promise<void> {
+  const namespace = ULYSSES_NAMESPACE;
+  let last = '';
+  await i.core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 }).catch(() => undefined);
+  await pollUntil(`no earlier probe pod ${name}`, async () => !(await i.core.listNamespacedPod({ namespace, fieldSelector: `metadata.name=${name}` })).items.length, { timeoutMs: i.timeoutMs, intervalMs: 250 });
+  await i.core.createNamespacedPod({
+    namespace,
+    body: {
+      metadata: { name, labels: { 'app.kubernetes.io/name': 'ulysses-install-probe', 'app.kubernetes.io/part-of': 'ulysses' } },
+      spec: {
+        ...(node ? { nodeName: node } : {}),
+        restartPolicy: 'Never',
+        terminationGracePeriodSeconds: 0,
+        enableServiceLinks: false,
+        automountServiceAccountToken: false,
+        tolerations: [{ operator: 'Exists' }],
+        securityContext: { runAsNonRoot: true, runAsUser: 1000, seccompProfile: { type: 'RuntimeDefault' } },
+        containers: [{ name: 'probe', image, imagePullPolicy: 'IfNotPresent', args: ['ulysses', '--help'], securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } } }],
+      },
+    },
+  });
+  try {
+    await pollUntil(
+      `probe pod ${namespace}/${name} ${node ? `run to completion on ${node}` : 'scheduled and run to completion'}`,
+      async () => {
+        const p = await i.core.readNamespacedPod({ name, namespace });
+        last = podState(p);
+        if (p.status?.phase === 'Failed') throw new FatalError(`probe pod ${name} failed: ${JSON.stringify(p.status.containerStatuses?.[0]?.state ?? {})}`);
+        const stuck = stuckReason(p);
+        if (stuck) throw new FatalError(`probe pod cannot start: ${stuck}`);
+        if (!p.spec?.nodeName) {
+          const why = (await i.core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${name},reason=FailedScheduling` })).items.at(-1)?.message;
+          last = `not scheduled${why ? `: ${why}` : ''}`;
+        }
+        return p.status?.phase === 'Succeeded';
+      },
+      { timeoutMs: i.timeoutMs, intervalMs: 250, explain: () => `last seen: ${last}` },
+    );
+  } finally {
+    await i.core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 }).catch(() => undefined);
+  }
+}
+
 /**
  * Points the node's kubelet at the shim (`toShim`, the endpoints it had are kept in
- * /etc/ulysses/kubelet-endpoints.yaml) or back at what it had, then restarts it.
+ * /etc/ulysses/kubelet-endpoints.yaml) or back at what it had, restarts it, and proves the pod path
+ * ({@link provePodPath}). When the switch to the shim cannot be proven the node is switched back (its
+ * kubelet config as before, restarted) and the install stops naming the node and what failed.
  */
-async function switchKubelet(i: Installer, node: string, toShim: boolean): Promise<void> {
+async function switchKubelet(i: Installer, node: string, toShim: boolean, image: string): Promise<void> {
   const current = await i.o.nodes.readFile(node, NODE_PATHS.kubeletConfig);
   if (current === undefined) throw new Error(`${NODE_PATHS.kubeletConfig} not found on ${node}`);
   const backup = await i.o.nodes.readFile(node, NODE_PATHS.kubeletEndpointsBackup);
@@ -393,18 +497,66 @@ async function switchKubelet(i: Installer, node: string, toShim: boolean): Promi
   const { config, previous } = withRuntimeEndpoints(current, target);
   if (toShim && previous.containerRuntimeEndpoint !== shim) await i.write(node, NODE_PATHS.kubeletEndpointsBackup, stringifyYaml(previous));
   await i.write(node, NODE_PATHS.kubeletConfig, config);
-  // the restarted kubelet renews its node Lease (every 10 s) only once it runs against the runtime
-  const restartedAt = Math.floor(Date.now() / 1000) * 1000;
+  const starts = await kubeletStarts(i, node);
   await i.o.nodes.restartKubelet(node);
-  await pollUntil(
-    `the restarted kubelet of ${node} renewing its Lease, node Ready`,
-    async () => {
-      const lease = await i.leases.readNamespacedLease({ name: node, namespace: 'kube-node-lease' });
-      const renewed = new Date(lease.spec?.renewTime ?? 0).getTime() >= restartedAt;
-      return renewed && isNodeReady(await i.core.readNode({ name: node }));
-    },
-    { timeoutMs: i.timeoutMs, intervalMs: 500 },
-  );
+  try {
+    await provePodPath(i, node, starts, image);
+  } catch (err) {
+    if (!toShim) throw err;
+    // per-node rollback: the kubelet config as it was (every other field too), restarted
+    i.log(`${node}: the kubelet on the shim is not proven (${(err as Error).message}); switching it back`);
+    await i.write(node, NODE_PATHS.kubeletConfig, current);
+    await i.o.nodes.restartKubelet(node);
+    throw new Error(`the kubelet of ${node} on the kubelet-shim: ${(err as Error).message}. Rolled back: ${node}'s kubelet config is as before and its kubelet restarted (the shim service still runs: see its log)`);
+  }
+}
+
+const b64 = (s: string) => Buffer.from(s).toString('base64');
+const unb64 = (s: string | undefined) => (s === undefined ? undefined : Buffer.from(s, 'base64').toString());
+
+/** The Secrets that hold `pki` (see {@link EXTENDER_TLS_SECRETS}). */
+export function extenderTlsSecrets(pki: ExtenderPki): K8sObject[] {
+  const secret = (name: string, data: Record<string, string>) =>
+    ({ apiVersion: 'v1', kind: 'Secret', type: 'Opaque', metadata: { name, namespace: ULYSSES_NAMESPACE, labels: { 'app.kubernetes.io/name': 'ulysses-scheduler-extender' } }, data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, b64(v)])) }) as unknown as K8sObject;
+  return [
+    secret(EXTENDER_TLS_SECRETS.ca, { 'ca.crt': pki.ca.cert, 'ca.key': pki.ca.key, 'scheduler-client.crt': pki.client.cert, 'scheduler-client.key': pki.client.key }),
+    secret(EXTENDER_TLS_SECRETS.serving, { 'tls.crt': pki.serving.cert, 'tls.key': pki.serving.key, 'ca.crt': pki.ca.cert }),
+  ];
+}
+
+/**
+ * The extender's PKI for the Service's `clusterIp`: the kept one when it still serves (a re-install
+ * changes nothing), else the leaves re-issued from the kept CA (or everything new), with the reason.
+ */
+async function extenderPki(i: Installer, clusterIp: string): Promise<ExtenderPki> {
+  const read = async (name: string) => {
+    try {
+      return (await i.core.readNamespacedSecret({ name, namespace: ULYSSES_NAMESPACE })).data ?? {};
+    } catch (err) {
+      if ((err as { code?: number }).code === 404) return undefined;
+      throw err;
+    }
+  };
+  const [ca, serving] = [await read(EXTENDER_TLS_SECRETS.ca), await read(EXTENDER_TLS_SECRETS.serving)];
+  const kept = ca && serving ? { ca: { cert: unb64(ca['ca.crt']) ?? '', key: unb64(ca['ca.key']) ?? '' }, client: { cert: unb64(ca['scheduler-client.crt']) ?? '', key: unb64(ca['scheduler-client.key']) ?? '' }, serving: { cert: unb64(serving['tls.crt']) ?? '', key: unb64(serving['tls.key']) ?? '' } } : undefined;
+  const problem = kept ? pkiProblem(kept, clusterIp) : 'none issued yet';
+  if (kept && !problem) {
+    i.log('the kept certificates serve: unchanged');
+    return kept;
+  }
+  // the CA is kept while it is valid (kube-scheduler's files on other nodes keep working), else replaced
+  const caOk = kept && !/does not parse|the CA expires/.test(problem!);
+  i.log(`issuing ${caOk ? 'new serving and client certificates from the kept CA' : 'a new CA with serving and client certificates'} (${problem})`);
+  const pki = await issueExtenderPki(clusterIp, caOk ? kept.ca : undefined);
+  await i.apply(extenderTlsSecrets(pki));
+  return pki;
+}
+
+/** kube-scheduler's files on a control-plane node: the client pair (key 0600) and the CA that signs the extender's certificate. */
+async function writeSchedulerTls(i: Installer, node: string, pki: ExtenderPki): Promise<void> {
+  await i.write(node, SCHEDULER_EXTENDER_TLS_FILES.caFile, pki.ca.cert, 0o644);
+  await i.write(node, SCHEDULER_EXTENDER_TLS_FILES.certFile, pki.client.cert, 0o644);
+  await i.write(node, SCHEDULER_EXTENDER_TLS_FILES.keyFile, pki.client.key, 0o600);
 }
 
 /** Installs the components of `o.components` (default all) in INSTALL_ORDER. */
@@ -445,7 +597,11 @@ export async function install(o: InstallOptions): Promise<void> {
           });
         }
         break;
-      case 'scheduler-extender':
+      case 'scheduler-extender': {
+        const service = own.find((x) => objectId(x) === 'Service/ulysses-scheduler-extender') as { spec?: { clusterIP?: string } } | undefined;
+        const clusterIp = service?.spec?.clusterIP;
+        if (!clusterIp) throw new InstallError('scheduler-extender: certificates', 'Service ulysses-scheduler-extender has no fixed clusterIP in the rendered manifests');
+        const pki = await i.step('scheduler-extender: certificates (its own CA; serving, and kube-scheduler\'s client)', () => extenderPki(i, clusterIp));
         await i.step('scheduler-extender: Deployment', async () => {
           await i.apply(own);
           // only the leader of the extender's replicas is Ready (it alone serves kube-scheduler)
@@ -461,6 +617,7 @@ export async function install(o: InstallOptions): Promise<void> {
         });
         for (const n of i.controlPlaneNodes()) {
           await i.step(`scheduler-extender: kube-scheduler --config on ${n.name}`, async () => {
+            await writeSchedulerTls(i, n.name, pki);
             await i.write(n.name, NODE_PATHS.schedulerConfig, readFileSync(join(MANIFESTS_DIR, 'kubeadm', 'kube-scheduler-config.yaml'), 'utf8'));
             await i.write(n.name, join(NODE_PATHS.patches, 'kube-scheduler+json.yaml'), patchFile('kube-scheduler'));
             await i.regenerate(n.name, 'scheduler');
@@ -468,6 +625,7 @@ export async function install(o: InstallOptions): Promise<void> {
           });
         }
         break;
+      }
       case 'kubelet-shim': {
         await i.step('kubelet-shim: RBAC', () => i.apply(own));
         for (const n of o.nodes.nodes()) {
@@ -491,7 +649,7 @@ export async function install(o: InstallOptions): Promise<void> {
               }),
             );
             await o.nodes.startKubeletShim(n.name);
-            await switchKubelet(i, n.name, true);
+            await switchKubelet(i, n.name, true, ulyssesImage(objects));
           });
         }
         break;
@@ -519,6 +677,10 @@ export async function install(o: InstallOptions): Promise<void> {
       { timeoutMs: i.timeoutMs, intervalMs: 500, explain: () => `not yet: ${last}` },
     );
   });
+  // the scheduling path as users will find it: kube-scheduler, through the extender over its TLS
+  if (i.components.includes('scheduler-extender')) {
+    await i.step('smoke test: a pod scheduled by kube-scheduler (through the extender) and run', () => runProbePod(i, 'ulysses-install-smoke', ulyssesImage(objects)));
+  }
   i.log(`Ulysses installed (${i.components.join(', ')}) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }
 
@@ -533,7 +695,7 @@ export async function uninstall(o: InstallOptions): Promise<void> {
       case 'kubelet-shim':
         for (const n of o.nodes.nodes()) {
           await i.step(`kubelet-shim: kubelet back to containerd on ${n.name}`, async () => {
-            await switchKubelet(i, n.name, false);
+            await switchKubelet(i, n.name, false, ulyssesImage(objects));
             await i.remove(n.name, NODE_PATHS.kubeletEndpointsBackup);
             await o.nodes.stopKubeletShim(n.name);
             await i.remove(n.name, NODE_PATHS.shimConfig);
@@ -550,9 +712,15 @@ export async function uninstall(o: InstallOptions): Promise<void> {
             await i.regenerate(n.name, 'scheduler');
             await i.staticPodWith('kube-scheduler', n.name, SCHEDULER_CONFIG_FLAG, false);
             await i.remove(n.name, NODE_PATHS.schedulerConfig);
+            await i.remove(n.name, dirname(SCHEDULER_EXTENDER_TLS_FILES.keyFile));
           });
         }
-        if (!o.keepObjects) await i.step('scheduler-extender: objects', () => i.delete(own));
+        if (!o.keepObjects) {
+          await i.step('scheduler-extender: objects', async () => {
+            await i.delete(own);
+            await kubectl(o, ['delete', '--ignore-not-found', '-n', ULYSSES_NAMESPACE, 'secret', EXTENDER_TLS_SECRETS.ca, EXTENDER_TLS_SECRETS.serving]);
+          });
+        }
         break;
       case 'controller-manager':
         for (const n of i.controlPlaneNodes()) {

@@ -67,6 +67,8 @@ export const COMPONENT_OBJECTS = {
     'ValidatingAdmissionPolicyBinding/ulysses-reservations',
     'ValidatingAdmissionPolicy/ulysses-reservation-epoch',
     'ValidatingAdmissionPolicyBinding/ulysses-reservation-epoch',
+    'ValidatingAdmissionPolicy/ulysses-scheduler-extender-pod-writes',
+    'ValidatingAdmissionPolicyBinding/ulysses-scheduler-extender-pod-writes',
   ],
   'kubelet-shim': [
     'ServiceAccount/ulysses-kubelet-shim',

@@ -5,6 +5,11 @@
  *
  * ```yaml
  * listen: { host: 127.0.0.1, port: 8888 }      # not live-reloadable
+ * tls:                                         # HTTPS, kube-scheduler's client certificate required for the verbs (extender/tls.ts);
+ *   certFile: /etc/ulysses-tls/tls.crt         # files re-read when they change; required when listen.host is not loopback
+ *   keyFile: /etc/ulysses-tls/tls.key
+ *   clientCAFile: /etc/ulysses-tls/ca.crt
+ *   clientNames: [system:kube-scheduler]       # the client certificate's CN the verbs are answered for
  * plugins: { assurance: true, realtime: true, tdma: true }
  * tdmaNetworks:                                # name -> cycle/slot length (µs) and slot count
  *   rtnet0: { cycleUs: 5000, slotUs: 1000, slots: 5 }
@@ -32,6 +37,18 @@ import { assurancePolicySchema, type AssurancePolicy } from '../assurance/assura
 import { AssuranceUpdaterConfig } from '../assurance/updater.ts';
 import { micros } from '../realtime/annotations.ts';
 import { MAX_SLOTS_PER_CYCLE, type TdmaNetwork } from '../tdma/tdma.ts';
+import { SCHEDULER_CLIENT_NAME } from '../../core/extender-pki.ts';
+
+const filePath = z.string().min(1).max(4096);
+/** HTTPS with client certificates (issue 42 item 1): who may call /filter, /prioritize and /bind. */
+export const ExtenderTlsConfig = z.strictObject({
+  certFile: filePath,
+  keyFile: filePath,
+  /** The CA that signs the callers' client certificates (the extender's own, core/extender-pki.ts). */
+  clientCAFile: filePath,
+  clientNames: z.array(z.string().min(1).max(253)).min(1).max(16).default([SCHEDULER_CLIENT_NAME]),
+});
+export type ExtenderTlsConfig = z.output<typeof ExtenderTlsConfig>;
 
 const tdmaNetworkConfig = z
   .strictObject({
@@ -76,6 +93,8 @@ export const ExtenderConfig = z.strictObject({
       port: z.number().int().min(0).max(65535).default(8888),
     })
     .default({ host: '127.0.0.1', port: 8888 }),
+  /** Not live-reloadable (the files are: re-read when they change). */
+  tls: ExtenderTlsConfig.optional(),
   plugins: z
     .strictObject({ assurance: z.boolean().default(true), realtime: z.boolean().default(true), tdma: z.boolean().default(true) })
     .default({ assurance: true, realtime: true, tdma: true }),

@@ -30,11 +30,18 @@ export interface SchedulerConfigOptions {
   httpTimeout?: string;
   /** Leader election (the testbed runs one scheduler: off). */
   leaderElect?: boolean;
+  /**
+   * HTTPS with kube-scheduler's client certificate (extender/tls.ts): the files on the scheduler's
+   * node (its `tlsConfig`: certFile, keyFile, caFile). Without it plain HTTP (loopback only).
+   */
+  tls?: { certFile: string; keyFile: string; caFile: string };
 }
 
+
 /** The two `extenders` entries (see the header). */
-export function extenderEntries(o: Pick<SchedulerConfigOptions, 'extenderUrl' | 'weight' | 'httpTimeout'>): Array<Record<string, unknown>> {
-  const common = { urlPrefix: o.extenderUrl, enableHTTPS: false, ignorable: false, httpTimeout: o.httpTimeout ?? '5s' };
+export function extenderEntries(o: Pick<SchedulerConfigOptions, 'extenderUrl' | 'weight' | 'httpTimeout' | 'tls'>): Array<Record<string, unknown>> {
+  const https = o.tls ? { enableHTTPS: true, tlsConfig: { ...o.tls } } : { enableHTTPS: false };
+  const common = { urlPrefix: o.extenderUrl, ...https, ignorable: false, httpTimeout: o.httpTimeout ?? '5s' };
   return [
     { ...common, filterVerb: 'filter', prioritizeVerb: 'prioritize', weight: o.weight ?? 5, nodeCacheCapable: true },
     { ...common, bindVerb: 'bind', managedResources: [{ name: RESERVATION_RESOURCE, ignoredByScheduler: true }] },

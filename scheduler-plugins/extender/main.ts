@@ -5,7 +5,8 @@
  *   npm run start:scheduler-extender -- --config scheduler-plugins/extender/example-config.yaml --kubeconfig ~/.kube/config
  *
  * Serves /filter, /prioritize, /bind, /metrics, /healthz, /readyz on the config's `listen` address
- * (flags --host/--port win), and runs the node-assurance updater and the rescheduler when their
+ * (flags --host/--port win; HTTPS with kube-scheduler's client certificate required unless on
+ * loopback: tls.ts, flags --tls-cert-file, --tls-private-key-file, --client-ca-file), and runs the node-assurance updater and the rescheduler when their
  * config sections enable them. SIGHUP re-reads the config file and applies it live (setConfig);
  * SIGTERM/SIGINT stop. This file only wires config, kubeconfig, leader election and the server.
  *
@@ -49,6 +50,8 @@ export interface StartExtenderOptions {
   kubeconfig?: string;
   host?: string;
   port?: number;
+  /** TLS files (flags --tls-cert-file, --tls-private-key-file, --client-ca-file): over the config file's `tls`. */
+  tls?: { certFile?: string; keyFile?: string; clientCAFile?: string };
   runtimeConfig?: boolean;
   /** The informers in a worker thread (default true, ExtenderServerOptions.informerThread). */
   informerThread?: boolean;
@@ -72,7 +75,9 @@ export interface StartExtenderOptions {
 export async function startExtender(opts: StartExtenderOptions): Promise<RunningExtender> {
   const load = async (): Promise<ExtenderConfig> => {
     const base = opts.configFile ? await loadExtenderConfig(opts.configFile) : extenderConfig({});
-    return extenderConfig({ ...base, listen: { host: opts.host ?? base.listen.host, port: opts.port ?? base.listen.port } }, 'scheduler-extender flags');
+    const flags = Object.fromEntries(Object.entries(opts.tls ?? {}).filter(([, v]) => v !== undefined));
+    const tls = base.tls || Object.keys(flags).length ? { ...base.tls, ...flags } : undefined;
+    return extenderConfig({ ...base, tls, listen: { host: opts.host ?? base.listen.host, port: opts.port ?? base.listen.port } }, 'scheduler-extender flags');
   };
   const kc = await loadKubeConfig(opts.kubeconfig);
   const cfg = await load();
@@ -197,6 +202,9 @@ if (isMain) {
     .option('--host <host>', 'listen host (overrides the config)')
     .option('--port <port>', 'listen port (overrides the config)', port)
     .option('--bind-address <host>', 'listen host (kube-style alias of --host)')
+    .option('--tls-cert-file <file>', 'serve HTTPS with this certificate (tls.certFile); required unless listening on loopback')
+    .option('--tls-private-key-file <file>', "the certificate's private key (tls.keyFile)")
+    .option('--client-ca-file <file>', "the CA of kube-scheduler's client certificate (tls.clientCAFile): calls without one it signed are refused")
     .option('--metrics-port <port>', 'also serve /metrics and /healthz on this port (e.g. for a separate metrics Service)', port)
     .option('--no-runtime-config', 'do not watch UlyssesConfig/default (spec.schedulerExtender)')
     .option('--leader-elect <bool>', 'replicas elect a leader with a Lease; only the leader serves (false: always serve, e.g. one static pod per kube-scheduler)', bool('--leader-elect'), true)
@@ -214,6 +222,7 @@ if (isMain) {
         kubeconfig: o.kubeconfig,
         host: o.host ?? o.bindAddress,
         port: o.port,
+        tls: { certFile: o.tlsCertFile, keyFile: o.tlsPrivateKeyFile, clientCAFile: o.clientCaFile },
         runtimeConfig: o.runtimeConfig,
         leaderElection: o.leaderElect
           ? {

@@ -44,6 +44,7 @@ import type { NewPod, ParsedRtNode } from '../realtime/what-if.ts';
 import { RtAnalysisWorker, type FeedSource } from './analysis-worker.ts';
 import { RESERVATION_EPOCH_ANNOTATION, type ServingGate } from './leadership.ts';
 import { extenderConfig, tdmaNetworks, type ExtenderConfig, type ExtenderConfigInput } from './config.ts';
+import { checkListenSecurity, readServingTls, tlsFilesVersion, verbCaller } from './tls.ts';
 import {
   evaluateNode,
   evaluateShared,
@@ -82,6 +83,10 @@ function verbOf(url: string): Verb | undefined {
 
 let requestDuration: Histogram<'verb'> | undefined;
 let rejections: Counter<'reason'> | undefined;
+/** What a caller without kube-scheduler's client certificate may read (probes, monitors). */
+const OPEN_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
+/** How often the TLS files are checked for a change (a Secret volume's update reaches the pod within about a minute). */
+const TLS_FILES_CHECK_MS = 30_000;
 let binds: Counter<'result'> | undefined;
 function metrics() {
   const registers = [metricsRegistry()];
@@ -203,6 +208,8 @@ export interface ExtenderServerOptions {
   kubeconfig?: KubeConfig;
   /** Start the nodes/pods informers (default: when a kubeconfig is given). */
   informers?: boolean;
+  /** How often the tls files are checked for a change (default 30 s). */
+  tlsFilesCheckMs?: number;
   /**
    * The informers in a worker thread of their own (default true; see extenderInformers), or on the
    * event loop that answers kube-scheduler (false).
@@ -360,6 +367,10 @@ export class ExtenderServer {
   private readonly cycles = new Map<string, FilterCycle>();
   private analysisWorker: RtAnalysisWorker | undefined;
   private listening: string | undefined;
+  private tlsWatch: NodeJS.Timeout | undefined;
+  private readonly tlsFilesCheckMs: number;
+  /** Verb calls refused for their client identity since the last log line about them (logged at most every 10 s). */
+  private refusedCallers = { count: 0, loggedAt: 0 };
   private readonly gate: ServingGate | undefined;
   private readonly events: ComponentEventRecorder;
   private readonly eventRecorder: EventRecorder | undefined;
@@ -375,6 +386,7 @@ export class ExtenderServer {
     this.state = opts.state ?? new ClusterState();
     this.client = opts.client ?? (opts.kubeconfig ? new KubeClient(opts.kubeconfig) : undefined);
     this.gate = opts.gate;
+    this.tlsFilesCheckMs = opts.tlsFilesCheckMs ?? TLS_FILES_CHECK_MS;
     if (opts.events) this.events = opts.events;
     else if (opts.kubeconfig) {
       this.eventRecorder = new EventRecorder({ client: new KubeClient(opts.kubeconfig), reportingController: EXTENDER_EVENT_COMPONENT, log: this.log });
@@ -403,12 +415,17 @@ export class ExtenderServer {
     return this.cfg;
   }
 
-  /** Applies a new configuration live (plugins, networks, default policies, weights, limits). `listen` needs a restart. */
+  /** Applies a new configuration live (plugins, networks, default policies, weights, limits). `listen` and `tls` need a restart. */
   setConfig(raw: ExtenderConfigInput | ExtenderConfig): void {
-    const cfg = extenderConfig(raw, 'setConfig');
+    let cfg = extenderConfig(raw, 'setConfig');
     if (this.listening && (cfg.listen.host !== this.cfg.listen.host || cfg.listen.port !== this.cfg.listen.port)) {
       this.log.warn({ listen: cfg.listen, current: this.cfg.listen }, 'listen address changes take effect only after a restart');
     }
+    if (JSON.stringify(cfg.tls) !== JSON.stringify(this.cfg.tls)) {
+      this.log.warn({ tls: cfg.tls, current: this.cfg.tls }, 'tls changes take effect only after a restart (the files themselves are re-read when they change)');
+    }
+    // the server was built with its tls
+    cfg = { ...cfg, tls: this.cfg.tls };
     this.cfg = cfg;
     this.networks = tdmaNetworks(cfg);
     this.configGen++;
@@ -425,15 +442,38 @@ export class ExtenderServer {
     const worker = this.rtWorker();
     worker?.warm().catch((err: Error) => this.log.warn({ err: err.message }, 'RT analysis thread warm-up failed (it is started again on first use)'));
     if (worker) this.feed(worker);
+    checkListenSecurity(this.cfg.listen.host, this.cfg.tls);
     if (this.informers) await Promise.all([this.informers.nodes.start(), this.informers.pods.start()]);
     const address = await this.app.listen({ host: this.cfg.listen.host, port: this.cfg.listen.port });
     this.listening = address;
+    this.watchTlsFiles();
     const port = (this.app.server.address() as { port: number }).port;
-    this.log.info({ address, nodes: this.state.nodeNames().length, pods: this.state.podCount }, 'scheduler extender listening');
-    return { url: `http://${this.cfg.listen.host.includes(':') ? `[${this.cfg.listen.host}]` : this.cfg.listen.host}:${port}`, port };
+    this.log.info({ address, tls: this.cfg.tls ? { clientNames: this.cfg.tls.clientNames } : false, nodes: this.state.nodeNames().length, pods: this.state.podCount }, 'scheduler extender listening');
+    return { url: `${this.cfg.tls ? 'https' : 'http'}://${this.cfg.listen.host.includes(':') ? `[${this.cfg.listen.host}]` : this.cfg.listen.host}:${port}`, port };
+  }
+
+  /** A renewed certificate (the mounted Secret updated) is served to new connections without a restart. */
+  private watchTlsFiles(): void {
+    const tls = this.cfg.tls;
+    if (!tls) return;
+    let version = tlsFilesVersion(tls);
+    this.tlsWatch = setInterval(() => {
+      const now = tlsFilesVersion(tls);
+      if (now === version) return;
+      try {
+        const serving = readServingTls(tls);
+        (this.app.server as unknown as { setSecureContext(o: object): void }).setSecureContext({ key: serving.key, cert: serving.cert, ca: serving.ca });
+        version = now;
+        this.log.info({ certFile: tls.certFile }, 'TLS files changed: serving the new certificate');
+      } catch (err) {
+        this.log.error({ err: (err as Error).message }, 'TLS files changed but cannot be loaded: still serving the previous certificate');
+      }
+    }, this.tlsFilesCheckMs);
+    this.tlsWatch.unref();
   }
 
   async stop(): Promise<void> {
+    clearInterval(this.tlsWatch);
     this.stopRelease();
     this.stopPodWake();
     this.requeuer.stop();
@@ -446,7 +486,32 @@ export class ExtenderServer {
   }
 
   private buildApp(): FastifyInstance {
-    const app = Fastify({ logger: false, bodyLimit: this.cfg.bodyLimitBytes });
+    const tls = this.cfg.tls;
+    const serving = tls ? readServingTls(tls) : undefined;
+    // requestCert without rejectUnauthorized: the probes and monitors (no client certificate) reach
+    // /healthz, /readyz and /metrics; the verbs check the verified certificate (tls.ts verbCaller)
+    const app = (
+      serving
+        ? Fastify({ logger: false, bodyLimit: this.cfg.bodyLimitBytes, https: { key: serving.key, cert: serving.cert, ca: serving.ca, requestCert: true, rejectUnauthorized: false, minVersion: 'TLSv1.2' } })
+        : Fastify({ logger: false, bodyLimit: this.cfg.bodyLimitBytes })
+    ) as unknown as FastifyInstance;
+    if (tls) {
+      app.addHook('onRequest', async (req, reply) => {
+        // everything but the open reads needs the caller (whatever path the router would decode a verb from)
+        if ((req.method === 'GET' || req.method === 'HEAD') && OPEN_PATHS.has(req.url.split('?')[0]!)) return;
+        const caller = verbCaller(req.raw.socket, tls);
+        if (caller.ok) return;
+        metrics().rejections.inc({ reason: 'unauthenticated' });
+        const r = this.refusedCallers;
+        r.count++;
+        if (Date.now() - r.loggedAt >= 10_000) {
+          this.log.warn({ url: req.url, remote: req.ip, reason: caller.reason, refusedSinceLastLog: r.count }, 'call refused: not kube-scheduler');
+          r.count = 0;
+          r.loggedAt = Date.now();
+        }
+        return reply.code(403).header('connection', 'close').send({ error: `ulysses: the scheduler extender answers kube-scheduler only (client certificate, CN ${tls.clientNames.join(' or ')}): ${caller.reason}` });
+      });
+    }
     app.addHook('onClose', async () => {
       this.stopFeed?.();
       this.stopFeed = undefined;

@@ -20,10 +20,12 @@ import { buildUlyssesImage, importUlyssesImage } from '../../experiments/testbed
 import { binaryPath } from '../../experiments/testbed/binaries.ts';
 import { CoordinationV1Api, CustomObjectsApi, ApiextensionsV1Api, type CoreV1Event } from '@kubernetes/client-node';
 import { execFile } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { install, uninstall, type InstallOptions } from '../../manifests/install.ts';
+import { EXTENDER_TLS_SECRETS, install, uninstall, type InstallOptions } from '../../manifests/install.ts';
+import { issueLeaf, SCHEDULER_EXTENDER_TLS_FILES } from '../../core/extender-pki.ts';
+import { request as httpsRequest } from 'node:https';
 import { statusRows } from '../../core/runtime-status.ts';
 import type { UlyssesConfig } from '../../core/runtime-config.ts';
 import { ECHO_PORT, udpFirstAnswer } from '../../experiments/workloads.ts';
@@ -40,6 +42,20 @@ let apps: AppsV1Api;
 let imageRef = '';
 
 const running = (p: V1Pod | undefined) => p?.status?.phase === 'Running' && podReady(p);
+
+/** A POST over HTTPS verifying the server with `ca`, with a client certificate when given. */
+function httpsPost(url: string, body: unknown, ca: string, client?: { cert: string; key: string }): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(url, { method: 'POST', ca, cert: client?.cert, key: client?.key, agent: false, timeout: 5000, headers: { 'content-type': 'application/json' } }, (res) => {
+      let text = '';
+      res.on('data', (d: Buffer) => (text += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on('timeout', () => req.destroy(new Error(`${url}: no answer in 5 s`)));
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+}
 
 async function httpGet(url: string): Promise<string> {
   const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
@@ -247,6 +263,28 @@ function installTests(): void {
     for (const [k, v] of Object.entries(before)) expect(after[k], k).toBe(v);
   });
 
+  it("the extender answers kube-scheduler's client certificate only: over its ClusterIP, no certificate or another identity is refused", async () => {
+    const access = kubeadm.kubeadmNodeAccess(state!);
+    const file = async (path: string) => (await access.readFile(CP, path)) ?? expect.fail(`${path} missing on ${CP}`);
+    const ca = await file(SCHEDULER_EXTENDER_TLS_FILES.caFile);
+    const scheduler = { cert: await file(SCHEDULER_EXTENDER_TLS_FILES.certFile), key: await file(SCHEDULER_EXTENDER_TLS_FILES.keyFile) };
+    const filterArgs = { Pod: { metadata: { name: 'nobody', namespace: 'default', uid: 'x' }, spec: { containers: [{ name: 'c' }] } }, NodeNames: [CP] };
+    const asScheduler = await httpsPost('https://10.96.0.250:8888/filter', filterArgs, ca, scheduler);
+    expect(asScheduler.status, asScheduler.body).toBe(200);
+    expect(JSON.parse(asScheduler.body).NodeNames).toEqual([CP]);
+    const bindArgs = { PodName: 'nobody', PodNamespace: 'default', PodUID: 'x', Node: CP };
+    const anonymous = await httpsPost('https://10.96.0.250:8888/bind', bindArgs, ca);
+    expect(anonymous.status).toBe(403);
+    expect(anonymous.body).toContain('answers kube-scheduler only');
+    // a certificate of the extender's own CA for another name (the CA key stays in a Secret nothing mounts)
+    const caSecret = await core.readNamespacedSecret({ name: EXTENDER_TLS_SECRETS.ca, namespace: 'ulysses-system' });
+    const caPair = { cert: Buffer.from(caSecret.data!['ca.crt']!, 'base64').toString(), key: Buffer.from(caSecret.data!['ca.key']!, 'base64').toString() };
+    const intruder = await issueLeaf(caPair, { cn: 'system:serviceaccount:default:default', usage: 'client' });
+    expect((await httpsPost('https://10.96.0.250:8888/filter', filterArgs, ca, intruder)).status).toBe(403);
+    // the key on the node is root's only
+    expect(statSync(join(state!.nodes.find((n) => n.spec.name === CP)!.etcKubernetes, 'ulysses', 'pki', 'extender-client.key')).mode & 0o777).toBe(0o600);
+  });
+
   it('fails over a critical Deployment on a NoExecute taint, handled by the controller manager pods; reachable over its ClusterIP', async () => {
     await ensureNamespace(core, CRITICAL_NS, grantLabels(['criticality'])); // the admission policies are installed: the admin's grant
     // the worker without the extender or the leading controller manager: the taint must not take the
@@ -282,6 +320,28 @@ function installTests(): void {
     expect(created.length).toBeGreaterThan(0);
     for (const e of created) expect(e.reportingComponent).toBe(SHIM_COMPONENT);
     await core.patchNode({ name: criticalNode, body: [{ op: 'add', path: '/spec/taints', value: [] }] });
+  });
+
+  it('a kubelet that does not come back on the shim stops the install, naming the node, and is switched back (not accepted on a Lease renewal)', async () => {
+    // worker-2's kubelet is "restarted" by a node access that does nothing: the old kubelet keeps
+    // renewing its Lease and the node stays Ready, which the check of Lease times accepted
+    const node = WORKERS[1]!;
+    const real = opts.nodes;
+    const restarts: string[] = [];
+    const nodes: InstallOptions['nodes'] = Object.assign(Object.create(real) as InstallOptions['nodes'], {
+      nodes: () => real.nodes().filter((n) => n.name === node),
+      restartKubelet: async (name: string) => void restarts.push(name),
+    });
+    const config = await real.readFile(node, '/var/lib/kubelet/config.yaml');
+    const err = await install({ ...opts, nodes, components: ['kubelet-shim'], timeoutMs: 20_000, log: () => undefined }).then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    expect(err?.message).toMatch(new RegExp(`kubelet-shim: node service and kubelet endpoint on ${node}.*the kubelet of ${node} on the kubelet-shim: .*no new kubelet Starting Event.*Rolled back`, 's'));
+    expect(restarts).toEqual([node, node]); // the switch, then the rollback
+    expect(await real.readFile(node, '/var/lib/kubelet/config.yaml')).toBe(config);
+    // the real kubelet was never touched: still Ready, and no probe pod left behind
+    expect((await core.listNamespacedPod({ namespace: 'ulysses-system', labelSelector: 'app.kubernetes.io/name=ulysses-install-probe' })).items).toEqual([]);
   });
 
   it('`ulysses set` switches the controller manager and a node\'s kubelet-shim at runtime', async () => {

@@ -30,6 +30,9 @@ import { pollUntil, stopProcess, tailFile } from '../../experiments/testbed/proc
 import { ApiError, apiRequest, KubeClient, type KubeAccess } from '../../core/kube.ts';
 import { impersonating } from '../extender-admission.ts';
 import { NODE_UNREACHABLE_TAINT, updateNodeTaint } from '../../core/node-taints.ts';
+import { issueExtenderPki, SCHEDULER_EXTENDER_TLS_FILES } from '../../core/extender-pki.ts';
+import { LEADER_LABEL } from '../../scheduler-plugins/extender/leadership.ts';
+import { REQUEUE_ANNOTATION } from '../../scheduler-plugins/extender/requeue.ts';
 import {
   OVERLAYS,
   ULYSSES_CONFIG_NAME,
@@ -526,6 +529,40 @@ describe('least-privilege RBAC (SubjectAccessReview as each ServiceAccount, and 
     expect(await taints()).not.toContain(NODE_UNREACHABLE_TAINT);
     expect(await taints()).not.toContain('evil.example/evict');
   });
+
+  it("the extender's patch pods changes only its annotations, and the routing label on its own pods (pod-writes-policy.yaml)", async () => {
+    const asExt = impersonating(ctx.kc, `system:serviceaccount:${ULYSSES_NAMESPACE}:ulysses-scheduler-extender`);
+    // two pods nobody schedules: a tenant's, and one standing for an extender replica
+    const pod = (namespace: string, name: string, labels: Record<string, string>) =>
+      apiRequest(ctx.kc, 'POST', `/api/v1/namespaces/${namespace}/pods`, { body: { metadata: { name, labels }, spec: { schedulerName: 'nobody', containers: [{ name: 'c', image: 'example.invalid/none' }] } } });
+    await pod('default', 'tenant', { app: 'tenant' });
+    await pod(ULYSSES_NAMESPACE, 'extender-replica', { 'app.kubernetes.io/name': 'ulysses-scheduler-extender' });
+    try {
+      const patch = (namespace: string, name: string, body: unknown) => apiRequest(asExt, 'PATCH', `/api/v1/namespaces/${namespace}/pods/${name}`, { body, contentType: 'application/merge-patch+json' });
+      const refused = await pollUntil(
+        'the extender pod-writes policy enforced',
+        async () => {
+          const err = await rejection(patch('default', 'tenant', { metadata: { labels: { app: 'hijacked' } } })).catch(() => undefined);
+          return err?.statusCode === 403 ? err : undefined;
+        },
+        { timeoutMs: 30_000, intervalMs: 500 },
+      );
+      expect(refused.message).toContain('the Ulysses scheduler extender may change no label of pod default/tenant');
+      // what it writes: the requeue nudge (extender/requeue.ts) on any pod, the routing label on its own
+      await patch('default', 'tenant', { metadata: { annotations: { [REQUEUE_ANNOTATION]: '1' } } });
+      await patch(ULYSSES_NAMESPACE, 'extender-replica', { metadata: { labels: { [LEADER_LABEL]: 'true' } } });
+      await patch(ULYSSES_NAMESPACE, 'extender-replica', { metadata: { labels: { [LEADER_LABEL]: null } } });
+      // what it may not: the routing label on a tenant's pod, another annotation, the spec
+      expect((await rejection(patch('default', 'tenant', { metadata: { labels: { [LEADER_LABEL]: 'true' } } }))).statusCode).toBe(403);
+      expect((await rejection(patch('default', 'tenant', { metadata: { annotations: { 'example.com/x': 'y' } } }))).message).toContain('may change only the annotations');
+      expect((await rejection(patch('default', 'tenant', { spec: { activeDeadlineSeconds: 5 } }))).message).toContain('may not change the spec');
+      const stored = await apiRequest<{ metadata: { labels: Record<string, string>; annotations?: Record<string, string> } }>(ctx.kc, 'GET', '/api/v1/namespaces/default/pods/tenant');
+      expect(stored.metadata.labels).toEqual({ app: 'tenant' });
+      expect(stored.metadata.annotations).toEqual({ [REQUEUE_ANNOTATION]: '1' });
+    } finally {
+      for (const [ns, name] of [['default', 'tenant'], [ULYSSES_NAMESPACE, 'extender-replica']] as const) await apiRequest(ctx.kc, 'DELETE', `/api/v1/namespaces/${ns}/pods/${name}`, { query: { gracePeriodSeconds: '0' } }).catch(() => undefined);
+    }
+  });
 });
 
 describe('control-plane flags on the real binaries', () => {
@@ -582,11 +619,27 @@ describe('control-plane flags on the real binaries', () => {
   });
 
   it.each([
-    ['kube-scheduler-config.yaml', 'http://10.96.0.250:8888'],
+    ['kube-scheduler-config.yaml', 'https://10.96.0.250:8888'],
     ['kube-scheduler-config-static.yaml', 'http://127.0.0.1:8888'],
   ])('kube-scheduler accepts %s with the extender at %s (and would refuse a broken one)', async (file, urlPrefix) => {
-    const cfg = parseYaml(manifestFile(`kubeadm/${file}`)) as { clientConnection: { kubeconfig: string }; extenders: { weight: number }[] };
+    const cfg = parseYaml(manifestFile(`kubeadm/${file}`)) as { clientConnection: { kubeconfig: string }; extenders: { weight: number; tlsConfig?: Record<string, string> }[] };
     cfg.clientConnection.kubeconfig = join(runDir, 'kubeconfigs', 'kube-scheduler.kubeconfig'); // instead of kubeadm's /etc/kubernetes/scheduler.conf
+    // kube-scheduler reads its extender credentials when it builds the extenders: the files the install writes, here
+    const https = urlPrefix.startsWith('https:');
+    let tlsConfig: Record<string, string> | undefined;
+    if (https) {
+      const pki = await issueExtenderPki('10.96.0.250');
+      const files = { certFile: join(runDir, 'extender-client.crt'), keyFile: join(runDir, 'extender-client.key'), caFile: join(runDir, 'extender-ca.crt') };
+      writeFileSync(files.certFile, pki.client.cert);
+      writeFileSync(files.keyFile, pki.client.key);
+      writeFileSync(files.caFile, pki.ca.cert);
+      tlsConfig = files;
+      for (const e of cfg.extenders) {
+        expect(e.tlsConfig).toEqual(SCHEDULER_EXTENDER_TLS_FILES);
+        e.tlsConfig = tlsConfig;
+      }
+    }
+    const tls = https ? { enableHTTPS: true, tlsConfig: expect.objectContaining(tlsConfig) } : {};
     const check = async (c: unknown, name: string) => {
       const file = join(runDir, `${name}.yaml`);
       const out = join(runDir, `${name}.effective.yaml`);
@@ -606,8 +659,8 @@ describe('control-plane flags on the real binaries', () => {
     expect(good.stderr).toBe('');
     // as kube-scheduler reads it: every pod filtered and scored by the first entry, bound by the second only when it requests the resource
     expect(good.effective!.extenders).toEqual([
-      { urlPrefix, filterVerb: 'filter', prioritizeVerb: 'prioritize', weight: 1, nodeCacheCapable: true, httpTimeout: '5s' },
-      { urlPrefix, bindVerb: 'bind', managedResources: [{ name: RESERVATION_RESOURCE, ignoredByScheduler: true }], httpTimeout: '5s' },
+      { urlPrefix, filterVerb: 'filter', prioritizeVerb: 'prioritize', weight: 1, nodeCacheCapable: true, httpTimeout: '5s', ...tls },
+      { urlPrefix, bindVerb: 'bind', managedResources: [{ name: RESERVATION_RESOURCE, ignoredByScheduler: true }], httpTimeout: '5s', ...tls },
     ]);
     // ignoredByScheduler: the scheduler built from it gives NodeResourcesFit the resource to skip (pkg/scheduler/scheduler.go buildExtenders; written after Setup)
     const fit = good.effective!.profiles[0]!.pluginConfig.find((c) => c.name === 'NodeResourcesFit');

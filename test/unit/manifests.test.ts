@@ -6,7 +6,7 @@
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { parse as parseYaml } from 'yaml';
+import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { binaryPath } from '../../experiments/testbed/binaries.ts';
 import { staleManifests } from '../../manifests/render.ts';
 import {
@@ -21,9 +21,12 @@ import {
   renderOverlay,
   type K8sObject,
 } from '../../manifests/overlays.ts';
-import { LEADER_LABEL } from '../../scheduler-plugins/extender/leadership.ts';
+import { LEADER_LABEL, RESERVATION_EPOCH_ANNOTATION } from '../../scheduler-plugins/extender/leadership.ts';
+import { REQUEUE_ANNOTATION } from '../../scheduler-plugins/extender/requeue.ts';
+import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
 import { extenderEntries } from '../../scheduler-plugins/extender/kube-scheduler-config.ts';
-import { RESERVATION_RESOURCE } from '../../scheduler-plugins/schedulability.ts';
+import { SCHEDULER_EXTENDER_TLS_FILES } from '../../core/extender-pki.ts';
+import { RESERVATION_RESOURCE, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../../scheduler-plugins/schedulability.ts';
 
 const kubectl = binaryPath('kubectl');
 const repoFile = (rel: string) => new URL(`../../${rel}`, import.meta.url);
@@ -149,9 +152,10 @@ describe.skipIf(!existsSync(kubectl))('kubectl kustomize of every overlay', () =
     const objs = await objectsOf('scheduler-extender');
     const svc = objs.find((o) => objectId(o) === 'Service/ulysses-scheduler-extender')! as unknown as { spec: { clusterIP: string; ports: { name: string; port: number }[] } };
     const cfg = parseYaml(manifestFile('kubeadm/kube-scheduler-config.yaml')) as { clientConnection: { kubeconfig: string }; extenders: Record<string, unknown>[] };
-    const url = `http://${svc.spec.clusterIP}:${svc.spec.ports.find((p) => p.name === 'http')!.port}`;
-    // the same two entries kube-scheduler-config.ts renders (weight 1 here), and the resource the extender checks
-    expect(cfg.extenders).toEqual(extenderEntries({ extenderUrl: url, weight: 1 }));
+    const url = `https://${svc.spec.clusterIP}:${svc.spec.ports.find((p) => p.name === 'http')!.port}`;
+    // the same two entries kube-scheduler-config.ts renders (weight 1 here, HTTPS with the install's
+    // client certificate), and the resource the extender checks
+    expect(cfg.extenders).toEqual(extenderEntries({ extenderUrl: url, weight: 1, tls: SCHEDULER_EXTENDER_TLS_FILES }));
     expect(cfg.extenders[1]!.managedResources).toEqual([{ name: RESERVATION_RESOURCE, ignoredByScheduler: true }]);
     expect(cfg.extenders.filter((e) => e.bindVerb).length).toBe(1);
     expect(cfg.clientConnection.kubeconfig).toBe('/etc/kubernetes/scheduler.conf');
@@ -214,10 +218,10 @@ describe.skipIf(!existsSync(kubectl))('kubectl kustomize of every overlay', () =
 describe.skipIf(!existsSync(kubectl))('static-pod variants (manifests/kubeadm/static-pods)', () => {
   const staticPod = (f: string) => parseYaml(manifestFile(`kubeadm/static-pods/${f}`)) as K8sObject & { spec: PodSpec & { hostNetwork: boolean } };
 
-  it('run the same image and flags as the Deployments (the extender bound to 127.0.0.1), in kube-system on the host network', async () => {
+  it('run the same image and flags as the Deployments (the extender bound to 127.0.0.1, plain HTTP), in kube-system on the host network', async () => {
     const objs = (await renderOverlay('kubeadm', kubectl)).objects;
-    // the static extender serves its own kube-scheduler: no leader election of its own
-    const noLeaderElection = (args: readonly string[]) => args.filter((a) => !a.startsWith('--leader-elect'));
+    // the static extender serves its own kube-scheduler on loopback: no leader election, no TLS of its own
+    const noLeaderElection = (args: readonly string[]) => args.filter((a) => !a.startsWith('--leader-elect') && !/^--(tls-|client-ca-file)/.test(a));
     for (const [file, deployment, drop, extra] of [
       ['ulysses-controller-manager.yaml', 'Deployment/ulysses-controller-manager', (a: readonly string[]) => a, []],
       ['ulysses-scheduler-extender.yaml', 'Deployment/ulysses-scheduler-extender', noLeaderElection, ['--bind-address=127.0.0.1', '--leader-elect=false']],
@@ -235,12 +239,15 @@ describe.skipIf(!existsSync(kubectl))('static-pod variants (manifests/kubeadm/st
     expect(depExt.args).toContain('--bind-address=0.0.0.0');
   });
 
-  it('kube-scheduler-config-static.yaml differs from kube-scheduler-config.yaml only in urlPrefix, which is the static extender on 127.0.0.1', () => {
-    const cfg = parseYaml(manifestFile('kubeadm/kube-scheduler-config.yaml')) as { extenders: { urlPrefix: string }[] };
-    const stat = parseYaml(manifestFile('kubeadm/kube-scheduler-config-static.yaml')) as { extenders: { urlPrefix: string }[] };
-    const port = flag(staticPod('ulysses-scheduler-extender.yaml').spec.containers[0]!.args, 'port');
-    expect(stat.extenders.map((e) => e.urlPrefix)).toEqual([`http://127.0.0.1:${port}`, `http://127.0.0.1:${port}`]);
-    for (const [i, e] of stat.extenders.entries()) e.urlPrefix = cfg.extenders[i]!.urlPrefix;
+  it('kube-scheduler-config-static.yaml differs from kube-scheduler-config.yaml only in urlPrefix and HTTPS: the static extender on 127.0.0.1, plain HTTP on loopback', () => {
+    type Entry = { urlPrefix: string; enableHTTPS: boolean; tlsConfig?: unknown };
+    const cfg = parseYaml(manifestFile('kubeadm/kube-scheduler-config.yaml')) as { extenders: Entry[] };
+    const stat = parseYaml(manifestFile('kubeadm/kube-scheduler-config-static.yaml')) as { extenders: Entry[] };
+    const args = staticPod('ulysses-scheduler-extender.yaml').spec.containers[0]!.args;
+    const port = flag(args, 'port');
+    expect(flag(args, 'bind-address')).toBe('127.0.0.1');
+    expect(stat.extenders.map((e) => [e.urlPrefix, e.enableHTTPS, e.tlsConfig])).toEqual([[`http://127.0.0.1:${port}`, false, undefined], [`http://127.0.0.1:${port}`, false, undefined]]);
+    for (const [i, e] of stat.extenders.entries()) Object.assign(e, { urlPrefix: cfg.extenders[i]!.urlPrefix, enableHTTPS: true, tlsConfig: cfg.extenders[i]!.tlsConfig });
     expect(stat).toEqual(cfg);
   });
 
@@ -311,5 +318,22 @@ describe('image recipe and systemd unit', () => {
     expect(unit).toMatch(/^After=containerd\.service$/m);
     expect(unit).toMatch(/^ExecReload=\/bin\/kill -HUP \$MAINPID$/m);
     expect(manifestFile('systemd/10-ulysses-kubelet-shim.conf')).toMatch(/^After=ulysses-kubelet-shim\.service$/m);
+  });
+});
+
+describe("the ValidatingAdmissionPolicy narrowing the extender's patch pods", () => {
+  const docs = parseAllDocuments(readFileSync(repoFile('manifests/base/scheduler-extender/pod-writes-policy.yaml'), 'utf8')).map((d) => d.toJS() as Record<string, any>);
+  it("names the code's annotations, routing label and ServiceAccount, matches pod updates, and is bound with Deny", () => {
+    const policy = docs.find((d) => d.kind === 'ValidatingAdmissionPolicy')!;
+    const binding = docs.find((d) => d.kind === 'ValidatingAdmissionPolicyBinding')!;
+    const variable = (name: string) => policy.spec.variables.find((v: { name: string }) => v.name === name).expression as string;
+    const keys = [RESERVED_NODE_ANNOTATION, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION, RESERVATION_EPOCH_ANNOTATION, REQUEUE_ANNOTATION];
+    expect(variable('annotationKeys')).toBe(`[${keys.map((k) => `'${k}'`).join(', ')}]`);
+    expect(variable('leaderLabel')).toBe(`'${LEADER_LABEL}'`);
+    const sa = parseAllDocuments(readFileSync(repoFile('manifests/base/scheduler-extender/rbac.yaml'), 'utf8')).map((d) => d.toJS()).find((d) => d.kind === 'ServiceAccount');
+    expect(policy.spec.matchConditions[0].expression).toBe(`request.userInfo.username == 'system:serviceaccount:${sa.metadata.namespace}:${sa.metadata.name}'`);
+    expect(policy.spec.matchConstraints.resourceRules[0]).toMatchObject({ operations: ['UPDATE'], resources: ['pods', 'pods/status'] });
+    expect(binding.spec).toEqual({ policyName: policy.metadata.name, validationActions: ['Deny'] });
+    expect(parseYaml(readFileSync(repoFile('manifests/base/scheduler-extender/kustomization.yaml'), 'utf8')).resources).toContain('pod-writes-policy.yaml');
   });
 });
