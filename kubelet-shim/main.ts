@@ -24,6 +24,10 @@ import { shimMetrics } from './metrics.ts';
 import { shimRuntime, type ShimRuntime } from './runtime.ts';
 import { loadKubeConfig } from '../core/kubeconfig.ts';
 import { NodeAgent } from './node-agent.ts';
+import { SelfFencer, criRuntime } from './fencing.ts';
+import { CriClient } from './cri-client.ts';
+import { ApiError, KubeClient } from '../core/kube.ts';
+import type { KubeConfig } from '@kubernetes/client-node';
 
 export interface RunningShim {
   readonly proxy: CriProxyServer;
@@ -45,6 +49,13 @@ export interface RunningShim {
   applyPacing(pacing: PacingConfig): ShimConfig;
   /** Re-reads `configFile` and {@link apply}s it (SIGHUP). */
   reload(): Promise<void>;
+  /**
+   * Starts self-fencing when `nodeAgent.fencing.enabled` (fencing.ts), with `kc` to tell whether the
+   * apiserver answers; without API access it cannot tell a cut-off node from a decider pause: never fences.
+   */
+  startFencing(kc: KubeConfig): void;
+  /** The self-fencer, once started. */
+  readonly fencer: SelfFencer | undefined;
   stop(): Promise<void>;
 }
 
@@ -98,7 +109,33 @@ export async function startShim(opts: ShimOptions): Promise<RunningShim> {
   const agent = await startNodeAgent(config, opts.nodeName, log);
 
   let current = config;
+  let fencer: SelfFencer | undefined;
+  let cri: CriClient | undefined;
   const shim: RunningShim = {
+    get fencer() {
+      return fencer;
+    },
+    startFencing(kc) {
+      const f = config.nodeAgent.fencing;
+      if (!f.enabled || fencer) return;
+      if (!agent) {
+        log.warn('self-fencing configured but the node agent is not running: never fences');
+        return;
+      }
+      const api = new KubeClient(kc);
+      cri = new CriClient(config.backend!);
+      fencer = new SelfFencer({
+        node: opts.nodeName!,
+        config: f,
+        log,
+        runtime: criRuntime(cri, f.checkMs * 4),
+        gate,
+        lastProbeAt: () => agent.lastProbe,
+        // any HTTP answer of /version: the apiserver is reachable (a 401/403 too)
+        apiReachable: (timeoutMs) => api.request('GET', '/version', { timeoutMs }).then(() => true, (err) => err instanceof ApiError),
+      });
+      fencer.start();
+    },
     proxy,
     gate,
     get config() {
@@ -126,6 +163,8 @@ export async function startShim(opts: ShimOptions): Promise<RunningShim> {
       shim.apply(raw, opts.configFile);
     },
     async stop() {
+      fencer?.stop();
+      cri?.client.close();
       await agent?.stop();
       await proxy.close(2000);
       await server?.close();
@@ -198,11 +237,13 @@ async function main(argv: string[]): Promise<void> {
     if (stopping) return;
     runtime = shimRuntime(kc, shim, nodeName, log);
     await runtime.start();
+    shim.startFencing(kc);
   };
   // the node service runs with the node's kubelet credential, which a node being joined gets only
   // with the kubelet's TLS bootstrap, after the shim started: the CRI proxy serves meanwhile
   const kubeconfigFile = o.kubeconfig ?? process.env.KUBECONFIG;
   if (!canReachApi || !o.nodeName) {
+    if (shim.config.nodeAgent.fencing.enabled) log.warn('self-fencing configured without API access (--kubeconfig, $KUBECONFIG or in-cluster) or node name: it cannot tell a cut-off node from a decider pause, and never fences');
     log.info('no API access configured (--kubeconfig, $KUBECONFIG or in-cluster) or no node name: UlyssesConfig not watched, file config only');
   } else if (kubeconfigFile && !kubeconfigFile.includes(':') && !existsSync(kubeconfigFile)) {
     const nodeName = o.nodeName;

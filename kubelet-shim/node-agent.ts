@@ -6,7 +6,8 @@
  * It answers only probes naming its own node (core/node-heartbeat.ts), at most `maxRepliesPerSecond`
  * a second (bounded work whatever arrives), and says in its log and metrics when no probe has come
  * for `silenceWarnMs`: then the decider cannot reach it (or detection is off), and this node's
- * failures are found by stock Kubernetes only. It never stops anything on its node.
+ * failures are found by stock Kubernetes only. It stops nothing on its node unless self-fencing is
+ * configured (`fencing`, fencing.ts: off by default).
  */
 import dgram from 'node:dgram';
 import { z } from 'zod';
@@ -15,6 +16,7 @@ import { DEFAULT_NODE_AGENT_PORT, decodeHeartbeat, encodeHeartbeat } from '../co
 import { metricsRegistry, registeredMetric } from '../core/metrics.ts';
 import { TokenBucket } from '../core/token-bucket.ts';
 import type { Logger } from '../core/logging.ts';
+import { FencingConfigSchema } from './fencing.ts';
 
 export const NodeAgentConfigSchema = z
   .object({
@@ -28,6 +30,8 @@ export const NodeAgentConfigSchema = z
     maxRepliesPerSecond: z.number().int().min(1).max(100_000).default(2000),
     /** Log a warning (and every such period again) when no probe has arrived for this long. */
     silenceWarnMs: z.number().int().min(1000).max(3_600_000).default(30_000),
+    /** Optional self-fencing when the node is cut off from the control plane (fencing.ts; off by default). */
+    fencing: FencingConfigSchema.prefault({}),
   })
   .strict();
 export type NodeAgentConfig = z.output<typeof NodeAgentConfigSchema>;
@@ -76,6 +80,11 @@ export class NodeAgent {
 
   private now(): number {
     return this.o.now?.() ?? Date.now();
+  }
+
+  /** When the agent last answered a probe (its start when none came yet). */
+  get lastProbe(): number {
+    return this.lastProbeAt;
   }
 
   /** The port bound (useful with port 0 in tests). */

@@ -363,6 +363,8 @@ export class PacingGate {
   private timer: Timer | undefined;
   private timerDue = Infinity;
   private closed = false;
+  /** Why critical pods are refused (self-fencing, fencing.ts); undefined while the node is not fenced. */
+  private fencedReason: string | undefined;
   /** high-priority pods released and not yet started: key -> hold deadline for low releases */
   private readonly highInFlight = new Map<string, number>();
 
@@ -376,6 +378,25 @@ export class PacingGate {
 
   get config(): PacingConfig {
     return this.cfg;
+  }
+
+  /**
+   * Self-fencing (fencing.ts): with a reason, every critical pod's RunPodSandbox is refused (the
+   * kubelet retries it with backoff), and the critical ones waiting are refused now; undefined lifts it.
+   */
+  fence(reason: string | undefined): void {
+    this.fencedReason = reason;
+    if (reason === undefined) return;
+    for (const w of this.high.filter((x) => x.req.criticality === 'high')) {
+      this.high.splice(this.high.indexOf(w), 1);
+      if (w.signal && w.onAbort) w.signal.removeEventListener('abort', w.onAbort);
+      w.reject(new PacingRejection('UNAVAILABLE', `kubelet-shim: critical pod ${w.req.key} not started: ${reason}`));
+    }
+    this.updateGauge();
+  }
+
+  get fenced(): string | undefined {
+    return this.fencedReason;
   }
 
   /** Requests waiting (both classes). */
@@ -399,6 +420,7 @@ export class PacingGate {
     const priority = priorityClassOf(req.criticality);
     if (this.closed) return Promise.reject(new PacingRejection('UNAVAILABLE', 'pacing gate closed'));
     if (signal?.aborted) return Promise.reject(new PacingRejection('CANCELLED', `${req.key}: cancelled before pacing`));
+    if (this.fencedReason !== undefined && req.criticality === 'high') return Promise.reject(new PacingRejection('UNAVAILABLE', `kubelet-shim: critical pod ${req.key} not started: ${this.fencedReason}`));
     const queue = priority === 'high' ? this.high : this.low;
     const now = this.clock.now();
     // Fast path: nothing ahead of it and its slot is open.
