@@ -26,6 +26,8 @@ import { REQUEUE_ANNOTATION } from '../../scheduler-plugins/extender/requeue.ts'
 import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
 import { extenderEntries } from '../../scheduler-plugins/extender/kube-scheduler-config.ts';
 import { SCHEDULER_EXTENDER_TLS_FILES } from '../../core/extender-pki.ts';
+import { GRANT_LABELS, GRANTED } from '../../core/claims.ts';
+import { CRITICALITY_LABEL } from '../../core/criticality.ts';
 import { RESERVATION_RESOURCE, RT_CORES_ANNOTATION, TDMA_SLOTS_ANNOTATION } from '../../scheduler-plugins/schedulability.ts';
 
 const kubectl = binaryPath('kubectl');
@@ -335,5 +337,17 @@ describe("the ValidatingAdmissionPolicy narrowing the extender's patch pods", ()
     expect(policy.spec.matchConstraints.resourceRules[0]).toMatchObject({ operations: ['UPDATE'], resources: ['pods', 'pods/status'] });
     expect(binding.spec).toEqual({ policyName: policy.metadata.name, validationActions: ['Deny'] });
     expect(parseYaml(readFileSync(repoFile('manifests/base/scheduler-extender/kustomization.yaml'), 'utf8')).resources).toContain('pod-writes-policy.yaml');
+  });
+});
+
+describe.skipIf(!existsSync(kubectl))("Ulysses' own workloads", () => {
+  it('are critical, in a namespace whose grant admits the claim (so its queues and pacing serve them first)', async () => {
+    const objs = (await renderOverlay('kubeadm', kubectl)).objects;
+    const ns = objs.find((o) => o.kind === 'Namespace' && o.metadata.name === 'ulysses-system')!;
+    expect(ns.metadata.labels?.[GRANT_LABELS.criticality]).toBe(GRANTED);
+    for (const id of ['Deployment/ulysses-controller-manager', 'Deployment/ulysses-scheduler-extender']) {
+      const d = objs.find((o) => objectId(o) === id)! as K8sObject & { spec: { template: { metadata: { labels: Record<string, string> } } } };
+      expect(d.spec.template.metadata.labels[CRITICALITY_LABEL], id).toBe('high');
+    }
   });
 });
