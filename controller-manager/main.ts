@@ -13,6 +13,7 @@
  *   apiQps: 20
  *   apiBurst: 30
  *   nodeFailure: { periodMs: 100, windowMs: 600 }   # fast node-failure detection (node-failure.ts), on by default
+ *   detectDuplicateControllers: true                # kcm pods running a replaced controller reported (duplicate-controllers.ts)
  * With leader election (the default, as kube-controller-manager) the controllers run only while
  * this process holds the Lease; losing it stops them and exits with status 1 (kcm does the same),
  * SIGTERM stops them and releases the Lease.
@@ -48,6 +49,8 @@ export const ControllerManagerConfigSchema = z
     cacheProjection: z.boolean().default(true),
     /** fast node-failure detection (node-failure.ts); on by default, UlyssesConfig spec.nodeFailure overrides it */
     nodeFailure: NodeFailureConfigSchema.prefault({}),
+    /** report kube-controller-manager pods running a replaced controller too (duplicate-controllers.ts) */
+    detectDuplicateControllers: z.boolean().default(true),
   })
   .strict();
 

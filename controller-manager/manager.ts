@@ -29,6 +29,7 @@ import { EndpointsController } from './controllers/endpoints.ts';
 import { TaintEvictionController } from './controllers/taint-eviction.ts';
 import { EndpointSliceController } from './controllers/endpointslice.ts';
 import { NodeFailureConfigSchema, NodeFailureController, type NodeFailureConfigInput } from './node-failure.ts';
+import { DUPLICATE_EVENT_SOURCE, DuplicateControllersDetector } from './duplicate-controllers.ts';
 import { validateConfig } from '../core/config.ts';
 import type { ControllerDeps, Enqueue, SharedInformers } from './controllers/deps.ts';
 import { KCM_API_BURST, KCM_API_QPS, realClock, THESIS_PERIODS_MS, TokenBucket, WorkerPool, type Reconciler, type WorkerMode, type WorkerPoolConfigInput } from './queue/index.ts';
@@ -75,6 +76,8 @@ export interface ControllerManagerOptions {
    * controller (it evicts under the node-failure taint); without it the detection stays off.
    */
   nodeFailure?: NodeFailureConfigInput;
+  /** Report kube-controller-manager pods that run a controller this process replaces (duplicate-controllers.ts; default on). */
+  detectDuplicateControllers?: boolean;
   /** called after every sync (benchmarks, experiments): controller, key, priority, mode, start, duration */
   observeSync?: (e: SyncObservation) => void;
   /** reportingInstance of Events and holder identity of leader election (default: hostname_pid) */
@@ -174,6 +177,8 @@ export class ControllerManager {
   private readonly recoveryPublisher: ReturnType<typeof recoveryStatusPublisher> | undefined;
   /** the node failure detector (node-failure.ts), when configured and taint eviction runs here */
   readonly nodeFailure: NodeFailureController | undefined;
+  /** kube-controller-manager pods running a replaced controller too (duplicate-controllers.ts) */
+  readonly duplicates: DuplicateControllersDetector | undefined;
 
   constructor(private readonly o: ControllerManagerOptions) {
     this.log = o.log ?? componentLogger('controller-manager');
@@ -245,6 +250,7 @@ export class ControllerManager {
         this.log.warn('node failure detection off: it needs the taint-eviction controller, which is not enabled here');
       }
     }
+    if (o.detectDuplicateControllers !== false) this.duplicates = new DuplicateControllersDetector({ kubeconfig: kc, log: this.log, events: this.events.forComponent(DUPLICATE_EVENT_SOURCE) });
     for (const name of controllers) this.build(name);
     for (const name of o.auto ?? []) if (this.running.has(name)) this.setMode(name, 'auto', this.o.pools?.[name]);
   }
@@ -375,10 +381,13 @@ export class ControllerManager {
       r.pool.start();
     }
     await this.nodeFailure?.start();
+    // a failed list is retried by the informer; the controllers do not wait for it
+    this.duplicates?.start().catch((err: Error) => this.log.warn({ err: err.message }, 'duplicate controller detection could not list kube-controller-manager pods'));
     this.log.info({ controllers: [...this.running.keys()], nodeFailure: this.nodeFailure?.running ?? false }, 'controller manager started');
   }
 
   async stop(): Promise<void> {
+    this.duplicates?.stop();
     await this.nodeFailure?.stop();
     this.autoSwitch.stop();
     for (const i of this.allInformers()) i.stop();

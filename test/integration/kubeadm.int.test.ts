@@ -23,7 +23,8 @@ import { execFile } from 'node:child_process';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { EXTENDER_TLS_SECRETS, install, uninstall, type InstallOptions } from '../../manifests/install.ts';
+import { EXTENDER_TLS_SECRETS, install, KCM_CONTROLLERS_FLAG, uninstall, type InstallOptions } from '../../manifests/install.ts';
+import { DUPLICATE_CONTROLLERS_REASON, REPLACED_KCM_CONTROLLERS } from '../../controller-manager/duplicate-controllers.ts';
 import { issueLeaf, SCHEDULER_EXTENDER_TLS_FILES } from '../../core/extender-pki.ts';
 import { request as httpsRequest } from 'node:https';
 import { statusRows } from '../../core/runtime-status.ts';
@@ -400,6 +401,38 @@ function installTests(): void {
     const rs = pods[0]!.metadata!.ownerReferences![0]!.name;
     const creates = (await eventsFor(CRITICAL_NS, 'ReplicaSet', rs)).filter((e) => e.reason === 'SuccessfulCreate' && e.reportingInstance?.startsWith(newPod));
     expect(creates.length, 'a SuccessfulCreate Event from the new leader').toBeGreaterThan(0);
+  });
+
+  it("a kubeadm upgrade without Ulysses' patches turns kcm's replaced controllers back on: the controller manager reports each duplicate on kcm's pod; the patches again, kcm as installed", async () => {
+    const access = kubeadm.kubeadmNodeAccess(state!);
+    const kcmPod = `kube-controller-manager-${CP}`;
+    const kcm = () => core.readNamespacedPod({ name: kcmPod, namespace: 'kube-system' });
+    const duplicates = async () => (await core.listNamespacedEvent({ namespace: 'kube-system', fieldSelector: `involvedObject.name=${kcmPod},reason=${DUPLICATE_CONTROLLERS_REASON}` })).items;
+    expect(await duplicates()).toEqual([]);
+    const cluster = (await core.readNamespacedConfigMap({ name: 'kubeadm-config', namespace: 'kube-system' })).data!.ClusterConfiguration!;
+    // what `kubeadm upgrade` does to the static pod when run without --patches
+    await access.writeFile(CP, '/etc/kubernetes/ulysses/kubeadm-without-patches.yaml', cluster, 0o600);
+    await access.kubeadm(CP, ['init', 'phase', 'control-plane', 'controller-manager', '--config', '/etc/kubernetes/ulysses/kubeadm-without-patches.yaml']);
+    try {
+      const reported = await pollUntil(
+        'a DuplicateControllers Event on the regenerated kcm',
+        async () => {
+          const uid = (await kcm()).metadata?.uid;
+          return (await duplicates()).find((e) => e.involvedObject.uid === uid);
+        },
+        { timeoutMs: 120_000, intervalMs: 500 },
+      );
+      expect(reported.type).toBe('Warning');
+      for (const c of Object.keys(REPLACED_KCM_CONTROLLERS)) expect(reported.message).toContain(c);
+      expect(reported.reportingComponent ?? reported.source?.component).toBeTruthy();
+    } finally {
+      await access.remove(CP, '/etc/kubernetes/ulysses/kubeadm-without-patches.yaml');
+      await access.kubeadm(CP, ['init', 'phase', 'control-plane', 'controller-manager', '--config', '/etc/kubernetes/ulysses/kubeadm.yaml']);
+    }
+    await pollUntil('kcm back with the patch, Ready', async () => {
+      const p = await kcm();
+      return (p.spec?.containers?.[0]?.command ?? []).includes(KCM_CONTROLLERS_FLAG) && podReady(p);
+    }, { timeoutMs: 120_000, intervalMs: 500 });
   });
 
   it('uninstall returns the cluster to stock: kcm and kube-scheduler manifests as kubeadm wrote them, kubelets on containerd, kcm handles a scale-up, no Ulysses object left, pods untouched', async () => {
