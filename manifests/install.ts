@@ -16,6 +16,7 @@
  * is switched over; uninstall runs the same steps in reverse and returns the cluster to stock.
  */
 import { spawn } from 'node:child_process';
+import { BlockList, isIP } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, DiscoveryV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
@@ -189,6 +190,29 @@ export async function checkClaimsGranted(core: CoreV1Api, objects: K8sObject[]):
       found.map((f) => `  ${f.namespace}: ${f.claims.join(', ')} (pods ${f.pods.join(', ')}): ${f.fix}`).join('\n'),
   );
 }
+/**
+ * Preflight of the extender's fixed ClusterIP (manifests/base/scheduler-extender/service.yaml): it
+ * must lie in the cluster's Service subnet(s) (kubeadm's `networking.serviceSubnet`, default
+ * 10.96.0.0/12, comma-separated when dual-stack) and no other Service may hold it. The reason when not.
+ */
+export function clusterIpProblem(ip: string, serviceSubnet: string | undefined, services: readonly { namespace: string; name: string; clusterIPs: readonly string[] }[]): string | undefined {
+  const subnets = (serviceSubnet ?? '10.96.0.0/12').split(',').map((x) => x.trim()).filter(Boolean);
+  const family = isIP(ip) === 6 ? 'ipv6' : 'ipv4';
+  const inSubnet = subnets.some((cidr) => {
+    const [base, bits] = cidr.split('/');
+    if (!base || isIP(base) !== (family === 'ipv6' ? 6 : 4)) return false;
+    const list = new BlockList();
+    list.addSubnet(base, Number(bits), family);
+    return list.check(ip, family);
+  });
+  if (!inSubnet) {
+    return `the scheduler extender's ClusterIP ${ip} is not in the cluster's Service subnet ${subnets.join(',')}: set a free address of it as clusterIP in manifests/base/scheduler-extender/service.yaml and in urlPrefix of manifests/kubeadm/kube-scheduler-config.yaml`;
+  }
+  const holder = services.find((x) => x.clusterIPs.includes(ip) && !(x.namespace === ULYSSES_NAMESPACE && x.name === 'ulysses-scheduler-extender'));
+  if (holder) return `the scheduler extender's ClusterIP ${ip} is held by Service ${holder.namespace}/${holder.name}: choose a free address (manifests/base/scheduler-extender/service.yaml clusterIP and manifests/kubeadm/kube-scheduler-config.yaml urlPrefix)`;
+  return undefined;
+}
+
 const RBAC_KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding']);
 /** The kubelet-shim runs as the node service; its DaemonSet is the alternative for users who want it. */
 const NOT_INSTALLED = new Set(['DaemonSet/ulysses-kubelet-shim']);
@@ -565,6 +589,17 @@ export async function install(o: InstallOptions): Promise<void> {
   const t0 = Date.now();
   const objects = await i.step('render', () => renderInstall(o));
   await i.step('preflight: every claim granted by its namespace', () => checkClaimsGranted(i.core, objects));
+  if (i.components.includes('scheduler-extender')) {
+    await i.step("preflight: the extender's ClusterIP in the Service subnet and free", async () => {
+      const ip = (objects.find((x) => objectId(x) === 'Service/ulysses-scheduler-extender') as { spec?: { clusterIP?: string } } | undefined)?.spec?.clusterIP;
+      if (!ip) throw new Error('Service ulysses-scheduler-extender has no fixed clusterIP in the rendered manifests');
+      const cluster = (await i.core.readNamespacedConfigMap({ name: 'kubeadm-config', namespace: 'kube-system' })).data?.ClusterConfiguration;
+      const subnet = (parseYaml(cluster ?? '{}', { maxAliasCount: 0 }) as { networking?: { serviceSubnet?: string } } | null)?.networking?.serviceSubnet;
+      const services = (await i.core.listServiceForAllNamespaces()).items.map((x) => ({ namespace: x.metadata!.namespace!, name: x.metadata!.name!, clusterIPs: x.spec?.clusterIPs ?? (x.spec?.clusterIP ? [x.spec.clusterIP] : []) }));
+      const problem = clusterIpProblem(ip, subnet, services);
+      if (problem) throw new Error(problem);
+    });
+  }
   await i.step('namespace and CRD', async () => {
     await i.apply(objects.filter((x) => COMMON_KINDS.has(x.kind) && x.kind !== 'UlyssesConfig'));
     await kubectl(o, ['wait', '--for', 'condition=Established', '--timeout=60s', 'crd/ulyssesconfigs.ulysses.io']);

@@ -8,7 +8,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { binaryPath } from '../../experiments/testbed/binaries.ts';
-import { componentObjects, INSTALL_ORDER, KCM_CONTROLLERS_FLAG, kubeadmPhaseConfig, NODE_PATHS, renderInstall, SCHEDULER_CONFIG_FLAG, withRuntimeEndpoints } from '../../manifests/install.ts';
+import { componentObjects, INSTALL_ORDER, KCM_CONTROLLERS_FLAG, kubeadmPhaseConfig, NODE_PATHS, renderInstall, SCHEDULER_CONFIG_FLAG, withRuntimeEndpoints, clusterIpProblem } from '../../manifests/install.ts';
 import { MANIFESTS_DIR, objectId } from '../../manifests/overlays.ts';
 
 const KUBEADM_KUBELET_CONFIG = `apiVersion: kubelet.config.k8s.io/v1beta1
@@ -78,5 +78,18 @@ describe.skipIf(!existsSync(kubectl))('renderInstall and componentObjects', () =
     expect(selectors['Deployment/ulysses-controller-manager']).toBe('');
     expect(selectors['Deployment/ulysses-scheduler-extender']).toBe('');
     expect(selectors['DaemonSet/ulysses-kubelet-shim']).toBeUndefined();
+  });
+});
+
+describe("preflight of the extender's ClusterIP", () => {
+  const svc = (namespace: string, name: string, ...clusterIPs: string[]) => ({ namespace, name, clusterIPs });
+  it('accepts an address of the Service subnet that no other Service holds (its own Service on a re-install)', () => {
+    expect(clusterIpProblem('10.96.0.250', '10.96.0.0/12', [svc('kube-system', 'kube-dns', '10.96.0.10'), svc('ulysses-system', 'ulysses-scheduler-extender', '10.96.0.250')])).toBeUndefined();
+    expect(clusterIpProblem('10.96.0.250', undefined, [])).toBeUndefined(); // kubeadm's default subnet
+    expect(clusterIpProblem('10.96.0.250', 'fd00::/108,10.96.0.0/16', [])).toBeUndefined(); // dual-stack
+  });
+  it('refuses an address outside the subnet, or held by another Service, naming both places to change', () => {
+    expect(clusterIpProblem('10.96.0.250', '10.100.0.0/16', [])).toMatch(/not in the cluster's Service subnet 10.100.0.0\/16: .*service.yaml.*kube-scheduler-config.yaml/);
+    expect(clusterIpProblem('10.96.0.250', '10.96.0.0/12', [svc('shop', 'cart', '10.96.0.250')])).toMatch(/held by Service shop\/cart/);
   });
 });
