@@ -9,7 +9,8 @@
  * - no heartbeat probe of the decider for `afterMs`, **and**
  * - the apiserver unreachable for `afterMs` (any HTTP answer to GET /readyz counts as reachable).
  * Both, so that a decider's restart or leader change (probes pause for up to a Lease duration, the
- * apiserver answers) never fences. Fenced, it stops the READY sandboxes labelled
+ * apiserver answers) never fences. A check that runs late (this process stalled: a GC pause, a
+ * SIGSTOP, a frozen node thawed) restarts both windows: silence counts only while it was watching. Fenced, it stops the READY sandboxes labelled
  * `ulysses.io/criticality: high` (CRI StopPodSandbox: their containers end) and the pacing gate
  * refuses their RunPodSandbox; once a probe or the apiserver answers again the gate opens and the
  * kubelet starts them again (or deletes them, when the decider evicted them meanwhile).
@@ -82,15 +83,23 @@ export interface SelfFencerOptions {
   registry?: Registry;
 }
 
+/** A check starting more than this many periods after the previous one: the process stalled meanwhile. */
+export const LATE_CHECKS = 4;
+
 export class SelfFencer {
   private lastApiAt: number;
   private timer: NodeJS.Timeout | undefined;
   private running = false;
   private fencedSince: number | undefined;
+  /** the last check's start; a later one past {@link LATE_CHECKS} periods means this process stalled */
+  private lastTickAt: number | undefined;
+  /** silence before this does not count (the start, a stall) */
+  private watchingSince: number;
   private readonly metrics: ReturnType<typeof fencingMetrics>;
 
   constructor(private readonly o: SelfFencerOptions) {
     this.lastApiAt = this.now();
+    this.watchingSince = this.lastApiAt;
     this.metrics = fencingMetrics(o.registry ?? metricsRegistry());
     this.metrics.fenced.set(0);
   }
@@ -118,10 +127,16 @@ export class SelfFencer {
     if (this.running) return;
     this.running = true;
     try {
+      const started = this.now();
+      if (this.lastTickAt !== undefined && started - this.lastTickAt > LATE_CHECKS * this.o.config.checkMs) {
+        this.watchingSince = started;
+        this.o.log.warn({ lateMs: started - this.lastTickAt - this.o.config.checkMs }, 'fencing check ran late (this process stalled): the windows restart');
+      }
+      this.lastTickAt = started;
       const reachable = await this.o.apiReachable(this.o.config.checkMs).catch(() => false);
       if (reachable) this.lastApiAt = this.now();
       const now = this.now();
-      const cut = cutOff(now, this.o.lastProbeAt(), this.lastApiAt, this.o.config.afterMs);
+      const cut = cutOff(now, Math.max(this.o.lastProbeAt(), this.watchingSince), Math.max(this.lastApiAt, this.watchingSince), this.o.config.afterMs);
       if (cut) await this.fence(now);
       else if (this.fencedSince !== undefined) this.lift(now);
       this.metrics.checks.inc({ apiserver: reachable ? 'reachable' : 'unreachable' });

@@ -25,10 +25,16 @@ import { testbedFrozenNode } from '../../experiments/harness/local.ts';
 import { NODE_FAILURE_EVENTS } from '../../controller-manager/node-failure.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { patchRuntimeConfig, readRuntimeConfig } from '../../core/runtime-config.ts';
+import { metricSamples } from '../../core/metrics.ts';
+import { CRITICALITY_LABEL } from '../../core/criticality.ts';
+import { CriClient } from '../../kubelet-shim/cri-client.ts';
+import { join } from 'node:path';
 
 const runDir = '/tmp/ulysses-it-node-failure';
 const ns = 'node-failure-it';
-const t = useTestbed(runDir, { realNodes: 2, kubeletShimConfig: 'kubelet-shim/configs/vanilla.yaml', controllers: KCM_WITHOUT_REPLACED, namespace: ns });
+// the shims fence themselves when cut off (vanilla-fencing.yaml): every safety case below must not fence either
+const FENCING = { afterMs: 2000, checkMs: 250 };
+const t = useTestbed(runDir, { realNodes: 2, kubeletShimConfig: 'kubelet-shim/configs/vanilla-fencing.yaml', controllers: KCM_WITHOUT_REPLACED, namespace: ns });
 let kc: KubeConfig, core: CoreV1Api, apps: AppsV1Api, discovery: DiscoveryV1Api;
 let cms: ControllerManagers;
 const hogs: ChildProcess[] = [];
@@ -179,6 +185,53 @@ describe('node failure detection on real nodes', () => {
     }, { timeoutMs: 30_000, intervalMs: 200 });
     expect(applied!.mode).toBe('on period=200ms window=1000ms confirm=500ms scope=critical');
     await expectNothingFailedSince(1);
+  });
+
+  it('self-fencing: no node fenced by any case above; decider stopped, apiserver answering: none; apiserver stopped too: the critical sandbox stopped and kept down; back: running again', async () => {
+    const nodes = testbed.readState(runDir)!.realNodes;
+    const shimMetric = async (node: (typeof nodes)[number], name: string, labels: Record<string, string> = {}) => {
+      const text = await (await fetch(`http://127.0.0.1:${node.shimMetricsPort}/metrics`)).text();
+      return metricSamples(text, new Set([name])).filter((x) => Object.entries(labels).every(([k, v]) => x.labels[k] === v)).reduce((a, x) => a + x.value, 0);
+    };
+    // none of the safety cases above (leader killed, CPU hog, apiserver stopped 10 s, a node frozen and thawed) fenced a node
+    for (const n of nodes) expect(await shimMetric(n, 'ulysses_node_agent_fenced_sandboxes_total'), n.name).toBe(0);
+    // no decider any more: no probe reaches the agents
+    for (const p of cms.procs) await stopProcess(p.pid, 2000);
+    const upf = (await appPods('upf')).find((p) => podReady(p) && !p.metadata?.deletionTimestamp)!;
+    const node = nodes.find((n) => n.name === upf.spec!.nodeName)!;
+    const containerd = new CriClient(node.socket);
+    const criticalSandboxes = async () =>
+      ((await containerd.call<{ items?: { id: string; state: string }[] }>('ListPodSandbox', { filter: { label_selector: { [CRITICALITY_LABEL]: 'high' } } })).items ?? []).map((x) => x.state);
+    const checks = (apiserver: string) => shimMetric(node, 'ulysses_node_agent_fencing_checks_total', { apiserver });
+    const apiserver = testbed.readState(runDir)!.processes.find((p) => p.name === 'kube-apiserver')!.pid;
+    let stopped = false;
+    try {
+      await pollUntil('no probe for longer than afterMs', async () => (await shimMetric(node, 'ulysses_node_agent_seconds_since_probe')) * 1000 > FENCING.afterMs, { timeoutMs: 60_000, intervalMs: 200 });
+      const before = await checks('reachable');
+      await pollUntil('3 windows more of checks, the apiserver answering', async () => (await checks('reachable')) >= before + (3 * FENCING.afterMs) / FENCING.checkMs, { timeoutMs: 60_000, intervalMs: 200 });
+      expect(await shimMetric(node, 'ulysses_node_agent_fenced')).toBe(0);
+      expect(await criticalSandboxes()).toContain('SANDBOX_READY');
+
+      // cut off: the apiserver stopped as well
+      process.kill(apiserver, 'SIGSTOP');
+      stopped = true;
+      await pollUntil('the node fenced, its critical sandbox stopped', async () => (await shimMetric(node, 'ulysses_node_agent_fenced')) === 1 && !(await criticalSandboxes()).includes('SANDBOX_READY'), { timeoutMs: 60_000, intervalMs: 100 });
+      expect(await shimMetric(node, 'ulysses_node_agent_fenced_sandboxes_total')).toBeGreaterThanOrEqual(1);
+      const fenced = await checks('unreachable');
+      await pollUntil('2 windows of checks while fenced', async () => (await checks('unreachable')) >= fenced + (2 * FENCING.afterMs) / FENCING.checkMs, { timeoutMs: 60_000, intervalMs: 100 });
+      expect(await criticalSandboxes()).not.toContain('SANDBOX_READY');
+
+      process.kill(apiserver, 'SIGCONT');
+      stopped = false;
+      await pollUntil('fencing lifted', async () => (await shimMetric(node, 'ulysses_node_agent_fenced')) === 0, { timeoutMs: 60_000, intervalMs: 100 });
+      await pollUntil('the critical pod running and Ready again', async () => (await criticalSandboxes()).includes('SANDBOX_READY') && (await appPods('upf')).some(podReady), { timeoutMs: 120_000, intervalMs: 200 });
+      const log = readFileSync(join(node.dir, 'kubelet-shim.log'), 'utf8');
+      expect(log).toContain('node cut off from the control plane: fencing, stopping its critical pods');
+      expect(log).toContain('fencing lifted');
+    } finally {
+      if (stopped) process.kill(apiserver, 'SIGCONT');
+      containerd.client.close();
+    }
   });
 });
 

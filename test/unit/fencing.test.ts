@@ -106,6 +106,24 @@ describe('self-fencing', () => {
     expect(s.fences).toEqual([s.fences[0], undefined]);
   });
 
+  it('a stalled process (a frozen node thawed) does not fence on its first checks: the windows restart', async () => {
+    const s = setup(2000);
+    s.at(0);
+    await s.f.tick();
+    // frozen for 30 s: no check ran; thawed, the apiserver check fails once (the machine busy)
+    s.apiserver(false);
+    s.at(30_000);
+    await s.f.tick();
+    expect(s.f.fenced).toBe(false);
+    s.at(31_500);
+    await s.f.tick();
+    expect(s.f.fenced).toBe(false);
+    // still cut off a full window after the stall: now it fences
+    s.at(32_000);
+    await s.f.tick();
+    expect(s.f.fenced).toBe(true);
+  });
+
   it('is off by default and bounds its durations, naming the field', () => {
     expect(NodeAgentConfigSchema.parse({}).fencing).toEqual({ enabled: false, afterMs: 5000, checkMs: 500 });
     expect(() => NodeAgentConfigSchema.parse({ fencing: { enabled: true, afterMs: 10 } })).toThrow(/afterMs/);
