@@ -26,12 +26,16 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describe('kubelet-shim config', () => {
   it('ships valid config files for the thesis settings', async () => {
     const files = readdirSync(join(shimDir, 'configs')).sort();
-    expect(files).toEqual(['fixed.yaml', 'thesis-cloud.yaml', 'thesis-edge.yaml', 'ulysses-adaptive.yaml', 'ulysses-cloud.yaml', 'vanilla.yaml']);
+    expect(files).toEqual(['fixed.yaml', 'thesis-cloud.yaml', 'thesis-edge.yaml', 'ulysses-adaptive.yaml', 'ulysses-cloud.yaml', 'vanilla-fencing.yaml', 'vanilla.yaml']);
     const load = (f: string) => loadShimConfig(join(shimDir, 'configs', f));
     expect((await load('thesis-cloud.yaml')).pacing.policy).toEqual(THESIS_POLICIES.cloud);
     expect((await load('thesis-edge.yaml')).pacing.policy).toEqual(THESIS_POLICIES.edge);
     expect((await load('fixed.yaml')).pacing.policy).toEqual(THESIS_POLICIES.fixed);
     expect((await load('vanilla.yaml')).pacing.policy).toEqual({ type: 'vanilla' });
+    const fencing = await load('vanilla-fencing.yaml');
+    expect(fencing.pacing.policy).toEqual({ type: 'vanilla' });
+    expect(fencing.nodeAgent.fencing).toEqual({ enabled: true, afterMs: 2000, checkMs: 250 });
+    expect((await load('vanilla.yaml')).nodeAgent.fencing.enabled).toBe(false);
     const ulysses = (await load('ulysses-cloud.yaml')).pacing;
     expect(ulysses.policy).toEqual(THESIS_POLICIES.cloud);
     expect(ulysses.holdLowsDuringHighMs).toBe(2000);
