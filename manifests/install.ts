@@ -16,6 +16,7 @@
  * is switched over; uninstall runs the same steps in reverse and returns the cluster to stock.
  */
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { BlockList, isIP } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -430,9 +431,7 @@ async function kubeletStarts(i: Installer, node: string): Promise<Set<string>> {
 export function probePodName(node: string): string {
   const base = `ulysses-install-probe-${node}`.toLowerCase().replace(/[^a-z0-9.-]/g, '-');
   if (base.length <= 63) return base;
-  let h = 0;
-  for (const c of node) h = (Math.imul(h, 31) + c.charCodeAt(0)) >>> 0;
-  return `${base.slice(0, 54).replace(/[.-]+$/, '')}-${h.toString(16).padStart(8, '0')}`;
+  return `${base.slice(0, 54).replace(/[.-]+$/, '')}-${createHash('sha256').update(node).digest('hex').slice(0, 8)}`;
 }
 
 /**
