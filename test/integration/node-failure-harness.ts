@@ -55,14 +55,19 @@ export class ControllerManagers {
   }
 }
 
-/** The sum of a series of process `p`'s /metrics over the samples matching `labels`. */
-export async function metric(p: TrackedProcess, name: string, labels: Record<string, string> = {}): Promise<number> {
-  const port = /"metricsPort":(\d+)/.exec(readFileSync(p.logFile, 'utf8'))?.[1];
-  if (!port) throw new Error(`${p.name} has not logged its metrics port yet`);
+/** The sum of a series of the /metrics on 127.0.0.1:`port` over the samples matching `labels`. */
+export async function metricAt(port: number | string, name: string, labels: Record<string, string> = {}): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   return metricSamples(text, new Set([name]))
     .filter((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v))
     .reduce((sum, s) => sum + s.value, 0);
+}
+
+/** The sum of a series of process `p`'s /metrics (its port from its log) over the samples matching `labels`. */
+export async function metric(p: TrackedProcess, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const port = /"metricsPort":(\d+)/.exec(readFileSync(p.logFile, 'utf8'))?.[1];
+  if (!port) throw new Error(`${p.name} has not logged its metrics port yet`);
+  return metricAt(port, name, labels);
 }
 
 /** Waits until leader `p` has probed `nodes` nodes for `windows` more windows (progress, not time). */

@@ -19,13 +19,12 @@ import { AppsV1Api, CoreV1Api, DiscoveryV1Api, type CoreV1Event, type KubeConfig
 import { useTestbed } from './harness.ts';
 import * as testbed from '../../experiments/testbed/testbed.ts';
 import { isAlive, pollUntil, stopProcess, type TrackedProcess } from '../../experiments/testbed/processes.ts';
-import { ControllerManagers, KCM_WITHOUT_REPLACED, metric, nodeTainted, probedFor as probedForNodes } from './node-failure-harness.ts';
+import { ControllerManagers, KCM_WITHOUT_REPLACED, metric, metricAt, nodeTainted, probedFor as probedForNodes } from './node-failure-harness.ts';
 import { applyDeployment, deployment, ECHO_PORT, podReady, udpFirstAnswer } from '../../experiments/workloads.ts';
 import { testbedFrozenNode } from '../../experiments/harness/local.ts';
 import { NODE_FAILURE_EVENTS } from '../../controller-manager/node-failure.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { patchRuntimeConfig, readRuntimeConfig } from '../../core/runtime-config.ts';
-import { metricSamples } from '../../core/metrics.ts';
 import { CRITICALITY_LABEL } from '../../core/criticality.ts';
 import { CriClient } from '../../kubelet-shim/cri-client.ts';
 import { join } from 'node:path';
@@ -189,10 +188,7 @@ describe('node failure detection on real nodes', () => {
 
   it('self-fencing: no node fenced by any case above; decider stopped, apiserver answering: none; apiserver stopped too: the critical sandbox stopped and kept down; back: running again', async () => {
     const nodes = testbed.readState(runDir)!.realNodes;
-    const shimMetric = async (node: (typeof nodes)[number], name: string, labels: Record<string, string> = {}) => {
-      const text = await (await fetch(`http://127.0.0.1:${node.shimMetricsPort}/metrics`)).text();
-      return metricSamples(text, new Set([name])).filter((x) => Object.entries(labels).every(([k, v]) => x.labels[k] === v)).reduce((a, x) => a + x.value, 0);
-    };
+    const shimMetric = (node: (typeof nodes)[number], name: string, labels: Record<string, string> = {}) => metricAt(node.shimMetricsPort, name, labels);
     // none of the safety cases above (leader killed, CPU hog, apiserver stopped 10 s, a node frozen and thawed) fenced a node
     for (const n of nodes) expect(await shimMetric(n, 'ulysses_node_agent_fenced_sandboxes_total'), n.name).toBe(0);
     // no decider any more: no probe reaches the agents
