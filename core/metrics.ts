@@ -80,8 +80,15 @@ export function registeredMetric<T extends Metric<string>>(name: string, make: (
   return (metricsRegistry().getSingleMetric(name) as T | undefined) ?? make();
 }
 
-/** Serves GET /metrics (and /healthz) on host:port; resolves with the bound port. */
-export async function serveMetrics(port: number, host = '0.0.0.0'): Promise<{ port: number; close: () => Promise<void> }> {
+/**
+ * Serves GET /metrics and /healthz (the process answers) on host:port, and /readyz when `readiness`
+ * is given (200 or 503 with its detail); resolves with the bound port.
+ */
+export async function serveMetrics(
+  port: number,
+  host = '0.0.0.0',
+  readiness?: () => { ready: boolean; detail: string },
+): Promise<{ port: number; close: () => Promise<void> }> {
   const reg = metricsRegistry();
   const server = http.createServer(async (req, res) => {
     if (req.url === '/metrics') {
@@ -89,6 +96,10 @@ export async function serveMetrics(port: number, host = '0.0.0.0'): Promise<{ po
       res.end(await metricsText());
     } else if (req.url === '/healthz') {
       res.end('ok');
+    } else if (req.url === '/readyz' && readiness) {
+      const r = readiness();
+      res.statusCode = r.ready ? 200 : 503;
+      res.end(r.detail);
     } else {
       res.statusCode = 404;
       res.end();

@@ -10,6 +10,8 @@
  *     highMinInterArrivalMs: 100
  *   metrics: { port: 10260 }
  *   nodeAgent: { address: 10.0.0.5, port: 10362 }   # heartbeat responder (node-agent.ts)
+ *   health: { checkMs: 1000, timeoutMs: 2000 }       # self-check: /readyz, systemd watchdog (health.ts)
+ *   fallback: { afterMs: 5000, returnAfterMs: 30000 } # the fallback guard's (fallback.ts)
  */
 import { z } from 'zod';
 import { loadConfigFile, validateConfig } from '../core/config.ts';
@@ -17,6 +19,8 @@ import { PacingConfigSchema } from './pacing.ts';
 import { MAX_MESSAGE_BYTES } from './proxy.ts';
 import { PROXY_IMPLEMENTATIONS } from './proxies.ts';
 import { NodeAgentConfigSchema } from './node-agent.ts';
+import { HealthConfigSchema } from './health.ts';
+import { FallbackConfigSchema } from './fallback.ts';
 
 const socketPath = z.string().min(1).refine((p) => p.startsWith('/'), 'must be an absolute path');
 
@@ -48,6 +52,10 @@ export const ShimConfigSchema = z
       .prefault({}),
     /** The node agent of the fast node-failure detection (node-agent.ts); restart to change. */
     nodeAgent: NodeAgentConfigSchema.prefault({}),
+    /** The self-check behind /readyz and the systemd watchdog (health.ts); restart to change. */
+    health: HealthConfigSchema.prefault({}),
+    /** The fallback guard's settings (fallback.ts, its own process); restart the guard to change. */
+    fallback: FallbackConfigSchema.prefault({}),
   })
   .strict();
 

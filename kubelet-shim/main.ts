@@ -26,6 +26,8 @@ import { loadKubeConfig } from '../core/kubeconfig.ts';
 import { NodeAgent } from './node-agent.ts';
 import { SelfFencer, criRuntime } from './fencing.ts';
 import { CriClient } from './cri-client.ts';
+import { ShimHealth, shimHealthMetrics } from './health.ts';
+import { systemdNotifier } from './systemd-notify.ts';
 import { ApiError, KubeClient } from '../core/kube.ts';
 import type { KubeConfig } from '@kubernetes/client-node';
 
@@ -56,6 +58,8 @@ export interface RunningShim {
   startFencing(kc: KubeConfig): void;
   /** The self-fencer, once started. */
   readonly fencer: SelfFencer | undefined;
+  /** The self-check behind /readyz and the systemd watchdog (health.ts). */
+  readonly health: ShimHealth;
   stop(): Promise<void>;
 }
 
@@ -70,6 +74,8 @@ export interface ShimOptions {
   /** this node's name: the node agent answers probes naming it (no name: no agent) */
   nodeName?: string;
   log?: Logger;
+  /** the socket path no longer holds the shim's socket (health.ts); main.ts exits so the unit restarts it */
+  onSocketLost?: () => void;
 }
 
 /** Starts the shim; flags win over the config file. */
@@ -104,7 +110,9 @@ export async function startShim(opts: ShimOptions): Promise<RunningShim> {
     socketMode: parseInt(config.socketMode, 8),
   });
   await proxy.start();
-  const server = config.metrics.port !== undefined ? await serveMetrics(config.metrics.port, config.metrics.host) : undefined;
+  const health = new ShimHealth({ socket: config.listen, config: config.health, log, metrics: shimHealthMetrics(), onSocketLost: opts.onSocketLost });
+  health.start();
+  const server = config.metrics.port !== undefined ? await serveMetrics(config.metrics.port, config.metrics.host, () => health.readiness()) : undefined;
   if (server) log.info({ port: server.port, host: config.metrics.host }, 'metrics served on /metrics');
   const agent = await startNodeAgent(config, opts.nodeName, log);
 
@@ -138,6 +146,7 @@ export async function startShim(opts: ShimOptions): Promise<RunningShim> {
     },
     proxy,
     gate,
+    health,
     get config() {
       return current;
     },
@@ -163,6 +172,7 @@ export async function startShim(opts: ShimOptions): Promise<RunningShim> {
       shim.apply(raw, opts.configFile);
     },
     async stop() {
+      health.stop();
       fencer?.stop();
       cri?.client.close();
       await agent?.stop();
@@ -214,8 +224,15 @@ async function main(argv: string[]): Promise<void> {
   const o = program.opts<{ listen?: string; backend?: string; config?: string; metricsPort?: number; metricsHost?: string; implementation?: ProxyImplementation; kubeconfig?: string; nodeName?: string }>();
   const log = componentLogger('kubelet-shim');
   let shim: RunningShim;
+  const notifier = await systemdNotifier(log);
+  // the path is the kubelet's only way in: without it this process serves nobody, and a restart
+  // (systemd's Restart=always) takes the path back
+  const onSocketLost = () => {
+    log.error('exiting so that the service manager starts the shim again on its socket path');
+    void shim.stop().finally(() => process.exit(1));
+  };
   try {
-    shim = await startShim({ listen: o.listen, backend: o.backend, configFile: o.config, metricsPort: o.metricsPort, metricsHost: o.metricsHost, implementation: o.implementation, nodeName: o.nodeName, log });
+    shim = await startShim({ listen: o.listen, backend: o.backend, configFile: o.config, metricsPort: o.metricsPort, metricsHost: o.metricsHost, implementation: o.implementation, nodeName: o.nodeName, log, onSocketLost });
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(err.message);
@@ -223,6 +240,8 @@ async function main(argv: string[]): Promise<void> {
     }
     throw err;
   }
+  notifier?.ready(`serving CRI on ${shim.config.listen}`);
+  notifier?.keepAlive(() => shim.health.serving());
   if (o.kubeconfig && !o.nodeName) {
     console.error('--kubeconfig needs --node-name (or $NODE_NAME) to pick this node\'s spec.kubeletShim entry');
     process.exit(2);
@@ -262,7 +281,8 @@ async function main(argv: string[]): Promise<void> {
   });
   onShutdownSignal(() => {
     stopping = true;
-    return Promise.all([runtime?.stop(), shim.stop()]);
+    notifier?.stopping();
+    return Promise.all([runtime?.stop(), shim.stop()]).finally(() => notifier?.close());
   }, { log });
 }
 

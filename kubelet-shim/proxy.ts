@@ -13,6 +13,7 @@
  * about a second once the runtime is back.
  */
 import { existsSync, lstatSync, mkdirSync, unlinkSync, chmodSync } from 'node:fs';
+import { socketPathState } from './socket-path.ts';
 import net from 'node:net';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -255,7 +256,7 @@ export abstract class CriProxyBase {
   async start(): Promise<void> {
     const path = this.opts.listen;
     mkdirSync(dirname(path), { recursive: true });
-    await removeStaleSocket(path);
+    await removeStaleSocket(path, this.opts.backend);
     await this.bind(path);
     chmodSync(path, this.opts.socketMode);
     this.started = true;
@@ -619,10 +620,18 @@ export class CriProxy extends CriProxyBase {
   }
 }
 
-/** Removes a leftover socket file at `path` (grpc-js does not); refuses if a server answers there. */
-export async function removeStaleSocket(path: string): Promise<void> {
-  if (!existsSync(path)) return;
-  if (!lstatSync(path).isSocket()) throw new Error(`${path} exists and is not a socket`);
+/**
+ * Removes a leftover socket file at `path` (grpc-js does not), or the fallback guard's symlink to the
+ * runtime's socket `backend` (fallback.ts: the shim takes its path back); refuses if a server answers there.
+ */
+export async function removeStaleSocket(path: string, backend?: string): Promise<void> {
+  if (backend !== undefined && socketPathState(path, backend) === 'fallback') {
+    unlinkSync(path);
+    return;
+  }
+  const st = lstatSync(path, { throwIfNoEntry: false });
+  if (!st) return;
+  if (!st.isSocket()) throw new Error(`${path} exists and is not a socket`);
   const alive = await new Promise<boolean>((resolve) => {
     const s = net.connect(path);
     const done = (v: boolean) => {

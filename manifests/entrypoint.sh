@@ -5,6 +5,7 @@
 #   entrypoint.sh controller-manager  [--leader-elect=true ...]   controller-manager/main.ts
 #   entrypoint.sh scheduler-extender  [--port=8888 ...]           scheduler-plugins/extender/main.ts
 #   entrypoint.sh kubelet-shim        [--listen=... --backend=...] kubelet-shim/main.ts
+#   entrypoint.sh kubelet-shim-fallback --config FILE             kubelet-shim/fallback.ts
 #   entrypoint.sh ulysses             [status|set|...]             cli/ulysses.ts
 #
 # ULYSSES_SUPERVISE=1 restarts the component when it exits (used by the kubelet-shim DaemonSet: once
@@ -17,7 +18,7 @@ APP=$(CDPATH= cd -- "$(dirname -- "$0")/.." && pwd)
 TSX_LOADER="$APP/node_modules/tsx/dist/loader.mjs"
 
 usage() {
-  echo "usage: $0 controller-manager|scheduler-extender|kubelet-shim|ulysses [flags...]" >&2
+  echo "usage: $0 controller-manager|scheduler-extender|kubelet-shim|kubelet-shim-fallback|ulysses [flags...]" >&2
   exit 2
 }
 
@@ -28,6 +29,7 @@ case "$component" in
   controller-manager) main="$APP/controller-manager/main.ts" ;;
   scheduler-extender) main="$APP/scheduler-plugins/extender/main.ts" ;;
   kubelet-shim) main="$APP/kubelet-shim/main.ts" ;;
+  kubelet-shim-fallback) main="$APP/kubelet-shim/fallback.ts" ;;
   ulysses | cli) main="$APP/cli/ulysses.ts" ;;
   *) echo "unknown component \"$component\"" >&2; usage ;;
 esac

@@ -91,10 +91,11 @@ export interface NodeAccess {
   restartKubelet(node: string): Promise<void>;
   /**
    * `systemctl enable --now ulysses-kubelet-shim` (manifests/systemd/ulysses-kubelet-shim.service),
-   * `NODE_NAME` the node's name; it reads NODE_PATHS.shimConfig and NODE_PATHS.shimKubeconfig.
+   * `NODE_NAME` the node's name; it reads NODE_PATHS.shimConfig and NODE_PATHS.shimKubeconfig. The
+   * fallback guard (ulysses-kubelet-shim-fallback.service, same config file) is started with it.
    */
   startKubeletShim(node: string): Promise<void>;
-  /** `systemctl disable --now ulysses-kubelet-shim`. */
+  /** `systemctl disable --now` the fallback guard, then ulysses-kubelet-shim. */
   stopKubeletShim(node: string): Promise<void>;
   /** containerd's CRI socket on the node (/run/containerd/containerd.sock in production). */
   containerdSocket(node: string): string;

@@ -21,6 +21,7 @@ import { NODE_PATHS, type InstallNode, type NodeAccess } from './install.ts';
 /** Where the kubelet-shim's systemd service lives on a node. */
 export const SHIM_UNIT_PATHS = {
   unit: '/etc/systemd/system/ulysses-kubelet-shim.service',
+  fallbackUnit: '/etc/systemd/system/ulysses-kubelet-shim-fallback.service',
   nodeDropIn: '/etc/systemd/system/ulysses-kubelet-shim.service.d/20-ulysses-node.conf',
   kubeletDropIn: '/etc/systemd/system/kubelet.service.d/10-ulysses-kubelet-shim.conf',
 } as const;
@@ -192,6 +193,8 @@ export class ShellNodeAccess implements NodeAccess {
       `ExecStart=${this.shimProgram}`,
     );
     await this.writeFile(node, SHIM_UNIT_PATHS.unit, unit, 0o644);
+    const fallbackUnit = readFileSync(join(MANIFESTS_DIR, 'systemd', 'ulysses-kubelet-shim-fallback.service'), 'utf8').replace(/^ExecStart=\S+/m, `ExecStart=${this.shimProgram}`);
+    await this.writeFile(node, SHIM_UNIT_PATHS.fallbackUnit, fallbackUnit, 0o644);
     await this.writeFile(node, SHIM_UNIT_PATHS.nodeDropIn, `# the node's name in the cluster (the unit's default is the hostname)\n[Service]\nEnvironment=NODE_NAME=${node}\n`, 0o644);
     await this.writeFile(node, SHIM_UNIT_PATHS.kubeletDropIn, readFileSync(join(MANIFESTS_DIR, 'systemd', '10-ulysses-kubelet-shim.conf'), 'utf8'), 0o644);
     const socket = shQuote(this.shimSocket(node));
@@ -199,13 +202,15 @@ export class ShellNodeAccess implements NodeAccess {
     await this.run(
       node,
       'systemctl enable --now ulysses-kubelet-shim',
-      `set -e; systemctl daemon-reload; systemctl enable --now ulysses-kubelet-shim; i=0; while [ ! -S ${socket} ]; do i=$((i+1)); if [ $i -gt 600 ]; then echo "ulysses-kubelet-shim does not listen on ${this.shimSocket(node)} after 60 s" >&2; systemctl status ulysses-kubelet-shim >&2 || true; exit 1; fi; sleep 0.1; done`,
+      `set -e; systemctl daemon-reload; systemctl enable --now ulysses-kubelet-shim; systemctl enable --now ulysses-kubelet-shim-fallback; i=0; while [ ! -S ${socket} ]; do i=$((i+1)); if [ $i -gt 600 ]; then echo "ulysses-kubelet-shim does not listen on ${this.shimSocket(node)} after 60 s" >&2; systemctl status ulysses-kubelet-shim >&2 || true; exit 1; fi; sleep 0.1; done`,
     );
   }
 
   async stopKubeletShim(node: string): Promise<void> {
+    // the guard first: with the shim gone it would point the (already switched) kubelet's old path at containerd
+    await this.run(node, 'systemctl disable --now ulysses-kubelet-shim-fallback', 'systemctl disable --now ulysses-kubelet-shim-fallback 2>&1 || true');
     await this.run(node, 'systemctl disable --now ulysses-kubelet-shim', 'systemctl disable --now ulysses-kubelet-shim 2>&1 || true');
-    for (const p of [SHIM_UNIT_PATHS.unit, SHIM_UNIT_PATHS.nodeDropIn.replace(/\/[^/]+$/, ''), SHIM_UNIT_PATHS.kubeletDropIn]) await this.remove(node, p);
+    for (const p of [SHIM_UNIT_PATHS.unit, SHIM_UNIT_PATHS.fallbackUnit, SHIM_UNIT_PATHS.nodeDropIn.replace(/\/[^/]+$/, ''), SHIM_UNIT_PATHS.kubeletDropIn]) await this.remove(node, p);
     await this.run(node, 'systemctl daemon-reload', 'systemctl daemon-reload');
   }
 

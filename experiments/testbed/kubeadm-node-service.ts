@@ -4,17 +4,19 @@
  * processes as kubeadmNodeAccess does —
  *   daemon-reload                                  nothing to reload
  *   restart kubelet                                the kubelet stopped and started with its flags
- *   enable --now ulysses-kubelet-shim              the shim started as the unit would run it
+ *   enable --now ulysses-kubelet-shim              the shim started as the unit would run it (unit-supervisor.ts)
  *   disable --now ulysses-kubelet-shim             the shim stopped
+ *   enable|disable --now ulysses-kubelet-shim-fallback   the fallback guard started or stopped
  *   kill --signal=SIG|-s SIG kubelet|containerd    the signal sent to the tracked process
+ *   kill --signal=SIG ulysses-kubelet-shim         the signal sent to the unit's main process
  *   is-active UNIT                                 "active" when its process runs
  * Anything else exits 1 naming what is not emulated.
  * Usage: kubeadm-node-service.ts <run dir> <node> <systemctl args...>
  */
 import { isAlive } from './processes.ts';
-import { kubeadmNodeAccess, readKubeadmState } from './kubeadm.ts';
+import { kubeadmNodeAccess, readKubeadmState, shimMainPid } from './kubeadm.ts';
 
-const UNITS: Record<string, string> = { kubelet: 'kubelet', 'kubelet.service': 'kubelet', containerd: 'containerd', 'containerd.service': 'containerd', 'ulysses-kubelet-shim': 'kubelet-shim', 'ulysses-kubelet-shim.service': 'kubelet-shim' };
+const UNITS: Record<string, string> = { kubelet: 'kubelet', 'kubelet.service': 'kubelet', containerd: 'containerd', 'containerd.service': 'containerd', 'ulysses-kubelet-shim': 'kubelet-shim', 'ulysses-kubelet-shim.service': 'kubelet-shim', 'ulysses-kubelet-shim-fallback': 'kubelet-shim-fallback', 'ulysses-kubelet-shim-fallback.service': 'kubelet-shim-fallback' };
 
 async function main(argv: string[]): Promise<void> {
   const [runDir, node, ...args] = argv;
@@ -38,10 +40,12 @@ async function main(argv: string[]): Promise<void> {
       return access.restartKubelet(node);
     case 'enable':
     case 'start':
+      if (unitOf(words[1]) === 'kubelet-shim-fallback') return access.startFallbackGuard(node);
       if (unitOf(words[1]) !== 'kubelet-shim') break;
       return access.startKubeletShim(node);
     case 'disable':
     case 'stop':
+      if (unitOf(words[1]) === 'kubelet-shim-fallback') return access.stopFallbackGuard(node);
       if (unitOf(words[1]) !== 'kubelet-shim') break;
       return access.stopKubeletShim(node);
     case 'is-active': {
@@ -61,9 +65,12 @@ async function main(argv: string[]): Promise<void> {
         else rest.push(w);
       }
       if (!signal) throw new Error(`systemctl ${args.join(' ')}: no --signal`);
-      const p = tracked(unitOf(rest[0]));
+      const unit = unitOf(rest[0]);
+      const p = tracked(unit);
       if (!p) throw new Error(`systemctl kill: ${rest[0]} does not run on ${node}`);
-      process.kill(p.pid, (signal.startsWith('SIG') ? signal : `SIG${signal}`) as NodeJS.Signals);
+      // the shim's tracked process is its unit's supervisor: the signal is for the main process
+      const pid = unit === 'kubelet-shim' ? shimMainPid(state, node) : p.pid;
+      process.kill(pid, (signal.startsWith('SIG') ? signal : `SIG${signal}`) as NodeJS.Signals);
       return;
     }
   }

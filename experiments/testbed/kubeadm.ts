@@ -648,7 +648,23 @@ export async function up(opts: KubeadmUpOptions = {}): Promise<KubeadmState> {
  *   manifests/systemd/ulysses-kubelet-shim.service runs (`manifests/entrypoint.sh kubelet-shim --config ...`).
  * - Sockets differ per node (nodes share /run): containerd's and the shim's are in the node's directory.
  */
-export function kubeadmNodeAccess(state: KubeadmState, log: (line: string) => void = () => undefined): NodeAccess {
+/** Where a node's kubelet-shim unit keeps its supervisor's files (unit-supervisor.ts: main.pid, notify.sock, supervisor.log). */
+export const shimUnitDir = (n: { spec: { dir: string } }) => join(n.spec.dir, 'kubelet-shim-unit');
+
+/** The pid of a node's kubelet-shim process (the unit's MainPID), read from its supervisor. */
+export function shimMainPid(state: KubeadmState, name: string): number {
+  const file = join(shimUnitDir(nodeNamed(state, name)), 'main.pid');
+  const pid = existsSync(file) ? Number(readFileSync(file, 'utf8').trim()) : NaN;
+  if (!Number.isInteger(pid) || pid <= 0) throw new Error(`no kubelet-shim main pid on ${name} (${file})`);
+  return pid;
+}
+
+export interface KubeadmNodeAccess extends NodeAccess {
+  startFallbackGuard(node: string): Promise<void>;
+  stopFallbackGuard(node: string): Promise<void>;
+}
+
+export function kubeadmNodeAccess(state: KubeadmState, log: (line: string) => void = () => undefined): KubeadmNodeAccess {
   const node = (name: string) => nodeNamed(state, name);
   const track = processTracker(state, saveState);
   const hostPath = (name: string, nodePath: string) => {
@@ -664,7 +680,7 @@ export function kubeadmNodeAccess(state: KubeadmState, log: (line: string) => vo
     saveState(state);
     return p;
   };
-  return {
+  const access: KubeadmNodeAccess = {
     nodes: () => installNodes(state),
     async readFile(name, nodePath) {
       const p = hostPath(name, nodePath);
@@ -694,11 +710,18 @@ export function kubeadmNodeAccess(state: KubeadmState, log: (line: string) => vo
       const n = node(name);
       await untrack(`kubelet-shim/${name}`);
       rmSync(n.spec.shimSocket, { force: true });
+      mkdirSync(shimUnitDir(n), { recursive: true });
+      // under the unit's own supervision settings (Type=notify, WatchdogSec, Restart=always): unit-supervisor.ts
       const p = track(
         startProcess({
           name: `kubelet-shim/${name}`,
-          cmd: join(REPO_ROOT, 'manifests', 'entrypoint.sh'),
-          args: ['kubelet-shim', '--config', hostPath(name, NODE_PATHS.shimConfig)],
+          cmd: join(REPO_ROOT, 'node_modules', '.bin', 'tsx'),
+          args: [
+            join(REPO_ROOT, 'experiments', 'testbed', 'unit-supervisor.ts'),
+            '--unit', join(REPO_ROOT, 'manifests', 'systemd', 'ulysses-kubelet-shim.service'),
+            '--dir', shimUnitDir(n),
+            '--', join(REPO_ROOT, 'manifests', 'entrypoint.sh'), 'kubelet-shim', '--config', hostPath(name, NODE_PATHS.shimConfig),
+          ],
           env: { NODE_NAME: name, KUBECONFIG: hostPath(name, NODE_PATHS.shimKubeconfig) },
           logFile: join(n.spec.dir, 'kubelet-shim.log'),
         }),
@@ -707,15 +730,38 @@ export function kubeadmNodeAccess(state: KubeadmState, log: (line: string) => vo
         if (!isAlive(p.pid)) throw new FatalError(`kubelet-shim on ${name} exited:\n${tailFile(p.logFile, 15)}`);
         return existsSync(n.spec.shimSocket);
       }, { timeoutMs: 60_000, intervalMs: 200, explain: () => tailFile(p.logFile, 10) });
+      await access.startFallbackGuard(name);
     },
     async stopKubeletShim(name) {
+      await access.stopFallbackGuard(name);
       await untrack(`kubelet-shim/${name}`);
       rmSync(node(name).spec.shimSocket, { force: true });
+    },
+    /** ulysses-kubelet-shim-fallback.service: kubelet-shim/fallback.ts on the shim's config, `systemctl` the testbed's. */
+    async startFallbackGuard(name) {
+      const n = node(name);
+      await untrack(`kubelet-shim-fallback/${name}`);
+      track(
+        startProcess({
+          name: `kubelet-shim-fallback/${name}`,
+          cmd: join(REPO_ROOT, 'manifests', 'entrypoint.sh'),
+          args: ['kubelet-shim-fallback', '--config', hostPath(name, NODE_PATHS.shimConfig)],
+          env: {
+            PATH: `${join(REPO_ROOT, 'experiments', 'testbed', 'node-bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
+            ULYSSES_REPO: REPO_ROOT, ULYSSES_TESTBED_RUN_DIR: state.runDir, ULYSSES_TESTBED_NODE: name, ULYSSES_TESTBED_HOST_MNT: '/proc/self/ns/mnt',
+          },
+          logFile: join(n.spec.dir, 'kubelet-shim-fallback.log'),
+        }),
+      );
+    },
+    async stopFallbackGuard(name) {
+      await untrack(`kubelet-shim-fallback/${name}`);
     },
     containerdSocket: (name) => node(name).spec.socket,
     shimSocket: (name) => node(name).spec.shimSocket,
     shimMetricsPort: (name) => node(name).spec.shimMetricsPort,
   };
+  return access;
 }
 
 /**
