@@ -206,7 +206,8 @@ export class RuntimeFallback {
       } catch (err) {
         this.o.log.error({ err: (err as Error).message }, 'fallback check failed');
       }
-      if (this.running) this.timer = setTimeout(() => void loop(), this.o.config.checkMs).unref();
+      // not unref'd: the loop is what keeps the guard's process alive
+      if (this.running) this.timer = setTimeout(() => void loop(), this.o.config.checkMs);
     };
     void loop();
   }

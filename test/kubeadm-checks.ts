@@ -27,7 +27,7 @@ export function stockSnapshot(state: kubeadm.KubeadmState) {
   };
 }
 
-/** Ulysses on the path: kcm without the replaced controllers, kube-scheduler with the extender, a shim per node, each kubelet on it. */
+/** Ulysses on the path: kcm without the replaced controllers, kube-scheduler with the extender, a shim and its fallback guard per node, each kubelet on the shim. */
 export async function expectInstalled(core: CoreV1Api, runDir: string): Promise<void> {
   const cp = kubeadm.CONTROL_PLANE_NAME;
   const kcm = await core.readNamespacedPod({ name: `kube-controller-manager-${cp}`, namespace: 'kube-system' });
@@ -38,6 +38,8 @@ export async function expectInstalled(core: CoreV1Api, runDir: string): Promise<
   for (const n of fresh.nodes) {
     const shim = fresh.processes.find((p) => p.name === `kubelet-shim/${n.spec.name}`);
     expect(shim && isAlive(shim.pid), `kubelet-shim on ${n.spec.name}`).toBe(true);
+    const guard = fresh.processes.find((p) => p.name === `kubelet-shim-fallback/${n.spec.name}`);
+    expect(guard && isAlive(guard.pid), `kubelet-shim-fallback on ${n.spec.name}`).toBe(true);
     expect(kubeletEndpoints(n)).toEqual({ runtime: `unix://${n.spec.shimSocket}`, image: `unix://${n.spec.shimSocket}` });
   }
 }
@@ -48,7 +50,7 @@ export function expectStock(runDir: string, stock: ReturnType<typeof stockSnapsh
   const fresh = kubeadm.readKubeadmState(runDir)!;
   for (const n of fresh.nodes) {
     expect(kubeletEndpoints(n), n.spec.name).toEqual(stock.kubelets[n.spec.name]);
-    expect(fresh.processes.some((p) => p.name === `kubelet-shim/${n.spec.name}`)).toBe(false);
+    expect(fresh.processes.some((p) => p.name === `kubelet-shim/${n.spec.name}` || p.name === `kubelet-shim-fallback/${n.spec.name}`)).toBe(false);
   }
   expect(existsSync('/etc/kubernetes/ulysses')).toBe(false);
 }

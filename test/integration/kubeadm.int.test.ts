@@ -32,6 +32,12 @@ import type { UlyssesConfig } from '../../core/runtime-config.ts';
 import { ECHO_PORT, udpFirstAnswer } from '../../experiments/workloads.ts';
 import { REPO_ROOT } from '../../experiments/testbed/ulysses-image.ts';
 import { expectInstalled, expectStock, stockSnapshot } from '../kubeadm-checks.ts';
+import { NODE_PATHS } from '../../manifests/install.ts';
+import { CriClient } from '../../kubelet-shim/cri-client.ts';
+import { markerPath, socketPathState } from '../../kubelet-shim/socket-path.ts';
+import { isAlive } from '../../experiments/testbed/processes.ts';
+import { metricAt } from './node-failure-harness.ts';
+import { progressLog } from '../../core/logging.ts';
 
 const runDir = '/tmp/ulysses-it-kubeadm';
 const CP = kubeadm.CONTROL_PLANE_NAME;
@@ -401,6 +407,119 @@ function installTests(): void {
     const rs = pods[0]!.metadata!.ownerReferences![0]!.name;
     const creates = (await eventsFor(CRITICAL_NS, 'ReplicaSet', rs)).filter((e) => e.reason === 'SuccessfulCreate' && e.reportingInstance?.startsWith(newPod));
     expect(creates.length, 'a SuccessfulCreate Event from the new leader').toBeGreaterThan(0);
+  });
+
+  describe('kubelet-shim faults under load (issue 42 item 6): the unit restarts it, the fallback guard keeps the kubelet on a runtime', () => {
+    const node = WORKERS[1]!;
+    const spec = () => state!.nodes.find((n) => n.spec.name === node)!.spec;
+    const LOAD = 'shim-fault';
+    const readyCondition = async () => (await core.readNode({ name: node })).status!.conditions!.find((c) => c.type === 'Ready')!;
+    const loadPods = async (n: number) =>
+      pollUntil(`${n} ${LOAD} pods Running and Ready on ${node}`, async () => {
+        const items = (await core.listNamespacedPod({ namespace: 'it-kubeadm', labelSelector: `app=${LOAD}` })).items.filter((p) => !p.metadata?.deletionTimestamp);
+        return items.length === n && items.every((p) => running(p) && p.spec?.nodeName === node) && items;
+      }, { timeoutMs: 240_000, intervalMs: 250 });
+    const scale = (replicas: number) => apps.patchNamespacedDeployment({ name: LOAD, namespace: 'it-kubeadm', body: [{ op: 'replace', path: '/spec/replicas', value: replicas }] });
+    const newShimPid = (old: number) =>
+      pollUntil(`a new kubelet-shim process on ${node}`, () => {
+        try {
+          const pid = kubeadm.shimMainPid(state!, node);
+          return pid !== old && isAlive(pid) && pid;
+        } catch {
+          return false;
+        }
+      }, { timeoutMs: 60_000, intervalMs: 50 });
+    const shimReady = () =>
+      pollUntil(`the kubelet-shim on ${node} ready (/readyz)`, async () => (await fetch(`http://127.0.0.1:${spec().shimMetricsPort}/readyz`).then((r) => r.status, () => 0)) === 200, { timeoutMs: 60_000, intervalMs: 50 });
+    /** Every pod of `pods` runs in exactly one READY sandbox in the node's containerd, and no sandbox runs twice. */
+    const expectEachOnce = async (pods: V1Pod[]) => {
+      const cri = new CriClient(spec().socket);
+      try {
+        const r = await cri.call<{ items?: Array<{ labels?: Record<string, string> }> }>('ListPodSandbox', { filter: { state: { state: 'SANDBOX_READY' } } }, { deadline: Date.now() + 10_000 });
+        const count = new Map<string, number>();
+        for (const sb of r.items ?? []) {
+          const uid = sb.labels?.['io.kubernetes.pod.uid'] ?? '?';
+          count.set(uid, (count.get(uid) ?? 0) + 1);
+        }
+        for (const p of pods) expect(count.get(p.metadata!.uid!), p.metadata!.name).toBe(1);
+        for (const [uid, n] of count) expect(n, `sandboxes of pod ${uid}`).toBe(1);
+      } finally {
+        cri.close();
+      }
+    };
+    const kubeletStarts = async () => (await eventsFor('default', 'Node', node)).filter((e) => e.reason === 'Starting' && e.source?.component === 'kubelet').map((e) => e.metadata!.uid!);
+    let readyBefore: { lastTransitionTime?: Date; status: string };
+    let before: Record<string, string>;
+
+    beforeAll(async () => {
+      readyBefore = await readyCondition();
+      await applyDeployment(apps, deployment({ namespace: 'it-kubeadm', name: LOAD, replicas: 0, criticality: 'low', image: 'http-server', nodes: [node] }));
+    });
+    afterAll(async () => {
+      // the guard restarted this node's kubelet from its own process: the testbed's state is on disk
+      state = kubeadm.readKubeadmState(runDir)!;
+      opts.nodes = kubeadm.kubeadmNodeAccess(state);
+      await apps.deleteNamespacedDeployment({ name: LOAD, namespace: 'it-kubeadm' }).catch(() => undefined);
+    });
+
+    it('kill -9 while 8 pods are being created: restarted by the unit, the node stays Ready, every pod runs once, nothing running is touched', async () => {
+      expect(readyBefore.status).toBe('True');
+      before = await workloadFingerprint();
+      const pid = kubeadm.shimMainPid(state!, node);
+      await scale(8);
+      await pollUntil(`the first ${LOAD} pod bound to ${node}`, async () => (await core.listNamespacedPod({ namespace: 'it-kubeadm', labelSelector: `app=${LOAD}` })).items.some((p) => p.spec?.nodeName), { timeoutMs: 60_000, intervalMs: 20 });
+      const t0 = Date.now();
+      process.kill(pid, 'SIGKILL');
+      await newShimPid(pid);
+      await shimReady();
+      const tShim = Date.now();
+      const pods = await loadPods(8);
+      progressLog(`kubelet-shim kill -9 on ${node}: a new shim ready ${((tShim - t0) / 1000).toFixed(2)} s after, 8 pods Ready ${((Date.now() - t0) / 1000).toFixed(2)} s after`);
+      const ready = await readyCondition();
+      expect(ready.status).toBe('True');
+      expect(ready.lastTransitionTime).toEqual(readyBefore.lastTransitionTime);
+      await expectEachOnce(pods);
+      const after = await workloadFingerprint();
+      for (const [k, v] of Object.entries(before)) expect(after[k], k).toBe(v);
+    });
+
+    it('SIGSTOP while 4 more pods are being created: the guard puts the kubelet on containerd, the watchdog restarts the shim, the guard moves the kubelet back; the node stays Ready, every pod runs once', async () => {
+      // return after 5 s instead of 30 s: the node's config, the guard restarted on it
+      const access = kubeadm.kubeadmNodeAccess(state!);
+      const config = (await access.readFile(node, NODE_PATHS.shimConfig))!;
+      await access.writeFile(node, NODE_PATHS.shimConfig, `${config}fallback:\n  returnAfterMs: 5000\n`, 0o644);
+      await access.startFallbackGuard(node);
+      before = await workloadFingerprint();
+      const starts = await kubeletStarts();
+      const socket = spec().shimSocket;
+      const pid = kubeadm.shimMainPid(state!, node);
+      await scale(12);
+      const t0 = Date.now();
+      process.kill(pid, 'SIGSTOP');
+      await pollUntil(`the guard pointing ${socket} at containerd`, () => socketPathState(socket, spec().socket) === 'fallback', { timeoutMs: 60_000, intervalMs: 50 });
+      const tFallback = Date.now();
+      await newShimPid(pid);
+      const tRestart = Date.now();
+      expect(isAlive(pid), 'the stopped shim is gone (watchdog: SIGABRT, then SIGKILL)').toBe(false);
+      expect(readFileSync(join(kubeadm.shimUnitDir({ spec: spec() }), 'supervisor.log'), 'utf8')).toContain('watchdog timeout');
+      await pollUntil(`the shim on ${socket} again`, () => socketPathState(socket, spec().socket) === 'shim', { timeoutMs: 60_000, intervalMs: 50 });
+      await pollUntil('the kubelet restarted onto the shim by the guard (a new Starting Event)', async () => (await kubeletStarts()).some((u) => !starts.includes(u)) && !existsSync(markerPath(socket)), { timeoutMs: 120_000, intervalMs: 250 });
+      const tBack = Date.now();
+      const pods = await loadPods(12);
+      progressLog(`kubelet-shim SIGSTOP on ${node}: kubelet on containerd ${((tFallback - t0) / 1000).toFixed(2)} s after, shim restarted by the watchdog ${((tRestart - t0) / 1000).toFixed(2)} s, kubelet back on the shim ${((tBack - t0) / 1000).toFixed(2)} s, 12 pods Ready ${((Date.now() - t0) / 1000).toFixed(2)} s`);
+      const ready = await readyCondition();
+      expect(ready.status).toBe('True');
+      expect(ready.lastTransitionTime).toEqual(readyBefore.lastTransitionTime);
+      await expectEachOnce(pods);
+      const after = await workloadFingerprint();
+      for (const [k, v] of Object.entries(before)) expect(after[k], k).toBe(v);
+      // the kubelet's calls go through the shim again: one more pod is created through it
+      const port = spec().shimMetricsPort;
+      const runs = await metricAt(port, 'ulysses_cri_proxy_added_latency_seconds_count', { method: 'RunPodSandbox' });
+      await scale(13);
+      await loadPods(13);
+      expect(await metricAt(port, 'ulysses_cri_proxy_added_latency_seconds_count', { method: 'RunPodSandbox' })).toBeGreaterThan(runs);
+    });
   });
 
   it("a kubeadm upgrade without Ulysses' patches turns kcm's replaced controllers back on: the controller manager reports each duplicate on kcm's pod; the patches again, kcm as installed", async () => {
