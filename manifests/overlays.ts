@@ -58,6 +58,8 @@ export const COMPONENT_OBJECTS = {
     'ClusterRoleBinding/ulysses:scheduler-extender',
     'Role/ulysses:scheduler-extender:leader-election',
     'RoleBinding/ulysses:scheduler-extender:leader-election',
+    'Role/ulysses:scheduler-extender:routing',
+    'RoleBinding/ulysses:scheduler-extender:routing',
     'Lease/ulysses-scheduler-extender',
     'Deployment/ulysses-scheduler-extender',
     'PodDisruptionBudget/ulysses-scheduler-extender',

@@ -36,6 +36,7 @@
 import { KubeClient } from '../../core/kube.ts';
 import { LeaderElector, type LeaderElectionOptions } from '../../core/leader-election.ts';
 import type { Logger } from '../../core/logging.ts';
+import { ROUTE_RECHECK_MS, publishRoute, type LeaderPod } from './routing.ts';
 import { APISERVER_ENDPOINTS_PATH, APISERVER_SLICE_PATH, MAX_APISERVERS, apiserverAccess, apiserversFromEndpoints, apiserversFromSlice, hostPort } from './apiservers.ts';
 
 /** Bound of each request of the epoch confirmation (the list read, each apiserver's dry run). */
@@ -373,8 +374,32 @@ export class ExtenderLeadership {
     return c;
   }
 
-  /** Routing label on our pod, then off every other pod that still has it (a dead or deposed leader). */
+  /**
+   * Routing: the Service's EndpointSlice to our pod (routing.ts; then kept so every
+   * ROUTE_RECHECK_MS while leading), the leader label on our pod, then off every other pod that
+   * still has it (a dead or deposed leader).
+   */
   private async route(pod: { namespace: string; name: string }, signal: AbortSignal): Promise<void> {
+    const self = await this.ownPod(pod, signal);
+    if (self) {
+      const keep = async (first: boolean) => {
+        try {
+          await publishRoute(this.client, self, this.o.log);
+        } catch (err) {
+          this.o.log.warn({ err: (err as Error).message }, 'could not route the extender Service to this pod: retrying');
+          if (first && !signal.aborted) await new Promise((r) => setTimeout(r, 1000));
+          return false;
+        }
+        return true;
+      };
+      while (!signal.aborted && !(await keep(true)));
+      void (async () => {
+        while (!signal.aborted) {
+          await new Promise((r) => setTimeout(r, ROUTE_RECHECK_MS).unref());
+          if (!signal.aborted && this.gate.check().ready) await keep(false);
+        }
+      })();
+    }
     await this.setLabel(pod.name, true, signal, 'leader: routing label set on own pod');
     while (!signal.aborted) {
       try {
@@ -392,6 +417,21 @@ export class ExtenderLeadership {
         await new Promise((r) => setTimeout(r, 1000));
       }
     }
+  }
+
+  /** Our pod's uid, IP and node, read until known (the IP is there once the pod runs) or `signal` aborts. */
+  private async ownPod(pod: { namespace: string; name: string }, signal: AbortSignal): Promise<LeaderPod | undefined> {
+    const path = `/api/v1/namespaces/${encodeURIComponent(pod.namespace)}/pods/${encodeURIComponent(pod.name)}`;
+    while (!signal.aborted) {
+      try {
+        const p = await this.client.request<{ metadata?: { uid?: string }; spec?: { nodeName?: string }; status?: { podIP?: string } }>('GET', path, { timeoutMs: 10_000 });
+        if (p.metadata?.uid && p.status?.podIP) return { ...pod, uid: p.metadata.uid, ip: p.status.podIP, nodeName: p.spec?.nodeName };
+      } catch (err) {
+        this.o.log.warn({ err: (err as Error).message }, 'could not read this pod for routing: retrying');
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    return undefined;
   }
 
   /** Sets or removes the routing label on a pod of our namespace; retried until done or `signal` aborts (a pod that is gone needs nothing). */

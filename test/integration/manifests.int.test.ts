@@ -318,6 +318,10 @@ describe('least-privilege RBAC (SubjectAccessReview as each ServiceAccount, and 
       lease('patch', EXT_LEASE),
       lease('create', EXT_LEASE),
       ['get', 'endpointslices', { group: 'discovery.k8s.io', namespace: 'default', name: 'kubernetes' }],
+      // routing.ts: the Service's EndpointSlice, in its own namespace
+      ['list', 'endpointslices', { group: 'discovery.k8s.io', namespace: ULYSSES_NAMESPACE }],
+      ['create', 'endpointslices', { group: 'discovery.k8s.io', namespace: ULYSSES_NAMESPACE }],
+      ['update', 'endpointslices', { group: 'discovery.k8s.io', namespace: ULYSSES_NAMESPACE, name: 'ulysses-scheduler-extender' }],
     ],
     'ulysses-kubelet-shim': [
       ['watch', 'nodes'],
@@ -373,6 +377,7 @@ describe('least-privilege RBAC (SubjectAccessReview as each ServiceAccount, and 
       fs('patch', 'ulysses-critical-namespaces'),
       lease('update', 'kube-scheduler', 'kube-system'), // not kube-scheduler's lease
       ['get', 'endpointslices', { group: 'discovery.k8s.io', namespace: any, name: 'web' }], // the apiservers' only
+      ['create', 'endpointslices', { group: 'discovery.k8s.io', namespace: any }], // its Service's, in ulysses-system only
     ],
     'ulysses-kubelet-shim': [
       ...NO_SECRETS,

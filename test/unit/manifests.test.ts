@@ -21,6 +21,7 @@ import {
   renderOverlay,
   type K8sObject,
 } from '../../manifests/overlays.ts';
+import { ROUTE_PORTS } from '../../scheduler-plugins/extender/routing.ts';
 import { LEADER_LABEL, RESERVATION_EPOCH_ANNOTATION } from '../../scheduler-plugins/extender/leadership.ts';
 import { REQUEUE_ANNOTATION } from '../../scheduler-plugins/extender/requeue.ts';
 import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
@@ -165,7 +166,7 @@ describe.skipIf(!existsSync(kubectl))('kubectl kustomize of every overlay', () =
     expect(Number(flag(podSpec(d).containers[0]!.args, 'port'))).toBe(svc.spec.ports.find((p) => p.name === 'http')!.port);
   });
 
-  it('scheduler-extender HA: 2 replicas on a Lease the Role allows, the Service routes by the leader label, rolling updates never wait for a standby', async () => {
+  it('scheduler-extender HA: 2 replicas on a Lease the Role allows, the Service routed by the leader itself (no selector), rolling updates never wait for a standby', async () => {
     const objs = await objectsOf('scheduler-extender');
     const d = objs.find((o) => objectId(o) === 'Deployment/ulysses-scheduler-extender')! as unknown as {
       spec: { replicas: number; strategy: { type: string; rollingUpdate: { maxSurge: number; maxUnavailable: number } } };
@@ -188,9 +189,12 @@ describe.skipIf(!existsSync(kubectl))('kubectl kustomize of every overlay', () =
     // Ready is not leadership (a standby never Ready would stall the rollout): liveness and readiness are /healthz
     expect(c.readinessProbe?.httpGet?.path).toBe('/healthz');
     expect(c.livenessProbe?.httpGet?.path).toBe('/healthz');
-    // the Service selects the label the leader sets on its pod
-    const svc = objs.find((o) => objectId(o) === 'Service/ulysses-scheduler-extender')! as unknown as { spec: { selector: Record<string, string> } };
-    expect(svc.spec.selector).toEqual({ 'app.kubernetes.io/name': 'ulysses-scheduler-extender', [LEADER_LABEL]: 'true' });
+    // no selector: the leader writes the Service's EndpointSlice (routing.ts), not Ulysses' EndpointSlice controller
+    const svc = objs.find((o) => objectId(o) === 'Service/ulysses-scheduler-extender')! as unknown as { spec: { selector?: Record<string, string>; ports: { name: string; port: number }[] } };
+    expect(svc.spec.selector).toBeUndefined();
+    expect(svc.spec.ports.map((p) => [p.name, p.port])).toEqual(ROUTE_PORTS.map((p) => [p.name, p.port]));
+    const routing = objs.find((o) => objectId(o) === 'Role/ulysses:scheduler-extender:routing') as unknown as { rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[] };
+    expect(routing.rules).toEqual([{ apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['list', 'create', 'update', 'delete'] }]);
     // the Role grants exactly the Lease verbs the elector uses (and patch: the new leader's dry run of its
     // reservation epoch; create: a PUT to its name re-creates it) on this Lease only, to the extender's ServiceAccount
     const role = objs.find((o) => objectId(o) === 'Role/ulysses:scheduler-extender:leader-election')! as unknown as K8sObject & { rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[] };
