@@ -23,6 +23,7 @@ import { ResilientInformer } from '../core/informer.ts';
 import type { KubeAccess } from '../core/kube.ts';
 import { metricsRegistry, registeredMetric } from '../core/metrics.ts';
 import type { Logger } from '../core/logging.ts';
+import { KCM_POD_SELECTOR } from '../core/kcm.ts';
 
 /** kcm's names of the controllers Ulysses replaces, with the aliases kcm accepts for them. */
 export const REPLACED_KCM_CONTROLLERS: Readonly<Record<string, readonly string[]>> = Object.freeze({
@@ -75,7 +76,7 @@ export class DuplicateControllersDetector {
   private readonly reported = new Map<string, string>();
 
   constructor(private readonly o: { kubeconfig: KubeAccess; log: Logger; events: ComponentEventRecorder }) {
-    this.informer = new ResilientInformer<V1Pod>(o.kubeconfig, { path: '/api/v1/namespaces/kube-system/pods', labelSelector: 'component=kube-controller-manager', log: o.log });
+    this.informer = new ResilientInformer<V1Pod>(o.kubeconfig, { path: '/api/v1/namespaces/kube-system/pods', labelSelector: KCM_POD_SELECTOR, log: o.log });
     this.gauge = registeredMetric('ulysses_duplicate_controllers', () =>
       new Gauge({
         name: 'ulysses_duplicate_controllers',

@@ -23,6 +23,7 @@ import { z } from 'zod';
 import { loadConfigFile, validateConfig } from '../core/config.ts';
 import { KubeClient } from '../core/kube.ts';
 import { loadKubeAccess } from '../core/kubeconfig.ts';
+import { waitForKcmTakeBack } from './kcm-gate.ts';
 import { defaultIdentity, DEFAULT_LEASE_DURATION_S, DEFAULT_RENEW_DEADLINE_S, DEFAULT_RETRY_PERIOD_S, LeaderElector, parseDurationSeconds as parseSeconds } from '../core/leader-election.ts';
 import { componentLogger } from '../core/logging.ts';
 import { serveMetrics } from '../core/metrics.ts';
@@ -85,7 +86,10 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
   // exemption, hosted here because this process is leader-elected) and spec.slo (the critical-recovery
   // SLO this process measures, recovery-slo.ts), applied live while leading
   let watchers: Array<{ stop(): Promise<void> }> = [];
-  const startControllers = async () => {
+  const startControllers = async (signal?: AbortSignal) => {
+    // never beside kcm running the same controllers (kcm-gate.ts: a handback while no leader was)
+    if (signal) await waitForKcmTakeBack(new KubeClient(kubeconfig), log, signal);
+    if (signal?.aborted) return;
     cm = new ControllerManager({ kubeconfig, ...cfg, identity, log });
     await cm.start();
     if (values['runtime-config'] === 'true') {

@@ -6,6 +6,7 @@
 #   entrypoint.sh scheduler-extender  [--port=8888 ...]           scheduler-plugins/extender/main.ts
 #   entrypoint.sh kubelet-shim        [--listen=... --backend=...] kubelet-shim/main.ts
 #   entrypoint.sh kubelet-shim-fallback --config FILE             kubelet-shim/fallback.ts
+#   entrypoint.sh kcm-handback        [--after=60s ...]            manifests/kcm-handback.ts
 #   entrypoint.sh ulysses             [status|set|...]             cli/ulysses.ts
 #
 # ULYSSES_SUPERVISE=1 restarts the component when it exits (used by the kubelet-shim DaemonSet: once
@@ -18,7 +19,7 @@ APP=$(CDPATH= cd -- "$(dirname -- "$0")/.." && pwd)
 TSX_LOADER="$APP/node_modules/tsx/dist/loader.mjs"
 
 usage() {
-  echo "usage: $0 controller-manager|scheduler-extender|kubelet-shim|kubelet-shim-fallback|ulysses [flags...]" >&2
+  echo "usage: $0 controller-manager|scheduler-extender|kubelet-shim|kubelet-shim-fallback|kcm-handback|ulysses [flags...]" >&2
   exit 2
 }
 
@@ -30,6 +31,7 @@ case "$component" in
   scheduler-extender) main="$APP/scheduler-plugins/extender/main.ts" ;;
   kubelet-shim) main="$APP/kubelet-shim/main.ts" ;;
   kubelet-shim-fallback) main="$APP/kubelet-shim/fallback.ts" ;;
+  kcm-handback) main="$APP/manifests/kcm-handback.ts" ;;
   ulysses | cli) main="$APP/cli/ulysses.ts" ;;
   *) echo "unknown component \"$component\"" >&2; usage ;;
 esac

@@ -56,6 +56,8 @@ export const NODE_PATHS = {
   /** Where installs before the node credential kept a ServiceAccount token for the shim: removed. */
   legacyShimKubeconfig: '/etc/ulysses/kubelet-shim.kubeconfig',
   kubeletEndpointsBackup: '/etc/ulysses/kubelet-endpoints.yaml',
+  /** The kcm handback's static pod on a control-plane node (manifests/kcm-handback.ts). */
+  kcmHandback: '/etc/kubernetes/manifests/ulysses-kcm-handback.yaml',
 } as const;
 export const SCHEDULER_CONFIG_FLAG = `--config=${NODE_PATHS.schedulerConfig}`;
 
@@ -239,6 +241,11 @@ export async function renderInstall(o: Pick<InstallOptions, 'kubectl' | 'image' 
 }
 
 /** The Ulysses image the rendered workloads run (the install's probe pods run it too). */
+/** The kcm handback's static pod (manifests/kubeadm/static-pods/ulysses-kcm-handback.yaml) with the installed image. */
+export function kcmHandbackPod(image: string): string {
+  return readFileSync(join(MANIFESTS_DIR, 'kubeadm', 'static-pods', 'ulysses-kcm-handback.yaml'), 'utf8').replace(/^(\s+image: ).*$/m, `$1${image}`);
+}
+
 export function ulyssesImage(objects: K8sObject[]): string {
   for (const obj of objects) {
     const spec = (obj as { spec?: { template?: { spec?: { containers?: Array<{ image?: string }> } } } }).spec?.template?.spec;
@@ -630,6 +637,13 @@ export async function install(o: InstallOptions): Promise<void> {
             await i.regenerate(n.name, 'controller-manager');
             await i.staticPodWith('kube-controller-manager', n.name, KCM_CONTROLLERS_FLAG, true);
           });
+          await i.step(`controller-manager: kcm handback static pod on ${n.name}`, async () => {
+            await i.write(n.name, NODE_PATHS.kcmHandback, kcmHandbackPod(ulyssesImage(objects)), 0o600);
+            await pollUntil(`kube-system/ulysses-kcm-handback-${n.name} Ready`, async () => {
+              const p = await i.core.readNamespacedPod({ name: `ulysses-kcm-handback-${n.name}`, namespace: 'kube-system' }).catch(() => undefined);
+              return p && isPodReady(p);
+            }, { timeoutMs: i.timeoutMs, intervalMs: 500 });
+          });
         }
         break;
       case 'scheduler-extender': {
@@ -760,6 +774,8 @@ export async function uninstall(o: InstallOptions): Promise<void> {
       case 'controller-manager':
         for (const n of i.controlPlaneNodes()) {
           await i.step(`controller-manager: stock kube-controller-manager on ${n.name}`, async () => {
+            // the handback first: it would edit the manifest being regenerated
+            await i.remove(n.name, NODE_PATHS.kcmHandback);
             await i.remove(n.name, join(NODE_PATHS.patches, 'kube-controller-manager+json.yaml'));
             await i.regenerate(n.name, 'controller-manager');
             await i.staticPodWith('kube-controller-manager', n.name, KCM_CONTROLLERS_FLAG, false);

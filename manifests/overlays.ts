@@ -43,6 +43,8 @@ export const COMPONENT_OBJECTS = {
     'ClusterRoleBinding/ulysses:controller-manager',
     'Role/ulysses:controller-manager:leader-election',
     'RoleBinding/ulysses:controller-manager:leader-election',
+    'Role/ulysses:kcm-handback',
+    'RoleBinding/ulysses:kcm-handback',
     'Lease/ulysses-controller-manager',
     'ClusterRole/ulysses:apf-exemption',
     'ClusterRoleBinding/ulysses:apf-exemption',

@@ -38,6 +38,11 @@ import { markerPath, socketPathState } from '../../kubelet-shim/socket-path.ts';
 import { isAlive } from '../../experiments/testbed/processes.ts';
 import { metricAt } from './node-failure-harness.ts';
 import { progressLog } from '../../core/logging.ts';
+import { KCM_HANDBACK_ANNOTATION } from '../../core/kcm.ts';
+import { replacedControllersRunning } from '../../controller-manager/duplicate-controllers.ts';
+import { ROUTE_SLICE } from '../../scheduler-plugins/extender/routing.ts';
+import { TEST_IMAGES } from '../../experiments/testbed/images/index.ts';
+import { DiscoveryV1Api } from '@kubernetes/client-node';
 
 const runDir = '/tmp/ulysses-it-kubeadm';
 const CP = kubeadm.CONTROL_PLANE_NAME;
@@ -229,6 +234,18 @@ async function workloadFingerprint(): Promise<Record<string, string>> {
   return out;
 }
 
+/** The process of a Ulysses pod on this machine (its POD_NAME and its component in the command line). */
+function podProcess(pod: string, component: string): number | undefined {
+  const pid = readdirSync('/proc').filter((d) => /^\d+$/.test(d)).find((d) => {
+    try {
+      return readFileSync(`/proc/${d}/environ`, 'latin1').split('\0').includes(`POD_NAME=${pod}`) && readFileSync(`/proc/${d}/cmdline`, 'latin1').includes(component);
+    } catch {
+      return false;
+    }
+  });
+  return pid === undefined ? undefined : Number(pid);
+}
+
 async function eventsFor(ns: string, kind: string, name: string): Promise<CoreV1Event[]> {
   return (await core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.kind=${kind},involvedObject.name=${name}` })).items;
 }
@@ -377,13 +394,7 @@ function installTests(): void {
     const lease = await leases.readNamespacedLease({ name: 'ulysses-controller-manager', namespace: 'ulysses-system' });
     const holder = lease.spec!.holderIdentity!;
     const leaderPod = holder.split('_')[0]!;
-    const pid = readdirSync('/proc').filter((d) => /^\d+$/.test(d)).find((d) => {
-      try {
-        return readFileSync(`/proc/${d}/environ`, 'latin1').split('\0').includes(`POD_NAME=${leaderPod}`) && readFileSync(`/proc/${d}/cmdline`, 'latin1').includes('controller-manager');
-      } catch {
-        return false;
-      }
-    });
+    const pid = podProcess(leaderPod, 'controller-manager');
     expect(pid, `the process of ${leaderPod}`).toBeDefined();
     const killed = Date.now();
     process.kill(Number(pid), 'SIGKILL');
@@ -396,7 +407,7 @@ function installTests(): void {
       { timeoutMs: 90_000 },
     );
     const newPod = next.holderIdentity!.split('_')[0]!;
-    console.log(`leader ${leaderPod} killed; ${newPod === leaderPod ? 'its restarted process' : `the standby ${newPod}`} leads ${((Date.now() - killed) / 1000).toFixed(1)} s later (lease duration 15 s), transitions ${lease.spec?.leaseTransitions ?? 0} -> ${next.leaseTransitions}`);
+    progressLog(`leader ${leaderPod} killed; ${newPod === leaderPod ? 'its restarted process' : `the standby ${newPod}`} leads ${((Date.now() - killed) / 1000).toFixed(1)} s later (lease duration 15 s), transitions ${lease.spec?.leaseTransitions ?? 0} -> ${next.leaseTransitions}`);
     expect(next.leaseTransitions ?? 0).toBeGreaterThan(lease.spec?.leaseTransitions ?? 0);
     // the new leader's ReplicaSet controller creates the pod of a scale-up
     await apps.patchNamespacedDeployment({ name: 'upf', namespace: CRITICAL_NS, body: [{ op: 'replace', path: '/spec/replicas', value: 2 }] });
@@ -520,6 +531,90 @@ function installTests(): void {
       await loadPods(13);
       expect(await metricAt(port, 'ulysses_cri_proxy_added_latency_seconds_count', { method: 'RunPodSandbox' })).toBeGreaterThan(runs);
     });
+  });
+
+  it("the controller manager gone for good (both pods frozen, then deleted): the extender still fails over and schedules, kcm gets the controllers back after the handback and recreates the controller manager, which takes them back", async () => {
+    const access = kubeadm.kubeadmNodeAccess(state!);
+    const handbackPod = `ulysses-kcm-handback-${CP}`;
+    const kcmPod = () => core.readNamespacedPod({ name: `kube-controller-manager-${CP}`, namespace: 'kube-system' });
+    const kcmCommand = (p: V1Pod) => [...(p.spec?.containers[0]?.command ?? []), ...(p.spec?.containers[0]?.args ?? [])];
+    const cmPods = async () => (await core.listNamespacedPod({ namespace: 'ulysses-system', labelSelector: 'app.kubernetes.io/name=ulysses-controller-manager' })).items.filter((p) => !p.metadata?.deletionTimestamp);
+    const leases = kc.makeApiClient(CoordinationV1Api);
+    const holderOf = async (name: string) => (await leases.readNamespacedLease({ name, namespace: 'ulysses-system' })).spec?.holderIdentity ?? '';
+    // the handback after 20 s instead of 60 s: its static pod rewritten, the kubelet restarts it
+    const manifest = (await access.readFile(CP, NODE_PATHS.kcmHandback))!;
+    expect(manifest).toContain('--after=60s');
+    await access.writeFile(CP, NODE_PATHS.kcmHandback, manifest.replace('--after=60s', '--after=20s'), 0o600);
+    await pollUntil(`${handbackPod} running with --after=20s`, async () => {
+      const p = await core.readNamespacedPod({ name: handbackPod, namespace: 'kube-system' }).catch(() => undefined);
+      return p && running(p) && p.spec?.containers[0]?.args?.includes('--after=20s');
+    }, { timeoutMs: 90_000, intervalMs: 500 });
+    expect(replacedControllersRunning(kcmCommand(await kcmPod()))).toEqual([]);
+
+    // both controller manager processes frozen, then their pods deleted: no ReplicaSet controller is left to replace them
+    const pods = await cmPods();
+    expect(pods).toHaveLength(2);
+    const pids = pods.map((p) => podProcess(p.metadata!.name!, 'controller-manager') ?? expect.fail(`no process of ${p.metadata!.name}`));
+    for (const pid of pids) process.kill(pid, 'SIGSTOP');
+    const t0 = Date.now();
+    for (const p of pods) await core.deleteNamespacedPod({ name: p.metadata!.name!, namespace: 'ulysses-system', gracePeriodSeconds: 0 });
+    await pollUntil('both controller manager processes gone', () => pids.every((pid) => !isAlive(pid)), { timeoutMs: 60_000, intervalMs: 200 });
+
+    // the extender's leader goes too: its standby routes the Service to itself, no controller manager needed
+    const extLeader = (await holderOf('ulysses-scheduler-extender')).split('_')[0]!;
+    await core.deleteNamespacedPod({ name: extLeader, namespace: 'ulysses-system', gracePeriodSeconds: 0 });
+    const routed = await pollUntil('the extender Service routed to the standby', async () => {
+      const sl = await kc.makeApiClient(DiscoveryV1Api).readNamespacedEndpointSlice({ name: ROUTE_SLICE, namespace: 'ulysses-system' }).catch(() => undefined);
+      const target = sl?.endpoints?.[0]?.targetRef?.name;
+      return target && target !== extLeader && target;
+    }, { timeoutMs: 120_000, intervalMs: 250 });
+    const tRouted = Date.now();
+    await core.createNamespacedPod({ namespace: 'it-kubeadm', body: { metadata: { name: 'while-cm-down' }, spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'web', image: TEST_IMAGES.httpServer.name, imagePullPolicy: 'Never' }] } } });
+    const scheduled = await pollUntil('a new pod scheduled (through the new extender leader) and Running while no controller manager runs', async () => {
+      const p = await core.readNamespacedPod({ name: 'while-cm-down', namespace: 'it-kubeadm' });
+      return running(p) && p;
+    }, { timeoutMs: 120_000, intervalMs: 250 });
+    expect(scheduled.spec?.nodeName).toBeTruthy();
+    expect(await cmPods()).toEqual([]);
+
+    // only the handback brings the controllers back: kcm runs them, and its ReplicaSet controller recreates the controller manager
+    await pollUntil('kcm with the replaced controllers (handed back)', async () => {
+      const p = await kcmPod();
+      return p.metadata?.annotations?.[KCM_HANDBACK_ANNOTATION] && running(p) && replacedControllersRunning(kcmCommand(p)).length === 5;
+    }, { timeoutMs: 120_000, intervalMs: 250 });
+    const tHanded = Date.now();
+    const recreated = await pollUntil('2 controller manager pods Running again', async () => {
+      const ps = await cmPods();
+      return ps.length === 2 && ps.every(running) && ps;
+    }, { timeoutMs: 180_000, intervalMs: 500 });
+    const rs = recreated[0]!.metadata!.ownerReferences![0]!.name;
+    const creates = (await eventsFor('ulysses-system', 'ReplicaSet', rs)).filter((e) => e.reason === 'SuccessfulCreate' && new Date(e.lastTimestamp ?? e.eventTime ?? 0).getTime() >= t0 - 1000);
+    expect(creates.length, 'the controller manager pods created after the handback').toBeGreaterThan(0);
+    for (const e of creates) expect(e.reportingComponent, 'created by kcm, not by Ulysses').not.toBe(SHIM_COMPONENT);
+
+    // a leader again: the handback takes the controllers from kcm, and the leader starts them only then
+    await pollUntil('kcm without the replaced controllers again (taken back), Ready', async () => {
+      const p = await kcmPod();
+      return !p.metadata?.annotations?.[KCM_HANDBACK_ANNOTATION] && running(p) && replacedControllersRunning(kcmCommand(p)).length === 0;
+    }, { timeoutMs: 180_000, intervalMs: 250 });
+    const tTaken = Date.now();
+    const leader = (await holderOf('ulysses-controller-manager')).split('_')[0]!;
+    expect(recreated.map((p) => p.metadata!.name)).toContain(leader);
+    const log = await pollUntil("the new leader's log: it waited for kcm, then started the controllers", async () => {
+      const text = await core.readNamespacedPodLog({ name: leader, namespace: 'ulysses-system' });
+      return text.includes('kube-controller-manager gave the replaced controllers up') && text;
+    }, { timeoutMs: 60_000, intervalMs: 500 });
+    expect(log).toContain('still runs the replaced controllers: waiting before starting them');
+    // its ReplicaSet controller works: the upf Deployment scaled back to 1
+    await apps.patchNamespacedDeployment({ name: 'upf', namespace: CRITICAL_NS, body: [{ op: 'replace', path: '/spec/replicas', value: 1 }] });
+    await pollUntil('upf scaled to 1 by the Ulysses controller manager', async () => {
+      const upfRs = (await apps.listNamespacedReplicaSet({ namespace: CRITICAL_NS })).items.find((r) => (r.spec?.replicas ?? 0) > 0);
+      const deletes = upfRs ? (await eventsFor(CRITICAL_NS, 'ReplicaSet', upfRs.metadata!.name!)).filter((e) => e.reason === 'SuccessfulDelete' && e.reportingComponent === SHIM_COMPONENT && new Date(e.lastTimestamp ?? e.eventTime ?? 0).getTime() >= tTaken - 1000) : [];
+      return deletes.length > 0;
+    }, { timeoutMs: 120_000, intervalMs: 500 });
+    progressLog(`controller manager gone at 0 s: extender routed to its standby ${routed} at ${((tRouted - t0) / 1000).toFixed(1)} s, a pod scheduled and Running meanwhile; kcm ran the controllers at ${((tHanded - t0) / 1000).toFixed(1)} s (handback after 20 s), controller manager pods recreated, kcm gave them up at ${((tTaken - t0) / 1000).toFixed(1)} s`);
+    await core.deleteNamespacedPod({ name: 'while-cm-down', namespace: 'it-kubeadm' });
+    await access.writeFile(CP, NODE_PATHS.kcmHandback, manifest, 0o600);
   });
 
   it("a kubeadm upgrade without Ulysses' patches turns kcm's replaced controllers back on: the controller manager reports each duplicate on kcm's pod; the patches again, kcm as installed", async () => {

@@ -30,6 +30,7 @@ import { RT_ANNOTATION, RT_CAPACITY_ANNOTATION, RT_CORES_ANNOTATION, RT_SCHEDULE
 import { ASSURANCE_ANNOTATION, ASSURANCE_POLICY_ANNOTATION } from '../../scheduler-plugins/assurance/assurance.ts';
 import { BASE_ASSURANCE_ANNOTATION } from '../../scheduler-plugins/assurance/updater.ts';
 import { RESERVED_NODE_ANNOTATION } from '../../scheduler-plugins/extender/state.ts';
+import { KCM_HANDBACK_ANNOTATION } from '../../core/kcm.ts';
 import { LEADER_LABEL, RESERVATION_EPOCH_ANNOTATION } from '../../scheduler-plugins/extender/leadership.ts';
 import { REQUEUE_ANNOTATION } from '../../scheduler-plugins/extender/requeue.ts';
 import { ADMISSION_OBJECTS, objectId, parseObjects } from '../../manifests/overlays.ts';
@@ -107,7 +108,8 @@ describe('the admission policies name the keys of the code', () => {
       [NODE_UNREACHABLE_TAINT]: 'a taint (kubelets may not change taints, NodeRestriction); controller-manager/node-taint-policy.yaml',
       [ASSURANCE_POLICY_ANNOTATION]: "no claim: narrows where the pod itself may go, takes nothing from others",
       [REQUEUE_ANNOTATION]: "no claim: requeues the writer's own pending pod in kube-scheduler",
-      [LEADER_LABEL]: "no claim: routes the extender's Service to its leader pod (pods in ulysses-system)",
+      [LEADER_LABEL]: "no claim: marks the extender's leader pod (pods in ulysses-system)",
+      [KCM_HANDBACK_ANNOTATION]: "no claim: on kcm's static pod, written by the handback through the node's manifest (mirror pods cannot be changed through the API)",
       [RESERVATION_RESOURCE]: 'no claim: an extended resource no node offers, only routes the pod to the bind of the extender',
     };
     const defined = new Set<string>();

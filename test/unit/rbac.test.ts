@@ -202,6 +202,14 @@ describe('Leases: by name, and each component only its own', () => {
     }
   });
 
+  it("the kcm handback (kcm's own identity, without the static-pod bindings) reads the controller manager's Lease and writes none", () => {
+    const base = OBJECTS.filter((o) => !o.metadata.name.endsWith(':static'));
+    const kcm = user('system:kube-controller-manager');
+    expect(allows(base, kcm, lease('get', CM_LEASE))).toBe(true);
+    for (const verb of ['update', 'patch', 'delete', 'create']) expect(allows(base, kcm, lease(verb, CM_LEASE)), verb).toBe(false);
+    expect(allows(base, kcm, lease('get', EXTENDER_LEASE))).toBe(false);
+  });
+
   it('the extender cannot take or fence the controller manager\'s Lease, nor the controller manager the extender\'s', () => {
     for (const verb of ['update', 'patch', 'delete', 'create']) {
       expect(allows(OBJECTS, EXTENDER, lease(verb, CM_LEASE)), `extender ${verb} ${CM_LEASE}`).toBe(false);
