@@ -427,6 +427,10 @@ export class ExtenderLeadership {
         const p = await this.client.request<{ metadata?: { uid?: string }; spec?: { nodeName?: string }; status?: { podIP?: string } }>('GET', path, { timeoutMs: 10_000 });
         if (p.metadata?.uid && p.status?.podIP) return { ...pod, uid: p.metadata.uid, ip: p.status.podIP, nodeName: p.spec?.nodeName };
       } catch (err) {
+        if ((err as { statusCode?: number }).statusCode === 404) {
+          this.o.log.error({ pod: pod.name }, 'this pod does not exist: the extender Service is not routed to it');
+          return undefined;
+        }
         this.o.log.warn({ err: (err as Error).message }, 'could not read this pod for routing: retrying');
       }
       await new Promise((r) => setTimeout(r, 1000));
