@@ -210,6 +210,9 @@ export class ShellNodeAccess implements NodeAccess {
     // the guard first: with the shim gone it would point the (already switched) kubelet's old path at containerd
     await this.run(node, 'systemctl disable --now ulysses-kubelet-shim-fallback', 'systemctl disable --now ulysses-kubelet-shim-fallback 2>&1 || true');
     await this.run(node, 'systemctl disable --now ulysses-kubelet-shim', 'systemctl disable --now ulysses-kubelet-shim 2>&1 || true');
+    // a fallback's leftovers: the symlink at the shim's path and its marker
+    const socket = this.shimSocket(node);
+    await this.run(node, `removing ${socket}`, `rm -f -- ${shQuote(socket)} ${shQuote(`${socket}.fallback`)}`);
     for (const p of [SHIM_UNIT_PATHS.unit, SHIM_UNIT_PATHS.fallbackUnit, SHIM_UNIT_PATHS.nodeDropIn.replace(/\/[^/]+$/, ''), SHIM_UNIT_PATHS.kubeletDropIn]) await this.remove(node, p);
     await this.run(node, 'systemctl daemon-reload', 'systemctl daemon-reload');
   }

@@ -3,9 +3,9 @@
  * (the testbed's direct access or a node shell).
  */
 import { expect } from 'vitest';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { CoreV1Api } from '@kubernetes/client-node';
+import type { CoreV1Api, CoreV1Event } from '@kubernetes/client-node';
 import { parse as parseYaml } from 'yaml';
 import * as kubeadm from '../experiments/testbed/kubeadm.ts';
 import { isAlive } from '../experiments/testbed/processes.ts';
@@ -53,4 +53,33 @@ export function expectStock(runDir: string, stock: ReturnType<typeof stockSnapsh
     expect(fresh.processes.some((p) => p.name === `kubelet-shim/${n.spec.name}` || p.name === `kubelet-shim-fallback/${n.spec.name}`)).toBe(false);
   }
   expect(existsSync('/etc/kubernetes/ulysses')).toBe(false);
+}
+
+/** What must not change for running workloads in `namespaces`: pod uid, container id, restarts (static pods left out: regenerated on purpose). */
+export async function workloadFingerprint(core: CoreV1Api, namespaces: readonly string[]): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  for (const ns of namespaces) {
+    for (const p of (await core.listNamespacedPod({ namespace: ns })).items) {
+      if (p.metadata?.annotations?.['kubernetes.io/config.mirror']) continue;
+      const c = p.status?.containerStatuses?.[0];
+      out[`${ns}/${p.metadata!.name}`] = `${p.metadata!.uid} ${c?.containerID} restarts=${c?.restartCount}`;
+    }
+  }
+  return out;
+}
+
+/** The process of a Ulysses pod on this machine (its POD_NAME and its component in the command line). */
+export function podProcess(pod: string, component: string): number | undefined {
+  const pid = readdirSync('/proc').filter((d) => /^\d+$/.test(d)).find((d) => {
+    try {
+      return readFileSync(`/proc/${d}/environ`, 'latin1').split('\0').includes(`POD_NAME=${pod}`) && readFileSync(`/proc/${d}/cmdline`, 'latin1').includes(component);
+    } catch {
+      return false;
+    }
+  });
+  return pid === undefined ? undefined : Number(pid);
+}
+
+export async function eventsFor(core: CoreV1Api, ns: string, kind: string, name: string): Promise<CoreV1Event[]> {
+  return (await core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.kind=${kind},involvedObject.name=${name}` })).items;
 }

@@ -28,6 +28,10 @@ export const FULL_TIER_FILES: readonly { file: string; why: string }[] = [
     why: "the failover experiment's upstream configuration on kubeadm (~4 min); the ci tier runs configurations 1 and 5 in experiment.int and the kubeadm switch in kubeadm.int",
   },
   {
+    file: 'test/integration/kubeadm-faults.int.test.ts',
+    why: "kill -9 and SIGSTOP of a node's kubelet-shim under load, and the controller manager gone for good, on a kubeadm cluster (~6 min); the ci tier covers the fallback guard's, the self-check's and the watchdog's decisions (shim-fallback.test), the kcm handback and the leader's wait (kcm-handback.test), the extender's routing (extender-routing.test), and kubeadm.int installs the units, the guard and the handback pod",
+  },
+  {
     file: 'test/integration/node-failure-soak.int.test.ts',
     why: 'no false node failure in a 30-minute soak under a CPU hog and apiserver stalls; the ci tier tries each false-positive case once in node-failure.int (CPU hog, apiserver stopped 10 s, leader killed) and every guard in node-failure.test',
   },

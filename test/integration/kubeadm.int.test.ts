@@ -18,9 +18,9 @@ import { grantLabels } from '../../core/claims.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { buildUlyssesImage, importUlyssesImage } from '../../experiments/testbed/ulysses-image.ts';
 import { binaryPath } from '../../experiments/testbed/binaries.ts';
-import { CoordinationV1Api, CustomObjectsApi, ApiextensionsV1Api, type CoreV1Event } from '@kubernetes/client-node';
+import { CoordinationV1Api, CustomObjectsApi, ApiextensionsV1Api } from '@kubernetes/client-node';
 import { execFile } from 'node:child_process';
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { EXTENDER_TLS_SECRETS, install, KCM_CONTROLLERS_FLAG, uninstall, type InstallOptions } from '../../manifests/install.ts';
@@ -31,18 +31,8 @@ import { statusRows } from '../../core/runtime-status.ts';
 import type { UlyssesConfig } from '../../core/runtime-config.ts';
 import { ECHO_PORT, udpFirstAnswer } from '../../experiments/workloads.ts';
 import { REPO_ROOT } from '../../experiments/testbed/ulysses-image.ts';
-import { expectInstalled, expectStock, stockSnapshot } from '../kubeadm-checks.ts';
-import { NODE_PATHS } from '../../manifests/install.ts';
-import { CriClient } from '../../kubelet-shim/cri-client.ts';
-import { markerPath, socketPathState } from '../../kubelet-shim/socket-path.ts';
-import { isAlive } from '../../experiments/testbed/processes.ts';
-import { metricAt } from './node-failure-harness.ts';
+import { eventsFor, expectInstalled, expectStock, podProcess, stockSnapshot, workloadFingerprint } from '../kubeadm-checks.ts';
 import { progressLog } from '../../core/logging.ts';
-import { KCM_HANDBACK_ANNOTATION } from '../../core/kcm.ts';
-import { replacedControllersRunning } from '../../controller-manager/duplicate-controllers.ts';
-import { ROUTE_SLICE } from '../../scheduler-plugins/extender/routing.ts';
-import { TEST_IMAGES } from '../../experiments/testbed/images/index.ts';
-import { DiscoveryV1Api } from '@kubernetes/client-node';
 
 const runDir = '/tmp/ulysses-it-kubeadm';
 const CP = kubeadm.CONTROL_PLANE_NAME;
@@ -221,35 +211,6 @@ async function cli(args: string[]): Promise<{ code: number; out: string }> {
   }
 }
 
-/** What must not change for running workloads: pod uid, container id, restarts. */
-async function workloadFingerprint(): Promise<Record<string, string>> {
-  const out: Record<string, string> = {};
-  for (const ns of ['it-kubeadm', 'kube-system', CRITICAL_NS]) {
-    for (const p of (await core.listNamespacedPod({ namespace: ns })).items) {
-      if (p.metadata?.annotations?.['kubernetes.io/config.mirror']) continue; // static pods: regenerated on purpose
-      const c = p.status?.containerStatuses?.[0];
-      out[`${ns}/${p.metadata!.name}`] = `${p.metadata!.uid} ${c?.containerID} restarts=${c?.restartCount}`;
-    }
-  }
-  return out;
-}
-
-/** The process of a Ulysses pod on this machine (its POD_NAME and its component in the command line). */
-function podProcess(pod: string, component: string): number | undefined {
-  const pid = readdirSync('/proc').filter((d) => /^\d+$/.test(d)).find((d) => {
-    try {
-      return readFileSync(`/proc/${d}/environ`, 'latin1').split('\0').includes(`POD_NAME=${pod}`) && readFileSync(`/proc/${d}/cmdline`, 'latin1').includes(component);
-    } catch {
-      return false;
-    }
-  });
-  return pid === undefined ? undefined : Number(pid);
-}
-
-async function eventsFor(ns: string, kind: string, name: string): Promise<CoreV1Event[]> {
-  return (await core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.kind=${kind},involvedObject.name=${name}` })).items;
-}
-
 function installTests(): void {
   let opts: InstallOptions;
   let before: Record<string, string>;
@@ -262,7 +223,7 @@ function installTests(): void {
 
   it('installs every component: controller manager and extender pods Running, the shim on every node, kcm and kube-scheduler switched through kubeadm; running pods untouched', async () => {
     expect(imageRef).not.toBe('');
-    before = await workloadFingerprint();
+    before = await workloadFingerprint(core, ['it-kubeadm', 'kube-system', CRITICAL_NS]);
     stock = stockSnapshot(state!);
     await install(opts);
 
@@ -283,7 +244,7 @@ function installTests(): void {
     expect(status.code, status.out).toBe(0);
     for (const k of keys) expect(status.out).toContain(k);
     // the kubelet restarts onto the shim, and the static-pod regeneration, left every other pod alone
-    const after = await workloadFingerprint();
+    const after = await workloadFingerprint(core, ['it-kubeadm', 'kube-system', CRITICAL_NS]);
     for (const [k, v] of Object.entries(before)) expect(after[k], k).toBe(v);
   });
 
@@ -337,10 +298,10 @@ function installTests(): void {
     const answered = await udpFirstAnswer(clusterIP, ECHO_PORT, { timeoutMs: 60_000 });
     console.log(`critical pod back through its ClusterIP ${((answered - tainted) / 1000).toFixed(2)} s after the taint (kube-proxy, Ulysses controller manager pods, vanilla mode)`);
     // the eviction and the replacement were the Ulysses controller manager's work (kcm's are disabled)
-    const evicted = await pollUntil('the eviction Event of the first pod', async () => (await eventsFor(CRITICAL_NS, 'Pod', first.metadata!.name!)).find((e) => e.reason === 'TaintManagerEviction'), { timeoutMs: 30_000 });
+    const evicted = await pollUntil('the eviction Event of the first pod', async () => (await eventsFor(core, CRITICAL_NS, 'Pod', first.metadata!.name!)).find((e) => e.reason === 'TaintManagerEviction'), { timeoutMs: 30_000 });
     expect(evicted.reportingComponent).toBe(SHIM_COMPONENT);
     const rs = replacement.metadata!.ownerReferences![0]!.name;
-    const created = (await eventsFor(CRITICAL_NS, 'ReplicaSet', rs)).filter((e) => e.reason === 'SuccessfulCreate');
+    const created = (await eventsFor(core, CRITICAL_NS, 'ReplicaSet', rs)).filter((e) => e.reason === 'SuccessfulCreate');
     expect(created.length).toBeGreaterThan(0);
     for (const e of created) expect(e.reportingComponent).toBe(SHIM_COMPONENT);
     await core.patchNode({ name: criticalNode, body: [{ op: 'add', path: '/spec/taints', value: [] }] });
@@ -416,204 +377,8 @@ function installTests(): void {
       return ready.length === 2 && ready;
     }, { timeoutMs: 120_000 });
     const rs = pods[0]!.metadata!.ownerReferences![0]!.name;
-    const creates = (await eventsFor(CRITICAL_NS, 'ReplicaSet', rs)).filter((e) => e.reason === 'SuccessfulCreate' && e.reportingInstance?.startsWith(newPod));
+    const creates = (await eventsFor(core, CRITICAL_NS, 'ReplicaSet', rs)).filter((e) => e.reason === 'SuccessfulCreate' && e.reportingInstance?.startsWith(newPod));
     expect(creates.length, 'a SuccessfulCreate Event from the new leader').toBeGreaterThan(0);
-  });
-
-  describe('kubelet-shim faults under load (issue 42 item 6): the unit restarts it, the fallback guard keeps the kubelet on a runtime', () => {
-    const node = WORKERS[1]!;
-    const spec = () => state!.nodes.find((n) => n.spec.name === node)!.spec;
-    const LOAD = 'shim-fault';
-    const readyCondition = async () => (await core.readNode({ name: node })).status!.conditions!.find((c) => c.type === 'Ready')!;
-    const loadPods = async (n: number) =>
-      pollUntil(`${n} ${LOAD} pods Running and Ready on ${node}`, async () => {
-        const items = (await core.listNamespacedPod({ namespace: 'it-kubeadm', labelSelector: `app=${LOAD}` })).items.filter((p) => !p.metadata?.deletionTimestamp);
-        return items.length === n && items.every((p) => running(p) && p.spec?.nodeName === node) && items;
-      }, { timeoutMs: 240_000, intervalMs: 250 });
-    const scale = (replicas: number) => apps.patchNamespacedDeployment({ name: LOAD, namespace: 'it-kubeadm', body: [{ op: 'replace', path: '/spec/replicas', value: replicas }] });
-    const newShimPid = (old: number) =>
-      pollUntil(`a new kubelet-shim process on ${node}`, () => {
-        try {
-          const pid = kubeadm.shimMainPid(state!, node);
-          return pid !== old && isAlive(pid) && pid;
-        } catch {
-          return false;
-        }
-      }, { timeoutMs: 60_000, intervalMs: 50 });
-    const shimReady = () =>
-      pollUntil(`the kubelet-shim on ${node} ready (/readyz)`, async () => (await fetch(`http://127.0.0.1:${spec().shimMetricsPort}/readyz`).then((r) => r.status, () => 0)) === 200, { timeoutMs: 60_000, intervalMs: 50 });
-    /** Every pod of `pods` runs in exactly one READY sandbox in the node's containerd, and no sandbox runs twice. */
-    const expectEachOnce = async (pods: V1Pod[]) => {
-      const cri = new CriClient(spec().socket);
-      try {
-        const r = await cri.call<{ items?: Array<{ labels?: Record<string, string> }> }>('ListPodSandbox', { filter: { state: { state: 'SANDBOX_READY' } } }, { deadline: Date.now() + 10_000 });
-        const count = new Map<string, number>();
-        for (const sb of r.items ?? []) {
-          const uid = sb.labels?.['io.kubernetes.pod.uid'] ?? '?';
-          count.set(uid, (count.get(uid) ?? 0) + 1);
-        }
-        for (const p of pods) expect(count.get(p.metadata!.uid!), p.metadata!.name).toBe(1);
-        for (const [uid, n] of count) expect(n, `sandboxes of pod ${uid}`).toBe(1);
-      } finally {
-        cri.close();
-      }
-    };
-    /** The node never left Ready, every pod runs in one sandbox, nothing that ran before the fault changed. */
-    const expectUndisturbed = async (pods: V1Pod[]) => {
-      const ready = await readyCondition();
-      expect(ready.status).toBe('True');
-      expect(ready.lastTransitionTime).toEqual(readyBefore.lastTransitionTime);
-      await expectEachOnce(pods);
-      const after = await workloadFingerprint();
-      for (const [k, v] of Object.entries(before)) expect(after[k], k).toBe(v);
-    };
-    const kubeletStarts = async () => (await eventsFor('default', 'Node', node)).filter((e) => e.reason === 'Starting' && e.source?.component === 'kubelet').map((e) => e.metadata!.uid!);
-    let readyBefore: { lastTransitionTime?: Date; status: string };
-    let before: Record<string, string>;
-
-    beforeAll(async () => {
-      readyBefore = await readyCondition();
-      await applyDeployment(apps, deployment({ namespace: 'it-kubeadm', name: LOAD, replicas: 0, criticality: 'low', image: 'http-server', nodes: [node] }));
-    });
-    afterAll(async () => {
-      // the guard restarted this node's kubelet from its own process: the testbed's state is on disk
-      state = kubeadm.readKubeadmState(runDir)!;
-      opts.nodes = kubeadm.kubeadmNodeAccess(state);
-      await apps.deleteNamespacedDeployment({ name: LOAD, namespace: 'it-kubeadm' }).catch(() => undefined);
-    });
-
-    it('kill -9 while 8 pods are being created: restarted by the unit, the node stays Ready, every pod runs once, nothing running is touched', async () => {
-      expect(readyBefore.status).toBe('True');
-      before = await workloadFingerprint();
-      const pid = kubeadm.shimMainPid(state!, node);
-      await scale(8);
-      await pollUntil(`the first ${LOAD} pod bound to ${node}`, async () => (await core.listNamespacedPod({ namespace: 'it-kubeadm', labelSelector: `app=${LOAD}` })).items.some((p) => p.spec?.nodeName), { timeoutMs: 60_000, intervalMs: 20 });
-      const t0 = Date.now();
-      process.kill(pid, 'SIGKILL');
-      await newShimPid(pid);
-      await shimReady();
-      const tShim = Date.now();
-      const pods = await loadPods(8);
-      progressLog(`kubelet-shim kill -9 on ${node}: a new shim ready ${((tShim - t0) / 1000).toFixed(2)} s after, 8 pods Ready ${((Date.now() - t0) / 1000).toFixed(2)} s after`);
-      await expectUndisturbed(pods);
-    });
-
-    it('SIGSTOP while 4 more pods are being created: the guard puts the kubelet on containerd, the watchdog restarts the shim, the guard moves the kubelet back; the node stays Ready, every pod runs once', async () => {
-      // return after 5 s instead of 30 s: the node's config, the guard restarted on it
-      const access = kubeadm.kubeadmNodeAccess(state!);
-      const config = (await access.readFile(node, NODE_PATHS.shimConfig))!;
-      await access.writeFile(node, NODE_PATHS.shimConfig, `${config}fallback:\n  returnAfterMs: 5000\n`, 0o644);
-      await access.startFallbackGuard(node);
-      before = await workloadFingerprint();
-      const starts = await kubeletStarts();
-      const socket = spec().shimSocket;
-      const pid = kubeadm.shimMainPid(state!, node);
-      await scale(12);
-      const t0 = Date.now();
-      process.kill(pid, 'SIGSTOP');
-      await pollUntil(`the guard pointing ${socket} at containerd`, () => socketPathState(socket, spec().socket) === 'fallback', { timeoutMs: 60_000, intervalMs: 50 });
-      const tFallback = Date.now();
-      await newShimPid(pid);
-      const tRestart = Date.now();
-      expect(isAlive(pid), 'the stopped shim is gone (watchdog: SIGABRT, then SIGKILL)').toBe(false);
-      expect(readFileSync(join(kubeadm.shimUnitDir({ spec: spec() }), 'supervisor.log'), 'utf8')).toContain('watchdog timeout');
-      await pollUntil(`the shim on ${socket} again`, () => socketPathState(socket, spec().socket) === 'shim', { timeoutMs: 60_000, intervalMs: 50 });
-      await pollUntil('the kubelet restarted onto the shim by the guard (a new Starting Event)', async () => (await kubeletStarts()).some((u) => !starts.includes(u)) && !existsSync(markerPath(socket)), { timeoutMs: 120_000, intervalMs: 250 });
-      const tBack = Date.now();
-      const pods = await loadPods(12);
-      progressLog(`kubelet-shim SIGSTOP on ${node}: kubelet on containerd ${((tFallback - t0) / 1000).toFixed(2)} s after, shim restarted by the watchdog ${((tRestart - t0) / 1000).toFixed(2)} s, kubelet back on the shim ${((tBack - t0) / 1000).toFixed(2)} s, 12 pods Ready ${((Date.now() - t0) / 1000).toFixed(2)} s`);
-      await expectUndisturbed(pods);
-      // the kubelet's calls go through the shim again: one more pod is created through it
-      const port = spec().shimMetricsPort;
-      const runs = await metricAt(port, 'ulysses_cri_proxy_added_latency_seconds_count', { method: 'RunPodSandbox' });
-      await scale(13);
-      await loadPods(13);
-      expect(await metricAt(port, 'ulysses_cri_proxy_added_latency_seconds_count', { method: 'RunPodSandbox' })).toBeGreaterThan(runs);
-    });
-  });
-
-  it("the controller manager gone for good (both pods frozen, then deleted): the extender still fails over and schedules, kcm gets the controllers back after the handback and recreates the controller manager, which takes them back", async () => {
-    const access = kubeadm.kubeadmNodeAccess(state!);
-    const handbackPod = `ulysses-kcm-handback-${CP}`;
-    const kcmPod = () => core.readNamespacedPod({ name: `kube-controller-manager-${CP}`, namespace: 'kube-system' });
-    const kcmCommand = (p: V1Pod) => [...(p.spec?.containers[0]?.command ?? []), ...(p.spec?.containers[0]?.args ?? [])];
-    const cmPods = async () => (await core.listNamespacedPod({ namespace: 'ulysses-system', labelSelector: 'app.kubernetes.io/name=ulysses-controller-manager' })).items.filter((p) => !p.metadata?.deletionTimestamp);
-    const leases = kc.makeApiClient(CoordinationV1Api);
-    const holderOf = async (name: string) => (await leases.readNamespacedLease({ name, namespace: 'ulysses-system' })).spec?.holderIdentity ?? '';
-    // the handback after 20 s instead of 60 s: its static pod rewritten, the kubelet restarts it
-    const manifest = (await access.readFile(CP, NODE_PATHS.kcmHandback))!;
-    expect(manifest).toContain('--after=60s');
-    await access.writeFile(CP, NODE_PATHS.kcmHandback, manifest.replace('--after=60s', '--after=20s'), 0o600);
-    await pollUntil(`${handbackPod} running with --after=20s`, async () => {
-      const p = await core.readNamespacedPod({ name: handbackPod, namespace: 'kube-system' }).catch(() => undefined);
-      return p && running(p) && p.spec?.containers[0]?.args?.includes('--after=20s');
-    }, { timeoutMs: 90_000, intervalMs: 500 });
-    expect(replacedControllersRunning(kcmCommand(await kcmPod()))).toEqual([]);
-
-    // both controller manager processes frozen, then their pods deleted: no ReplicaSet controller is left to replace them
-    const pods = await cmPods();
-    expect(pods).toHaveLength(2);
-    const pids = pods.map((p) => podProcess(p.metadata!.name!, 'controller-manager') ?? expect.fail(`no process of ${p.metadata!.name}`));
-    for (const pid of pids) process.kill(pid, 'SIGSTOP');
-    const t0 = Date.now();
-    for (const p of pods) await core.deleteNamespacedPod({ name: p.metadata!.name!, namespace: 'ulysses-system', gracePeriodSeconds: 0 });
-    await pollUntil('both controller manager processes gone', () => pids.every((pid) => !isAlive(pid)), { timeoutMs: 60_000, intervalMs: 200 });
-
-    // the extender's leader goes too: its standby routes the Service to itself, no controller manager needed
-    const extLeader = (await holderOf('ulysses-scheduler-extender')).split('_')[0]!;
-    await core.deleteNamespacedPod({ name: extLeader, namespace: 'ulysses-system', gracePeriodSeconds: 0 });
-    const routed = await pollUntil('the extender Service routed to the standby', async () => {
-      const sl = await kc.makeApiClient(DiscoveryV1Api).readNamespacedEndpointSlice({ name: ROUTE_SLICE, namespace: 'ulysses-system' }).catch(() => undefined);
-      const target = sl?.endpoints?.[0]?.targetRef?.name;
-      return target && target !== extLeader && target;
-    }, { timeoutMs: 120_000, intervalMs: 250 });
-    const tRouted = Date.now();
-    await core.createNamespacedPod({ namespace: 'it-kubeadm', body: { metadata: { name: 'while-cm-down' }, spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'web', image: TEST_IMAGES.httpServer.name, imagePullPolicy: 'Never' }] } } });
-    const scheduled = await pollUntil('a new pod scheduled (through the new extender leader) and Running while no controller manager runs', async () => {
-      const p = await core.readNamespacedPod({ name: 'while-cm-down', namespace: 'it-kubeadm' });
-      return running(p) && p;
-    }, { timeoutMs: 120_000, intervalMs: 250 });
-    expect(scheduled.spec?.nodeName).toBeTruthy();
-    expect(await cmPods()).toEqual([]);
-
-    // only the handback brings the controllers back: kcm runs them, and its ReplicaSet controller recreates the controller manager
-    await pollUntil('kcm with the replaced controllers (handed back)', async () => {
-      const p = await kcmPod();
-      return p.metadata?.annotations?.[KCM_HANDBACK_ANNOTATION] && running(p) && replacedControllersRunning(kcmCommand(p)).length === 5;
-    }, { timeoutMs: 120_000, intervalMs: 250 });
-    const tHanded = Date.now();
-    const recreated = await pollUntil('2 controller manager pods Running again', async () => {
-      const ps = await cmPods();
-      return ps.length === 2 && ps.every(running) && ps;
-    }, { timeoutMs: 180_000, intervalMs: 500 });
-    const rs = recreated[0]!.metadata!.ownerReferences![0]!.name;
-    const creates = (await eventsFor('ulysses-system', 'ReplicaSet', rs)).filter((e) => e.reason === 'SuccessfulCreate' && new Date(e.lastTimestamp ?? e.eventTime ?? 0).getTime() >= t0 - 1000);
-    expect(creates.length, 'the controller manager pods created after the handback').toBeGreaterThan(0);
-    for (const e of creates) expect(e.reportingComponent, 'created by kcm, not by Ulysses').not.toBe(SHIM_COMPONENT);
-
-    // a leader again: the handback takes the controllers from kcm, and the leader starts them only then
-    await pollUntil('kcm without the replaced controllers again (taken back), Ready', async () => {
-      const p = await kcmPod();
-      return !p.metadata?.annotations?.[KCM_HANDBACK_ANNOTATION] && running(p) && replacedControllersRunning(kcmCommand(p)).length === 0;
-    }, { timeoutMs: 180_000, intervalMs: 250 });
-    const tTaken = Date.now();
-    const leader = (await holderOf('ulysses-controller-manager')).split('_')[0]!;
-    expect(recreated.map((p) => p.metadata!.name)).toContain(leader);
-    const log = await pollUntil("the new leader's log: it waited for kcm, then started the controllers", async () => {
-      const text = await core.readNamespacedPodLog({ name: leader, namespace: 'ulysses-system' });
-      return text.includes('kube-controller-manager gave the replaced controllers up') && text;
-    }, { timeoutMs: 60_000, intervalMs: 500 });
-    expect(log).toContain('still runs the replaced controllers: waiting before starting them');
-    // its ReplicaSet controller works: the upf Deployment scaled back to 1
-    await apps.patchNamespacedDeployment({ name: 'upf', namespace: CRITICAL_NS, body: [{ op: 'replace', path: '/spec/replicas', value: 1 }] });
-    await pollUntil('upf scaled to 1 by the Ulysses controller manager', async () => {
-      const upfRs = (await apps.listNamespacedReplicaSet({ namespace: CRITICAL_NS })).items.find((r) => (r.spec?.replicas ?? 0) > 0);
-      const deletes = upfRs ? (await eventsFor(CRITICAL_NS, 'ReplicaSet', upfRs.metadata!.name!)).filter((e) => e.reason === 'SuccessfulDelete' && e.reportingComponent === SHIM_COMPONENT && new Date(e.lastTimestamp ?? e.eventTime ?? 0).getTime() >= tTaken - 1000) : [];
-      return deletes.length > 0;
-    }, { timeoutMs: 120_000, intervalMs: 500 });
-    progressLog(`controller manager gone at 0 s: extender routed to its standby ${routed} at ${((tRouted - t0) / 1000).toFixed(1)} s, a pod scheduled and Running meanwhile; kcm ran the controllers at ${((tHanded - t0) / 1000).toFixed(1)} s (handback after 20 s), controller manager pods recreated, kcm gave them up at ${((tTaken - t0) / 1000).toFixed(1)} s`);
-    await core.deleteNamespacedPod({ name: 'while-cm-down', namespace: 'it-kubeadm' });
-    await access.writeFile(CP, NODE_PATHS.kcmHandback, manifest, 0o600);
   });
 
   it("a kubeadm upgrade without Ulysses' patches turns kcm's replaced controllers back on: the controller manager reports each duplicate on kcm's pod; the patches again, kcm as installed", async () => {
@@ -652,7 +417,7 @@ function installTests(): void {
   });
 
   it('uninstall returns the cluster to stock: kcm and kube-scheduler manifests as kubeadm wrote them, kubelets on containerd, kcm handles a scale-up, no Ulysses object left, pods untouched', async () => {
-    const beforeUninstall = await workloadFingerprint();
+    const beforeUninstall = await workloadFingerprint(core, ['it-kubeadm', 'kube-system', CRITICAL_NS]);
     await uninstall(opts);
     expectStock(runDir, stock);
     // kube-controller-manager's own ReplicaSet controller handles a scale-up again
@@ -662,7 +427,7 @@ function installTests(): void {
       return ready.length === 3 && ready;
     }, { timeoutMs: 120_000 });
     const rs = pods[0]!.metadata!.ownerReferences![0]!.name;
-    const kcmCreate = await pollUntil('a SuccessfulCreate Event from kube-controller-manager', async () => (await eventsFor(CRITICAL_NS, 'ReplicaSet', rs)).find((e) => e.reason === 'SuccessfulCreate' && e.reportingComponent === 'replicaset-controller'), { timeoutMs: 30_000 });
+    const kcmCreate = await pollUntil('a SuccessfulCreate Event from kube-controller-manager', async () => (await eventsFor(core, CRITICAL_NS, 'ReplicaSet', rs)).find((e) => e.reason === 'SuccessfulCreate' && e.reportingComponent === 'replicaset-controller'), { timeoutMs: 30_000 });
     expect(kcmCreate.source?.component).toBe('replicaset-controller');
     // nothing of Ulysses is left
     const crds = await kc.makeApiClient(ApiextensionsV1Api).listCustomResourceDefinition();
@@ -670,7 +435,7 @@ function installTests(): void {
     expect((await core.listNamespace()).items.map((n) => n.metadata!.name)).not.toContain('ulysses-system');
     const leftover = await execFileP(binaryPath('kubectl'), ['--kubeconfig', state!.kubeconfig, 'get', 'clusterroles,clusterrolebindings,flowschemas,validatingadmissionpolicies,validatingadmissionpolicybindings', '-l', 'app.kubernetes.io/part-of=ulysses', '-o', 'name']);
     expect(leftover.stdout.trim()).toBe('');
-    const after = await workloadFingerprint();
+    const after = await workloadFingerprint(core, ['it-kubeadm', 'kube-system', CRITICAL_NS]);
     for (const [k, v] of Object.entries(beforeUninstall)) expect(after[k], k).toBe(v);
   });
 }
