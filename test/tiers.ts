@@ -21,15 +21,11 @@ export const fullTier = (env: NodeJS.ProcessEnv = process.env): boolean => testT
 export const FULL_TIER_FILES: readonly { file: string; why: string }[] = [
   {
     file: 'test/integration/kubeadm-node-shell.int.test.ts',
-    why: 'install, failover and uninstall through a node shell on a kubeadm cluster (~7 min); the ci tier installs and uninstalls through the testbed access in kubeadm.int, and node-shell.test covers the shell commands',
+    why: "install, failover and uninstall through a node shell on a kubeadm cluster, and faults of Ulysses' own components there (the kubelet-shim killed and stopped under load, the controller manager gone for good) (~12 min); the ci tier installs and uninstalls through the testbed access in kubeadm.int, node-shell.test covers the shell commands, and shim-fallback.test, kcm-handback.test and extender-routing.test the fallback guard's, the watchdog's, the handback's and the extender routing's decisions",
   },
   {
     file: 'test/integration/failover-upstream.int.test.ts',
     why: "the failover experiment's upstream configuration on kubeadm (~4 min); the ci tier runs configurations 1 and 5 in experiment.int and the kubeadm switch in kubeadm.int",
-  },
-  {
-    file: 'test/integration/kubeadm-faults.int.test.ts',
-    why: "kill -9 and SIGSTOP of a node's kubelet-shim under load, and the controller manager gone for good, on a kubeadm cluster (~6 min); the ci tier covers the fallback guard's, the self-check's and the watchdog's decisions (shim-fallback.test), the kcm handback and the leader's wait (kcm-handback.test), the extender's routing (extender-routing.test), and kubeadm.int installs the units, the guard and the handback pod",
   },
   {
     file: 'test/integration/node-failure-soak.int.test.ts',
