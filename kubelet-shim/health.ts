@@ -8,9 +8,8 @@
  * - *ready*: the call succeeded, so the kubelet's path to the runtime works end to end (`/readyz`).
  * The fallback guard (fallback.ts) asks the same question from outside the process.
  */
-import { Counter, Gauge, type Registry } from 'prom-client';
 import { z } from 'zod';
-import { metricsRegistry } from '../core/metrics.ts';
+import type { ShimMetrics } from './metrics.ts';
 import type { Logger } from '../core/logging.ts';
 import { CriClient } from './cri-client.ts';
 import { socketIdentity } from './socket-path.ts';
@@ -42,33 +41,8 @@ export async function probeCri(client: CriClient, timeoutMs: number): Promise<{ 
   }
 }
 
-export interface ShimHealthMetrics {
-  readonly checks: Counter<'result'>;
-  readonly ready: Gauge;
-}
-
-const byRegistry = new WeakMap<Registry, ShimHealthMetrics>();
-
-export function shimHealthMetrics(registry: Registry = metricsRegistry()): ShimHealthMetrics {
-  let m = byRegistry.get(registry);
-  if (!m) {
-    m = {
-      checks: new Counter({
-        name: 'ulysses_kubelet_shim_self_checks_total',
-        help: "kubelet-shim self-checks (a CRI Version call through the shim's own socket), by result: ok, error (answered with an error: the runtime is down), timeout (not answered: the shim does not serve).",
-        labelNames: ['result'],
-        registers: [registry],
-      }),
-      ready: new Gauge({
-        name: 'ulysses_kubelet_shim_ready',
-        help: "1 when the last self-check reached the runtime through the shim's socket (the kubelet's path works), else 0.",
-        registers: [registry],
-      }),
-    };
-    byRegistry.set(registry, m);
-  }
-  return m;
-}
+/** What the self-check records (metrics.ts ShimMetrics). */
+export type ShimHealthMetrics = Pick<ShimMetrics, 'selfChecks' | 'ready'>;
 
 export class ShimHealth {
   private readonly client: CriClient;
@@ -111,7 +85,7 @@ export class ShimHealth {
     const was = this.last?.result;
     this.last = { ...r, at };
     if (r.result !== 'timeout') this.lastAnsweredAt = at;
-    this.o.metrics?.checks.inc({ result: r.result });
+    this.o.metrics?.selfChecks.inc({ result: r.result });
     this.o.metrics?.ready.set(r.result === 'ok' ? 1 : 0);
     if (was !== r.result && (was !== undefined || r.result !== 'ok')) {
       const line = { result: r.result, was, detail: r.detail, socket: this.o.socket };

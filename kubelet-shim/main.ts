@@ -26,7 +26,7 @@ import { loadKubeConfig } from '../core/kubeconfig.ts';
 import { NodeAgent } from './node-agent.ts';
 import { SelfFencer, criRuntime } from './fencing.ts';
 import { CriClient } from './cri-client.ts';
-import { ShimHealth, shimHealthMetrics } from './health.ts';
+import { ShimHealth } from './health.ts';
 import { systemdNotifier } from './systemd-notify.ts';
 import { ApiError, KubeClient } from '../core/kube.ts';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -110,7 +110,7 @@ export async function startShim(opts: ShimOptions): Promise<RunningShim> {
     socketMode: parseInt(config.socketMode, 8),
   });
   await proxy.start();
-  const health = new ShimHealth({ socket: config.listen, config: config.health, log, metrics: shimHealthMetrics(), onSocketLost: opts.onSocketLost });
+  const health = new ShimHealth({ socket: config.listen, config: config.health, log, metrics, onSocketLost: opts.onSocketLost });
   health.start();
   const server = config.metrics.port !== undefined ? await serveMetrics(config.metrics.port, config.metrics.host, () => health.readiness()) : undefined;
   if (server) log.info({ port: server.port, host: config.metrics.host }, 'metrics served on /metrics');

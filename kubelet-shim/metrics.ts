@@ -2,7 +2,7 @@
  * The CRI proxy's Prometheus series, registered once per registry (the process registry of
  * core/metrics.ts by default; tests pass their own Registry to read values in isolation).
  */
-import { Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { metricsRegistry } from '../core/metrics.ts';
 
 export interface ShimMetrics {
@@ -16,6 +16,10 @@ export interface ShimMetrics {
   readonly criticalCreation: Histogram;
   /** Current low-priority wait of the `adaptive` policy. */
   readonly lowWait: Gauge;
+  /** The self-checks through the shim's own socket, by result (health.ts). */
+  readonly selfChecks: Counter<'result'>;
+  /** 1 when the last self-check reached the runtime (health.ts, /readyz). */
+  readonly ready: Gauge;
 }
 
 const byRegistry = new WeakMap<Registry, ShimMetrics>();
@@ -67,6 +71,17 @@ export function shimMetrics(registry: Registry = metricsRegistry()): ShimMetrics
     lowWait: new Gauge({
       name: 'ulysses_cri_pacing_adaptive_wait_seconds',
       help: 'Current wait between two low-priority RunPodSandbox releases chosen by the adaptive pacing policy.',
+      registers: [registry],
+    }),
+    selfChecks: new Counter({
+      name: 'ulysses_kubelet_shim_self_checks_total',
+      help: "kubelet-shim self-checks (a CRI Version call through the shim's own socket), by result: ok, error (answered with an error: the runtime is down), timeout (not answered: the shim does not serve).",
+      labelNames: ['result'],
+      registers: [registry],
+    }),
+    ready: new Gauge({
+      name: 'ulysses_kubelet_shim_ready',
+      help: "1 when the last self-check reached the runtime through the shim's socket (the kubelet's path works), else 0.",
       registers: [registry],
     }),
   };
