@@ -550,6 +550,8 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
         quiescent: () => installedControllerManagerIdle(kc),
         // the controller manager's pods are replaced at each switch: not part of the initial state
         baselineIgnoresNamespaces: [ULYSSES_NAMESPACE],
+        // the kcm handback's static pods (kube-system) go with Ulysses in upstream and come back with it
+        baselineIgnoresPods: { 'app.kubernetes.io/name': 'ulysses-kcm-handback' },
         notes: [
           target.description,
           ...target.notes,

@@ -99,6 +99,8 @@ export interface ScenarioOptions {
    * replaced whenever the run switches between upstream and Ulysses.
    */
   baselineIgnoresNamespaces?: string[];
+  /** Pods outside those namespaces that are not part of it either: those carrying all these labels (e.g. the kcm handback's static pods, gone in upstream). */
+  baselineIgnoresPods?: Record<string, string>;
   /** failover (default) or 5g: the UPF stand-in and a multi-service low-priority app (one Service per Deployment) */
   scenario?: ScenarioName;
   /**
@@ -520,10 +522,12 @@ export async function initialStateDiff(kc: KubeConfig, o: ScenarioOptions & { to
  * frozen-node a ReplicaSet's pod as `<namespace>/<replicaset>-*`, since the failed node's other
  * Deployment pods (e.g. CoreDNS) are evicted and replaced under new names, as on a real failure.
  */
-export function otherPods(pods: V1Pod[], o: Pick<ScenarioOptions, 'criticalNamespace' | 'loadNamespace' | 'baselineIgnoresNamespaces' | 'failureMode'>): string[] {
+export function otherPods(pods: V1Pod[], o: Pick<ScenarioOptions, 'criticalNamespace' | 'loadNamespace' | 'baselineIgnoresNamespaces' | 'baselineIgnoresPods' | 'failureMode'>): string[] {
   const byOwner = o.failureMode === 'frozen-node';
+  const ignored = Object.entries(o.baselineIgnoresPods ?? {});
   return pods
     .filter((p) => ![o.criticalNamespace, o.loadNamespace, ...(o.baselineIgnoresNamespaces ?? [])].includes(p.metadata?.namespace ?? ''))
+    .filter((p) => !(ignored.length > 0 && ignored.every(([k, v]) => p.metadata?.labels?.[k] === v)))
     .map((p) => {
       const rs = byOwner ? p.metadata?.ownerReferences?.find((r) => r.kind === 'ReplicaSet') : undefined;
       return `${p.metadata?.namespace}/${rs ? `${rs.name}-*` : p.metadata?.name}`;

@@ -218,6 +218,14 @@ describe('the initial state of a frozen-node run', () => {
     expect(otherPods(after, o)).not.toEqual(otherPods(before, o));
     expect(otherPods(before, o)).toEqual(['kube-system/coredns-6d4-abcde', 'kube-system/coredns-6d4-fghij', 'kube-system/kube-proxy-x1']);
   });
+
+  it("leaves out the pods the run's switches add and remove: the kcm handback's static pod in kube-system", () => {
+    const handback: V1Pod = { metadata: { namespace: 'kube-system', name: 'ulysses-kcm-handback-cp', labels: { 'app.kubernetes.io/name': 'ulysses-kcm-handback' } } };
+    const withIt = [pod('kube-system', 'kube-proxy-x1'), handback];
+    const ignoring = { ...o, baselineIgnoresPods: { 'app.kubernetes.io/name': 'ulysses-kcm-handback' } };
+    expect(otherPods(withIt, ignoring)).toEqual(['kube-system/kube-proxy-x1']);
+    expect(otherPods(withIt, o)).toEqual(['kube-system/kube-proxy-x1', 'kube-system/ulysses-kcm-handback-cp']);
+  });
 });
 
 describe('stopping a node', () => {
