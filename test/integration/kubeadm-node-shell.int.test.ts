@@ -193,6 +193,8 @@ describe('a kubeadm cluster reached through a node shell', () => {
     let before: Record<string, string>;
 
     beforeAll(async () => {
+      // the state on disk: the node shell's systemctl restarted kubelets from other processes (a stale copy would track dead pids)
+      state = kubeadm.readKubeadmState(runDir)!;
       readyBefore = await readyCondition();
       await applyDeployment(apps, deployment({ namespace: 'it-kubeadm', name: LOAD, replicas: 0, criticality: 'low', image: 'http-server', nodes: [node] }));
     });
@@ -253,7 +255,7 @@ describe('a kubeadm cluster reached through a node shell', () => {
   });
 
   it("the controller manager gone for good (both pods frozen, then deleted): the extender still fails over and schedules, kcm gets the controllers back after the handback and recreates the controller manager, which takes them back", async () => {
-    const access = kubeadm.kubeadmNodeAccess(state!);
+    const access = kubeadm.kubeadmNodeAccess(kubeadm.readKubeadmState(runDir)!);
     const handbackPod = `ulysses-kcm-handback-${CP}`;
     const kcmPod = () => core.readNamespacedPod({ name: `kube-controller-manager-${CP}`, namespace: 'kube-system' });
     const kcmCommand = (p: V1Pod) => [...(p.spec?.containers[0]?.command ?? []), ...(p.spec?.containers[0]?.args ?? [])];
