@@ -34,6 +34,7 @@ import { onShutdownSignal } from '../core/shutdown.ts';
 import { ConfigError } from '../core/config.ts';
 import { CriClient } from './cri-client.ts';
 import { probeCri, type CriProbeResult } from './health.ts';
+import { runPeriodically, type Periodic } from '../core/periodic.ts';
 import { markerPath, pointAtBackend, socketIdentity, socketPathState, type SocketPathState } from './socket-path.ts';
 
 export const FallbackConfigSchema = z
@@ -106,8 +107,7 @@ export interface RuntimeFallbackOptions {
 export class RuntimeFallback {
   private shimDownSince: number | undefined;
   private shimUpSince: number | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private running = false;
+  private loop: Periodic | undefined;
   private readonly clients: { shim?: CriClient; containerd?: CriClient } = {};
 
   constructor(private readonly o: RuntimeFallbackOptions) {}
@@ -197,24 +197,12 @@ export class RuntimeFallback {
   }
 
   start(): void {
-    if (this.running) return;
-    this.running = true;
-    const loop = async () => {
-      if (!this.running) return;
-      try {
-        await this.tick();
-      } catch (err) {
-        this.o.log.error({ err: (err as Error).message }, 'fallback check failed');
-      }
-      // not unref'd: the loop is what keeps the guard's process alive
-      if (this.running) this.timer = setTimeout(() => void loop(), this.o.config.checkMs);
-    };
-    void loop();
+    // kept alive: the loop is what keeps the guard's process running
+    this.loop ??= runPeriodically(() => this.tick(), this.o.config.checkMs, { keepAlive: true, onError: (err) => this.o.log.error({ err: err.message }, 'fallback check failed') });
   }
 
   stop(): void {
-    this.running = false;
-    if (this.timer) clearTimeout(this.timer);
+    this.loop?.stop();
     this.clients.shim?.close();
     this.clients.containerd?.close();
   }

@@ -13,6 +13,7 @@ import type { ShimMetrics } from './metrics.ts';
 import type { Logger } from '../core/logging.ts';
 import { CriClient } from './cri-client.ts';
 import { socketIdentity } from './socket-path.ts';
+import { runPeriodically, type Periodic } from '../core/periodic.ts';
 
 export const HealthConfigSchema = z
   .object({
@@ -46,8 +47,7 @@ export type ShimHealthMetrics = Pick<ShimMetrics, 'selfChecks' | 'ready'>;
 
 export class ShimHealth {
   private readonly client: CriClient;
-  private timer: NodeJS.Timeout | undefined;
-  private running = false;
+  private loop: Periodic | undefined;
   private lastAnsweredAt: number | undefined;
   private last: { result: CriProbeResult; detail?: string; at: number } | undefined;
   private readonly identity: string | undefined;
@@ -96,14 +96,7 @@ export class ShimHealth {
   }
 
   start(): void {
-    if (this.running) return;
-    this.running = true;
-    const loop = async () => {
-      if (!this.running) return;
-      await this.check();
-      if (this.running) this.timer = setTimeout(() => void loop(), this.o.config.checkMs).unref();
-    };
-    void loop();
+    this.loop ??= runPeriodically(() => this.check(), this.o.config.checkMs);
   }
 
   /** Answered within the timeout recently enough (the last period and its timeout): the watchdog's condition. */
@@ -123,8 +116,7 @@ export class ShimHealth {
   }
 
   stop(): void {
-    this.running = false;
-    if (this.timer) clearTimeout(this.timer);
+    this.loop?.stop();
     this.client.close();
   }
 }

@@ -32,6 +32,7 @@ import { loadKubeAccess } from '../core/kubeconfig.ts';
 import { metricsRegistry, registeredMetric, serveMetrics } from '../core/metrics.ts';
 import { onShutdownSignal } from '../core/shutdown.ts';
 import { parseDurationSeconds } from '../core/leader-election.ts';
+import { runPeriodically } from '../core/periodic.ts';
 import { KCM_HANDBACK_ANNOTATION as HANDBACK_ANNOTATION } from '../core/kcm.ts';
 import { kcmControllersFromPatch } from './overlays.ts';
 
@@ -221,16 +222,9 @@ async function main(argv: string[]): Promise<void> {
   const agent = new KcmHandback({ client, manifest: values.manifest!, lease: { namespace, name }, afterMs, log, node: process.env.NODE_NAME ?? '' });
   const metrics = values['metrics-port'] !== undefined ? await serveMetrics(Number(values['metrics-port']), '127.0.0.1') : undefined;
   log.info({ manifest: values.manifest, lease: values.lease, afterMs, periodMs }, 'kcm handback watching the controller manager Lease');
-  let running = true;
-  const loop = async () => {
-    while (running) {
-      await agent.tick().catch((err: Error) => log.error({ err: err.message }, 'handback check failed'));
-      await new Promise((r) => setTimeout(r, periodMs));
-    }
-  };
-  void loop();
+  const loop = runPeriodically(() => agent.tick(), periodMs, { keepAlive: true, onError: (err) => log.error({ err: err.message }, 'handback check failed') });
   onShutdownSignal(async () => {
-    running = false;
+    loop.stop();
     await metrics?.close();
   }, { log });
 }
