@@ -445,7 +445,7 @@ const NODE_SHELL_HELP = 'a command running a shell as root on a node, {node} its
 
 program
   .command('install')
-  .description('install Ulysses into a kubeadm cluster as manifests/README.md describes: objects, controller manager and extender Deployments, kube-controller-manager --controllers and kube-scheduler --config through kubeadm patches, the kubelet-shim node service and each kubelet\'s runtime endpoint')
+  .description('install Ulysses into a kubeadm cluster as manifests/README.md describes: objects, controller manager and extender Deployments, kube-controller-manager --controllers and kube-scheduler --config (recorded in kubeadm-config, edited into the static pods, the operator\'s changes kept), the kubelet-shim node service and each kubelet\'s runtime endpoint')
   .option('--kubeconfig <file>', "the cluster's admin kubeconfig (default: $KUBECONFIG with --node-shell, else the kubeadm testbed's)")
   .option('--node-shell <command>', NODE_SHELL_HELP)
   .option('--components <list>', 'apf,controller-manager,scheduler-extender,kubelet-shim (default: all)', list)
@@ -465,14 +465,15 @@ program
 
 program
   .command('uninstall')
-  .description('return a kubeadm cluster to stock Kubernetes: the install steps in reverse, then every Ulysses object deleted')
+  .description('return a kubeadm cluster to stock Kubernetes: kube-scheduler and kube-controller-manager first (their manifests and kubeadm-config as they were), then each node\'s kubelet back on containerd, then every Ulysses object deleted')
   .option('--kubeconfig <file>', "the cluster's admin kubeconfig (default: $KUBECONFIG with --node-shell, else the kubeadm testbed's)")
   .option('--node-shell <command>', NODE_SHELL_HELP)
   .option('--components <list>', 'apf,controller-manager,scheduler-extender,kubelet-shim (default: all)', list)
+  .option('--skip-unreachable', 'go on past a node whose files cannot be reached (kcm and kube-scheduler are stock before any node is touched); the nodes skipped are named, and `uninstall --components kubelet-shim` finishes them once they are back', false)
   .option('--kubectl <path>', "kubectl (default: the testbed's, else kubectl on PATH)")
   .action(async (o) => {
     const { uninstall } = await import('../manifests/install.ts');
-    await uninstall(await installTarget(o));
+    await uninstall({ ...(await installTarget(o)), skipUnreachable: o.skipUnreachable });
   });
 
 program

@@ -115,7 +115,7 @@ export class DuplicateControllersDetector {
       this.o.log.info({ pod: `kube-system/${name}` }, 'kube-controller-manager runs none of the controllers Ulysses replaces');
       return;
     }
-    const message = `kube-controller-manager (pod kube-system/${name}) runs ${running.join(', ')}, which the Ulysses controller manager runs too: both act on the same objects. Turn them off in its --controllers (manifests/kubeadm/patches/control-plane/kube-controller-manager+json.yaml; after a kubeadm upgrade, run it with --patches /etc/kubernetes/ulysses/patches)`;
+    const message = `kube-controller-manager (pod kube-system/${name}) runs ${running.join(', ')}, which the Ulysses controller manager runs too: both act on the same objects. Turn them off in its --controllers: ulysses install --components controller-manager edits its manifest again (kubeadm upgrade keeps the flag recorded in kubeadm-config; a manifest regenerated from another ClusterConfiguration loses it)`;
     this.o.log.error({ pod: `kube-system/${name}`, controllers: running }, message);
     this.o.events.event(p, 'Warning', DUPLICATE_CONTROLLERS_REASON, message);
   }

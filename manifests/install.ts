@@ -4,10 +4,9 @@
  *
  * Cluster steps are kubectl commands on the rendered overlay `overlays/kubeadm` (server-side apply,
  * field manager `ulysses-install`). Node steps go through a {@link NodeAccess}:
- * - control-plane nodes: the Ulysses kubeadm patches are kept in /etc/kubernetes/ulysses/patches and
- *   the static pods regenerated with `kubeadm init phase control-plane <component> --config
- *   <the cluster's ClusterConfiguration> --patches /etc/kubernetes/ulysses/patches`, so that a later
- *   `kubeadm upgrade apply|node --patches` with the same directory keeps them;
+ * - control-plane: kcm's `--controllers` and kube-scheduler's `--config` recorded in kubeadm's
+ *   ClusterConfiguration (so `kubeadm upgrade` keeps them) and edited in place into each node's static
+ *   pod manifest, the operator's changes kept, what was there backed up (manifests/control-plane.ts);
  * - every node: the kubelet-shim as the node service the systemd unit runs (config in /etc/ulysses;
  *   API credential: the node's own kubelet.conf, no token is minted for it), then the kubelet's
  *   `containerRuntimeEndpoint`/`imageServiceEndpoint` in /var/lib/kubelet/config.yaml and a kubelet
@@ -20,7 +19,7 @@ import { createHash } from 'node:crypto';
 import { BlockList, isIP } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, DiscoveryV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, DiscoveryV1Api, KubeConfig, VersionApi, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { fatallyWaitingContainer, isNodeReady, isPodReady } from '../core/objects.ts';
 import { FatalError, pollUntil } from '../core/poll.ts';
@@ -32,9 +31,19 @@ import { ADMISSION_OBJECTS, COMPONENT_OBJECTS, kcmControllersFromPatch, MANIFEST
 import { progressLog } from '../core/logging.ts';
 import { ungrantedClaims } from '../core/claims.ts';
 import { issueExtenderPki, pkiProblem, SCHEDULER_EXTENDER_TLS_FILES, type ExtenderPki } from '../core/extender-pki.ts';
+import { CLUSTER_CONFIGURATION_BACKUP_ANNOTATION, CONTROL_PLANE_COMPONENTS, clusterConfigurationHas, clusterConfigurationWith, clusterConfigurationWithout, flagValues, hostPathOf, manifestBackupPath, manifestPath, manifestWith, manifestWithout, mergedSchedulerConfig, type ControlPlaneComponent } from './control-plane.ts';
 
-/** Install order; uninstall is the reverse. */
+/** Install order. */
 export const INSTALL_ORDER: readonly Component[] = ['apf', 'controller-manager', 'scheduler-extender', 'kubelet-shim'];
+/**
+ * Uninstall order: the control plane back to stock first (kube-scheduler without the extender, kcm
+ * with all its controllers), so that a node that cannot be reached never leaves the cluster without
+ * them; then the nodes; the APF FlowSchema last.
+ */
+export const UNINSTALL_ORDER: readonly Component[] = ['scheduler-extender', 'controller-manager', 'kubelet-shim', 'apf'];
+
+/** The Kubernetes minor releases Ulysses is built and tested for (experiments/testbed/k8s-versions.txt). */
+export const SUPPORTED_MINORS: readonly string[] = ['1.36', '1.37'];
 
 /** The flag manifests/kubeadm/patches/control-plane/kube-controller-manager+json.yaml adds. */
 export const KCM_CONTROLLERS_FLAG = `--controllers=${kcmControllersFromPatch()}`;
@@ -42,8 +51,6 @@ export const KCM_CONTROLLERS_FLAG = `--controllers=${kcmControllersFromPatch()}`
 
 /** Paths on a node (as the node sees them). */
 export const NODE_PATHS = {
-  patches: '/etc/kubernetes/ulysses/patches',
-  kubeadmConfig: '/etc/kubernetes/ulysses/kubeadm.yaml',
   schedulerConfig: '/etc/kubernetes/ulysses/kube-scheduler-config.yaml',
   kubeletConfig: '/var/lib/kubelet/config.yaml',
   shimConfig: '/etc/ulysses/kubelet-shim.yaml',
@@ -122,6 +129,12 @@ export interface InstallOptions {
    * control-plane node's hostname, to keep them off the nodes an experiment fails.
    */
   nodeSelector?: Record<string, string>;
+  /**
+   * uninstall only: a node whose files cannot be read (NodeAccess fails) is skipped and named at the
+   * end instead of stopping the uninstall; `ulysses uninstall --components kubelet-shim` once it is
+   * back finishes it (nodes already on containerd are left alone).
+   */
+  skipUnreachable?: boolean;
   /**
    * uninstall only: take Ulysses off the path but keep its objects, so that `install` puts it back
    * cheaply — the controller manager's Deployment is scaled to 0 instead of deleted, the extender's
@@ -215,6 +228,36 @@ export function clusterIpProblem(ip: string, serviceSubnet: string | undefined, 
   const holder = services.find((x) => x.clusterIPs.includes(ip) && !(x.namespace === ULYSSES_NAMESPACE && x.name === 'ulysses-scheduler-extender'));
   if (holder) return `the scheduler extender's ClusterIP ${ip} is held by Service ${holder.namespace}/${holder.name}: choose a free address (manifests/base/scheduler-extender/service.yaml clusterIP and manifests/kubeadm/kube-scheduler-config.yaml urlPrefix)`;
   return undefined;
+}
+
+const minorOf = (version: string | undefined) => /^v?(\d+)\.(\d+)/.exec(version ?? '');
+
+/**
+ * Preflight of versions and nodes: the apiserver of a minor release in {@link SUPPORTED_MINORS}
+ * (kcm's controller names and the kubeadm layout Ulysses edits are those releases'); with the
+ * kubelet-shim, every node Linux with containerd (the shim proxies containerd's CRI) and a kubelet
+ * within Kubernetes' version skew (not newer than the apiserver, at most 3 minors older). The problems
+ * found, each naming the node and the field.
+ */
+export function versionProblems(serverVersion: string, nodes: readonly V1Node[], withShim: boolean): string[] {
+  const problems: string[] = [];
+  const server = minorOf(serverVersion);
+  if (!server || !SUPPORTED_MINORS.includes(`${server[1]}.${server[2]}`)) {
+    problems.push(`the apiserver is ${serverVersion}; this Ulysses supports Kubernetes ${SUPPORTED_MINORS.join(' and ')}`);
+  }
+  if (!withShim) return problems;
+  for (const n of nodes) {
+    const name = n.metadata?.name ?? '(unnamed)';
+    const info = n.status?.nodeInfo;
+    if (info?.operatingSystem !== 'linux') problems.push(`node ${name}: status.nodeInfo.operatingSystem is ${info?.operatingSystem ?? 'unknown'}; the kubelet-shim runs on linux nodes only`);
+    if (!info?.containerRuntimeVersion?.startsWith('containerd://')) problems.push(`node ${name}: status.nodeInfo.containerRuntimeVersion is ${info?.containerRuntimeVersion || 'unknown'}; the kubelet-shim proxies containerd's CRI only`);
+    const kubelet = minorOf(info?.kubeletVersion);
+    if (server && kubelet) {
+      const skew = (Number(server[1]) - Number(kubelet[1])) * 100 + Number(server[2]) - Number(kubelet[2]);
+      if (skew < 0 || skew > 3) problems.push(`node ${name}: status.nodeInfo.kubeletVersion ${info?.kubeletVersion} is outside the skew Kubernetes supports with apiserver ${serverVersion} (the same minor down to 3 older)`);
+    } else if (!kubelet) problems.push(`node ${name}: status.nodeInfo.kubeletVersion is ${info?.kubeletVersion || 'unknown'}`);
+  }
+  return problems;
 }
 
 const RBAC_KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding']);
@@ -324,13 +367,90 @@ class Installer {
     return this.o.nodes.remove(node, nodePath);
   }
 
-  /** Regenerates a control-plane static pod from the cluster's ClusterConfiguration and the patches on the node. */
-  async regenerate(node: string, phase: 'controller-manager' | 'scheduler'): Promise<void> {
-    const cm = await this.core.readNamespacedConfigMap({ name: 'kubeadm-config', namespace: 'kube-system' });
-    const cluster = cm.data?.ClusterConfiguration;
-    if (!cluster) throw new Error('ConfigMap kube-system/kubeadm-config has no ClusterConfiguration: is this a kubeadm cluster?');
-    await this.write(node, NODE_PATHS.kubeadmConfig, kubeadmPhaseConfig(cluster), 0o600);
-    await this.o.nodes.kubeadm(node, ['init', 'phase', 'control-plane', phase, '--config', NODE_PATHS.kubeadmConfig]);
+  /** The cluster's ClusterConfiguration (ConfigMap kube-system/kubeadm-config). */
+  async clusterConfiguration(): Promise<string> {
+    const text = (await this.core.readNamespacedConfigMap({ name: 'kubeadm-config', namespace: 'kube-system' })).data?.ClusterConfiguration;
+    if (!text) throw new Error('ConfigMap kube-system/kubeadm-config has no ClusterConfiguration: is this a kubeadm cluster?');
+    return text;
+  }
+
+  /**
+   * Records (`install`) or takes out Ulysses' entries of `c` in the cluster's ClusterConfiguration,
+   * which `kubeadm upgrade` regenerates the static pods from. Its text of before the install is kept
+   * in an annotation of the ConfigMap until no entry of Ulysses is left. Guarded by resourceVersion.
+   */
+  async recordInClusterConfiguration(c: ControlPlaneComponent, install: boolean): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const cm = await this.core.readNamespacedConfigMap({ name: 'kubeadm-config', namespace: 'kube-system' });
+      const text = cm.data?.ClusterConfiguration;
+      if (!text) throw new Error('ConfigMap kube-system/kubeadm-config has no ClusterConfiguration: is this a kubeadm cluster?');
+      const annotations = { ...cm.metadata?.annotations };
+      const before = annotations[CLUSTER_CONFIGURATION_BACKUP_ANNOTATION];
+      const next = install ? clusterConfigurationWith(text, c) : clusterConfigurationWithout(text, before, c);
+      if (install && before === undefined) {
+        annotations[CLUSTER_CONFIGURATION_BACKUP_ANNOTATION] = CONTROL_PLANE_COMPONENTS.reduce((t, x) => (clusterConfigurationHas(t, x) ? clusterConfigurationWithout(t, undefined, x) : t), text);
+      }
+      if (!install && !CONTROL_PLANE_COMPONENTS.some((x) => clusterConfigurationHas(next, x))) delete annotations[CLUSTER_CONFIGURATION_BACKUP_ANNOTATION];
+      if (next === text && JSON.stringify(annotations) === JSON.stringify({ ...cm.metadata?.annotations })) return;
+      cm.data!.ClusterConfiguration = next;
+      cm.metadata!.annotations = annotations;
+      try {
+        await this.core.replaceNamespacedConfigMap({ name: 'kubeadm-config', namespace: 'kube-system', body: cm });
+        return;
+      } catch (err) {
+        if ((err as { code?: number }).code !== 409 || attempt >= 5) throw err;
+      }
+    }
+  }
+
+  /**
+   * The static pod manifest of `c` on `node` as it was before the install: the backup, else the
+   * manifest now with any entry of Ulysses taken out (an install before the backups existed).
+   */
+  async manifestBefore(node: string, c: ControlPlaneComponent): Promise<{ current: string; before: string; backedUp: boolean }> {
+    const current = await this.o.nodes.readFile(node, manifestPath(c));
+    if (current === undefined) throw new Error(`${manifestPath(c)} not found on ${node}: not a kubeadm control-plane node`);
+    const backup = await this.o.nodes.readFile(node, manifestBackupPath(c));
+    if (backup !== undefined) return { current, before: backup, backedUp: true };
+    return { current, before: manifestWithout(current, undefined, c), backedUp: false };
+  }
+
+  /** Edits Ulysses' entries of `c` into `node`'s static pod manifest in place, the manifest of before backed up first. */
+  async editStaticPodIn(node: string, c: ControlPlaneComponent): Promise<void> {
+    const { current, before, backedUp } = await this.manifestBefore(node, c);
+    if (!backedUp) await this.write(node, manifestBackupPath(c), before, 0o600);
+    const next = manifestWith(current, c);
+    if (next !== current) await this.write(node, manifestPath(c), next, 0o600);
+  }
+
+  /** Takes Ulysses' entries of `c` out of `node`'s static pod manifest: the backup byte for byte when nothing else changed. */
+  async editStaticPodOut(node: string, c: ControlPlaneComponent): Promise<void> {
+    const current = await this.o.nodes.readFile(node, manifestPath(c));
+    const backup = await this.o.nodes.readFile(node, manifestBackupPath(c));
+    if (current !== undefined) {
+      const next = manifestWithout(current, backup, c);
+      if (next !== current) await this.write(node, manifestPath(c), next, 0o600);
+      if (backup !== undefined && next !== backup) this.log(`${node}: ${manifestPath(c)} changed since the install (a kubeadm upgrade?): only Ulysses' entries taken out, the rest kept`);
+    }
+    await this.remove(node, manifestBackupPath(c));
+  }
+
+  /**
+   * kube-scheduler's configuration on `node`: Ulysses' (manifests/kubeadm/kube-scheduler-config.yaml),
+   * merged into the operator's when the scheduler ran with a `--config` of its own before the install.
+   */
+  async schedulerConfigFor(node: string): Promise<string> {
+    const { before } = await this.manifestBefore(node, 'kube-scheduler');
+    const ours = readFileSync(join(MANIFESTS_DIR, 'kubeadm', 'kube-scheduler-config.yaml'), 'utf8');
+    const kubeconfig = flagValues(before, 'kube-scheduler', 'kubeconfig').at(-1);
+    const theirPath = flagValues(before, 'kube-scheduler', 'config').at(-1);
+    if (!theirPath || theirPath === NODE_PATHS.schedulerConfig) return mergedSchedulerConfig(ours, undefined, kubeconfig, '');
+    const host = hostPathOf(before, 'kube-scheduler', theirPath);
+    const source = `${node}:${manifestPath('kube-scheduler')} --config=${theirPath}`;
+    if (!host) throw new Error(`${source}: no hostPath volume of the pod holds it, so Ulysses cannot read it to merge its extenders in`);
+    const theirs = await this.o.nodes.readFile(node, host);
+    if (theirs === undefined) throw new Error(`${source}: ${host} not found on the node`);
+    return mergedSchedulerConfig(ours, theirs, kubeconfig, `${node}:${host}`);
   }
 
   /** Waits for the static pod `<component>-<node>` to run with (or without) `flag`, Ready. */
@@ -387,16 +507,6 @@ class Installer {
 
 }
 
-/**
- * The config of `kubeadm init phase control-plane`: the cluster's ClusterConfiguration (ConfigMap
- * kube-system/kubeadm-config) and an InitConfiguration naming the patches directory (kubeadm refuses
- * `--patches` together with `--config`).
- */
-export function kubeadmPhaseConfig(clusterConfiguration: string): string {
-  const init = { apiVersion: 'kubeadm.k8s.io/v1beta4', kind: 'InitConfiguration', patches: { directory: NODE_PATHS.patches } };
-  return `${stringifyYaml(init)}---\n${clusterConfiguration}`;
-}
-
 function podState(p: V1Pod): string {
   const waiting = (p.status?.containerStatuses ?? []).map((c) => c.state?.waiting?.reason).filter(Boolean);
   return `${p.status?.phase ?? 'no phase'}${isPodReady(p) ? ', Ready' : ''}${waiting.length ? ` (${waiting.join(', ')})` : ''}`;
@@ -408,10 +518,6 @@ function stuckReason(p: V1Pod): string | undefined {
   const looping = (p.status?.containerStatuses ?? []).find((c) => c.state?.waiting?.reason === 'CrashLoopBackOff' && (c.restartCount ?? 0) >= 3);
   if (looping) return `${p.metadata?.name}: CrashLoopBackOff (${looping.restartCount} restarts; kubectl -n ${ULYSSES_NAMESPACE} logs ${p.metadata?.name} --previous)`;
   return undefined;
-}
-
-function patchFile(component: 'kube-controller-manager' | 'kube-scheduler'): string {
-  return readFileSync(join(MANIFESTS_DIR, 'kubeadm', 'patches', 'control-plane', `${component}+json.yaml`), 'utf8');
 }
 
 type CriEndpoints = { containerRuntimeEndpoint?: string; imageServiceEndpoint?: string };
@@ -448,7 +554,7 @@ export function probePodName(node: string): string {
  * may be skewed), the node is Ready, and a pod placed on it (the Ulysses image, `ulysses --help`)
  * ran to completion through whatever runtime endpoint the kubelet now uses. Throws what is missing.
  */
-async function provePodPath(i: Installer, node: string, startsBefore: Set<string>, image: string): Promise<void> {
+async function provePodPath(i: Installer, node: string, startsBefore: Set<string>, image: string, namespace: string): Promise<void> {
   let last = '';
   await pollUntil(
     `a new kubelet on ${node} (its Starting Event), node Ready`,
@@ -460,15 +566,14 @@ async function provePodPath(i: Installer, node: string, startsBefore: Set<string
     },
     { timeoutMs: i.timeoutMs, intervalMs: 500, explain: () => `last seen: ${last}` },
   );
-  await runProbePod(i, probePodName(node), image, node);
+  await runProbePod(i, probePodName(node), image, namespace, node);
 }
 
 /**
- * A pod of the Ulysses image (`ulysses --help`) run to completion in ulysses-system, on `node` or,
+ * A pod of the Ulysses image (`ulysses --help`) run to completion in `namespace`, on `node` or,
  * without one, wherever kube-scheduler (and so the extender) places it; deleted afterwards.
  */
-async function runProbePod(i: Installer, name: string, image: string, node?: string): Promise<void> {
-  const namespace = ULYSSES_NAMESPACE;
+async function runProbePod(i: Installer, name: string, image: string, namespace: string, node?: string): Promise<void> {
   let last = '';
   await i.core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 }).catch(() => undefined);
   await pollUntil(`no earlier probe pod ${name}`, async () => !(await i.core.listNamespacedPod({ namespace, fieldSelector: `metadata.name=${name}` })).items.length, { timeoutMs: i.timeoutMs, intervalMs: 250 });
@@ -521,6 +626,11 @@ async function switchKubelet(i: Installer, node: string, toShim: boolean, image:
   if (current === undefined) throw new Error(`${NODE_PATHS.kubeletConfig} not found on ${node}`);
   const backup = await i.o.nodes.readFile(node, NODE_PATHS.kubeletEndpointsBackup);
   const shim = `unix://${i.o.nodes.shimSocket(node)}`;
+  if (!toShim && (parseYaml(current, { maxAliasCount: 0 }) as CriEndpoints | null)?.containerRuntimeEndpoint !== shim) {
+    // never switched (or already back): its kubelet config and kubelet stay as they are
+    i.log(`${node}: the kubelet is not on the kubelet-shim: left alone`);
+    return;
+  }
   let target: CriEndpoints;
   if (toShim) target = { containerRuntimeEndpoint: shim, imageServiceEndpoint: shim };
   else if (backup !== undefined) target = parseYaml(backup, { maxAliasCount: 0 }) as CriEndpoints;
@@ -531,7 +641,8 @@ async function switchKubelet(i: Installer, node: string, toShim: boolean, image:
   const starts = await kubeletStarts(i, node);
   await i.o.nodes.restartKubelet(node);
   try {
-    await provePodPath(i, node, starts, image);
+    // uninstall's probe runs in kube-system: ulysses-system may be gone already (a node finished later)
+    await provePodPath(i, node, starts, image, toShim ? ULYSSES_NAMESPACE : 'kube-system');
   } catch (err) {
     if (!toShim) throw err;
     // per-node rollback: the kubelet config as it was (every other field too), restarted
@@ -595,6 +706,24 @@ export async function install(o: InstallOptions): Promise<void> {
   const i = new Installer(o);
   const t0 = Date.now();
   const objects = await i.step('render', () => renderInstall(o));
+  await i.step('preflight: Kubernetes version and nodes', async () => {
+    const kc = new KubeConfig();
+    kc.loadFromFile(o.kubeconfig);
+    const version = (await kc.makeApiClient(VersionApi).getCode()).gitVersion;
+    const problems = versionProblems(version, (await i.core.listNode()).items, i.components.includes('kubelet-shim'));
+    if (problems.length) throw new Error(`nothing changed:\n  ${problems.join('\n  ')}`);
+  });
+  const controlPlane = CONTROL_PLANE_COMPONENTS.filter((c) => i.components.includes(c === 'kube-controller-manager' ? 'controller-manager' : 'scheduler-extender'));
+  if (controlPlane.length) {
+    await i.step("preflight: kubeadm's ClusterConfiguration, the static pod manifests and any scheduler config of the operator's can take Ulysses' entries", async () => {
+      const cluster = await i.clusterConfiguration();
+      for (const c of controlPlane) clusterConfigurationWith(cluster, c);
+      for (const n of i.controlPlaneNodes()) {
+        for (const c of controlPlane) manifestWith((await i.manifestBefore(n.name, c)).current, c);
+        if (controlPlane.includes('kube-scheduler')) await i.schedulerConfigFor(n.name);
+      }
+    });
+  }
   await i.step('preflight: every claim granted by its namespace', () => checkClaimsGranted(i.core, objects));
   if (i.components.includes('scheduler-extender')) {
     await i.step("preflight: the extender's ClusterIP in the Service subnet and free", async () => {
@@ -631,10 +760,10 @@ export async function install(o: InstallOptions): Promise<void> {
           await i.deploymentAvailable('ulysses-controller-manager');
           await pollUntil('a controller-manager leader (Lease ulysses-controller-manager)', async () => (await i.leases.readNamespacedLease({ name: 'ulysses-controller-manager', namespace: ULYSSES_NAMESPACE })).spec?.holderIdentity, { timeoutMs: i.timeoutMs, intervalMs: 500 });
         });
+        await i.step('controller-manager: --controllers recorded in kubeadm-config (kubeadm upgrade keeps it)', () => i.recordInClusterConfiguration('kube-controller-manager', true));
         for (const n of i.controlPlaneNodes()) {
           await i.step(`controller-manager: kube-controller-manager --controllers on ${n.name}`, async () => {
-            await i.write(n.name, join(NODE_PATHS.patches, 'kube-controller-manager+json.yaml'), patchFile('kube-controller-manager'));
-            await i.regenerate(n.name, 'controller-manager');
+            await i.editStaticPodIn(n.name, 'kube-controller-manager');
             await i.staticPodWith('kube-controller-manager', n.name, KCM_CONTROLLERS_FLAG, true);
           });
           await i.step(`controller-manager: kcm handback static pod on ${n.name}`, async () => {
@@ -664,12 +793,12 @@ export async function install(o: InstallOptions): Promise<void> {
             { timeoutMs: i.timeoutMs, intervalMs: 500 },
           );
         });
+        await i.step('scheduler-extender: --config recorded in kubeadm-config (kubeadm upgrade keeps it)', () => i.recordInClusterConfiguration('kube-scheduler', true));
         for (const n of i.controlPlaneNodes()) {
           await i.step(`scheduler-extender: kube-scheduler --config on ${n.name}`, async () => {
             await writeSchedulerTls(i, n.name, pki);
-            await i.write(n.name, NODE_PATHS.schedulerConfig, readFileSync(join(MANIFESTS_DIR, 'kubeadm', 'kube-scheduler-config.yaml'), 'utf8'));
-            await i.write(n.name, join(NODE_PATHS.patches, 'kube-scheduler+json.yaml'), patchFile('kube-scheduler'));
-            await i.regenerate(n.name, 'scheduler');
+            await i.write(n.name, NODE_PATHS.schedulerConfig, await i.schedulerConfigFor(n.name));
+            await i.editStaticPodIn(n.name, 'kube-scheduler');
             await i.staticPodWith('kube-scheduler', n.name, SCHEDULER_CONFIG_FLAG, true);
           });
         }
@@ -728,7 +857,7 @@ export async function install(o: InstallOptions): Promise<void> {
   });
   // the scheduling path as users will find it: kube-scheduler, through the extender over its TLS
   if (i.components.includes('scheduler-extender')) {
-    await i.step('smoke test: a pod scheduled by kube-scheduler (through the extender) and run', () => runProbePod(i, 'ulysses-install-smoke', ulyssesImage(objects)));
+    await i.step('smoke test: a pod scheduled by kube-scheduler (through the extender) and run', () => runProbePod(i, 'ulysses-install-smoke', ulyssesImage(objects), ULYSSES_NAMESPACE));
   }
   i.log(`Ulysses installed (${i.components.join(', ')}) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }
@@ -738,11 +867,22 @@ export async function uninstall(o: InstallOptions): Promise<void> {
   const i = new Installer(o);
   const t0 = Date.now();
   const objects = await i.step('render', () => renderInstall(o));
-  for (const c of [...i.components].reverse()) {
+  const skipped: string[] = [];
+  for (const c of UNINSTALL_ORDER.filter((x) => i.components.includes(x))) {
     const own = componentObjects(objects, c);
     switch (c) {
       case 'kubelet-shim':
         for (const n of o.nodes.nodes()) {
+          const unreachable = await o.nodes.readFile(n.name, NODE_PATHS.kubeletConfig).then(
+            () => undefined,
+            (err: Error) => err.message,
+          );
+          if (unreachable !== undefined) {
+            if (!o.skipUnreachable) throw new InstallError(`kubelet-shim: kubelet back to containerd on ${n.name}`, `${n.name} cannot be reached (${unreachable}); kcm and kube-scheduler are already stock. Give --skip-unreachable to go on without it`);
+            i.log(`${n.name} cannot be reached (${unreachable}): skipped`);
+            skipped.push(n.name);
+            continue;
+          }
           await i.step(`kubelet-shim: kubelet back to containerd on ${n.name}`, async () => {
             await switchKubelet(i, n.name, false, ulyssesImage(objects));
             await i.remove(n.name, NODE_PATHS.kubeletEndpointsBackup);
@@ -755,10 +895,10 @@ export async function uninstall(o: InstallOptions): Promise<void> {
         if (!o.keepObjects) await i.step('kubelet-shim: RBAC', () => i.delete(own));
         break;
       case 'scheduler-extender':
+        await i.step('scheduler-extender: --config out of kubeadm-config', () => i.recordInClusterConfiguration('kube-scheduler', false));
         for (const n of i.controlPlaneNodes()) {
           await i.step(`scheduler-extender: stock kube-scheduler on ${n.name}`, async () => {
-            await i.remove(n.name, join(NODE_PATHS.patches, 'kube-scheduler+json.yaml'));
-            await i.regenerate(n.name, 'scheduler');
+            await i.editStaticPodOut(n.name, 'kube-scheduler');
             await i.staticPodWith('kube-scheduler', n.name, SCHEDULER_CONFIG_FLAG, false);
             await i.remove(n.name, NODE_PATHS.schedulerConfig);
             await i.remove(n.name, dirname(SCHEDULER_EXTENDER_TLS_FILES.keyFile));
@@ -772,12 +912,12 @@ export async function uninstall(o: InstallOptions): Promise<void> {
         }
         break;
       case 'controller-manager':
+        await i.step('controller-manager: --controllers out of kubeadm-config', () => i.recordInClusterConfiguration('kube-controller-manager', false));
         for (const n of i.controlPlaneNodes()) {
           await i.step(`controller-manager: stock kube-controller-manager on ${n.name}`, async () => {
-            // the handback first: it would edit the manifest being regenerated
+            // the handback first: it would edit the manifest being restored
             await i.remove(n.name, NODE_PATHS.kcmHandback);
-            await i.remove(n.name, join(NODE_PATHS.patches, 'kube-controller-manager+json.yaml'));
-            await i.regenerate(n.name, 'controller-manager');
+            await i.editStaticPodOut(n.name, 'kube-controller-manager');
             await i.staticPodWith('kube-controller-manager', n.name, KCM_CONTROLLERS_FLAG, false);
           });
         }
@@ -797,9 +937,13 @@ export async function uninstall(o: InstallOptions): Promise<void> {
     await i.step('CRD and namespace', async () => {
       await i.delete(objects.filter((x) => COMMON_KINDS.has(x.kind) || isAdmissionObject(x)).reverse());
       for (const n of o.nodes.nodes().filter((x) => x.controlPlane)) {
-        for (const p of [NODE_PATHS.kubeadmConfig, NODE_PATHS.patches, dirname(NODE_PATHS.schedulerConfig)]) await i.remove(n.name, p);
+        // the directory of the scheduler config, the extender's client files and the backups
+        await i.remove(n.name, dirname(NODE_PATHS.schedulerConfig));
       }
     });
   }
   i.log(`Ulysses ${o.keepObjects ? 'taken off the path' : 'uninstalled'} (${i.components.join(', ')}) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  if (skipped.length) {
+    i.log(`not reached, still on the kubelet-shim: ${skipped.join(', ')}. Once they are back: ulysses uninstall --components kubelet-shim (nodes already on containerd are left alone)`);
+  }
 }

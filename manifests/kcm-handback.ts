@@ -12,10 +12,10 @@
  * manifest on its node, which the kubelet then restarts:
  * - **hand back**: the Lease has not changed (holder, renewTime) for `--after` on this process' clock
  *   (client-go's observedTime rule: no comparison of remote clocks) while the apiserver answered. The
- *   `--controllers` entry the install's kubeadm patch appended is removed (kcm runs kubeadm's
- *   `*,bootstrapsigner,tokencleaner` again) and the pod gets {@link HANDBACK_ANNOTATION}.
+ *   install's `--controllers` is replaced by kubeadm's `*,bootstrapsigner,tokencleaner` (every
+ *   controller on) and the pod gets {@link HANDBACK_ANNOTATION}.
  * - **take back**: the Lease changed after the handback and has a holder, i.e. a controller manager
- *   leads again. The entry is appended again and the annotation removed. The controller manager
+ *   leads again. The install's flag is put back and the annotation removed. The controller manager
  *   holds its controllers back while any kcm pod carries the annotation (controller-manager/main.ts),
  *   so the two never run the same controller at once.
  * - An apiserver that does not answer decides nothing, and its return restarts the observation.
@@ -35,30 +35,37 @@ import { parseDurationSeconds } from '../core/leader-election.ts';
 import { runPeriodically } from '../core/periodic.ts';
 import { KCM_HANDBACK_ANNOTATION as HANDBACK_ANNOTATION } from '../core/kcm.ts';
 import { kcmControllersFromPatch } from './overlays.ts';
+import { KUBEADM_STYLE } from './control-plane.ts';
 
 
-/** The `--controllers` entry the install's kubeadm patch appends to kcm's command. */
+/** The `--controllers` flag the install sets on kcm (manifests/control-plane.ts, as kubeadm's extraArg). */
 export const ulyssesControllersFlag = (): string => `--controllers=${kcmControllersFromPatch()}`;
 
-/** kubeadm's (go-yaml's) layout: sequences not indented under their key, long lines kept whole. */
-const KUBEADM_STYLE = { indentSeq: false, lineWidth: 0 } as const;
+/** `flag` without its `-name` entries: kubeadm's own `--controllers` (`*,bootstrapsigner,tokencleaner`), every controller on. */
+export const handedBackFlag = (flag: string): string => `--controllers=${flag.replace(/^--controllers=/, '').split(',').filter((e) => !e.startsWith('-')).join(',')}`;
+
+const argOf = (x: unknown) => (x as { value?: unknown }).value;
 
 /**
- * kcm's manifest without `flag` in its command and with {@link HANDBACK_ANNOTATION} = `at`; undefined
- * when the command does not have the flag (nothing to hand back).
+ * kcm's manifest with `flag` replaced by {@link handedBackFlag} in its place and with
+ * {@link HANDBACK_ANNOTATION} = `at`; undefined when the command does not have the flag (nothing to
+ * hand back).
  */
 export function handedBack(manifest: string, flag: string, at: string): string | undefined {
   const doc = parseDocument(manifest);
   const command = doc.getIn(['spec', 'containers', 0, 'command']);
   if (!isSeq(command)) return undefined;
-  const i = command.items.findIndex((x) => (x as { value?: unknown }).value === flag);
+  const i = command.items.findIndex((x) => argOf(x) === flag);
   if (i < 0) return undefined;
-  command.items.splice(i, 1);
+  command.items[i] = doc.createNode(handedBackFlag(flag));
   doc.setIn(['metadata', 'annotations', HANDBACK_ANNOTATION], at);
   return doc.toString(KUBEADM_STYLE);
 }
 
-/** kcm's manifest with `flag` appended again and the annotation removed; undefined when it does not carry the annotation (not handed back by us). */
+/**
+ * kcm's manifest with `flag` back (in place of the last {@link handedBackFlag}, else appended) and
+ * the annotation removed; undefined when it does not carry the annotation (not handed back by us).
+ */
 export function takenBack(manifest: string, flag: string): string | undefined {
   const doc = parseDocument(manifest);
   const annotations = doc.getIn(['metadata', 'annotations']);
@@ -66,7 +73,11 @@ export function takenBack(manifest: string, flag: string): string | undefined {
   annotations.delete(HANDBACK_ANNOTATION);
   if (annotations.items.length === 0) doc.deleteIn(['metadata', 'annotations']);
   const command = doc.getIn(['spec', 'containers', 0, 'command']);
-  if (isSeq(command) && !command.items.some((x) => (x as { value?: unknown }).value === flag)) command.add(flag);
+  if (isSeq(command) && !command.items.some((x) => argOf(x) === flag)) {
+    const i = command.items.map(argOf).lastIndexOf(handedBackFlag(flag));
+    if (i >= 0) command.items[i] = doc.createNode(flag);
+    else command.add(flag);
+  }
   return doc.toString(KUBEADM_STYLE);
 }
 

@@ -13,7 +13,7 @@
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { MANIFESTS_DIR } from './overlays.ts';
 import { NODE_PATHS, type InstallNode, type NodeAccess } from './install.ts';
@@ -165,7 +165,8 @@ export class ShellNodeAccess implements NodeAccess {
 
   async writeFile(node: string, nodePath: string, content: string, mode: number): Promise<void> {
     const p = shQuote(nodePath);
-    const tmp = shQuote(`${nodePath}.ulysses-tmp`);
+    // a hidden name in the same directory: the kubelet ignores it in a static pod directory, and mv is atomic
+    const tmp = shQuote(`${dirname(nodePath)}/.${basename(nodePath)}.ulysses-tmp`);
     await this.run(node, `writing ${nodePath}`, `set -e; mkdir -p "$(dirname ${p})"; (umask 077; cat > ${tmp}); chmod ${mode.toString(8)} ${tmp}; mv -f ${tmp} ${p}`, content);
   }
 

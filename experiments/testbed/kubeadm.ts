@@ -24,10 +24,10 @@
  */
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { randomBytes, createHash, X509Certificate } from 'node:crypto';
-import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, renameSync, rmdirSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { KubeConfig, CoreV1Api, AppsV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { stringify as stringifyYaml } from 'yaml';
@@ -687,9 +687,14 @@ export function kubeadmNodeAccess(state: KubeadmState, log: (line: string) => vo
       return existsSync(p) ? readFileSync(p, 'utf8') : undefined;
     },
     async writeFile(name, nodePath, content, mode) {
+      // whole or not at all, as the node shell writes (a kubelet watching a manifest directory never
+      // reads half a file; a hidden name it ignores)
       const p = hostPath(name, nodePath);
+      const tmp = join(dirname(p), `.${basename(p)}.ulysses-tmp`);
       mkdirSync(dirname(p), { recursive: true });
-      writeFileSync(p, content, { mode });
+      writeFileSync(tmp, content, { mode });
+      chmodSync(tmp, mode);
+      renameSync(tmp, p);
     },
     async remove(name, nodePath) {
       rmSync(hostPath(name, nodePath), { recursive: true, force: true });

@@ -99,7 +99,8 @@ describe('a kubeadm cluster reached through a node shell', () => {
       // the shim's files in the node's own /etc/ulysses, not another node's
       expect(readFileSync(join(n.spec.dir, 'etc-ulysses', 'kubelet-shim.yaml'), 'utf8')).toContain(n.spec.shimSocket);
     }
-    expect(existsSync('/etc/kubernetes/ulysses/patches/kube-controller-manager+json.yaml')).toBe(true);
+    // kcm's manifest of before, kept for uninstall
+    expect(existsSync('/etc/kubernetes/ulysses/backup/kube-controller-manager.yaml')).toBe(true);
   });
 
   let results: RepResult[] = [];

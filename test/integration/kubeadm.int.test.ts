@@ -7,7 +7,7 @@
  * port) ends `up` with the step's name and log tail.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { Resolver } from 'node:dns/promises';
@@ -23,7 +23,9 @@ import { execFile } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { EXTENDER_TLS_SECRETS, install, KCM_CONTROLLERS_FLAG, uninstall, type InstallOptions } from '../../manifests/install.ts';
+import { EXTENDER_TLS_SECRETS, install, KCM_CONTROLLERS_FLAG, NODE_PATHS, uninstall, type InstallOptions } from '../../manifests/install.ts';
+import { CLUSTER_CONFIGURATION_BACKUP_ANNOTATION, clusterConfigurationWithout } from '../../manifests/control-plane.ts';
+import { parse as parseYaml, parseDocument } from 'yaml';
 import { DUPLICATE_CONTROLLERS_REASON, REPLACED_KCM_CONTROLLERS } from '../../controller-manager/duplicate-controllers.ts';
 import { issueLeaf, SCHEDULER_EXTENDER_TLS_FILES } from '../../core/extender-pki.ts';
 import { request as httpsRequest } from 'node:https';
@@ -33,6 +35,7 @@ import { ECHO_PORT, udpFirstAnswer } from '../../experiments/workloads.ts';
 import { REPO_ROOT } from '../../experiments/testbed/ulysses-image.ts';
 import { eventsFor, expectInstalled, expectStock, podProcess, stockSnapshot, workloadFingerprint } from '../kubeadm-checks.ts';
 import { progressLog } from '../../core/logging.ts';
+import { OPERATOR_SCHEDULER_CONFIG } from '../kubeadm-fixtures.ts';
 
 const runDir = '/tmp/ulysses-it-kubeadm';
 const CP = kubeadm.CONTROL_PLANE_NAME;
@@ -211,21 +214,77 @@ async function cli(args: string[]): Promise<{ code: number; out: string }> {
   }
 }
 
+const KCM_MANIFEST = '/etc/kubernetes/manifests/kube-controller-manager.yaml';
+const SCHEDULER_MANIFEST = '/etc/kubernetes/manifests/kube-scheduler.yaml';
+
+/** The static pod `<component>-<CP>` running `flag` (or not), Ready. */
+async function staticPodWith(core: CoreV1Api, component: string, flag: string, present = true): Promise<V1Pod> {
+  return pollUntil(`${component} ${present ? 'with' : 'without'} ${flag}, Ready`, async () => {
+    const p = await core.readNamespacedPod({ name: `${component}-${CP}`, namespace: 'kube-system' }).catch(() => undefined);
+    return p && (p.spec?.containers?.[0]?.command ?? []).includes(flag) === present && podReady(p) && p;
+  }, { timeoutMs: 120_000, intervalMs: 500 });
+}
+
+/**
+ * What an operator changed before Ulysses came: a hand edit of kcm's manifest (--v=2, also recorded
+ * in kubeadm-config), and kube-scheduler run with a config of their own mounted from the node.
+ */
+async function operatorChanges(core: CoreV1Api, access: InstallOptions['nodes']): Promise<void> {
+  const edit = async (path: string, fn: (doc: ReturnType<typeof parseDocument>) => void) => {
+    const doc = parseDocument((await access.readFile(CP, path))!);
+    fn(doc);
+    await access.writeFile(CP, path, doc.toString({ indentSeq: false, lineWidth: 0 }), 0o600);
+  };
+  await edit(KCM_MANIFEST, (d) => (d.getIn(['spec', 'containers', 0, 'command']) as { add(x: unknown): void }).add('--v=2'));
+  await access.writeFile(CP, '/etc/kubernetes/operator-scheduler/config.yaml', OPERATOR_SCHEDULER_CONFIG, 0o644);
+  await edit(SCHEDULER_MANIFEST, (d) => {
+    (d.getIn(['spec', 'containers', 0, 'command']) as { add(x: unknown): void }).add('--config=/etc/operator-scheduler/config.yaml');
+    (d.getIn(['spec', 'volumes']) as { add(x: unknown): void }).add(d.createNode({ name: 'operator-scheduler', hostPath: { path: '/etc/kubernetes/operator-scheduler', type: 'Directory' } }));
+    (d.getIn(['spec', 'containers', 0, 'volumeMounts']) as { add(x: unknown): void }).add(d.createNode({ name: 'operator-scheduler', mountPath: '/etc/operator-scheduler', readOnly: true }));
+  });
+  const cm = await core.readNamespacedConfigMap({ name: 'kubeadm-config', namespace: 'kube-system' });
+  const cc = parseDocument(cm.data!.ClusterConfiguration!);
+  cc.setIn(['controllerManager', 'extraArgs'], cc.createNode([{ name: 'v', value: '2' }]));
+  cm.data!.ClusterConfiguration = cc.toString();
+  await core.replaceNamespacedConfigMap({ name: 'kubeadm-config', namespace: 'kube-system', body: cm });
+  await staticPodWith(core, 'kube-controller-manager', '--v=2');
+  await staticPodWith(core, 'kube-scheduler', '--config=/etc/operator-scheduler/config.yaml');
+}
+
+const clusterConfigMap = (core: CoreV1Api) => core.readNamespacedConfigMap({ name: 'kubeadm-config', namespace: 'kube-system' });
+
 function installTests(): void {
   let opts: InstallOptions;
   let before: Record<string, string>;
   let stock: ReturnType<typeof stockSnapshot>;
+  let clusterBefore = '';
   let criticalNode = '';
 
   beforeAll(() => {
     opts = { kubeconfig: state!.kubeconfig, kubectl: binaryPath('kubectl'), image: imageRef, nodes: kubeadm.kubeadmNodeAccess(state!), log: (l) => / in [\d.]+ s$/.test(l) && !l.startsWith('[') && console.log(l) };
   });
 
-  it('installs every component: controller manager and extender pods Running, the shim on every node, kcm and kube-scheduler switched through kubeadm; running pods untouched', async () => {
+  it("installs every component: controller manager and extender pods Running, the shim on every node, kcm and kube-scheduler switched, the operator's changes kept and recorded for kubeadm upgrade; running pods untouched", async () => {
     expect(imageRef).not.toBe('');
+    await operatorChanges(core, opts.nodes);
+    clusterBefore = (await clusterConfigMap(core)).data!.ClusterConfiguration!;
     before = await workloadFingerprint(core, ['it-kubeadm', 'kube-system', CRITICAL_NS]);
     stock = stockSnapshot(state!);
     await install(opts);
+
+    // the operator's hand edit and scheduler config kept (merged), the change recorded in kubeadm-config
+    const kcmCommand = (await core.readNamespacedPod({ name: `kube-controller-manager-${CP}`, namespace: 'kube-system' })).spec!.containers[0]!.command!;
+    expect(kcmCommand).toContain('--v=2');
+    expect(kcmCommand.filter((a) => a.startsWith('--controllers='))).toEqual([KCM_CONTROLLERS_FLAG]);
+    const merged = parseYaml((await opts.nodes.readFile(CP, NODE_PATHS.schedulerConfig))!) as { percentageOfNodesToScore: number; profiles: unknown[]; extenders: unknown[] };
+    expect(merged.percentageOfNodesToScore).toBe(77);
+    expect(merged.profiles).toEqual((parseYaml(OPERATOR_SCHEDULER_CONFIG) as { profiles: unknown[] }).profiles);
+    expect(merged.extenders).toHaveLength(2);
+    const recorded = await clusterConfigMap(core);
+    const cc = parseYaml(recorded.data!.ClusterConfiguration!) as { controllerManager: { extraArgs: { name: string; value: string }[] }; scheduler: { extraArgs: { name: string; value: string }[] } };
+    expect(cc.controllerManager.extraArgs.map((a) => a.name)).toEqual(['v', 'controllers']);
+    expect(cc.scheduler.extraArgs).toEqual([{ name: 'config', value: NODE_PATHS.schedulerConfig }]);
+    expect(recorded.metadata?.annotations?.[CLUSTER_CONFIGURATION_BACKUP_ANNOTATION]).toBe(clusterBefore);
 
     for (const name of ['ulysses-controller-manager', 'ulysses-scheduler-extender']) {
       const d = await apps.readNamespacedDeployment({ name, namespace: 'ulysses-system' });
@@ -381,20 +440,30 @@ function installTests(): void {
     expect(creates.length, 'a SuccessfulCreate Event from the new leader').toBeGreaterThan(0);
   });
 
-  it("a kubeadm upgrade without Ulysses' patches turns kcm's replaced controllers back on: the controller manager reports each duplicate on kcm's pod; the patches again, kcm as installed", async () => {
+  it("kubeadm upgrade keeps Ulysses' --controllers (recorded in kubeadm-config); a kcm regenerated without it runs the replaced controllers again, and the controller manager reports each duplicate on kcm's pod", async () => {
     const access = kubeadm.kubeadmNodeAccess(state!);
     const kcmPod = `kube-controller-manager-${CP}`;
     const kcm = () => core.readNamespacedPod({ name: kcmPod, namespace: 'kube-system' });
     const duplicates = async () => (await core.listNamespacedEvent({ namespace: 'kube-system', fieldSelector: `involvedObject.name=${kcmPod},reason=${DUPLICATE_CONTROLLERS_REASON}` })).items;
     // the install itself ran both for a moment (the controller manager before kcm's switch): that
-    // kcm pod was reported; the one running now, with the patch, is not
+    // kcm pod was reported; the one running now is not
     const installed = (await kcm()).metadata?.uid;
     expect((await duplicates()).filter((e) => e.involvedObject.uid === installed)).toEqual([]);
-    const cluster = (await core.readNamespacedConfigMap({ name: 'kubeadm-config', namespace: 'kube-system' })).data!.ClusterConfiguration!;
-    // what `kubeadm upgrade` does to the static pod when run without --patches
-    await access.writeFile(CP, '/etc/kubernetes/ulysses/kubeadm-without-patches.yaml', cluster, 0o600);
-    await access.kubeadm(CP, ['init', 'phase', 'control-plane', 'controller-manager', '--config', '/etc/kubernetes/ulysses/kubeadm-without-patches.yaml']);
+    const manifest = (await access.readFile(CP, KCM_MANIFEST))!;
+    const cluster = (await clusterConfigMap(core)).data!.ClusterConfiguration!;
+    const regenerate = async (clusterConfiguration: string) => {
+      await access.writeFile(CP, '/etc/kubernetes/it-kubeadm-upgrade.yaml', clusterConfiguration, 0o600);
+      await access.kubeadm(CP, ['init', 'phase', 'control-plane', 'controller-manager', '--config', '/etc/kubernetes/it-kubeadm-upgrade.yaml']);
+    };
     try {
+      // what `kubeadm upgrade` does to kcm's static pod: regenerated from the cluster's ClusterConfiguration
+      await regenerate(cluster);
+      const upgraded = (await access.readFile(CP, KCM_MANIFEST))!;
+      expect(upgraded).not.toBe(manifest);
+      expect((parseYaml(upgraded) as V1Pod).spec!.containers[0]!.command!.filter((a) => a.startsWith('--controllers='))).toEqual([KCM_CONTROLLERS_FLAG]);
+      await staticPodWith(core, 'kube-controller-manager', KCM_CONTROLLERS_FLAG);
+      // regenerated from a ClusterConfiguration without it (an operator's old copy)
+      await regenerate(clusterConfigurationWithout(cluster, undefined, 'kube-controller-manager'));
       const reported = await pollUntil(
         'a DuplicateControllers Event on the regenerated kcm',
         async () => {
@@ -407,19 +476,35 @@ function installTests(): void {
       for (const c of Object.keys(REPLACED_KCM_CONTROLLERS)) expect(reported.message).toContain(c);
       expect(reported.reportingComponent ?? reported.source?.component).toBeTruthy();
     } finally {
-      await access.remove(CP, '/etc/kubernetes/ulysses/kubeadm-without-patches.yaml');
-      await access.kubeadm(CP, ['init', 'phase', 'control-plane', 'controller-manager', '--config', '/etc/kubernetes/ulysses/kubeadm.yaml']);
+      await access.remove(CP, '/etc/kubernetes/it-kubeadm-upgrade.yaml');
+      // kcm as the install left it (the uninstall test restores that exactly)
+      await access.writeFile(CP, KCM_MANIFEST, manifest, 0o600);
     }
-    await pollUntil('kcm back with the patch, Ready', async () => {
-      const p = await kcm();
-      return (p.spec?.containers?.[0]?.command ?? []).includes(KCM_CONTROLLERS_FLAG) && podReady(p);
-    }, { timeoutMs: 120_000, intervalMs: 500 });
+    await staticPodWith(core, 'kube-controller-manager', '--v=2');
+    expect((await kcm()).spec!.containers[0]!.command).toContain(KCM_CONTROLLERS_FLAG);
   });
 
-  it('uninstall returns the cluster to stock: kcm and kube-scheduler manifests as kubeadm wrote them, kubelets on containerd, kcm handles a scale-up, no Ulysses object left, pods untouched', async () => {
+  it("uninstall returns the cluster to stock, control plane first: a node that cannot be reached stops it after kcm and kube-scheduler are back (or is skipped with --skip-unreachable, finished later); manifests and kubeadm-config as the operator had them, kubelets on containerd, kcm handles a scale-up, no Ulysses object left, pods untouched", async () => {
     const beforeUninstall = await workloadFingerprint(core, ['it-kubeadm', 'kube-system', CRITICAL_NS]);
-    await uninstall(opts);
+    const unreachable = WORKERS[1]!;
+    const real = opts.nodes;
+    const cut: InstallOptions['nodes'] = Object.assign(Object.create(real) as InstallOptions['nodes'], {
+      readFile: (node: string, path: string) => (node === unreachable ? Promise.reject(new Error(`ssh: connect to host ${node} port 22: No route to host`)) : real.readFile(node, path)),
+    });
+    const lines: string[] = [];
+    const err = await uninstall({ ...opts, nodes: cut, log: (l) => lines.push(l) }).then(() => undefined, (e: Error) => e);
+    expect(err?.message).toContain(`${unreachable} cannot be reached (ssh: connect to host ${unreachable} port 22: No route to host); kcm and kube-scheduler are already stock. Give --skip-unreachable`);
+    for (const c of ['kube-controller-manager', 'kube-scheduler']) expect(readFileSync(`/etc/kubernetes/manifests/${c}.yaml`, 'utf8'), c).toBe(stock.manifests[c]);
+    await uninstall({ ...opts, nodes: cut, skipUnreachable: true, log: (l) => lines.push(l) });
+    expect(lines.join('\n')).toContain(`not reached, still on the kubelet-shim: ${unreachable}`);
+    // the nodes switched back by the first run were left alone by the second
+    expect(lines.filter((l) => l.endsWith('the kubelet is not on the kubelet-shim: left alone'))).toHaveLength(state!.nodes.length - 1);
+    // the node is back: the same command for the shim finishes it
+    await uninstall({ ...opts, components: ['kubelet-shim'] });
     expectStock(runDir, stock);
+    const cm = await clusterConfigMap(core);
+    expect(cm.data!.ClusterConfiguration).toBe(clusterBefore);
+    expect(cm.metadata?.annotations?.[CLUSTER_CONFIGURATION_BACKUP_ANNOTATION]).toBeUndefined();
     // kube-controller-manager's own ReplicaSet controller handles a scale-up again
     await apps.patchNamespacedDeployment({ name: 'upf', namespace: CRITICAL_NS, body: [{ op: 'replace', path: '/spec/replicas', value: 3 }] });
     const pods = await pollUntil('3 upf pods Ready', async () => {

@@ -1,14 +1,14 @@
 /**
  * The pure parts of `ulysses install` (manifests/install.ts): the kubelet endpoint edit and its
- * reversal, the kubeadm phase configuration, which objects each component installs, the image
+ * reversal, which objects each component installs, the image
  * override. The install itself runs on a real kubeadm cluster in test/integration/kubeadm.int.test.ts.
  */
 import { describe, expect, it } from 'vitest';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parse as parseYaml, parseAllDocuments } from 'yaml';
+import { parse as parseYaml } from 'yaml';
 import { binaryPath } from '../../experiments/testbed/binaries.ts';
-import { componentObjects, INSTALL_ORDER, KCM_CONTROLLERS_FLAG, kubeadmPhaseConfig, NODE_PATHS, renderInstall, SCHEDULER_CONFIG_FLAG, withRuntimeEndpoints, clusterIpProblem } from '../../manifests/install.ts';
+import { componentObjects, INSTALL_ORDER, KCM_CONTROLLERS_FLAG, NODE_PATHS, renderInstall, SCHEDULER_CONFIG_FLAG, withRuntimeEndpoints, clusterIpProblem } from '../../manifests/install.ts';
 import { MANIFESTS_DIR, objectId } from '../../manifests/overlays.ts';
 
 const KUBEADM_KUBELET_CONFIG = `apiVersion: kubelet.config.k8s.io/v1beta1
@@ -35,16 +35,6 @@ describe('withRuntimeEndpoints', () => {
   it('refuses a file that is not a KubeletConfiguration, naming the file', () => {
     expect(() => withRuntimeEndpoints('kind: Pod\n', {})).toThrow(`${NODE_PATHS.kubeletConfig}: kind is not KubeletConfiguration`);
     expect(() => withRuntimeEndpoints('', {})).toThrow('KubeletConfiguration');
-  });
-});
-
-describe('kubeadmPhaseConfig', () => {
-  it('is an InitConfiguration naming the patches directory, then the cluster\'s ClusterConfiguration', () => {
-    const cluster = 'apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.36.3\n';
-    const docs = parseAllDocuments(kubeadmPhaseConfig(cluster)).map((d) => d.toJS() as Record<string, unknown>);
-    expect(docs.map((d) => d.kind)).toEqual(['InitConfiguration', 'ClusterConfiguration']);
-    expect(docs[0]!.patches).toEqual({ directory: NODE_PATHS.patches });
-    expect(docs[1]!.kubernetesVersion).toBe('v1.36.3');
   });
 });
 

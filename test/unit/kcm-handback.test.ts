@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { parse } from 'yaml';
+import { kcmManifest } from '../kubeadm-fixtures.ts';
 import { HandbackDecider, KcmHandback, handedBack, takenBack, ulyssesControllersFlag } from '../../manifests/kcm-handback.ts';
 import { KCM_HANDBACK_ANNOTATION } from '../../core/kcm.ts';
 import { kcmHoldsControllers } from '../../controller-manager/kcm-gate.ts';
@@ -19,26 +20,7 @@ import { KCM_CONTROLLERS_FLAG } from '../../manifests/install.ts';
 const log = pino({ level: 'silent' });
 const FLAG = ulyssesControllersFlag();
 /** kube-controller-manager's static pod as kubeadm writes it, with the install's patch applied. */
-const manifest = (extra = `    - ${FLAG}\n`) => `apiVersion: v1
-kind: Pod
-metadata:
-  labels:
-    component: kube-controller-manager
-    tier: control-plane
-  name: kube-controller-manager
-  namespace: kube-system
-spec:
-  containers:
-  - command:
-    - kube-controller-manager
-    - --authentication-kubeconfig=/etc/kubernetes/controller-manager.conf
-    - --controllers=*,bootstrapsigner,tokencleaner
-    - --kubeconfig=/etc/kubernetes/controller-manager.conf
-    - --leader-elect=true
-${extra}    image: registry.k8s.io/kube-controller-manager:v1.37.2
-    name: kube-controller-manager
-  hostNetwork: true
-`;
+const manifest = (extra = `    - ${FLAG}\n`) => kcmManifest(extra);
 const commandOf = (text: string) => (parse(text) as { spec: { containers: Array<{ command: string[] }> } }).spec.containers[0]!.command;
 
 describe('kcm manifest edits', () => {
@@ -47,15 +29,24 @@ describe('kcm manifest edits', () => {
     expect(replacedControllersRunning(commandOf(manifest()))).toEqual([]);
   });
 
-  it('hand back: the appended --controllers goes, the annotation comes, kcm runs the five again; take back restores the command exactly', () => {
+  it('hand back: the appended --controllers becomes kubeadm\'s, the annotation comes, kcm runs the five again; take back restores the command exactly', () => {
     const out = handedBack(manifest(), FLAG, '2026-11-29T10:00:00.000Z')!;
     expect(commandOf(out)).not.toContain(FLAG);
+    expect(commandOf(out).filter((a) => a.startsWith('--controllers='))).toEqual(['--controllers=*,bootstrapsigner,tokencleaner', '--controllers=*,bootstrapsigner,tokencleaner']);
     expect(replacedControllersRunning(commandOf(out))).toEqual(['replicaset-controller', 'deployment-controller', 'endpoints-controller', 'endpointslice-controller', 'taint-eviction-controller']);
     expect((parse(out) as { metadata: { annotations: Record<string, string> } }).metadata.annotations).toEqual({ [KCM_HANDBACK_ANNOTATION]: '2026-11-29T10:00:00.000Z' });
     const back = takenBack(out, FLAG)!;
     expect(commandOf(back)).toEqual(commandOf(manifest()));
     expect((parse(back) as { metadata: { annotations?: unknown } }).metadata.annotations).toBeUndefined();
     expect(replacedControllersRunning(commandOf(back))).toEqual([]);
+  });
+
+  it('the install\'s form (its --controllers in place of kubeadm\'s): handed back to kubeadm\'s `*,bootstrapsigner,tokencleaner`, taken back exactly', () => {
+    const installed = manifest('').replace('--controllers=*,bootstrapsigner,tokencleaner', FLAG);
+    const out = handedBack(installed, FLAG, 'x')!;
+    expect(commandOf(out)).toEqual(commandOf(manifest('')));
+    expect(replacedControllersRunning(commandOf(out))).toHaveLength(5);
+    expect(commandOf(takenBack(out, FLAG)!)).toEqual(commandOf(installed));
   });
 
   it('never hands back a kcm the install did not patch, never takes back one it did not hand back', () => {
