@@ -82,6 +82,12 @@ const itemName = (x: unknown) => (isMap(x) ? (x as YAMLMap).get('name') : undefi
 function setNamed(doc: Document, path: string[], entries: readonly object[]): void {
   if (!entries.length) return;
   const seq = namedList(doc, path);
+  // kubeadm's `scheduler: {}` is a flow map: what goes in is written in block style, as kubeadm does
+  for (let i = 1; i < path.length; i++) {
+    const parent = doc.getIn(path.slice(0, i));
+    if (isMap(parent)) parent.flow = false;
+  }
+  seq.flow = false;
   for (const e of entries) {
     const name = (e as { name: string }).name;
     const node = doc.createNode(e);
@@ -106,6 +112,7 @@ export function clusterConfigurationWith(text: string, c: ControlPlaneComponent)
  * name or removed.
  */
 export function clusterConfigurationWithout(text: string, before: string | undefined, c: ControlPlaneComponent): string {
+  if (!carriesEntries(clusterDoc(text), c)) return text;
   if (before !== undefined) {
     // exactly what the install made of `before` (with or without the other component's entries,
     // added in install order): what it was made from
@@ -137,6 +144,19 @@ export function clusterConfigurationWithout(text: string, before: string | undef
   const section = doc.get(SECTION[c]);
   if (isMap(section) && !section.items.length && !prior?.has(SECTION[c])) doc.delete(SECTION[c]);
   return doc.toString(KUBEADM_STYLE);
+}
+
+/** Whether any of Ulysses' entries of `c` (an extraArg with its name and value, an extraVolume of its name) is in the document. */
+function carriesEntries(doc: Document, c: ControlPlaneComponent): boolean {
+  const ours = ulyssesEntries(c);
+  const items = (key: string) => {
+    const seq = doc.getIn([SECTION[c], key]);
+    return isSeq(seq) ? seq.items : [];
+  };
+  return (
+    items('extraArgs').some((x) => ours.extraArgs.some((a) => itemName(x) === a.name && (x as YAMLMap).get('value') === a.value)) ||
+    items('extraVolumes').some((x) => ours.extraVolumes.some((v) => itemName(x) === v.name))
+  );
 }
 
 /** True when the ClusterConfiguration carries Ulysses' entries of `c`. */

@@ -19,6 +19,8 @@
  *   holds its controllers back while any kcm pod carries the annotation (controller-manager/main.ts),
  *   so the two never run the same controller at once.
  * - An apiserver that does not answer decides nothing, and its return restarts the observation.
+ *
+ * The same process runs the extender rescue (manifests/extender-rescue.ts, `--extender-after`).
  */
 import { readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
@@ -27,13 +29,15 @@ import { parseArgs } from 'node:util';
 import { isMap, isSeq, parseDocument } from 'yaml';
 import { Counter, Gauge } from 'prom-client';
 import { componentLogger, type Logger } from '../core/logging.ts';
-import { KubeClient, isNotFound } from '../core/kube.ts';
+import { KubeClient } from '../core/kube.ts';
 import { loadKubeAccess } from '../core/kubeconfig.ts';
 import { metricsRegistry, registeredMetric, serveMetrics } from '../core/metrics.ts';
 import { onShutdownSignal } from '../core/shutdown.ts';
 import { parseDurationSeconds } from '../core/leader-election.ts';
 import { runPeriodically } from '../core/periodic.ts';
 import { KCM_HANDBACK_ANNOTATION as HANDBACK_ANNOTATION } from '../core/kcm.ts';
+import { HandbackDecider, observeLease } from './lease-silence.ts';
+import { ExtenderRescue } from './extender-rescue.ts';
 import { kcmControllersFromPatch } from './overlays.ts';
 import { KUBEADM_STYLE } from './control-plane.ts';
 
@@ -81,60 +85,6 @@ export function takenBack(manifest: string, flag: string): string | undefined {
   return doc.toString(KUBEADM_STYLE);
 }
 
-export interface LeaseObservation {
-  /** holderIdentity + renewTime, or undefined when the apiserver did not answer */
-  key: string | undefined;
-  holder: string;
-}
-
-/**
- * The decision on a clock (pure: the caller reads the Lease and edits the manifest):
- * `handBack` after `afterMs` without a change of the Lease, `takeBack` when it changed after the
- * handback with a holder.
- */
-export class HandbackDecider {
-  private lastKey: string | undefined;
-  private lastChangeAt: number;
-  private handedBackAt: number | undefined;
-
-  constructor(
-    private readonly afterMs: number,
-    now: number,
-    handedBack: boolean,
-  ) {
-    this.lastChangeAt = now;
-    // a restart during a handback: it stays until a leader is seen
-    if (handedBack) this.handedBackAt = now;
-  }
-
-  observe(o: LeaseObservation, now: number): 'handBack' | 'takeBack' | undefined {
-    if (o.key === undefined) {
-      // no answer: nothing is decided, and the silence counts again from the apiserver's return
-      this.lastKey = undefined;
-      this.lastChangeAt = now;
-      return undefined;
-    }
-    if (o.key !== this.lastKey) {
-      this.lastKey = o.key;
-      this.lastChangeAt = now;
-    }
-    if (this.handedBackAt !== undefined) {
-      if (this.lastChangeAt > this.handedBackAt && o.holder) return 'takeBack';
-      return undefined;
-    }
-    return now - this.lastChangeAt >= this.afterMs ? 'handBack' : undefined;
-  }
-
-  handedBack(now: number): void {
-    this.handedBackAt = now;
-  }
-
-  takenBack(now: number): void {
-    this.handedBackAt = undefined;
-    this.lastChangeAt = now;
-  }
-}
-
 /** Writes `text` to `file` atomically, through a dot file the kubelet does not read as a static pod. */
 function writeManifest(file: string, text: string): void {
   const tmp = join(dirname(file), `.${basename(file)}.ulysses-tmp`);
@@ -170,22 +120,8 @@ export class KcmHandback {
     return readFileSync(this.o.manifest, 'utf8');
   }
 
-  private async observe(): Promise<LeaseObservation> {
-    const { namespace, name } = this.o.lease;
-    try {
-      const l = await this.o.client.request<{ spec?: { holderIdentity?: string; renewTime?: string } }>('GET', `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/${name}`, { timeoutMs: 5000 });
-      const holder = l.spec?.holderIdentity ?? '';
-      return { key: `${holder}@${l.spec?.renewTime ?? ''}`, holder };
-    } catch (err) {
-      // no Lease at all (never installed, deleted): no leader to wait for either way
-      if (isNotFound(err)) return { key: 'absent', holder: '' };
-      this.o.log.warn({ err: (err as Error).message }, 'cannot read the controller manager Lease: nothing decided');
-      return { key: undefined, holder: '' };
-    }
-  }
-
   async tick(): Promise<'handBack' | 'takeBack' | undefined> {
-    const decision = this.decider.observe(await this.observe(), this.now());
+    const decision = this.decider.observe(await observeLease(this.o.client, this.o.lease, this.o.log), this.now());
     if (!decision) return undefined;
     const at = new Date(this.now()).toISOString();
     const before = this.readManifest();
@@ -219,6 +155,8 @@ async function main(argv: string[]): Promise<void> {
       manifest: { type: 'string', default: '/etc/kubernetes/manifests/kube-controller-manager.yaml' },
       lease: { type: 'string', default: 'ulysses-system/ulysses-controller-manager' },
       after: { type: 'string', default: '60s' },
+      // the extender rescue (manifests/extender-rescue.ts): 'off' disables it
+      'extender-after': { type: 'string', default: '30s' },
       period: { type: 'string', default: '2s' },
       'metrics-port': { type: 'string' },
     },
@@ -230,10 +168,21 @@ async function main(argv: string[]): Promise<void> {
   const periodMs = parseDurationSeconds('period', values.period!) * 1000;
   if (afterMs < 20_000) throw new Error(`--after: at least 20s (longer than the controller manager's lease duration), got ${values.after}`);
   const client = new KubeClient(await loadKubeAccess(values.kubeconfig));
-  const agent = new KcmHandback({ client, manifest: values.manifest!, lease: { namespace, name }, afterMs, log, node: process.env.NODE_NAME ?? '' });
+  const node = process.env.NODE_NAME ?? '';
+  const agent = new KcmHandback({ client, manifest: values.manifest!, lease: { namespace, name }, afterMs, log, node });
+  let rescue: ExtenderRescue | undefined;
+  if (values['extender-after'] !== 'off') {
+    const extenderAfterMs = parseDurationSeconds('extender-after', values['extender-after']!) * 1000;
+    if (extenderAfterMs < 20_000) throw new Error(`--extender-after: at least 20s (longer than the extender's lease duration) or off, got ${values['extender-after']}`);
+    if (!node) throw new Error('--extender-after: NODE_NAME (the node to bind a rescued extender pod to) is not set; give --extender-after=off to run without the rescue');
+    rescue = new ExtenderRescue({ client, node, afterMs: extenderAfterMs, log });
+  }
   const metrics = values['metrics-port'] !== undefined ? await serveMetrics(Number(values['metrics-port']), '127.0.0.1') : undefined;
-  log.info({ manifest: values.manifest, lease: values.lease, afterMs, periodMs }, 'kcm handback watching the controller manager Lease');
-  const loop = runPeriodically(() => agent.tick(), periodMs, { keepAlive: true, onError: (err) => log.error({ err: err.message }, 'handback check failed') });
+  log.info({ manifest: values.manifest, lease: values.lease, afterMs, periodMs, extenderRescue: values['extender-after'] }, 'kcm handback watching the controller manager Lease (and the extender rescue its Lease)');
+  const loop = runPeriodically(async () => {
+    // both checks every period, one failing or not
+    for (const r of await Promise.allSettled([agent.tick(), rescue?.tick()])) if (r.status === 'rejected') throw r.reason;
+  }, periodMs, { keepAlive: true, onError: (err) => log.error({ err: err.message }, 'handback check failed') });
   onShutdownSignal(async () => {
     loop.stop();
     await metrics?.close();

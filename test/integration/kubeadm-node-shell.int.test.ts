@@ -17,6 +17,9 @@
  *   routes its Service itself and a pod is scheduled meanwhile; the kcm handback gives
  *   kube-controller-manager the controllers back, whose ReplicaSet controller recreates the
  *   controller manager, which takes them back.
+ * - both extender replicas gone (frozen, then deleted): kube-scheduler places nothing until the
+ *   extender rescue of the kcm handback's static pod binds a replacement to the control-plane node;
+ *   a renewing leader is never rescued.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
@@ -337,6 +340,58 @@ describe('a kubeadm cluster reached through a node shell', () => {
     progressLog(`controller manager gone at 0 s: extender routed to its standby ${routed} at ${((tRouted - t0) / 1000).toFixed(1)} s, a pod scheduled and Running meanwhile; kcm ran the controllers at ${((tHanded - t0) / 1000).toFixed(1)} s (handback after 20 s), controller manager pods recreated, kcm gave them up at ${((tTaken - t0) / 1000).toFixed(1)} s`);
     await core.deleteNamespacedPod({ name: 'while-cm-down', namespace: 'it-kubeadm' });
     await access.writeFile(CP, NODE_PATHS.kcmHandback, manifest, 0o600);
+  });
+
+  it('both extender replicas gone (frozen, then deleted): kube-scheduler schedules nothing, the rescue binds a replacement to the control-plane node, it leads and the cluster schedules again; never while a leader renews', async () => {
+    const access = kubeadm.kubeadmNodeAccess(kubeadm.readKubeadmState(runDir)!);
+    const handbackPod = `ulysses-kcm-handback-${CP}`;
+    const extPods = async () => (await core.listNamespacedPod({ namespace: 'ulysses-system', labelSelector: 'app.kubernetes.io/name=ulysses-scheduler-extender' })).items.filter((p) => !p.metadata?.deletionTimestamp);
+    const RESCUED = 'the Pending extender pod bound to this node';
+    // the rescue after 20 s instead of 30 s: the handback's static pod rewritten, the kubelet restarts it
+    const manifest = (await access.readFile(CP, NODE_PATHS.kcmHandback))!;
+    expect(manifest).toContain('--extender-after=30s');
+    await access.writeFile(CP, NODE_PATHS.kcmHandback, manifest.replace('--extender-after=30s', '--extender-after=20s'), 0o600);
+    const handback = await pollUntil(`${handbackPod} running with --extender-after=20s`, async () => {
+      const p = await core.readNamespacedPod({ name: handbackPod, namespace: 'kube-system' }).catch(() => undefined);
+      return p && running(p) && p.spec?.containers[0]?.args?.includes('--extender-after=20s') && p;
+    }, { timeoutMs: 90_000, intervalMs: 500 });
+    try {
+      // a leader that renews is never rescued: 30 s of observation (more than the 20 s), nothing bound
+      const started = new Date(handback.status?.containerStatuses?.[0]?.state?.running?.startedAt ?? Date.now()).getTime();
+      await pollUntil('the rescue watching a renewing leader for 30 s', () => Date.now() - started >= 30_000, { timeoutMs: 60_000, intervalMs: 1000 });
+      expect(await core.readNamespacedPodLog({ name: handbackPod, namespace: 'kube-system' })).not.toContain(RESCUED);
+
+      const pods = await extPods();
+      expect(pods.length).toBeGreaterThan(0);
+      const pids = pods.map((p) => podProcess(p.metadata!.name!, 'scheduler-plugins/extender') ?? expect.fail(`no process of ${p.metadata!.name}`));
+      for (const pid of pids) process.kill(pid, 'SIGSTOP');
+      const t0 = Date.now();
+      for (const p of pods) await core.deleteNamespacedPod({ name: p.metadata!.name!, namespace: 'ulysses-system', gracePeriodSeconds: 0 });
+      await pollUntil('the extender processes gone', () => pids.every((pid) => !isAlive(pid)), { timeoutMs: 60_000, intervalMs: 200 });
+      await core.createNamespacedPod({ namespace: 'it-kubeadm', body: { metadata: { name: 'while-extender-down' }, spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'web', image: TEST_IMAGES.httpServer.name, imagePullPolicy: 'Never' }] } } });
+      // nothing places the replacements but the rescue: one bound to the control-plane node, leading
+      const rescued = await pollUntil('a replacement extender pod bound to the control-plane node by the rescue, Running', async () => {
+        const p = (await extPods()).find((x) => !pods.some((o) => o.metadata!.uid === x.metadata!.uid) && x.spec?.nodeName === CP && running(x));
+        return p;
+      }, { timeoutMs: 180_000, intervalMs: 500 });
+      const tRescued = Date.now();
+      const log = await core.readNamespacedPodLog({ name: handbackPod, namespace: 'kube-system' });
+      expect(log).toContain(RESCUED);
+      expect(log).toContain(rescued.metadata!.name!);
+      const tenant = await pollUntil('the pod created meanwhile scheduled (through the rescued extender) and Running', async () => {
+        const p = await core.readNamespacedPod({ name: 'while-extender-down', namespace: 'it-kubeadm' });
+        return running(p) && p;
+      }, { timeoutMs: 120_000, intervalMs: 250 });
+      expect(tenant.spec?.nodeName).toBeTruthy();
+      // it was kube-scheduler's work, through the extender: a Scheduled Event from default-scheduler
+      const scheduledBy = (await eventsFor(core, 'it-kubeadm', 'Pod', 'while-extender-down')).find((e) => e.reason === 'Scheduled');
+      expect(scheduledBy?.reportingComponent || scheduledBy?.source?.component).toBe('default-scheduler');
+      const tScheduled = Date.now();
+      progressLog(`both extender replicas gone at 0 s: the rescue bound ${rescued.metadata!.name} to ${CP}, Running at ${((tRescued - t0) / 1000).toFixed(1)} s (rescue after 20 s); a pod created meanwhile scheduled and Running at ${((tScheduled - t0) / 1000).toFixed(1)} s`);
+    } finally {
+      await core.deleteNamespacedPod({ name: 'while-extender-down', namespace: 'it-kubeadm' }).catch(() => undefined);
+      await access.writeFile(CP, NODE_PATHS.kcmHandback, manifest, 0o600);
+    }
   });
 
   it('uninstalls through the node shell: manifests as kubeadm wrote them, kubelets on containerd, no shim, unit and files gone, no Ulysses object', async () => {

@@ -202,12 +202,19 @@ describe('Leases: by name, and each component only its own', () => {
     }
   });
 
-  it("the kcm handback (kcm's own identity, without the static-pod bindings) reads the controller manager's Lease and writes none", () => {
+  it("the kcm handback (kcm's own identity, without the static-pod bindings) reads both Leases and writes none; its extender rescue lists and binds pods of ulysses-system only", () => {
     const base = OBJECTS.filter((o) => !o.metadata.name.endsWith(':static'));
     const kcm = user('system:kube-controller-manager');
-    expect(allows(base, kcm, lease('get', CM_LEASE))).toBe(true);
-    for (const verb of ['update', 'patch', 'delete', 'create']) expect(allows(base, kcm, lease(verb, CM_LEASE)), verb).toBe(false);
-    expect(allows(base, kcm, lease('get', EXTENDER_LEASE))).toBe(false);
+    for (const name of [CM_LEASE, EXTENDER_LEASE]) {
+      expect(allows(base, kcm, lease('get', name))).toBe(true);
+      for (const verb of ['update', 'patch', 'delete', 'create']) expect(allows(base, kcm, lease(verb, name)), `${verb} ${name}`).toBe(false);
+    }
+    const pods = (verb: string, namespace: string, subresource?: string): Request => ({ verb, group: '', resource: 'pods', subresource, namespace, name: subresource ? 'p' : undefined });
+    expect(allows(base, kcm, pods('list', NS))).toBe(true);
+    expect(allows(base, kcm, pods('create', NS, 'binding'))).toBe(true);
+    for (const verb of ['create', 'update', 'patch', 'delete']) expect(allows(base, kcm, pods(verb, NS)), `${verb} pods`).toBe(false);
+    expect(allows(base, kcm, pods('create', 'default', 'binding'))).toBe(false);
+    expect(allows(base, kcm, pods('create', NS, 'eviction'))).toBe(false);
   });
 
   it('the extender cannot take or fence the controller manager\'s Lease, nor the controller manager the extender\'s', () => {
