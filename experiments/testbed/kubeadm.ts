@@ -664,20 +664,35 @@ export interface KubeadmNodeAccess extends NodeAccess {
   stopFallbackGuard(node: string): Promise<void>;
 }
 
+/**
+ * Changes the tracked processes of the testbed in `state.runDir` on disk (read, changed, written
+ * back), the in-memory `state` following: node accesses made from different copies of the state (a
+ * test's, the node shell's `systemctl`) never write back each other's stale list, which left a
+ * process untracked (an orphan kubelet after `down`).
+ */
+export function changeTrackedProcesses(state: KubeadmState, change: (processes: TrackedProcess[]) => TrackedProcess[]): void {
+  const disk = readKubeadmState(state.runDir) ?? state;
+  disk.processes = change(disk.processes);
+  saveState(disk);
+  state.processes = disk.processes;
+}
+
 export function kubeadmNodeAccess(state: KubeadmState, log: (line: string) => void = () => undefined): KubeadmNodeAccess {
   const node = (name: string) => nodeNamed(state, name);
-  const track = processTracker(state, saveState);
+  const track = (p: TrackedProcess) => {
+    changeTrackedProcesses(state, (ps) => [...ps, p]);
+    return p;
+  };
   const hostPath = (name: string, nodePath: string) => {
     const roots = nodeDirs(node(name));
     for (const [root, local] of roots) if (nodePath === root || nodePath.startsWith(`${root}/`)) return local + nodePath.slice(root.length);
     throw new Error(`${nodePath} on ${name}: not a path the kubeadm testbed maps (${roots.map((r) => r[0]).join(', ')})`);
   };
   const untrack = async (name: string) => {
-    const p = state.processes.find((x) => x.name === name);
+    const p = (readKubeadmState(state.runDir) ?? state).processes.find((x) => x.name === name);
     if (!p) return undefined;
     await stopProcess(p.pid, 10_000);
-    state.processes = state.processes.filter((x) => x !== p);
-    saveState(state);
+    changeTrackedProcesses(state, (ps) => ps.filter((x) => !(x.name === p.name && x.pid === p.pid)));
     return p;
   };
   const access: KubeadmNodeAccess = {

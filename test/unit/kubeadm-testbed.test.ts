@@ -1,5 +1,6 @@
 // Pure parts of the kubeadm testbed and the Ulysses image: kubeadm's config documents, the kubelet
-// command line from kubeadm-flags.env, the discovery CA hash, image names, what goes in the image.
+// command line from kubeadm-flags.env, the discovery CA hash, image names, what goes in the image,
+// the tracked processes changed on disk.
 
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -7,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { caCertHash, initConfig, joinConfig, kubeadmNode, parseKubeadmFlags } from '../../experiments/testbed/kubeadm.ts';
+import { caCertHash, changeTrackedProcesses, initConfig, joinConfig, kubeadmNode, parseKubeadmFlags, readKubeadmState, type KubeadmState } from '../../experiments/testbed/kubeadm.ts';
 import { imageComponent } from '../../experiments/testbed/kubeadm-images.ts';
 import { inImage, productionPackages, ulyssesImageName } from '../../experiments/testbed/ulysses-image.ts';
 
@@ -107,5 +108,20 @@ describe('Ulysses image contents', () => {
     expect(inImage('test/unit/x.test.ts')).toBe(false);
     expect(inImage('core/kube.test.ts')).toBe(false);
     expect(ulyssesImageName('1.2.3')).toBe('docker.io/library/ulysses:1.2.3');
+  });
+});
+
+describe('tracked processes of a kubeadm testbed', () => {
+  it('two copies of the state (a test\'s, the node shell\'s) each change the list on disk: neither writes back the other\'s stale one', () => {
+    const runDir = mkdtempSync(join(tmpdir(), 'ulysses-tracked-'));
+    const proc = (name: string, pid: number) => ({ name, pid, logFile: '/dev/null', cmd: 'x', args: [] });
+    const initial = { kind: 'kubeadm', runDir, processes: [proc('kubelet/cp', 10)] } as unknown as KubeadmState;
+    writeFileSync(join(runDir, 'state.json'), JSON.stringify(initial));
+    const a = JSON.parse(JSON.stringify(initial)) as KubeadmState;
+    const b = JSON.parse(JSON.stringify(initial)) as KubeadmState;
+    changeTrackedProcesses(a, (ps) => [...ps.filter((p) => p.name !== 'kubelet/cp'), proc('kubelet/cp', 11)]);
+    changeTrackedProcesses(b, (ps) => [...ps, proc('kubelet-shim/cp', 12)]);
+    expect(readKubeadmState(runDir)!.processes.map((p) => `${p.name}:${p.pid}`)).toEqual(['kubelet/cp:11', 'kubelet-shim/cp:12']);
+    expect(b.processes.map((p) => p.pid)).toEqual([11, 12]);
   });
 });
