@@ -9,6 +9,7 @@ import { Agent as HttpsAgent } from 'node:https';
 import fetch from 'node-fetch';
 import { Counter, Histogram } from 'prom-client';
 import { criticalWrites } from './critical-writes.ts';
+import { Http2Transport } from './http2-transport.ts';
 import { metricsRegistry } from './metrics.ts';
 
 /**
@@ -57,6 +58,8 @@ export function plainHeaders(h: unknown): Record<string, string> {
 /** TLS identity of an agent: a new keep-alive agent is made only when one of these changes (rotated client certificates). */
 const TLS_OPTIONS = ['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername'] as const;
 const keepAliveAgents = new WeakMap<object, { options: Record<string, unknown>; agent: HttpAgent }>();
+/** One TLS option's value against another's (client-node reads the certificate files again for every request: equal contents, new Buffers). */
+const sameTlsValue = (a: unknown, b: unknown) => (Buffer.isBuffer(a) && Buffer.isBuffer(b) ? a.equals(b) : a === b || JSON.stringify(a) === JSON.stringify(b));
 
 /**
  * One keep-alive agent per kubeconfig, so that requests reuse their connections to the apiserver
@@ -71,15 +74,35 @@ export function keepAliveAgent(kc: object, agent: unknown): unknown {
   if ((agent as HttpAgent & { keepAlive?: boolean }).keepAlive) return agent;
   const options = (agent as HttpAgent & { options?: Record<string, unknown> }).options ?? {};
   const cached = keepAliveAgents.get(kc);
-  // client-node reads the certificate files again for every request: equal contents, new Buffers
-  const same = (a: unknown, b: unknown) => (Buffer.isBuffer(a) && Buffer.isBuffer(b) ? a.equals(b) : a === b || JSON.stringify(a) === JSON.stringify(b));
   const https = agent instanceof HttpsAgent;
-  if (cached && cached.agent instanceof HttpsAgent === https && TLS_OPTIONS.every((k) => same(cached.options[k], options[k]))) return cached.agent;
+  if (cached && cached.agent instanceof HttpsAgent === https && TLS_OPTIONS.every((k) => sameTlsValue(cached.options[k], options[k]))) return cached.agent;
   const tls = Object.fromEntries(TLS_OPTIONS.filter((k) => options[k] !== undefined).map((k) => [k, options[k]]));
   const fresh = https ? new HttpsAgent({ ...tls, keepAlive: true }) : new HttpAgent({ keepAlive: true });
   if (cached) setTimeout(() => cached.agent.destroy(), 60_000).unref(); // after the old agent's requests (30 s timeout)
   keepAliveAgents.set(kc, { options: tls, agent: fresh });
   return fresh;
+}
+
+const http2Transports = new WeakMap<object, { tls: Record<string, unknown>; transport: Http2Transport }>();
+
+/** Requests over one HTTP/2 session per apiserver identity (core/http2-transport.ts): `ULYSSES_KUBE_HTTP2=1`. */
+export const http2Enabled = () => process.env.ULYSSES_KUBE_HTTP2 === '1';
+
+/**
+ * The HTTP/2 transport of kubeconfig `kc` for `origin`, with the TLS identity of its https agent; a
+ * new one (the old closed once its requests are done) when the identity changed (rotated
+ * certificates). Undefined for a plain-http server.
+ */
+export function http2TransportFor(kc: object, origin: string, agent: unknown): Http2Transport | undefined {
+  if (!(agent instanceof HttpsAgent)) return undefined;
+  const options = (agent as HttpsAgent & { options?: Record<string, unknown> }).options ?? {};
+  const tls = Object.fromEntries(TLS_OPTIONS.filter((k) => options[k] !== undefined).map((k) => [k, options[k]]));
+  const cached = http2Transports.get(kc);
+  if (cached && cached.transport.origin === origin && TLS_OPTIONS.every((k) => sameTlsValue(cached.tls[k], tls[k]))) return cached.transport;
+  if (cached) setTimeout(() => cached.transport.close(), 60_000).unref();
+  const transport = new Http2Transport(origin, tls);
+  http2Transports.set(kc, { tls, transport });
+  return transport;
 }
 
 export type FetchInit = NonNullable<Parameters<typeof fetch>[1]> & { headers: Record<string, string> };
@@ -118,20 +141,24 @@ export async function apiRequest<T = unknown>(
     init.body = JSON.stringify(opts.body);
     init.headers['Content-Type'] = opts.contentType ?? 'application/json';
   }
+  const timeoutMs = opts.timeoutMs ?? 30_000;
   const ctrl = new AbortController();
-  const timer = setTimeout(() => ctrl.abort(), opts.timeoutMs ?? 30_000);
+  const timer = setTimeout(() => ctrl.abort(), timeoutMs);
   init.signal = ctrl.signal as never;
   const { requestsTotal, requestDuration } = restMetrics();
   const end = requestDuration.startTimer({ verb: method, host: url.host });
+  const h2 = url.protocol === 'https:' && http2Enabled() ? http2TransportFor(kc, url.origin, init.agent) : undefined;
   try {
-    const res = await fetch(url.toString(), init);
+    const res = h2
+      ? await h2.request(method, url.pathname + url.search, init.headers, init.body as string | undefined, timeoutMs)
+      : await fetch(url.toString(), init).then(async (r) => ({ status: r.status, text: await r.text(), statusText: r.statusText }));
     requestsTotal.inc({ code: String(res.status), method, host: url.host });
-    const text = await res.text();
+    const text = res.text;
     const body = parseBody(text);
     if (res.status >= 300) {
       // a path no API group serves answers with plain text ("404 page not found"), not a Status
       const st = typeof body === 'object' ? (body as { message?: string; reason?: string } | null) : undefined;
-      const message = st?.message ?? (typeof body === 'string' ? excerpt(body) : res.statusText);
+      const message = st?.message ?? (typeof body === 'string' ? excerpt(body) : 'statusText' in res ? res.statusText : String(res.status));
       throw new ApiError(`${method} ${path}: ${res.status} ${message}`, res.status, st?.reason, body);
     }
     if (typeof body === 'string') throw new ApiError(`${method} ${path}: ${res.status} answered with text, not JSON: ${excerpt(body)}`, res.status, undefined, body);
