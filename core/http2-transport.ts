@@ -17,6 +17,11 @@
  */
 import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type IncomingHttpStatusHeader, type OutgoingHttpHeaders } from 'node:http2';
 import type { SecureContextOptions } from 'node:tls';
+import { Counter } from 'prom-client';
+import { metricsRegistry, registeredMetric } from './metrics.ts';
+
+const sessionsMetric = () =>
+  registeredMetric('ulysses_kube_http2_sessions_total', () => new Counter({ name: 'ulysses_kube_http2_sessions_total', help: 'HTTP/2 sessions opened to the apiserver by core/http2-transport.ts (one per identity; more after GOAWAY, errors, unanswered PINGs).', labelNames: ['host'], registers: [metricsRegistry()] }));
 
 export interface Http2Response {
   status: number;
@@ -64,6 +69,7 @@ export class Http2Transport {
     if (this.session && !this.session.closed && !this.session.destroyed) return this.session;
     const s = connect(this.origin, { ...this.tls, ALPNProtocols: ['h2'] });
     this.sessionsOpened++;
+    sessionsMetric().inc({ host: new URL(this.origin).host });
     const drop = () => {
       if (this.session === s) {
         this.session = undefined;
