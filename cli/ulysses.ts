@@ -184,7 +184,7 @@ experiment
     '--failure <mode>',
     'how the source node fails: taint (the harness taints it NoExecute at t = 0; default) or frozen-node (every process of it stopped at t = 0, no taint written: the cluster finds the failure itself; local or kubeadm testbed); overrides the profile',
   )
-  .option('--profile <file>', 'run conditions a study varies (YAML: freezeSource, failure, repTimeoutSeconds, clientRateLimit, neutralSetup, warmup, criticalPathHoldMs, minCriticalAgeMs, pinCpus, cpuWindowMs, cpuWindowProfile, repeatShared); examples in experiments/profiles/')
+  .option('--profile <file>', 'run conditions a study varies (YAML: freezeSource, failure, repTimeoutSeconds, clientRateLimit, neutralSetup, warmup, criticalPathHoldMs, minCriticalAgeMs, quietBeforeFailureSeconds, pinCpus, cpuWindowMs, cpuWindowProfile, repeatShared); examples in experiments/profiles/')
   .action(async (o) => {
     const { runFailoverExperiment, resolveShimPolicies } = await import('../experiments/harness/local.ts');
     if (!['failover', '5g'].includes(o.scenario)) throw new InvalidArgumentError(`--scenario: "${o.scenario}" is not failover or 5g`);

@@ -86,11 +86,13 @@ export interface RunConditions {
   sourceFreeze?: 'node' | 'kubelet' | 'none';
   /** t = 0 no earlier than this long after the critical pod's creation (profile minCriticalAgeMs) */
   minCriticalAgeMs?: number;
+  /** no request of the harness for this long between the configuration switch and t = 0 (profile quietBeforeFailureSeconds), ms */
+  quietBeforeFailureMs?: number;
   /** how the source node fails (profile failure, --failure; absent in results.jsonl = taint) */
   failure?: FailureMode;
 }
 
-type ConditionFields = Pick<RepResult, 'clientRateLimit' | 'scenario' | 'pinnedCpus' | 'criticalPathHoldMs' | 'sourceFreeze' | 'minCriticalAgeMs' | 'failure'>;
+type ConditionFields = Pick<RepResult, 'clientRateLimit' | 'scenario' | 'pinnedCpus' | 'criticalPathHoldMs' | 'sourceFreeze' | 'minCriticalAgeMs' | 'quietBeforeFailureMs' | 'failure'>;
 
 /** The fields a results line carries for these conditions (only the non-default ones). */
 export function conditionFields(c: RunConditions = {}): ConditionFields {
@@ -101,6 +103,7 @@ export function conditionFields(c: RunConditions = {}): ConditionFields {
     ...(c.criticalPathHoldMs ? { criticalPathHoldMs: c.criticalPathHoldMs } : {}),
     ...(c.sourceFreeze && c.sourceFreeze !== 'kubelet' ? { sourceFreeze: c.sourceFreeze } : {}),
     ...(c.minCriticalAgeMs ? { minCriticalAgeMs: c.minCriticalAgeMs } : {}),
+    ...(c.quietBeforeFailureMs ? { quietBeforeFailureMs: c.quietBeforeFailureMs } : {}),
     ...(c.failure && c.failure !== 'taint' ? { failure: c.failure } : {}),
   };
 }
@@ -111,7 +114,7 @@ export function conditionMismatch(existing: readonly RepResult[], c: RunConditio
   const other = existing.find((r) => JSON.stringify(conditionFields(r)) !== want);
   if (!other) return undefined;
   const show = (f: ConditionFields) =>
-    `client rate limit ${f.clientRateLimit === false ? 'off' : 'on'}, scenario ${f.scenario ?? 'failover'}${f.pinnedCpus ? ', CPUs pinned' : ''}${f.criticalPathHoldMs ? `, critical-path hold ${f.criticalPathHoldMs} ms` : ''}${f.sourceFreeze ? `, source freeze ${f.sourceFreeze}` : ''}${f.minCriticalAgeMs ? `, critical pod at least ${f.minCriticalAgeMs} ms old at t = 0` : ''}${f.failure ? `, failure ${f.failure}` : ''}`;
+    `client rate limit ${f.clientRateLimit === false ? 'off' : 'on'}, scenario ${f.scenario ?? 'failover'}${f.pinnedCpus ? ', CPUs pinned' : ''}${f.criticalPathHoldMs ? `, critical-path hold ${f.criticalPathHoldMs} ms` : ''}${f.sourceFreeze ? `, source freeze ${f.sourceFreeze}` : ''}${f.minCriticalAgeMs ? `, critical pod at least ${f.minCriticalAgeMs} ms old at t = 0` : ''}${f.quietBeforeFailureMs ? `, ${f.quietBeforeFailureMs} ms quiet before t = 0` : ''}${f.failure ? `, failure ${f.failure}` : ''}`;
   return `it holds repetitions run with ${show(other)}, this run is ${show(conditionFields(c))}: use another --out`;
 }
 

@@ -365,6 +365,8 @@ export interface FailoverExperimentOptions {
   criticalPathHoldMs?: number;
   /** t = 0 no earlier than this long after the critical pod's creation (ScenarioOptions.minCriticalAgeMs) */
   minCriticalAgeMs?: number;
+  /** no request of the harness for this long between the configuration switch and t = 0 (ScenarioOptions.quietBeforeFailureMs) */
+  quietBeforeFailureMs?: number;
   /** local testbed: CPU time per process group in the first ms after the taint (cpu-window.ts) */
   cpuWindowMs?: number;
   /** with cpuWindowMs: also profile the harness' JavaScript in the window */
@@ -602,12 +604,13 @@ export function failoverRunOptions(o: FailoverExperimentOptions, sourceFreeze: S
     criticalNamespace: CRITICAL_NAMESPACE,
     loadNamespace: LOAD_NAMESPACE,
     minCriticalAgeMs: o.minCriticalAgeMs,
+    quietBeforeFailureMs: o.quietBeforeFailureMs,
     command: o.command,
     repTimeoutMs: o.repTimeoutMs ?? (failure === 'frozen-node' ? FROZEN_NODE_REP_TIMEOUT_MS : undefined),
     progress: o.progress,
     scenario: o.scenario,
     ...(failure === 'frozen-node' ? { failureMode: failure } : {}),
-    conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, pinnedCpus: o.pinCpus, criticalPathHoldMs: o.criticalPathHoldMs ?? DEFAULT_CRITICAL_PATH_HOLD_MS, minCriticalAgeMs: o.minCriticalAgeMs, sourceFreeze, failure },
+    conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, pinnedCpus: o.pinCpus, criticalPathHoldMs: o.criticalPathHoldMs ?? DEFAULT_CRITICAL_PATH_HOLD_MS, minCriticalAgeMs: o.minCriticalAgeMs, quietBeforeFailureMs: o.quietBeforeFailureMs, sourceFreeze, failure },
     neutralSetup: o.neutralSetup,
     warmup: o.warmup,
   };
@@ -649,13 +652,17 @@ export function experimentTitle(o: Pick<FailoverExperimentOptions, 'plan' | 'cli
   return parts.join(', ');
 }
 
-export function runNotes(o: Pick<FailoverExperimentOptions, 'plan' | 'clientRateLimit' | 'scenario' | 'minCriticalAgeMs'>): string[] {
+export function runNotes(o: Pick<FailoverExperimentOptions, 'plan' | 'clientRateLimit' | 'scenario' | 'minCriticalAgeMs' | 'quietBeforeFailureMs'>): string[] {
   const notes: string[] = [
     `the critical pod's events (Prio scheduled, Prio ready) also from a watch of the namespace ${CRITICAL_NAMESPACE} of its own: in the watch of every experiment pod its binding queues behind the low pods' events, an observer's delay that grows with the load`,
   ];
   if (o.minCriticalAgeMs)
     notes.push(
       `t = 0 no earlier than ${o.minCriticalAgeMs / 1000} s after the critical pod's creation (profile minCriticalAgeMs): a failure in steady state, in every cell; right after a short setup (the idle cells) the apiserver's LimitRanger still had the critical namespace's live lookup cached (30 s), so the idle replacement's creation skipped a LIST of LimitRanges that the load cells' creation paid`,
+    );
+  if (o.quietBeforeFailureMs)
+    notes.push(
+      `${o.quietBeforeFailureMs / 1000} s without a request of the harness between the configuration switch and t = 0 (profile quietBeforeFailureSeconds; its watches stay open): the first failover after a quiet spell, when the apiserver has closed connections a component did not use`,
     );
   if (o.plan.shimPolicies?.length) notes.push(`kubelet policy comparison: each configuration runs with the kubelet-shim policies ${o.plan.shimPolicies.join(', ')} (configuration key "<config>/<policy>"), switched at runtime through spec.kubeletShim`);
   if (o.clientRateLimit === false)

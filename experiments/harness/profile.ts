@@ -91,6 +91,8 @@ export const RunProfileSchema = z
     criticalPathHoldMs: ms.max(60_000),
     /** t = 0 no earlier than this long after the critical pod's creation */
     minCriticalAgeMs: ms.max(600_000),
+    /** seconds without a request of the harness between the configuration switch and t = 0 (the first failover after a quiet spell) */
+    quietBeforeFailureSeconds: z.number().int().positive().max(900),
     /** local testbed: control plane and harness on CPU 0, nodes on CPU 1 */
     pinCpus: z.boolean(),
     /** local testbed: CPU time of every process group in the first ms after the taint */
@@ -130,6 +132,7 @@ export function runProfileOptions(p: RunProfile): Partial<FailoverExperimentOpti
   if (p.warmup !== undefined) o.warmup = p.warmup;
   if (p.criticalPathHoldMs !== undefined) o.criticalPathHoldMs = p.criticalPathHoldMs;
   if (p.minCriticalAgeMs !== undefined) o.minCriticalAgeMs = p.minCriticalAgeMs;
+  if (p.quietBeforeFailureSeconds !== undefined) o.quietBeforeFailureMs = p.quietBeforeFailureSeconds * 1000;
   if (p.pinCpus !== undefined) o.pinCpus = p.pinCpus;
   if (p.cpuWindowMs !== undefined) o.cpuWindowMs = p.cpuWindowMs;
   if (p.cpuWindowProfile !== undefined) o.cpuWindowProfile = p.cpuWindowProfile;

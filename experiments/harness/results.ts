@@ -203,6 +203,8 @@ export const RepResultSchema = z.object({
   criticalPathHoldMs: z.number().int().positive().optional(),
   /** t = 0 no earlier than this long after the critical pod's creation, ms (profile minCriticalAgeMs) */
   minCriticalAgeMs: z.number().int().positive().optional(),
+  /** no request of the harness for this long between the configuration switch and t = 0, ms (profile quietBeforeFailureSeconds) */
+  quietBeforeFailureMs: z.number().int().positive().optional(),
   /**
    * the controller manager's own measurement of the critical pod's recovery (ulysses_critical_recovery_seconds,
    * taint observed -> replacement Ready and in the EndpointSlice), s; null: it observed no single recovery

@@ -117,6 +117,12 @@ export interface ScenarioOptions {
    * cache, the idle cells' does not). 35000 puts every cell past it.
    */
   minCriticalAgeMs?: number;
+  /**
+   * After the repetition's configuration is switched on (beforeFailure), this long with no request of
+   * the harness before t = 0 (its watches stay open): the first failover after a quiet spell, when
+   * connections a component does not use are closed (issue 40). Default none.
+   */
+  quietBeforeFailureMs?: number;
 }
 
 /**
@@ -384,6 +390,8 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
       if (waitMs > 0) await new Promise((r) => setTimeout(r, waitMs));
     }
     await o.beforeFailure?.();
+    // the quiet spell is the condition under study, not a synchronisation
+    if (o.quietBeforeFailureMs) await new Promise((r) => setTimeout(r, o.quietBeforeFailureMs));
 
     // --- t = 0
     let error: string | undefined;

@@ -5,7 +5,7 @@ import { parseRunProfile, runProfileOptions } from '../../experiments/harness/pr
 describe('experiment failover --profile', () => {
   it('maps every field onto the harness option it sets', () => {
     const p = parseRunProfile(
-      'freezeSource: kubelet\nrepTimeoutSeconds: 60\nclientRateLimit: false\nneutralSetup: false\nwarmup: false\ncriticalPathHoldMs: 0\nminCriticalAgeMs: 35000\npinCpus: true\ncpuWindowMs: 3000\ncpuWindowProfile: true\nrepeatShared: 0\n',
+      'freezeSource: kubelet\nrepTimeoutSeconds: 60\nclientRateLimit: false\nneutralSetup: false\nwarmup: false\ncriticalPathHoldMs: 0\nminCriticalAgeMs: 35000\nquietBeforeFailureSeconds: 120\npinCpus: true\ncpuWindowMs: 3000\ncpuWindowProfile: true\nrepeatShared: 0\n',
       'all.yaml',
     );
     expect(runProfileOptions(p)).toEqual({
@@ -16,6 +16,7 @@ describe('experiment failover --profile', () => {
       warmup: false,
       criticalPathHoldMs: 0,
       minCriticalAgeMs: 35_000,
+      quietBeforeFailureMs: 120_000,
       pinCpus: true,
       cpuWindowMs: 3000,
       cpuWindowProfile: true,
