@@ -31,6 +31,7 @@ import { ADMISSION_OBJECTS, COMPONENT_OBJECTS, kcmControllersFromPatch, MANIFEST
 import { progressLog } from '../core/logging.ts';
 import { ungrantedClaims } from '../core/claims.ts';
 import { issueExtenderPki, pkiProblem, SCHEDULER_EXTENDER_TLS_FILES, type ExtenderPki } from '../core/extender-pki.ts';
+import { takenBack } from './kcm-handback.ts';
 import { CLUSTER_CONFIGURATION_BACKUP_ANNOTATION, CONTROL_PLANE_COMPONENTS, clusterConfigurationHas, clusterConfigurationWith, clusterConfigurationWithout, flagValues, hostPathOf, manifestBackupPath, manifestPath, manifestWith, manifestWithout, mergedSchedulerConfig, type ControlPlaneComponent } from './control-plane.ts';
 
 /** Install order. */
@@ -428,7 +429,9 @@ class Installer {
     const current = await this.o.nodes.readFile(node, manifestPath(c));
     const backup = await this.o.nodes.readFile(node, manifestBackupPath(c));
     if (current !== undefined) {
-      const next = manifestWithout(current, backup, c);
+      // a kcm the handback gave the controllers to: first as the install left it (annotation gone)
+      const installed = c === 'kube-controller-manager' ? (takenBack(current, KCM_CONTROLLERS_FLAG) ?? current) : current;
+      const next = manifestWithout(installed, backup, c);
       if (next !== current) await this.write(node, manifestPath(c), next, 0o600);
       if (backup !== undefined && next !== backup) this.log(`${node}: ${manifestPath(c)} changed since the install (a kubeadm upgrade?): only Ulysses' entries taken out, the rest kept`);
     }

@@ -13,6 +13,7 @@ import type { V1Node } from '@kubernetes/client-node';
 import { clusterConfigurationHas, clusterConfigurationWith, clusterConfigurationWithout, flagValues, hostPathOf, manifestWith, manifestWithout, mergedSchedulerConfig } from '../../manifests/control-plane.ts';
 import { INSTALL_ORDER, KCM_CONTROLLERS_FLAG, SCHEDULER_CONFIG_FLAG, SUPPORTED_MINORS, UNINSTALL_ORDER, versionProblems } from '../../manifests/install.ts';
 import { MANIFESTS_DIR } from '../../manifests/overlays.ts';
+import { handedBack, takenBack } from '../../manifests/kcm-handback.ts';
 import { REPO_ROOT } from '../../experiments/testbed/ulysses-image.ts';
 import { kcmManifest, OPERATOR_SCHEDULER_CONFIG } from '../kubeadm-fixtures.ts';
 
@@ -132,6 +133,13 @@ describe('static pod manifests, edited in place', () => {
     expect(command).toContain('--v=4');
     expect(manifestWith(installed, 'kube-controller-manager')).toBe(installed);
     expect(manifestWithout(installed, before, 'kube-controller-manager')).toBe(before);
+  });
+
+  it('kcm handed back by the kcm handback when uninstalled: taken back first, then the backup byte for byte (no handback annotation left)', () => {
+    const before = kcm('    - --v=4\n');
+    const handed = handedBack(manifestWith(before, 'kube-controller-manager'), KCM_CONTROLLERS_FLAG, '2026-11-29T10:00:00Z')!;
+    expect(manifestWithout(handed, before, 'kube-controller-manager')).not.toBe(before);
+    expect(manifestWithout(takenBack(handed, KCM_CONTROLLERS_FLAG)!, before, 'kube-controller-manager')).toBe(before);
   });
 
   it('kcm changed since the install (a kubeadm upgrade): only the flag goes back to what it was, the new image stays', () => {
