@@ -3,11 +3,11 @@
 // the tracked processes changed on disk.
 
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { caCertHash, changeTrackedProcesses, initConfig, joinConfig, kubeadmNode, parseKubeadmFlags, readKubeadmState, type KubeadmState } from '../../experiments/testbed/kubeadm.ts';
 import { imageComponent } from '../../experiments/testbed/kubeadm-images.ts';
 import { inImage, productionPackages, ulyssesImageName } from '../../experiments/testbed/ulysses-image.ts';
@@ -113,7 +113,9 @@ describe('Ulysses image contents', () => {
 
 describe('tracked processes of a kubeadm testbed', () => {
   it('two copies of the state (a test\'s, the node shell\'s) each change the list on disk: neither writes back the other\'s stale one', () => {
-    const runDir = mkdtempSync(join(tmpdir(), 'ulysses-tracked-'));
+    // not a ulysses* name: the kubeadm testbed looks for other run dirs by that prefix in the temp dir
+    const runDir = mkdtempSync(join(tmpdir(), 'tracked-processes-'));
+    onTestFinished(() => rmSync(runDir, { recursive: true, force: true }));
     const proc = (name: string, pid: number) => ({ name, pid, logFile: '/dev/null', cmd: 'x', args: [] });
     const initial = { kind: 'kubeadm', runDir, processes: [proc('kubelet/cp', 10)] } as unknown as KubeadmState;
     writeFileSync(join(runDir, 'state.json'), JSON.stringify(initial));
