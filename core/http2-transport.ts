@@ -160,10 +160,17 @@ export class Http2Transport {
         }
         chunks.push(d);
       });
-      stream.on('end', () => settle(() => resolve({ status, text: Buffer.concat(chunks).toString('utf8') })));
+      let ended = false;
+      stream.on('end', () => (ended = true));
+      // the answer counts once the stream closed cleanly: a reset after part of the body (which some
+      // Node.js versions report with an 'end' first) is an error, never a truncated answer
       stream.on('close', () => {
-        // closed without a response: refused by the server, or cut by GOAWAY/an error before it was processed
         const code = stream.rstCode;
+        if (ended && status && (code === undefined || code === constants.NGHTTP2_NO_ERROR)) {
+          settle(() => resolve({ status, text: Buffer.concat(chunks).toString('utf8') }));
+          return;
+        }
+        // closed without a response: refused by the server, or cut by GOAWAY/an error before it was processed
         const unprocessed = status === 0 && (code === constants.NGHTTP2_REFUSED_STREAM || (session.closed && code === constants.NGHTTP2_CANCEL));
         settle(() => reject(new Http2RequestError(`${what}: stream closed${status ? '' : ' before a response'} (code ${code})`, unprocessed)));
       });

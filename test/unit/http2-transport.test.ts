@@ -94,8 +94,10 @@ describe('Http2Transport', () => {
     behaviour.set('/reset-after-response', (st) => {
       resets++;
       st.respond({ ':status': 200 });
+      // part of the body, then the stream reset (destroy with an error: RST_STREAM INTERNAL_ERROR after
+      // the HEADERS; close(code) ends it gracefully first on some Node.js versions)
       st.write('{"partial":');
-      st.close(constants.NGHTTP2_INTERNAL_ERROR);
+      st.destroy(new Error('cut'));
     });
     const err = await t.request('POST', '/reset-after-response', {}, '{}', 5000).then(() => undefined, (e: Error) => e);
     expect(err).toBeInstanceOf(Http2RequestError);
