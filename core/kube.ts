@@ -58,8 +58,17 @@ export function plainHeaders(h: unknown): Record<string, string> {
 /** TLS identity of an agent: a new keep-alive agent is made only when one of these changes (rotated client certificates). */
 const TLS_OPTIONS = ['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername'] as const;
 const keepAliveAgents = new WeakMap<object, { options: Record<string, unknown>; agent: HttpAgent }>();
-/** One TLS option's value against another's (client-node reads the certificate files again for every request: equal contents, new Buffers). */
-const sameTlsValue = (a: unknown, b: unknown) => (Buffer.isBuffer(a) && Buffer.isBuffer(b) ? a.equals(b) : a === b || JSON.stringify(a) === JSON.stringify(b));
+/** The TLS identity an agent was made with (the options of TLS_OPTIONS it sets). */
+function tlsIdentity(agent: HttpAgent): Record<string, unknown> {
+  const options = (agent as HttpAgent & { options?: Record<string, unknown> }).options ?? {};
+  return Object.fromEntries(TLS_OPTIONS.filter((k) => options[k] !== undefined).map((k) => [k, options[k]]));
+}
+/** Whether two TLS identities are the same (client-node reads the certificate files again for every request: equal contents, new Buffers). */
+const sameTlsIdentity = (x: Record<string, unknown>, y: Record<string, unknown>) =>
+  TLS_OPTIONS.every((k) => {
+    const [a, b] = [x[k], y[k]];
+    return Buffer.isBuffer(a) && Buffer.isBuffer(b) ? a.equals(b) : a === b || JSON.stringify(a) === JSON.stringify(b);
+  });
 
 /**
  * One keep-alive agent per kubeconfig, so that requests reuse their connections to the apiserver
@@ -72,11 +81,10 @@ const sameTlsValue = (a: unknown, b: unknown) => (Buffer.isBuffer(a) && Buffer.i
 export function keepAliveAgent(kc: object, agent: unknown): unknown {
   if (!(agent instanceof HttpAgent)) return agent;
   if ((agent as HttpAgent & { keepAlive?: boolean }).keepAlive) return agent;
-  const options = (agent as HttpAgent & { options?: Record<string, unknown> }).options ?? {};
+  const tls = tlsIdentity(agent);
   const cached = keepAliveAgents.get(kc);
   const https = agent instanceof HttpsAgent;
-  if (cached && cached.agent instanceof HttpsAgent === https && TLS_OPTIONS.every((k) => sameTlsValue(cached.options[k], options[k]))) return cached.agent;
-  const tls = Object.fromEntries(TLS_OPTIONS.filter((k) => options[k] !== undefined).map((k) => [k, options[k]]));
+  if (cached && cached.agent instanceof HttpsAgent === https && sameTlsIdentity(cached.options, tls)) return cached.agent;
   const fresh = https ? new HttpsAgent({ ...tls, keepAlive: true }) : new HttpAgent({ keepAlive: true });
   if (cached) setTimeout(() => cached.agent.destroy(), 60_000).unref(); // after the old agent's requests (30 s timeout)
   keepAliveAgents.set(kc, { options: tls, agent: fresh });
@@ -95,10 +103,9 @@ export const http2Enabled = () => process.env.ULYSSES_KUBE_HTTP2 === '1';
  */
 export function http2TransportFor(kc: object, origin: string, agent: unknown): Http2Transport | undefined {
   if (!(agent instanceof HttpsAgent)) return undefined;
-  const options = (agent as HttpsAgent & { options?: Record<string, unknown> }).options ?? {};
-  const tls = Object.fromEntries(TLS_OPTIONS.filter((k) => options[k] !== undefined).map((k) => [k, options[k]]));
+  const tls = tlsIdentity(agent);
   const cached = http2Transports.get(kc);
-  if (cached && cached.transport.origin === origin && TLS_OPTIONS.every((k) => sameTlsValue(cached.tls[k], tls[k]))) return cached.transport;
+  if (cached && cached.transport.origin === origin && sameTlsIdentity(cached.tls, tls)) return cached.transport;
   if (cached) setTimeout(() => cached.transport.close(), 60_000).unref();
   const transport = new Http2Transport(origin, tls);
   http2Transports.set(kc, { tls, transport });

@@ -42,10 +42,11 @@ interface ExtraArg { name: string; value: string }
 interface ExtraVolume { name: string; hostPath: string; mountPath: string; readOnly?: boolean; pathType?: string }
 interface Fragment { extraArgs: ExtraArg[]; extraVolumes: ExtraVolume[] }
 
-/** Ulysses' entries for `c` (manifests/kubeadm/clusterconfiguration.yaml, the one source). */
+let fragment: Record<string, Partial<Fragment> | undefined> | undefined;
+/** Ulysses' entries for `c` (manifests/kubeadm/clusterconfiguration.yaml, the one source; read once). */
 export function ulyssesEntries(c: ControlPlaneComponent): Fragment {
-  const cc = parseYaml(readFileSync(join(MANIFESTS_DIR, 'kubeadm', 'clusterconfiguration.yaml'), 'utf8')) as Record<string, Partial<Fragment> | undefined>;
-  const s = cc[SECTION[c]];
+  fragment ??= parseYaml(readFileSync(join(MANIFESTS_DIR, 'kubeadm', 'clusterconfiguration.yaml'), 'utf8')) as Record<string, Partial<Fragment> | undefined>;
+  const s = fragment[SECTION[c]];
   return { extraArgs: s?.extraArgs ?? [], extraVolumes: s?.extraVolumes ?? [] };
 }
 

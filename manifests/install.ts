@@ -368,11 +368,12 @@ class Installer {
     return this.o.nodes.remove(node, nodePath);
   }
 
-  /** The cluster's ClusterConfiguration (ConfigMap kube-system/kubeadm-config). */
-  async clusterConfiguration(): Promise<string> {
-    const text = (await this.core.readNamespacedConfigMap({ name: 'kubeadm-config', namespace: 'kube-system' })).data?.ClusterConfiguration;
+  /** ConfigMap kube-system/kubeadm-config and its ClusterConfiguration. */
+  async kubeadmConfig() {
+    const cm = await this.core.readNamespacedConfigMap({ name: 'kubeadm-config', namespace: 'kube-system' });
+    const text = cm.data?.ClusterConfiguration;
     if (!text) throw new Error('ConfigMap kube-system/kubeadm-config has no ClusterConfiguration: is this a kubeadm cluster?');
-    return text;
+    return { cm, text };
   }
 
   /**
@@ -382,9 +383,7 @@ class Installer {
    */
   async recordInClusterConfiguration(c: ControlPlaneComponent, install: boolean): Promise<void> {
     for (let attempt = 1; ; attempt++) {
-      const cm = await this.core.readNamespacedConfigMap({ name: 'kubeadm-config', namespace: 'kube-system' });
-      const text = cm.data?.ClusterConfiguration;
-      if (!text) throw new Error('ConfigMap kube-system/kubeadm-config has no ClusterConfiguration: is this a kubeadm cluster?');
+      const { cm, text } = await this.kubeadmConfig();
       const annotations = { ...cm.metadata?.annotations };
       const before = annotations[CLUSTER_CONFIGURATION_BACKUP_ANNOTATION];
       const next = install ? clusterConfigurationWith(text, c) : clusterConfigurationWithout(text, before, c);
@@ -719,7 +718,7 @@ export async function install(o: InstallOptions): Promise<void> {
   const controlPlane = CONTROL_PLANE_COMPONENTS.filter((c) => i.components.includes(c === 'kube-controller-manager' ? 'controller-manager' : 'scheduler-extender'));
   if (controlPlane.length) {
     await i.step("preflight: kubeadm's ClusterConfiguration, the static pod manifests and any scheduler config of the operator's can take Ulysses' entries", async () => {
-      const cluster = await i.clusterConfiguration();
+      const cluster = (await i.kubeadmConfig()).text;
       for (const c of controlPlane) clusterConfigurationWith(cluster, c);
       for (const n of i.controlPlaneNodes()) {
         for (const c of controlPlane) manifestWith((await i.manifestBefore(n.name, c)).current, c);
