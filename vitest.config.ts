@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { defineConfig } from 'vitest/config';
 import { FULL_TIER_FILES, fullTier } from './test/tiers.ts';
+import FamilySequencer from './test/sequencer.ts';
 
 // In-process component logs (pino) and the lab's progress lines (testbed up, install steps) go to a
 // file (test/log-to-file.ts), so the test output stays readable; CI prints its tail on failure.
@@ -23,6 +24,8 @@ const env = { ULYSSES_TEST_LOG_FILE: logFile };
 export default defineConfig({
   test: {
     fileParallelism: false,
+    // the files of a shared-testbed family one after another (test/integration/shared-testbed.ts)
+    sequence: { sequencer: FamilySequencer },
     // a test's console output is printed when it fails, not when it passes
     silent: 'passed-only',
     reporters: ['default', './test/time-reporter.ts'],
@@ -42,7 +45,8 @@ export default defineConfig({
         test: {
           name: 'integration',
           env,
-          setupFiles: ['test/log-to-file.ts'],
+          setupFiles: ['test/log-to-file.ts', 'test/integration/shared-testbed-setup.ts'],
+          globalSetup: ['test/integration/shared-testbed-teardown.ts'],
           include: ['test/integration/**/*.test.ts', '**/*.int.test.ts'],
           exclude: ['**/node_modules/**', ...(fullTier() ? [] : FULL_TIER_FILES.map((f) => f.file))],
           testTimeout: 600_000,

@@ -22,7 +22,7 @@ export const TABLE_END = '<!-- test-times:end -->';
 
 /** A cluster a testbed brought up (experiments/testbed/processes.ts recordClusterStart). */
 export interface ClusterStart {
-  kind: 'local' | 'kubeadm';
+  kind: 'local' | 'kubeadm' | 'reused';
   /** when it was up, ms since the epoch */
   at: number;
   ms: number;
@@ -44,7 +44,8 @@ export interface FileTime {
   tests: number;
   failed: number;
   seconds: number;
-  clusters: { local: number; kubeadm: number; seconds: number };
+  /** clusters started, shared testbeds reused (reset), and the seconds both took */
+  clusters: { local: number; kubeadm: number; reused: number; seconds: number };
   state: string;
 }
 
@@ -59,7 +60,7 @@ export function parseClusterLog(text: string, onBad?: (problem: string) => void)
     } catch {
       o = undefined;
     }
-    if (!o || (o.kind !== 'local' && o.kind !== 'kubeadm') || typeof o.ms !== 'number' || typeof o.at !== 'number') {
+    if (!o || (o.kind !== 'local' && o.kind !== 'kubeadm' && o.kind !== 'reused') || typeof o.ms !== 'number' || typeof o.at !== 'number') {
       const problem = `cluster log line ${i + 1}: kind, at and ms expected, got ${l.slice(0, 200)}`;
       if (!onBad) throw new Error(problem);
       onBad(problem);
@@ -85,6 +86,7 @@ export function fileTimes(report: TimesReport): FileTime[] {
         clusters: {
           local: mine.filter((c) => c.kind === 'local').length,
           kubeadm: mine.filter((c) => c.kind === 'kubeadm').length,
+          reused: mine.filter((c) => c.kind === 'reused').length,
           seconds: mine.reduce((a, c) => a + c.ms, 0) / 1000,
         },
         state: r.state,
@@ -101,20 +103,20 @@ export function renderTable(times: readonly FileTime[], note: string): string {
   const unit = times.filter((t) => t.project === 'unit');
   const sum = (xs: readonly FileTime[], f: (t: FileTime) => number) => xs.reduce((a, t) => a + f(t), 0);
   const clusterCell = (t: FileTime) =>
-    [t.clusters.local ? `${t.clusters.local} local` : '', t.clusters.kubeadm ? `${t.clusters.kubeadm} kubeadm` : ''].filter(Boolean).join(', ') || '-';
+    [t.clusters.local ? `${t.clusters.local} local` : '', t.clusters.kubeadm ? `${t.clusters.kubeadm} kubeadm` : '', t.clusters.reused ? `${t.clusters.reused} reused` : ''].filter(Boolean).join(', ') || '-';
   const rows = integration.map((t) => `| ${t.file.replace(/^test\/integration\//, '')} | ${t.tier} | ${t.tests} | ${s(t.seconds)} | ${clusterCell(t)} | ${t.clusters.seconds ? s(t.clusters.seconds) : '-'} |${t.failed ? ` ${t.failed} failed` : t.state === 'passed' ? '' : ` ${t.state}`}`);
   const ci = integration.filter((t) => t.tier === 'ci');
   return [
     note,
     '',
-    '| integration file | tier | tests | s | clusters started | s starting them |',
+    '| integration file | tier | tests | s | clusters started or reused | s starting or resetting them |',
     '| --- | --- | ---: | ---: | --- | ---: |',
     ...rows,
     `| **unit project** (${unit.length} files) | ci | ${sum(unit, (t) => t.tests)} | ${s(sum(unit, (t) => t.seconds))} | - | - |`,
     '',
     `Integration: ${s(sum(integration, (t) => t.seconds))} s in all, ${s(sum(ci, (t) => t.seconds))} s in the ci tier; ` +
       `${sum(integration, (t) => t.clusters.local)} local and ${sum(integration, (t) => t.clusters.kubeadm)} kubeadm clusters started, ` +
-      `${s(sum(integration, (t) => t.clusters.seconds))} s starting them.`,
+      `${sum(integration, (t) => t.clusters.reused)} shared testbeds reused, ${s(sum(integration, (t) => t.clusters.seconds))} s starting or resetting them.`,
   ].join('\n');
 }
 

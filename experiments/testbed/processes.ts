@@ -102,11 +102,12 @@ export async function stopProcess(pid: number, graceMs = 5000): Promise<void> {
 }
 
 /**
- * One JSON line per cluster brought up, appended to $ULYSSES_CLUSTER_LOG when it is set, with the
+ * One JSON line per cluster brought up (`local`, `kubeadm`) or taken over after a reset (`reused`:
+ * the integration tests' shared testbed), appended to $ULYSSES_CLUSTER_LOG when it is set, with the
  * test file that asked for it ($ULYSSES_TEST_FILE, set by the tests' setup file): the per-file table
  * of docs/development.md counts cluster starts from it (test/test-times.ts).
  */
-export function recordClusterStart(kind: 'local' | 'kubeadm', runDir: string, ms: number): void {
+export function recordClusterStart(kind: 'local' | 'kubeadm' | 'reused', runDir: string, ms: number): void {
   const file = process.env.ULYSSES_CLUSTER_LOG;
   if (!file) return;
   appendFileSync(file, `${JSON.stringify({ kind, runDir, at: Date.now(), ms, testFile: process.env.ULYSSES_TEST_FILE ?? null })}\n`);

@@ -146,7 +146,7 @@ export function kubeConfigFor(state: TestbedState): KubeConfig {
 
 
 /** Ready and no longer carrying the taints the node lifecycle controller removes once it is Ready. */
-function nodeSchedulable(n: V1Node): boolean {
+export function nodeSchedulable(n: V1Node): boolean {
   const transient = ['node.kubernetes.io/not-ready', 'node.kubernetes.io/unreachable', 'node.cloudprovider.kubernetes.io/uninitialized'];
   return isNodeReady(n) && !n.spec?.unschedulable && !(n.spec?.taints ?? []).some((t) => transient.includes(t.key));
 }
@@ -457,6 +457,24 @@ export async function restartControllerManager(controllers: string, runDir = def
     s.options.controllers = controllers;
     if (extra.length) s.options.kcmExtraArgs = extra;
     else delete s.options.kcmExtraArgs;
+  });
+  return p;
+}
+
+/**
+ * Restarts kube-scheduler with `--config=<schedulerConfig>` (undefined: none, its defaults), every
+ * other flag as `up` gave it; the config goes into state.json. Resolves once its /healthz answers.
+ */
+export async function restartScheduler(schedulerConfig: string | undefined, runDir = defaultRunDir()): Promise<TrackedProcess> {
+  const state = readState(runDir);
+  const old = state?.processes.find((p) => p.name === 'kube-scheduler');
+  if (!state || !old) throw new Error(`no kube-scheduler tracked in the testbed of ${runDir}`);
+  await stopProcess(old.pid, 10_000);
+  const cp = controlPlaneOptions(runDir, pkiPaths(join(runDir, 'pki')), state.options.controllers, old.cpus, schedulerConfig, state.options.auditNamespaces, state.options.apiservers, state.options.kcmExtraArgs);
+  const p = await startScheduler(cp);
+  replaceTracked(runDir, old.name, p, (s) => {
+    if (schedulerConfig) s.options.schedulerConfig = schedulerConfig;
+    else delete s.options.schedulerConfig;
   });
   return p;
 }

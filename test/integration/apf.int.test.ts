@@ -18,6 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeConfig, type V1FlowSchema, type V1FlowSchemaList, type V1PriorityLevelConfiguration } from '@kubernetes/client-node';
 import * as testbed from '../../experiments/testbed/testbed.ts';
+import { useSharedTestbed } from './harness.ts';
 import { binaryPath } from '../../experiments/testbed/binaries.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { ApiError, apiRequest, isNotFound } from '../../core/kube.ts';
@@ -39,7 +40,6 @@ import {
   type ObservedClassification,
 } from '../../apf-configs/apply.ts';
 
-const runDir = '/tmp/ulysses-it-apf';
 const CRIT = 'ulysses-critical';
 const OTHER = 'apf-other';
 const yamlFile = fileURLToPath(new URL('../../apf-configs/critical-namespace.yaml', import.meta.url));
@@ -59,10 +59,9 @@ const waitClassified = (what: string, ns: string, path: string, want: (o: Observ
 const kubectl = (...args: string[]) => run(binaryPath('kubectl'), ['--kubeconfig', state.kubeconfig, ...args]);
 
 describe('APF exemption of the critical namespace on the real apiserver', () => {
+  const t = useSharedTestbed('control-plane', { realNodes: 0, kwokNodes: 0 });
   beforeAll(async () => {
-    await testbed.down({ runDir, log: () => undefined });
-    state = await testbed.up({ runDir, realNodes: 0, kwokNodes: 0 });
-    kc = testbed.kubeConfigFor(state);
+    ({ state, kc } = t);
     expect(new URL(state.apiserver).hostname).toBe('127.0.0.1');
     apf = new ApfProbe(kc, state);
     await apf.setup(CRIT);
@@ -85,7 +84,6 @@ describe('APF exemption of the critical namespace on the real apiserver', () => 
   });
   afterAll(async () => {
     console.log('[apf] observations ' + JSON.stringify(observations, null, 2));
-    await testbed.down({ runDir });
   });
 
   it('precedence 50 beats every built-in non-exempt FlowSchema; precedence 1 is reserved', async () => {

@@ -28,7 +28,7 @@ import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import type { KubeConfig, V1Deployment, V1Node, V1Pod } from '@kubernetes/client-node';
-import { useTestbed } from './harness.ts';
+import { useSharedTestbed } from './harness.ts';
 import { binaryPath } from '../../experiments/testbed/binaries.ts';
 import { KWOK_TOLERATION } from '../../experiments/testbed/kwok.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
@@ -43,8 +43,7 @@ import { BASE_ASSURANCE_ANNOTATION } from '../../scheduler-plugins/assurance/upd
 import { MANIFESTS_DIR } from '../../manifests/overlays.ts';
 import { impersonating, refusal } from '../extender-admission.ts';
 
-const runDir = '/tmp/ulysses-it-claims-vap';
-const t = useTestbed(runDir, { realNodes: 0, kwokNodes: 1 });
+const t = useSharedTestbed('control-plane', { realNodes: 0, kwokNodes: 1 });
 const run = promisify(execFile);
 
 const NODE = 'kwok-1';

@@ -9,14 +9,15 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { AppsV1Api, CoreV1Api, DiscoveryV1Api, type V1Deployment } from '@kubernetes/client-node';
-import { useTestbed } from './harness.ts';
+import { useSharedTestbed } from './harness.ts';
+import { SHARED_RUN_DIR } from './shared-testbed.ts';
 import * as testbed from '../../experiments/testbed/testbed.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { applyDeployment, deployment, podReady, taintNoExecute, udpFirstAnswer } from '../../experiments/workloads.ts';
 
-const runDir = '/tmp/ulysses-it-cm-restart';
+const runDir = SHARED_RUN_DIR;
 const ns = 'restart-it';
-const t = useTestbed(runDir, {
+const t = useSharedTestbed('real-nodes', {
   realNodes: 2,
   namespace: ns,
   controllers: '*,-replicaset-controller,-deployment-controller,-endpoints-controller,-endpointslice-controller,-taint-eviction-controller',

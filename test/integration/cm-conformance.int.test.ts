@@ -32,7 +32,7 @@ import { writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { fullTier } from '../tiers.ts';
 import type { V1Deployment, V1Endpoints, V1EndpointSlice, V1Node, V1Pod, V1ReplicaSet, V1Service } from '@kubernetes/client-node';
-import { useTestbed, type TestbedContext } from './harness.ts';
+import { useSharedTestbed, type TestbedContext } from './harness.ts';
 import { FatalError, pollUntil } from '../../experiments/testbed/processes.ts';
 import { deployment, ensureNamespace, taintNoExecute, untaint } from '../../experiments/workloads.ts';
 import { KWOK_ANNOTATION, kwokNode } from '../../experiments/testbed/kwok.ts';
@@ -1085,7 +1085,7 @@ const CONTROLLERS = ['replicaset', 'deployment', 'endpoints', 'endpointslice', '
 const results: Record<string, unknown> = {};
 
 describe('vanilla kube-controller-manager', () => {
-  const t = useTestbed(runDir, { realNodes: 2, kwokNodes: 2, namespace: ns });
+  const t = useSharedTestbed('real-nodes', { realNodes: 2, kwokNodes: 2, namespace: ns });
   it('runs the scenario', async () => {
     results.kcm = await scenario(t);
   }, 420_000);
@@ -1093,7 +1093,7 @@ describe('vanilla kube-controller-manager', () => {
 
 for (const mode of MODES) {
   describe(`Ulysses controllers in place of the vanilla ones, ${mode} mode`, () => {
-    const t = useTestbed(runDir, {
+    const t = useSharedTestbed('real-nodes', {
       realNodes: 2,
       kwokNodes: 2,
       namespace: ns,

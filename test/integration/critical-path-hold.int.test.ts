@@ -12,17 +12,16 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { AppsV1Api, CoreV1Api, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
-import { useTestbed } from './harness.ts';
+import { useSharedTestbed } from './harness.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 import { CRITICALITY_LABEL } from '../../core/criticality.ts';
 import type { ControllerManager } from '../../controller-manager/manager.ts';
 import { KubeClient } from '../../core/kube.ts';
 
-const runDir = '/tmp/ulysses-it-critical-path-hold';
 const ns = 'cph-it';
 const GATE = 'ulysses.io/cph-gate';
-const t = useTestbed(runDir, {
+const t = useSharedTestbed('control-plane', {
   realNodes: 0,
   kwokNodes: 1,
   controllers: '*,-replicaset-controller',

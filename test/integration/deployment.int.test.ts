@@ -7,15 +7,14 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Deployment, type V1Pod, type V1ReplicaSet } from '@kubernetes/client-node';
-import { useTestbed } from './harness.ts';
+import { useSharedTestbed } from './harness.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { deployment } from '../../experiments/workloads.ts';
 import { ResilientInformer } from '../../core/informer.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 
-const runDir = '/tmp/ulysses-it-deployment';
 const ns = 'deploy-it';
-const t = useTestbed(runDir, {
+const t = useSharedTestbed('real-nodes', {
   realNodes: 2,
   kwokNodes: 2,
   controllers: '*,-replicaset-controller,-deployment-controller',

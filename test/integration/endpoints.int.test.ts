@@ -6,13 +6,12 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { AppsV1Api, CoreV1Api, type V1Endpoints } from '@kubernetes/client-node';
-import { reconcileServiceAgain, useTestbed } from './harness.ts';
+import { reconcileServiceAgain, useSharedTestbed } from './harness.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { applyDeployment, deployment } from '../../experiments/workloads.ts';
 
-const runDir = '/tmp/ulysses-it-endpoints';
 const ns = 'ep-it';
-const t = useTestbed(runDir, { realNodes: 2, controllers: '*,-endpoints-controller', namespace: ns, controllerManager: { controllers: ['endpoints'] } });
+const t = useSharedTestbed('real-nodes', { realNodes: 2, controllers: '*,-endpoints-controller', namespace: ns, controllerManager: { controllers: ['endpoints'] } });
 let core: CoreV1Api, apps: AppsV1Api;
 beforeAll(() => ({ core, apps } = t));
 

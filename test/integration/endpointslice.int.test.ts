@@ -6,14 +6,13 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { AppsV1Api, CoreV1Api, DiscoveryV1Api, type V1EndpointSlice } from '@kubernetes/client-node';
-import { reconcileServiceAgain, useTestbed } from './harness.ts';
+import { reconcileServiceAgain, useSharedTestbed } from './harness.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { applyDeployment, deployment } from '../../experiments/workloads.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 
-const runDir = '/tmp/ulysses-it-endpointslice';
 const ns = 'eps-it';
-const t = useTestbed(runDir, {
+const t = useSharedTestbed('real-nodes', {
   realNodes: 2,
   kwokNodes: 2,
   controllers: '*,-endpointslice-controller',

@@ -6,14 +6,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { V1Deployment } from '@kubernetes/client-node';
-import { useTestbed } from './harness.ts';
+import { useSharedTestbed } from './harness.ts';
 import { apiRequest } from '../../core/kube.ts';
 import { podCriticality } from '../../core/criticality.ts';
 import { ensureNamespace } from '../../experiments/workloads.ts';
 import { fiveGManifests, type ManifestObject } from '../../experiments/5g/manifests.ts';
 
-const runDir = '/tmp/ulysses-it-five-g';
-const t = useTestbed(runDir, { realNodes: 0, kwokNodes: 0 });
+const t = useSharedTestbed('control-plane', { realNodes: 0, kwokNodes: 0 });
 
 const PLURALS: Record<string, string> = { Namespace: 'namespaces', ConfigMap: 'configmaps', Service: 'services', Deployment: 'deployments' };
 const collection = (o: ManifestObject) => {

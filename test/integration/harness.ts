@@ -1,6 +1,7 @@
 /**
  * Shared setup of the integration tests: a testbed in its own run dir (a leftover of an aborted run
- * torn down first), typed API clients, optionally Ulysses' controller manager, all torn down after.
+ * torn down first) or the shared one, typed API clients, optionally Ulysses' controller manager,
+ * all torn down after (the shared testbed only at the end of its family).
  */
 import { afterAll, beforeAll, expect } from 'vitest';
 import { AppsV1Api, CoreV1Api, DiscoveryV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
@@ -11,6 +12,7 @@ import { KubeClient } from '../../core/kube.ts';
 import { patchRuntimeConfig, readRuntimeConfig, type ComponentStatus } from '../../core/runtime-config.ts';
 import { setPatch, type SetOptions } from '../../core/runtime-status.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
+import { acquireSharedTestbed, declareSharing, type SharedTestbedOptions } from './shared-testbed.ts';
 
 export interface TestbedContext {
   state: testbed.TestbedState;
@@ -21,29 +23,50 @@ export interface TestbedContext {
   cm?: ControllerManager;
 }
 
-export function useTestbed(
-  runDir: string,
-  opts: testbed.TestbedOptions & { namespace?: string; controllerManager?: Omit<ControllerManagerOptions, 'kubeconfig'> },
-): TestbedContext {
+type FileOptions = { namespace?: string; controllerManager?: Omit<ControllerManagerOptions, 'kubeconfig'> };
+
+/** A testbed of this file's own in `runDir` (torn down after it). */
+export function useTestbed(runDir: string, opts: testbed.TestbedOptions & FileOptions): TestbedContext {
   const ctx = {} as TestbedContext;
   beforeAll(async () => {
     await testbed.down({ runDir, log: () => undefined });
-    ctx.state = await testbed.up({ ...opts, runDir });
-    ctx.kc = testbed.kubeConfigFor(ctx.state);
-    ctx.core = ctx.kc.makeApiClient(CoreV1Api);
-    ctx.apps = ctx.kc.makeApiClient(AppsV1Api);
-    ctx.discovery = ctx.kc.makeApiClient(DiscoveryV1Api);
-    if (opts.namespace) await ensureNamespace(ctx.core, opts.namespace);
-    if (opts.controllerManager) {
-      ctx.cm = new ControllerManager({ ...opts.controllerManager, kubeconfig: ctx.kc });
-      await ctx.cm.start();
-    }
+    await connect(ctx, await testbed.up({ ...opts, runDir }), opts);
   });
   afterAll(async () => {
     await ctx.cm?.stop();
     await testbed.down({ runDir });
   });
   return ctx;
+}
+
+/**
+ * The shared testbed (shared-testbed.ts) in the shape `opts` asks for, reset for this file or brought
+ * up fresh, and left up after it for the next file of `family` (test/sequencer.ts runs a family's
+ * files one after another). Its run dir is SHARED_RUN_DIR.
+ */
+export function useSharedTestbed(family: string, opts: SharedTestbedOptions & FileOptions): TestbedContext {
+  declareSharing(family);
+  const ctx = {} as TestbedContext;
+  beforeAll(async () => {
+    await connect(ctx, await acquireSharedTestbed(opts), opts);
+  });
+  afterAll(async () => {
+    await ctx.cm?.stop();
+  });
+  return ctx;
+}
+
+async function connect(ctx: TestbedContext, state: testbed.TestbedState, opts: FileOptions): Promise<void> {
+  ctx.state = state;
+  ctx.kc = testbed.kubeConfigFor(state);
+  ctx.core = ctx.kc.makeApiClient(CoreV1Api);
+  ctx.apps = ctx.kc.makeApiClient(AppsV1Api);
+  ctx.discovery = ctx.kc.makeApiClient(DiscoveryV1Api);
+  if (opts.namespace) await ensureNamespace(ctx.core, opts.namespace);
+  if (opts.controllerManager) {
+    ctx.cm = new ControllerManager({ ...opts.controllerManager, kubeconfig: ctx.kc });
+    await ctx.cm.start();
+  }
 }
 
 /**

@@ -5,16 +5,18 @@
  * ThreadedInformer (the same informer in a worker thread) hands over only changes of its projection,
  * survives the loss of its worker without losing a delete, and its metrics reach /metrics.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import * as testbed from '../../experiments/testbed/testbed.ts';
+import { useSharedTestbed } from './harness.ts';
+import { SHARED_RUN_DIR } from './shared-testbed.ts';
 import { PORTS } from '../../experiments/testbed/controlplane.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { ResilientInformer, objectKey } from '../../core/informer.ts';
 import { metricSamples, metricsRegistry, metricsText } from '../../core/metrics.ts';
 import { InformerThread, type ThreadedInformer } from '../../core/informer-thread.ts';
 
-const runDir = '/tmp/ulysses-it-informer';
+const runDir = SHARED_RUN_DIR;
 const ns = 'informer-it';
 let state: testbed.TestbedState;
 let kc: KubeConfig;
@@ -52,15 +54,9 @@ async function restartCount(reason: string): Promise<number> {
 }
 
 describe('informers on the real apiserver', () => {
-  beforeAll(async () => {
-    await testbed.down({ runDir, log: () => undefined });
-    state = await testbed.up({ runDir, realNodes: 0, kwokNodes: 0 });
-    kc = testbed.kubeConfigFor(state);
-    core = kc.makeApiClient(CoreV1Api);
-    await core.createNamespace({ body: { metadata: { name: ns } } });
-  });
-  afterAll(async () => {
-    await testbed.down({ runDir });
+  const t = useSharedTestbed('control-plane', { realNodes: 0, kwokNodes: 0, namespace: ns });
+  beforeAll(() => {
+    ({ state, kc, core } = t);
   });
 
   it('loses no event across an apiserver restart with writes and an etcd compaction during the outage', async () => {

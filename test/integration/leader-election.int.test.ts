@@ -10,15 +10,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppsV1Api, CoordinationV1Api, type KubeConfig, type V1Pod, type V1ReplicaSet } from '@kubernetes/client-node';
-import { useTestbed } from './harness.ts';
+import { useSharedTestbed } from './harness.ts';
+import { SHARED_RUN_DIR } from './shared-testbed.ts';
 import { isAlive, pollUntil, startProcess, stopProcess, type TrackedProcess } from '../../experiments/testbed/processes.ts';
 import { deployment } from '../../experiments/workloads.ts';
 import { ResilientInformer } from '../../core/informer.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 
-const runDir = '/tmp/ulysses-it-leader';
+const runDir = SHARED_RUN_DIR;
 const ns = 'ha-it';
-const t = useTestbed(runDir, { kwokNodes: 2, controllers: '*,-replicaset-controller', namespace: ns });
+const t = useSharedTestbed('real-nodes', { kwokNodes: 2, controllers: '*,-replicaset-controller', namespace: ns });
 let kc: KubeConfig, apps: AppsV1Api, coord: CoordinationV1Api;
 const procs: TrackedProcess[] = [];
 beforeAll(() => {

@@ -23,7 +23,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
-import { useTestbed } from './harness.ts';
+import { useSharedTestbed } from './harness.ts';
+import { SHARED_RUN_DIR } from './shared-testbed.ts';
 import { binaryPath } from '../../experiments/testbed/binaries.ts';
 import { RESERVATION_RESOURCE } from '../../scheduler-plugins/schedulability.ts';
 import { pollUntil, stopProcess, tailFile } from '../../experiments/testbed/processes.ts';
@@ -43,7 +44,7 @@ import {
   type K8sObject,
 } from '../../manifests/overlays.ts';
 
-const runDir = '/tmp/ulysses-it-manifests';
+const runDir = SHARED_RUN_DIR;
 const run = promisify(execFile);
 const KCM_CONTROLLERS = kcmControllersFromPatch();
 /** kube-controller-manager's names of the controllers Ulysses replaces. */
@@ -53,7 +54,7 @@ const CFG_PATH = '/apis/ulysses.io/v1alpha1/ulyssesconfigs';
 /** What the testbed cannot run without real nodes and the image: dry-run only. */
 const WORKLOAD_KINDS = new Set(['Deployment', 'DaemonSet']);
 
-const ctx = useTestbed(runDir, { realNodes: 0, kwokNodes: 2, controllers: KCM_CONTROLLERS });
+const ctx = useSharedTestbed('control-plane', { realNodes: 0, kwokNodes: 2, controllers: KCM_CONTROLLERS });
 const rendered = new Map<string, { yaml: string; objects: K8sObject[] }>();
 
 async function kubectl(args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }> {

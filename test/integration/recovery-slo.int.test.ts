@@ -11,7 +11,7 @@
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CoreV1Event, V1EndpointSlice, V1Pod } from '@kubernetes/client-node';
-import { useTestbed, observeRuntimeConfig } from './harness.ts';
+import { useSharedTestbed, observeRuntimeConfig } from './harness.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { applyDeployment, deployment, podReady, taintNoExecuteTimed, untaint, ECHO_PORT } from '../../experiments/workloads.ts';
 import { ResilientInformer } from '../../core/informer.ts';
@@ -21,9 +21,8 @@ import { recoveryHistogram, SLO_MISSED_REASON, sloRuntimeWatcher } from '../../c
 import { controllerManagerRuntimeWatcher } from '../../controller-manager/runtime.ts';
 import { REPORTING_CONTROLLER } from '../../controller-manager/manager.ts';
 
-const runDir = '/tmp/ulysses-it-recovery-slo';
 const ns = 'slo-it';
-const t = useTestbed(runDir, {
+const t = useSharedTestbed('real-nodes', {
   realNodes: 2,
   kwokNodes: 0,
   controllers: '*,-replicaset-controller,-deployment-controller,-taint-eviction-controller,-endpointslice-controller',

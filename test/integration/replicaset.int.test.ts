@@ -6,16 +6,15 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod, type V1ReplicaSet } from '@kubernetes/client-node';
-import { useTestbed } from './harness.ts';
+import { useSharedTestbed } from './harness.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { deployment } from '../../experiments/workloads.ts';
 import { ControllerManager } from '../../controller-manager/manager.ts';
 import { ResilientInformer } from '../../core/informer.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 
-const runDir = '/tmp/ulysses-it-replicaset';
 const ns = 'rs-it';
-const t = useTestbed(runDir, {
+const t = useSharedTestbed('real-nodes', {
   realNodes: 2,
   kwokNodes: 4,
   controllers: '*,-replicaset-controller',

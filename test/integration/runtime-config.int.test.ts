@@ -10,7 +10,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
-import { observeRuntimeConfig, useTestbed } from './harness.ts';
+import { observeRuntimeConfig, useSharedTestbed } from './harness.ts';
 import { ApfProbe, configMapsPath } from './apf-probe.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { deployment, taintNoExecute, untaint } from '../../experiments/workloads.ts';
@@ -24,10 +24,9 @@ import { controllerManagerRuntimeWatcher } from '../../controller-manager/runtim
 import { apfRuntimeWatcher } from '../../apf-configs/runtime.ts';
 import { EXEMPT_PRIORITY_LEVEL } from '../../apf-configs/flowschemas.ts';
 
-const runDir = '/tmp/ulysses-it-runtime-config';
 const ns = 'rtcfg-it';
 const CRIT = 'ulysses-critical';
-const t = useTestbed(runDir, {
+const t = useSharedTestbed('control-plane', {
   realNodes: 0,
   kwokNodes: 2,
   controllers: '*,-replicaset-controller,-taint-eviction-controller',

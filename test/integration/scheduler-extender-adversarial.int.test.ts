@@ -9,7 +9,8 @@
 import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
-import { useTestbed } from './harness.ts';
+import { useSharedTestbed } from './harness.ts';
+import { SHARED_RUN_DIR } from './shared-testbed.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
@@ -19,7 +20,7 @@ import { renderKubeSchedulerConfiguration } from '../../scheduler-plugins/extend
 import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
 import { reservationRequest, RT_ANNOTATION, RT_CORES_ANNOTATION } from '../../scheduler-plugins/schedulability.ts';
 
-const runDir = '/tmp/ulysses-it-sched-adversarial';
+const runDir = SHARED_RUN_DIR;
 const schedulerConfig = '/tmp/ulysses-it-sched-adversarial-kube-scheduler.yaml';
 const PORT = 20430;
 const ns = 'sched-adv';
@@ -30,7 +31,7 @@ writeFileSync(
   schedulerConfig,
   renderKubeSchedulerConfiguration({ kubeconfig: schedulerKubeconfigPath(runDir), extenderUrl: `http://127.0.0.1:${PORT}`, weight: 10, httpTimeout: '5s' }),
 );
-const t = useTestbed(runDir, { realNodes: 0, kwokNodes: CASES.length + 1, namespace: ns, schedulerConfig });
+const t = useSharedTestbed('control-plane', { realNodes: 0, kwokNodes: CASES.length + 1, namespace: ns, schedulerConfig });
 
 let core: CoreV1Api;
 let extender: ExtenderServer;

@@ -17,7 +17,8 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoordinationV1Api, type V1Pod } from '@kubernetes/client-node';
-import { useTestbed } from './harness.ts';
+import { useSharedTestbed } from './harness.ts';
+import { SHARED_RUN_DIR } from './shared-testbed.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { ResilientInformer } from '../../core/informer.ts';
 import { isAlive, pollUntil, startProcess, stopProcess, type TrackedProcess } from '../../experiments/testbed/processes.ts';
@@ -27,7 +28,7 @@ import { renderKubeSchedulerConfiguration } from '../../scheduler-plugins/extend
 import { reservationRequest } from '../../scheduler-plugins/schedulability.ts';
 import { ReadyForwarder } from '../extender-forwarder.ts';
 
-const runDir = '/tmp/ulysses-it-sched-extender-ha';
+const runDir = SHARED_RUN_DIR;
 const schedulerConfig = '/tmp/ulysses-it-sched-extender-ha-kube-scheduler.yaml';
 const FRONT = 20450; // the "Service": what kube-scheduler calls
 const PORTS = { 'ext-a': 20451, 'ext-b': 20452 } as const;
@@ -39,7 +40,7 @@ writeFileSync(
   schedulerConfig,
   renderKubeSchedulerConfiguration({ kubeconfig: schedulerKubeconfigPath(runDir), extenderUrl: `http://127.0.0.1:${FRONT}`, weight: 10, httpTimeout: '5s' }),
 );
-const t = useTestbed(runDir, { realNodes: 0, kwokNodes: 3, namespace: ns, schedulerConfig });
+const t = useSharedTestbed('control-plane', { realNodes: 0, kwokNodes: 3, namespace: ns, schedulerConfig });
 
 const NODES: Record<string, { labels?: Record<string, string>; annotations?: Record<string, string> }> = {
   'kwok-1': { labels: { 'ulysses.io/rt-scheduler': 'budget-period' }, annotations: { 'ulysses.io/rt-capacity': JSON.stringify({ cores: CORES }) } },

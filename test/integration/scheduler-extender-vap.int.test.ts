@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
-import { useTestbed } from './harness.ts';
+import { useSharedTestbed } from './harness.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { asExtenderClient, createExtenderManifests, refusal, unscheduledPod } from '../extender-admission.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
@@ -16,9 +16,8 @@ import { ensureNamespace } from '../../experiments/workloads.ts';
 import { ExtenderServer } from '../../scheduler-plugins/extender/server.ts';
 import type { ExtenderFilterResult } from '../../scheduler-plugins/extender/wire.ts';
 
-const runDir = '/tmp/ulysses-it-sched-vap';
 const ns = 'sched-vap';
-const t = useTestbed(runDir, { realNodes: 0, kwokNodes: 1, namespace: ns });
+const t = useSharedTestbed('control-plane', { realNodes: 0, kwokNodes: 1, namespace: ns });
 
 const pod = (name: string, annotations: Record<string, string> = {}) => unscheduledPod(ns, name, annotations);
 

@@ -10,7 +10,8 @@
 import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
-import { createAndWaitRefused as refusedIn, setAndObserve, useTestbed } from './harness.ts';
+import { createAndWaitRefused as refusedIn, setAndObserve, useSharedTestbed } from './harness.ts';
+import { SHARED_RUN_DIR } from './shared-testbed.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
@@ -24,7 +25,7 @@ import { extenderRuntimeWatcher } from '../../scheduler-plugins/extender/runtime
 import { BASE_ASSURANCE_ANNOTATION, NodeAssuranceUpdater } from '../../scheduler-plugins/assurance/updater.ts';
 import { AssuranceRescheduler } from '../../scheduler-plugins/assurance/rescheduler.ts';
 
-const runDir = '/tmp/ulysses-it-sched-extender';
+const runDir = SHARED_RUN_DIR;
 const schedulerConfig = '/tmp/ulysses-it-sched-extender-kube-scheduler.yaml';
 const PORT = 20410;
 const ns = 'sched-ext';
@@ -32,7 +33,7 @@ writeFileSync(
   schedulerConfig,
   renderKubeSchedulerConfiguration({ kubeconfig: schedulerKubeconfigPath(runDir), extenderUrl: `http://127.0.0.1:${PORT}`, weight: 10, httpTimeout: '5s' }),
 );
-const t = useTestbed(runDir, { realNodes: 0, kwokNodes: 6, namespace: ns, schedulerConfig });
+const t = useSharedTestbed('control-plane', { realNodes: 0, kwokNodes: 6, namespace: ns, schedulerConfig });
 
 const extenderConfig: ExtenderConfigInput = {
   listen: { host: '127.0.0.1', port: PORT },

@@ -32,7 +32,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, stringify } from 'yaml';
 import type { V1Pod } from '@kubernetes/client-node';
-import { useTestbed } from './harness.ts';
+import { useSharedTestbed } from './harness.ts';
+import { SHARED_RUN_DIR } from './shared-testbed.ts';
 import { ResilientInformer } from '../../core/informer.ts';
 import { KubeClient } from '../../core/kube.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
@@ -42,7 +43,7 @@ import { PORTS } from '../../experiments/testbed/controlplane.ts';
 import https from 'node:https';
 import { metricSamples } from '../../core/metrics.ts';
 
-const runDir = '/tmp/ulysses-it-sched-priority';
+const runDir = SHARED_RUN_DIR;
 const schedulerConfig = '/tmp/ulysses-it-sched-priority-kube-scheduler.yaml';
 const ns = 'sched-prio';
 const GATE_LABEL = 'ulysses.io/prio-test';
@@ -67,7 +68,7 @@ writeFileSync(
     podMaxBackoffSeconds: 1,
   }),
 );
-const t = useTestbed(runDir, { realNodes: 0, kwokNodes: 2, namespace: ns, schedulerConfig });
+const t = useSharedTestbed('control-plane', { realNodes: 0, kwokNodes: 2, namespace: ns, schedulerConfig });
 
 let client: KubeClient;
 let informer: ResilientInformer<V1Pod>;

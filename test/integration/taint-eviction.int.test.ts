@@ -6,16 +6,15 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod, type V1Toleration } from '@kubernetes/client-node';
-import { useTestbed } from './harness.ts';
+import { useSharedTestbed } from './harness.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 import { applyDeployment, deployment, podReady, taintNoExecute, udpFirstAnswer } from '../../experiments/workloads.ts';
 import { ResilientInformer } from '../../core/informer.ts';
 import { KWOK_ANNOTATION } from '../../experiments/testbed/kwok.ts';
 import { TEST_IMAGES } from '../../experiments/testbed/images/index.ts';
 
-const runDir = '/tmp/ulysses-it-taint';
 const ns = 'taint-it';
-const t = useTestbed(runDir, {
+const t = useSharedTestbed('real-nodes', {
   realNodes: 2,
   kwokNodes: 1,
   controllers: '*,-replicaset-controller,-taint-eviction-controller',

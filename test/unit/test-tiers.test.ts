@@ -9,6 +9,7 @@ const clusterLines = [
   JSON.stringify({ kind: 'local', runDir: '/tmp/a', at: 1, ms: 12_000, testFile: 'test/integration/b.int.test.ts' }),
   JSON.stringify({ kind: 'local', runDir: '/tmp/a', at: 2, ms: 8_000, testFile: 'test/integration/b.int.test.ts' }),
   JSON.stringify({ kind: 'kubeadm', runDir: '/tmp/k', at: 3, ms: 60_000, testFile: full }),
+  JSON.stringify({ kind: 'reused', runDir: '/tmp/s', at: 4, ms: 3_000, testFile: 'test/integration/b.int.test.ts' }),
   '',
 ].join('\n');
 const report: TimesReport = {
@@ -53,15 +54,15 @@ describe('the per-file time table', () => {
       ['test/integration/b.int.test.ts', 'ci', 'integration', 1, 60],
       ['test/unit/a.test.ts', 'ci', 'unit', 2, 1.5],
     ]);
-    expect(t[1]!.clusters).toEqual({ local: 2, kubeadm: 0, seconds: 20 });
-    expect(t[0]!.clusters).toEqual({ local: 0, kubeadm: 1, seconds: 60 });
+    expect(t[1]!.clusters).toEqual({ local: 2, kubeadm: 0, reused: 1, seconds: 23 });
+    expect(t[0]!.clusters).toEqual({ local: 0, kubeadm: 1, reused: 0, seconds: 60 });
   });
   it('renders one row per integration file, the unit project as one line, the totals and failures', () => {
     const table = renderTable(fileTimes(report), 'note');
-    expect(table).toContain('| b.int.test.ts | ci | 1 | 60 | 2 local | 20 |');
+    expect(table).toContain('| b.int.test.ts | ci | 1 | 60 | 2 local, 1 reused | 23 |');
     expect(table).toContain(`| ${full.replace('test/integration/', '')} | full | 3 | 400 | 1 kubeadm | 60 | 1 failed`);
     expect(table).toContain('| **unit project** (1 files) | ci | 2 | 2 | - | - |');
-    expect(table).toContain('Integration: 460 s in all, 60 s in the ci tier; 2 local and 1 kubeadm clusters started, 80 s starting them.');
+    expect(table).toContain('Integration: 460 s in all, 60 s in the ci tier; 2 local and 1 kubeadm clusters started, 1 shared testbeds reused, 83 s starting or resetting them.');
   });
   it('lists each failed test with its cause, and nothing when none failed', () => {
     expect(renderFailures(report)).toBe(`\nFailed tests:\n- ${full} > suite > the case\n  expected 1 to be 2\n    at test/integration/x.int.test.ts:3:5`);
