@@ -104,6 +104,9 @@ export function nodeResetPatch(n: V1Node, want: NodeMeta): object | null {
 interface Collection {
   path: string;
   resource: string;
+  deleteCollection?: boolean;
+  /** apps and batch: their controllers create pods */
+  createsPods?: boolean;
 }
 interface ApiResource {
   name: string;
@@ -135,20 +138,16 @@ async function resettableCollections(client: KubeClient): Promise<Collection[]> 
   return out;
 }
 
-/**
- * Every namespaced collection that can be listed and deleted, as a path with NAMESPACE in it: those
- * whose objects create pods (apps, batch) first.
- */
+/** Every namespaced collection that can be listed and deleted, as a path with NAMESPACE in it. */
 async function namespacedCollections(client: KubeClient): Promise<Collection[]> {
   const out: Collection[] = [];
   for (const base of await apiBases(client)) {
     for (const r of (await client.get<{ resources: ApiResource[] }>(base)).resources) {
       if (r.name.includes('/') || !r.namespaced || !r.verbs.includes('list') || !r.verbs.includes('delete')) continue;
-      out.push({ path: `${base}/namespaces/NAMESPACE/${r.name}`, resource: r.name });
+      out.push({ path: `${base}/namespaces/NAMESPACE/${r.name}`, resource: r.name, deleteCollection: r.verbs.includes('deletecollection'), createsPods: /^\/apis\/(apps|batch)\//.test(base) });
     }
   }
-  const first = (c: Collection) => (/^\/apis\/(apps|batch)\//.test(c.path) ? 0 : c.resource === 'pods' ? 1 : 2);
-  return out.sort((a, b) => first(a) - first(b));
+  return out;
 }
 
 async function apiBases(client: KubeClient): Promise<string[]> {
@@ -197,14 +196,20 @@ async function reset(state: testbed.TestbedState, meta: SharedMeta, opts: Shared
   const contents = new Map<string, string[]>();
   const emptyOut = async (ns: string): Promise<boolean> => {
     const found: string[] = [];
-    for (const c of inNamespace) {
+    const empty = async (c: Collection) => {
       const path = c.path.replace('NAMESPACE', ns);
+      const query = { gracePeriodSeconds: 0, propagationPolicy: c.resource === 'pods' ? undefined : 'Orphan' };
+      if (c.deleteCollection) await client.request('DELETE', path, { query }).catch(ignoreGone);
       for (const o of (await client.get<{ items: { metadata: { name: string; finalizers?: string[] } }[] }>(path)).items) {
         found.push(`${c.resource}/${o.metadata.name}`);
         if (o.metadata.finalizers?.length) await client.mergePatch(`${path}/${o.metadata.name}`, { metadata: { finalizers: null } }).catch(ignoreGone);
-        await client.request('DELETE', `${path}/${o.metadata.name}`, { query: { gracePeriodSeconds: 0, propagationPolicy: c.resource === 'pods' ? undefined : 'Orphan' } }).catch(ignoreGone);
+        if (!c.deleteCollection) await client.request('DELETE', `${path}/${o.metadata.name}`, { query }).catch(ignoreGone);
       }
-    }
+    };
+    // what creates pods first, then the rest side by side
+    const workloads = inNamespace.filter((c) => c.createsPods);
+    await Promise.all(workloads.map(empty));
+    await Promise.all(inNamespace.filter((c) => !c.createsPods).map(empty));
     contents.set(ns, found);
     return found.length === 0;
   };
