@@ -185,6 +185,23 @@ async function reset(state: testbed.TestbedState, meta: SharedMeta, opts: Shared
   const kc = testbed.kubeConfigFor(state);
   const client = new KubeClient(kc);
   const core = kc.makeApiClient(CoreV1Api);
+  // an apiserver an earlier file restarted may still be filling a watch cache (429): wait for it
+  let busy = '';
+  const collections = await pollUntil(
+    'the apiserver serving every collection a reset reads',
+    async () => {
+      try {
+        const cs = await resettableCollections(client);
+        await Promise.all(cs.map((c) => objectsOf(client, c)));
+        return cs;
+      } catch (err) {
+        if (!(err instanceof ApiError) || (err.statusCode !== 429 && err.statusCode !== 503)) throw err;
+        busy = err.message;
+        return undefined;
+      }
+    },
+    { timeoutMs: 60_000, intervalMs: 250, explain: () => busy },
+  );
 
   // the namespaces of earlier files, emptied here and finalized (what the namespace controller does,
   // without its 5 s wait for HA apiservers): workload controllers first so that nothing creates pods
@@ -232,7 +249,6 @@ async function reset(state: testbed.TestbedState, meta: SharedMeta, opts: Shared
   // cluster-scoped objects, those in default and kube-system's Leases that `up` did not leave, waited
   // for (a CustomResourceDefinition goes once its objects are gone)
   const before = new Set(meta.uids);
-  const collections = await resettableCollections(client);
   const newer = async () => (await Promise.all(collections.map(async (c) => (await objectsOf(client, c)).filter((o) => !before.has(o.uid) && !KEPT.has(`${c.resource}/${o.name}`)).map((o) => ({ ...o, c }))))).flat();
   for (const o of await newer()) {
     await client.request('DELETE', `${o.c.path}/${o.name}`, { query: o.c.resource === 'pods' ? { gracePeriodSeconds: 0 } : { propagationPolicy: 'Background' } }).catch(ignoreGone);
