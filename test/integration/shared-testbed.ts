@@ -155,9 +155,12 @@ async function apiBases(client: KubeClient): Promise<string[]> {
   return ['/api/v1', ...groups.groups.map((g) => `/apis/${g.preferredVersion.groupVersion}`)];
 }
 
-async function objectsOf(client: KubeClient, c: Collection): Promise<{ uid: string; name: string }[]> {
-  const list = await client.get<{ items: { metadata: { uid: string; name: string } }[] }>(c.path);
-  return list.items.map((o) => ({ uid: o.metadata.uid, name: o.metadata.name }));
+/** Every object of `collections`, each with its collection. */
+async function objectsIn(client: KubeClient, collections: readonly Collection[]): Promise<{ uid: string; name: string; c: Collection }[]> {
+  const lists = await Promise.all(
+    collections.map(async (c) => (await client.get<{ items: { metadata: { uid: string; name: string } }[] }>(c.path)).items.map((o) => ({ uid: o.metadata.uid, name: o.metadata.name, c }))),
+  );
+  return lists.flat();
 }
 
 const ignoreGone = (err: unknown) => {
@@ -168,8 +171,7 @@ const ignoreGone = (err: unknown) => {
 async function snapshot(state: testbed.TestbedState, shape: string): Promise<SharedMeta> {
   const kc = testbed.kubeConfigFor(state);
   const client = new KubeClient(kc);
-  const uids: string[] = [];
-  for (const c of await resettableCollections(client)) uids.push(...(await objectsOf(client, c)).map((o) => o.uid));
+  const uids = (await objectsIn(client, await resettableCollections(client))).map((o) => o.uid);
   const namespaces = (await kc.makeApiClient(CoreV1Api).listNamespace()).items.map((n) => n.metadata!.name!);
   const real = new Set(state.realNodes.map((n) => n.name));
   const nodes = (await kc.makeApiClient(CoreV1Api).listNode()).items.filter((n) => real.has(n.metadata!.name!));
@@ -192,7 +194,7 @@ async function reset(state: testbed.TestbedState, meta: SharedMeta, opts: Shared
     async () => {
       try {
         const cs = await resettableCollections(client);
-        await Promise.all(cs.map((c) => objectsOf(client, c)));
+        await objectsIn(client, cs);
         return cs;
       } catch (err) {
         if (!(err instanceof ApiError) || (err.statusCode !== 429 && err.statusCode !== 503)) throw err;
@@ -224,8 +226,7 @@ async function reset(state: testbed.TestbedState, meta: SharedMeta, opts: Shared
       }
     };
     // what creates pods first, then the rest side by side
-    const workloads = inNamespace.filter((c) => c.createsPods);
-    await Promise.all(workloads.map(empty));
+    await Promise.all(inNamespace.filter((c) => c.createsPods).map(empty));
     await Promise.all(inNamespace.filter((c) => !c.createsPods).map(empty));
     contents.set(ns, found);
     return found.length === 0;
@@ -249,7 +250,7 @@ async function reset(state: testbed.TestbedState, meta: SharedMeta, opts: Shared
   // cluster-scoped objects, those in default and kube-system's Leases that `up` did not leave, waited
   // for (a CustomResourceDefinition goes once its objects are gone)
   const before = new Set(meta.uids);
-  const newer = async () => (await Promise.all(collections.map(async (c) => (await objectsOf(client, c)).filter((o) => !before.has(o.uid) && !KEPT.has(`${c.resource}/${o.name}`)).map((o) => ({ ...o, c }))))).flat();
+  const newer = async () => (await objectsIn(client, collections)).filter((o) => !before.has(o.uid) && !KEPT.has(`${o.c.resource}/${o.name}`));
   for (const o of await newer()) {
     await client.request('DELETE', `${o.c.path}/${o.name}`, { query: o.c.resource === 'pods' ? { gracePeriodSeconds: 0 } : { propagationPolicy: 'Background' } }).catch(ignoreGone);
   }
@@ -343,6 +344,10 @@ export async function acquireSharedTestbed(opts: SharedTestbedOptions, log: (lin
     log(`shared testbed has another shape (${meta?.shape ?? 'none recorded'}, wanted ${shape}): bringing up a fresh one`);
   }
   await releaseSharedTestbed(log);
+  // `down` keeps the logs, and a component started again appends to its log: the earlier testbed's
+  // logs go aside (removed by the next `down`), so a file reads only its own components' lines
+  const logs = join(SHARED_RUN_DIR, 'logs');
+  if (existsSync(logs)) renameSync(logs, `${logs}-until-${Date.now()}`);
   // kwok always runs (a later file of the family may want KWOK nodes); the nodes are the file's
   const fresh = await testbed.up({ ...opts, runDir: SHARED_RUN_DIR, kwokNodes: Math.max(opts.kwokNodes ?? 0, 1) });
   if (!opts.kwokNodes) await testbed.kubeConfigFor(fresh).makeApiClient(CoreV1Api).deleteNode({ name: 'kwok-1' });
