@@ -444,21 +444,14 @@ export async function restartComponent(name: 'kube-apiserver', opts: { runDir?: 
  * absent, as `up` writes it). Resolves once its /healthz answers.
  */
 export async function restartControllerManager(controllers: string, runDir = defaultRunDir(), extraArgs?: readonly string[]): Promise<TrackedProcess> {
-  const state = readState(runDir);
-  const old = state?.processes.find((p) => p.name === 'kube-controller-manager');
-  if (!state || !old) throw new Error(`no kube-controller-manager tracked in the testbed of ${runDir}`);
-  const extra = [...(extraArgs ?? state.options.kcmExtraArgs ?? [])];
-  const bad = extra.filter((a) => !/^--[a-z0-9-]+=/.test(a) || a.startsWith('--controllers='));
-  if (bad.length) throw new Error(`kube-controller-manager extra flags: ${bad.join(' ')} (each --name=value, not --controllers)`);
-  await stopProcess(old.pid, 10_000);
-  const cp = controlPlaneOptions(runDir, pkiPaths(join(runDir, 'pki')), controllers, old.cpus, state.options.schedulerConfig, state.options.auditNamespaces, state.options.apiservers, extra);
-  const p = await startControllerManager(cp);
-  replaceTracked(runDir, old.name, p, (s) => {
-    s.options.controllers = controllers;
-    if (extra.length) s.options.kcmExtraArgs = extra;
-    else delete s.options.kcmExtraArgs;
+  return restartControlPlaneProcess('kube-controller-manager', runDir, startControllerManager, (o) => {
+    const extra = [...(extraArgs ?? o.kcmExtraArgs ?? [])];
+    const bad = extra.filter((a) => !/^--[a-z0-9-]+=/.test(a) || a.startsWith('--controllers='));
+    if (bad.length) throw new Error(`kube-controller-manager extra flags: ${bad.join(' ')} (each --name=value, not --controllers)`);
+    o.controllers = controllers;
+    if (extra.length) o.kcmExtraArgs = extra;
+    else delete o.kcmExtraArgs;
   });
-  return p;
 }
 
 /**
@@ -466,16 +459,31 @@ export async function restartControllerManager(controllers: string, runDir = def
  * other flag as `up` gave it; the config goes into state.json. Resolves once its /healthz answers.
  */
 export async function restartScheduler(schedulerConfig: string | undefined, runDir = defaultRunDir()): Promise<TrackedProcess> {
-  const state = readState(runDir);
-  const old = state?.processes.find((p) => p.name === 'kube-scheduler');
-  if (!state || !old) throw new Error(`no kube-scheduler tracked in the testbed of ${runDir}`);
-  await stopProcess(old.pid, 10_000);
-  const cp = controlPlaneOptions(runDir, pkiPaths(join(runDir, 'pki')), state.options.controllers, old.cpus, schedulerConfig, state.options.auditNamespaces, state.options.apiservers, state.options.kcmExtraArgs);
-  const p = await startScheduler(cp);
-  replaceTracked(runDir, old.name, p, (s) => {
-    if (schedulerConfig) s.options.schedulerConfig = schedulerConfig;
-    else delete s.options.schedulerConfig;
+  return restartControlPlaneProcess('kube-scheduler', runDir, startScheduler, (o) => {
+    if (schedulerConfig) o.schedulerConfig = schedulerConfig;
+    else delete o.schedulerConfig;
   });
+}
+
+/**
+ * Stops the tracked control-plane process `name` and starts it again with the testbed's options as
+ * `change` leaves them (a change that throws stops nothing); the process and the options go into
+ * state.json.
+ */
+async function restartControlPlaneProcess(
+  name: 'kube-controller-manager' | 'kube-scheduler',
+  runDir: string,
+  start: (cp: ControlPlaneOptions) => Promise<TrackedProcess>,
+  change: (options: TestbedState['options']) => void,
+): Promise<TrackedProcess> {
+  const state = readState(runDir);
+  const old = state?.processes.find((p) => p.name === name);
+  if (!state || !old) throw new Error(`no ${name} tracked in the testbed of ${runDir}`);
+  const o = structuredClone(state.options);
+  change(o);
+  await stopProcess(old.pid, 10_000);
+  const p = await start(controlPlaneOptions(runDir, pkiPaths(join(runDir, 'pki')), o.controllers, old.cpus, o.schedulerConfig, o.auditNamespaces, o.apiservers, o.kcmExtraArgs));
+  replaceTracked(runDir, name, p, (s) => (s.options = o));
   return p;
 }
 
