@@ -179,7 +179,7 @@ experiment
   .option('--kwok-nodes <n>', 'scale run: a local testbed of this many KWOK nodes only (control plane only, no UDP client, no kubelet pacing)', int('--kwok-nodes'))
   .option('--kwok-sources <n>', 'with --kwok-nodes: KWOK nodes that fail (kwok-1..kwok-N); the destinations are the next --dn nodes', int('--kwok-sources'), 10)
   .option('--shim-policies <list>', 'kubelet policy comparison (thesis Fig 6.5): run each configuration with each kubelet-shim policy, e.g. vanilla,fixed,exponential-decay (or name=config.yaml)', list)
-  .option('--scenario <name>', 'failover, or 5g: UPF stand-in (UDP echo) + multi-service low-priority app (thesis §6.1.2)', 'failover')
+  .option('--scenario <name>', 'failover (the critical pod a UDP echo), or 5g: eUPF with PFCP/GTP-U stand-ins on this machine (connection restored) + multi-service low-priority app (thesis §6.1.2)', 'failover')
   .option(
     '--failure <mode>',
     'how the source node fails: taint (the harness taints it NoExecute at t = 0; default) or frozen-node (every process of it stopped at t = 0, no taint written: the cluster finds the failure itself; local or kubeadm testbed); overrides the profile',

@@ -9,10 +9,11 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { V1Deployment, V1Service } from '@kubernetes/client-node';
+import type { V1Deployment, V1Pod, V1Service, V1Toleration } from '@kubernetes/client-node';
 import { cacheDir } from '../testbed/binaries.ts';
 import { writeOciImageTar, type OciFile } from '../testbed/images/oci.ts';
 import type { BuiltImage } from '../testbed/images/index.ts';
+import { importImages } from '../testbed/realnode.ts';
 import { CRITICALITY_LABEL } from '../../core/criticality.ts';
 import { progressLog } from '../../core/logging.ts';
 
@@ -87,6 +88,18 @@ export interface EupfOptions {
   name?: string;
   /** the nodes it may run on (kubernetes.io/hostname), default any */
   nodes?: string[];
+  /** more labels on the Deployment, its pods and the Service (e.g. the harness' experiment label) */
+  labels?: Record<string, string>;
+  tolerations?: V1Toleration[];
+  /** the interface eUPF attaches XDP to (N3 and N6), default the pod's eth0 */
+  iface?: string;
+}
+
+/** The image built (or taken from the cache) and imported into each node's containerd (their CRI sockets). */
+export async function importEupfImage(sockets: readonly string[], log: (line: string) => void = progressLog): Promise<BuiltImage> {
+  const image = await buildEupfImage(cacheDir(), log);
+  for (const socket of sockets) await importImages(socket, [image.tar]);
+  return image;
 }
 
 /**
@@ -97,7 +110,7 @@ export interface EupfOptions {
  */
 export function eupfDeployment(o: EupfOptions): V1Deployment {
   const name = o.name ?? 'upf';
-  const labels = { app: name, [CRITICALITY_LABEL]: 'high' };
+  const labels = { ...o.labels, app: name, [CRITICALITY_LABEL]: 'high' };
   const podIp = '$(POD_IP)';
   return {
     apiVersion: 'apps/v1',
@@ -111,6 +124,7 @@ export function eupfDeployment(o: EupfOptions): V1Deployment {
         metadata: { labels },
         spec: {
           terminationGracePeriodSeconds: 5,
+          ...(o.tolerations?.length ? { tolerations: o.tolerations } : {}),
           ...(o.nodes
             ? { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: o.nodes }] }] } } } }
             : {}),
@@ -119,9 +133,11 @@ export function eupfDeployment(o: EupfOptions): V1Deployment {
               name: 'eupf',
               image: EUPF_IMAGE,
               imagePullPolicy: 'Never',
-              args: ['--iface', 'eth0', '--attach', 'generic', '--paddr', `${podIp}:${EUPF_PORTS.pfcp}`, '--nodeid', podIp, '--n3addr', podIp, '--aaddr', `0.0.0.0:${EUPF_PORTS.api}`, '--maddr', `0.0.0.0:${EUPF_PORTS.metrics}`, '--config', '/nonexistent'],
+              args: ['--iface', o.iface ?? 'eth0', '--attach', 'generic', '--paddr', `${podIp}:${EUPF_PORTS.pfcp}`, '--nodeid', podIp, '--n3addr', podIp, '--aaddr', `0.0.0.0:${EUPF_PORTS.api}`, '--maddr', `0.0.0.0:${EUPF_PORTS.metrics}`, '--config', '/nonexistent'],
               env: [{ name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } }],
               securityContext: { privileged: true },
+              // a failed start (XDP attach, bpffs mount) puts eUPF's last log lines in the container's status
+              terminationMessagePolicy: 'FallbackToLogsOnError',
               ports: [
                 { name: 'pfcp', containerPort: EUPF_PORTS.pfcp, protocol: 'UDP' },
                 { name: 'gtpu', containerPort: EUPF_PORTS.gtpu, protocol: 'UDP' },
@@ -146,7 +162,7 @@ export function eupfService(o: EupfOptions): V1Service {
   return {
     apiVersion: 'v1',
     kind: 'Service',
-    metadata: { name, namespace: o.namespace },
+    metadata: { name, namespace: o.namespace, ...(o.labels ? { labels: o.labels } : {}) },
     spec: {
       selector: { app: name },
       ports: [
@@ -155,4 +171,17 @@ export function eupfService(o: EupfOptions): V1Service {
       ],
     },
   };
+}
+
+/**
+ * Why an eUPF pod cannot run, from its container's status: eUPF exited with an error (a failed XDP
+ * attach, a bpffs mount, a bad flag), with the last lines it logged (terminationMessagePolicy
+ * FallbackToLogsOnError); undefined while it runs or has not started yet.
+ */
+export function eupfStartProblem(pod: V1Pod): string | undefined {
+  const c = pod.status?.containerStatuses?.find((s) => s.name === 'eupf');
+  const t = c?.state?.terminated ?? c?.lastState?.terminated;
+  if (!t || t.exitCode === 0) return undefined;
+  const lines = (t.message ?? '').trim().split('\n').filter(Boolean).slice(-5);
+  return `eUPF in pod ${pod.metadata?.namespace}/${pod.metadata?.name} on ${pod.spec?.nodeName ?? '?'} exited with ${t.exitCode}${t.reason ? ` (${t.reason})` : ''}${lines.length ? `: ${lines.join(' | ')}` : ''}`;
 }

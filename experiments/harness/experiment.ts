@@ -90,9 +90,11 @@ export interface RunConditions {
   quietBeforeFailureMs?: number;
   /** how the source node fails (profile failure, --failure; absent in results.jsonl = taint) */
   failure?: FailureMode;
+  /** scenario 5g: the UPF (eupf; absent in results.jsonl = the UDP echo stand-in of older runs) */
+  userPlane?: 'eupf';
 }
 
-type ConditionFields = Pick<RepResult, 'clientRateLimit' | 'scenario' | 'pinnedCpus' | 'criticalPathHoldMs' | 'sourceFreeze' | 'minCriticalAgeMs' | 'quietBeforeFailureMs' | 'failure'>;
+type ConditionFields = Pick<RepResult, 'clientRateLimit' | 'scenario' | 'pinnedCpus' | 'criticalPathHoldMs' | 'sourceFreeze' | 'minCriticalAgeMs' | 'quietBeforeFailureMs' | 'failure' | 'userPlane'>;
 
 /** The fields a results line carries for these conditions (only the non-default ones). */
 export function conditionFields(c: RunConditions = {}): ConditionFields {
@@ -105,6 +107,7 @@ export function conditionFields(c: RunConditions = {}): ConditionFields {
     ...(c.minCriticalAgeMs ? { minCriticalAgeMs: c.minCriticalAgeMs } : {}),
     ...(c.quietBeforeFailureMs ? { quietBeforeFailureMs: c.quietBeforeFailureMs } : {}),
     ...(c.failure && c.failure !== 'taint' ? { failure: c.failure } : {}),
+    ...(c.userPlane ? { userPlane: c.userPlane } : {}),
   };
 }
 
@@ -114,7 +117,7 @@ export function conditionMismatch(existing: readonly RepResult[], c: RunConditio
   const other = existing.find((r) => JSON.stringify(conditionFields(r)) !== want);
   if (!other) return undefined;
   const show = (f: ConditionFields) =>
-    `client rate limit ${f.clientRateLimit === false ? 'off' : 'on'}, scenario ${f.scenario ?? 'failover'}${f.pinnedCpus ? ', CPUs pinned' : ''}${f.criticalPathHoldMs ? `, critical-path hold ${f.criticalPathHoldMs} ms` : ''}${f.sourceFreeze ? `, source freeze ${f.sourceFreeze}` : ''}${f.minCriticalAgeMs ? `, critical pod at least ${f.minCriticalAgeMs} ms old at t = 0` : ''}${f.quietBeforeFailureMs ? `, ${f.quietBeforeFailureMs} ms quiet before t = 0` : ''}${f.failure ? `, failure ${f.failure}` : ''}`;
+    `client rate limit ${f.clientRateLimit === false ? 'off' : 'on'}, scenario ${f.scenario ?? 'failover'}${f.scenario === '5g' ? ` (UPF: ${f.userPlane ?? 'UDP echo stand-in'})` : ''}${f.pinnedCpus ? ', CPUs pinned' : ''}${f.criticalPathHoldMs ? `, critical-path hold ${f.criticalPathHoldMs} ms` : ''}${f.sourceFreeze ? `, source freeze ${f.sourceFreeze}` : ''}${f.minCriticalAgeMs ? `, critical pod at least ${f.minCriticalAgeMs} ms old at t = 0` : ''}${f.quietBeforeFailureMs ? `, ${f.quietBeforeFailureMs} ms quiet before t = 0` : ''}${f.failure ? `, failure ${f.failure}` : ''}`;
   return `it holds repetitions run with ${show(other)}, this run is ${show(conditionFields(c))}: use another --out`;
 }
 

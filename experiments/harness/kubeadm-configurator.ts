@@ -65,6 +65,7 @@ import { runExperiment } from './experiment.ts';
 import * as kubeadm from '../testbed/kubeadm.ts';
 import { binaryPath } from '../testbed/binaries.ts';
 import { buildUlyssesImage, importUlyssesImage } from '../testbed/ulysses-image.ts';
+import { importEupfImage } from '../5g/eupf.ts';
 import { ULYSSES_IMAGE_PREREQUISITES, ensurePrerequisites } from '../testbed/prerequisites.ts';
 import { downCommand } from '../testbed/run-dir.ts';
 import { procPids } from './cpu-window.ts';
@@ -512,7 +513,9 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
   let failed = true;
   const end = () => kubeadmRunEnd({ broughtUpTestbed: broughtUp !== undefined, failed, keepTestbed: o.keepTestbed });
   try {
-    const target = o.cluster ? await clusterSetup(o.cluster, maxDn) : await testbedSetup(o.kubeadmRunDir, maxDn, log, (runDir) => (broughtUp = runDir));
+    // 5g: the user plane's stand-ins run on this machine and reach the UPF pod's IP, as on the testbed's host
+    if (o.scenario === '5g' && o.cluster) throw new Error('--scenario 5g runs the SMF, gNB and data network on this machine, which must reach the pod IPs: the kubeadm testbed (--kubeadm), not --kubeconfig with --node-shell');
+    const target = o.cluster ? await clusterSetup(o.cluster, maxDn) : await testbedSetup(o.kubeadmRunDir, maxDn, log, (runDir) => (broughtUp = runDir), o.scenario === '5g');
     const kc = target.kc;
     const installOptions: InstallOptions = {
       kubeconfig: target.kubeconfigFile,
@@ -643,7 +646,7 @@ async function clusterSetup(c: KubeadmClusterTarget, maxDn: number): Promise<Kub
 }
 
 /** The kubeadm testbed in `runDir`, brought up (`broughtUp` told its run dir) when none is; the image imported. */
-async function testbedSetup(runDir: string | undefined, maxDn: number, log: (l: string) => void, broughtUp: (runDir: string) => void): Promise<KubeadmTarget> {
+async function testbedSetup(runDir: string | undefined, maxDn: number, log: (l: string) => void, broughtUp: (runDir: string) => void, withEupf = false): Promise<KubeadmTarget> {
   let state = kubeadm.readKubeadmState(runDir);
   // what the image needs from the host, checked before minutes of bringing a cluster up
   ensurePrerequisites(ULYSSES_IMAGE_PREREQUISITES, { log });
@@ -659,6 +662,7 @@ async function testbedSetup(runDir: string | undefined, maxDn: number, log: (l: 
   const kc = kubeadm.kubeConfigForKubeadm(state);
   const img = await buildUlyssesImage({ log: () => undefined });
   await importUlyssesImage(img.tar, state.nodes.map((n) => n.spec.socket));
+  if (withEupf) await importEupfImage(state.nodes.map((n) => n.spec.socket), log);
   const s = state;
   const audited = state.auditNamespaces?.includes(CRITICAL_NAMESPACE) ?? false;
   return {

@@ -40,6 +40,7 @@ import { auditLogTracer, type ApiTrace } from './api-trace.ts';
 import { auditLogPath } from '../testbed/controlplane.ts';
 import { CpuWindowProbe, MachineCpuAudit, processState, procPids } from './cpu-window.ts';
 import { UPF_NAME, type NodeFailure, type Topology } from './scenario.ts';
+import { importEupfImage } from '../5g/eupf.ts';
 import { SHIM_POLICY_NAME, UPSTREAM_TUNED, isStockConfig, type EventName, type ScenarioName } from './results.ts';
 import { ensureRuntimeConfigCrd } from '../../core/runtime-config.ts';
 import { SOURCE_FREEZES, failureFreezeConflict, parseFailureMode, type FailureMode } from './profile.ts';
@@ -443,7 +444,8 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     throw new Error(`configuration ${stock.join(', ')} (stock Kubernetes) needs a cluster whose components the harness can switch: the local testbed with real nodes, or a kubeadm cluster (--kubeadm, --kubeconfig of the kubeadm testbed, or --kubeconfig with --node-shell)`);
   if (withUpstream && o.plan.shimPolicies?.length) throw new Error(`--shim-policies: configuration ${stock.join(', ')} has no kubelet-shim (compare the policies among configurations 1..5)`);
   if (o.plan.shimPolicies?.length && o.kwokNodes) throw new Error('--shim-policies compares kubelet pacing: KWOK nodes have no kubelet-shim');
-  if (o.scenario === '5g' && o.kwokNodes) throw new Error('--scenario 5g needs real nodes (the UPF stand-in is probed over UDP)');
+  if (o.scenario === '5g' && (o.kwokNodes || o.kubeconfig))
+    throw new Error(`--scenario 5g runs eUPF on real nodes and the SMF, gNB and data network on this machine, which must reach the pod IPs: the local testbed with real nodes or the kubeadm testbed, not ${o.kwokNodes ? '--kwok-nodes' : '--kubeconfig'}`);
   const maxDn = Math.max(...o.plan.dns);
   const freeze = sourceFreeze(o.freezeSource); // a bad value is an error before anything starts
   const mode = failureMode(o);
@@ -497,6 +499,7 @@ export async function runFailoverExperiment(o: FailoverExperimentOptions) {
     await ensureRuntimeConfigCrd(new KubeClient(kc));
     topology = testbedTopology;
     shimNodes = async () => state.realNodes.map((n) => n.name);
+    if (o.scenario === '5g') await importEupfImage(state.realNodes.map((n) => n.socket), (l) => o.progress?.log(l));
     if (mode === 'frozen-node') failure = testbedStoppedNode(runDir);
     else if (freeze !== 'none') failure = testbedFrozenNode(runDir, freeze);
     nodeTrace = shimLogTracer(state.realNodes.map((n) => join(n.dir, 'kubelet-shim.log')), CRITICAL_NAMESPACE);
@@ -609,8 +612,9 @@ export function failoverRunOptions(o: FailoverExperimentOptions, sourceFreeze: S
     repTimeoutMs: o.repTimeoutMs ?? (failure === 'frozen-node' ? FROZEN_NODE_REP_TIMEOUT_MS : undefined),
     progress: o.progress,
     scenario: o.scenario,
+    ...(o.scenario === '5g' ? { userPlaneDir: join(o.out, 'user-plane') } : {}),
     ...(failure === 'frozen-node' ? { failureMode: failure } : {}),
-    conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, pinnedCpus: o.pinCpus, criticalPathHoldMs: o.criticalPathHoldMs ?? DEFAULT_CRITICAL_PATH_HOLD_MS, minCriticalAgeMs: o.minCriticalAgeMs, quietBeforeFailureMs: o.quietBeforeFailureMs, sourceFreeze, failure },
+    conditions: { clientRateLimit: o.clientRateLimit, scenario: o.scenario, ...(o.scenario === '5g' ? { userPlane: 'eupf' as const } : {}), pinnedCpus: o.pinCpus, criticalPathHoldMs: o.criticalPathHoldMs ?? DEFAULT_CRITICAL_PATH_HOLD_MS, minCriticalAgeMs: o.minCriticalAgeMs, quietBeforeFailureMs: o.quietBeforeFailureMs, sourceFreeze, failure },
     neutralSetup: o.neutralSetup,
     warmup: o.warmup,
   };
@@ -647,7 +651,7 @@ export async function thawOnInterrupt<T>(failure: NodeFailure | undefined, sourc
 }
 
 export function experimentTitle(o: Pick<FailoverExperimentOptions, 'plan' | 'clientRateLimit' | 'scenario'>): string {
-  const parts = [o.scenario === '5g' ? '5G failover (thesis §6.1.2; UPF = UDP echo stand-in)' : o.plan.shimPolicies?.length ? 'Kubelet policy comparison (thesis §6.1, Fig 6.5)' : 'Failover experiment (thesis §4.3.2, Table 6.1)'];
+  const parts = [o.scenario === '5g' ? '5G failover (thesis §6.1.2; UPF = eUPF, PFCP and GTP-U from stand-ins)' : o.plan.shimPolicies?.length ? 'Kubelet policy comparison (thesis §6.1, Fig 6.5)' : 'Failover experiment (thesis §4.3.2, Table 6.1)'];
   if (o.clientRateLimit === false) parts.push('rate limiting off');
   return parts.join(', ');
 }
@@ -671,7 +675,7 @@ export function runNotes(o: Pick<FailoverExperimentOptions, 'plan' | 'clientRate
     );
   if (o.scenario === '5g')
     notes.push(
-      `5G scenario on the testbed: the critical "UPF" is the UDP echo stand-in (Deployment/Service ${UPF_NAME} in ${CRITICAL_NAMESPACE}), not Open5GS; the low-priority load is a multi-service app (Deployments of 2 pods named after train-ticket services, each with its own Service); the Open5GS UPF + UERANSIM manifests for real clusters are in experiments/5g/`,
+      `5G scenario: the UPF is eUPF v0.7.1 (Deployment/Service ${UPF_NAME} in ${CRITICAL_NAMESPACE}; real: PFCP, GTP-U, XDP forwarding), Ready through its health API; on the host, stand-ins for the SMF (PFCP association and one session, the UPF found through the Service's EndpointSlice, re-established on the new UPF with the same UE IP and TEIDs), the gNB/UE (uplink G-PDUs every 20 ms; N2 stands in as a UDP message from the SMF) and the data network (a UDP echo; N6 routing as a host route to the UE pool via the UPF pod, set by the SMF). Connection restored: the first downlink GTP-U reply through the new UPF. Not real: AMF, NAS/NGAP, UE registration, the SMF's control logic. The low-priority load is a multi-service app (Deployments of 2 pods named after train-ticket services, each with its own Service)`,
     );
   return notes;
 }

@@ -46,6 +46,11 @@ export async function writeOutputs(dir: string, log: (l: string) => void = () =>
   const heaviest = Math.max(...index.podsPerNode);
   const panels = index.dns.map((dn) => ({ dn, podsPerNode: heaviest }));
   figures.push({ file: 'fig6.5-ready', caption: `Fig 6.5 style: distribution of Prio ready (solid) and Last ready (dashed) at ${heaviest} pods/node`, svg: fig65Svg(results, panels, undefined, origin) });
+  // scenario 5g (thesis Fig 6.6: the UPF's events and connection restored)
+  if (results.some((r) => r.events.connectionRestored != null)) {
+    figures.push({ file: 'fig6.1-connectionRestored', caption: 'Fig 6.1 style: connection restored (first GTP-U reply through the new UPF) vs pods per destination node (median, p25-p75)', svg: fig61Svg(index, 'connectionRestored', origin) });
+    figures.push({ file: 'fig6.6-upf', caption: `Fig 6.6 style: distribution of UPF ready (solid) and connection restored (dashed) at ${heaviest} pods/node`, svg: fig65Svg(results, panels, ['prioReady', 'connectionRestored'], origin) });
+  }
   if (results.some((r) => r.podReady?.length))
     figures.push({ file: 'fig6.5-pod-ready', caption: `Fig 6.5: distribution of the ready times of every moved pod (all repetitions) at ${heaviest} pods/node`, svg: figPodReadySvg(results, panels, origin) });
 

@@ -3,7 +3,7 @@
  * configuration 1 in the same run, the critical-path inflation T(load)/T(idle), and the issue's
  * targets (thesis §6.1: config 5 cuts the critical orchestration time and keeps it flat under load).
  */
-import { DETECTION_EVENTS, EVENT_LABELS, SERVICE_EVENT, STOCK_CONFIG_IDS, UPSTREAM, UPSTREAM_TUNED, cellKey, isStockConfig, compareConfigurations, configKey, configLabel, parseConfigKey, resultEvents, type Cell, type ConfigId, type ConfigKey, type EventName, type RepResult } from './results.ts';
+import { DETECTION_EVENTS, EVENT_LABELS, SERVICE_EVENT, USER_PLANE_EVENTS, STOCK_CONFIG_IDS, UPSTREAM, UPSTREAM_TUNED, cellKey, isStockConfig, compareConfigurations, configKey, configLabel, parseConfigKey, resultEvents, type Cell, type ConfigId, type ConfigKey, type EventName, type RepResult } from './results.ts';
 import { SummaryIndex, bootstrapMedianRatio, cellValues, quantile, ratio, type SummaryRow } from './stats.ts';
 import { formatOutside, sharedMachine, type RepCpu } from './cpu-window.ts';
 import { API_PATH_LABELS, API_PATH_PARTS, criticalApiPath } from './api-trace.ts';
@@ -141,6 +141,8 @@ export function renderReport(results: readonly RepResult[], rows: readonly Summa
 
   const upstream = upstreamTable(results, index);
   if (upstream) out.push('', upstream);
+  const userPlane = userPlaneTable(results, index);
+  if (userPlane) out.push('', userPlane);
   const fidelity = fidelityTable(results, index);
   if (fidelity) out.push('', fidelity);
   const { cell, checks } = checkTargets(index, meta.inflationTargets, results);
@@ -440,6 +442,40 @@ export function recoveryMetricTable(results: readonly RepResult[]): string | und
   return lines.join('\n');
 }
 
+/** Scenario 5g (issue 41): connection restored no later than this after the UPF pod is Ready, median over repetitions. */
+export const MAX_RESTORED_AFTER_READY_S = 0.2;
+
+/**
+ * Scenario 5g: per configuration and cell, the median of connection restored − UPF ready (each
+ * repetition's own difference: what the user plane adds once Kubernetes has the pod Ready) against
+ * its limit, and the median of PFCP association − UPF ready.
+ */
+export function userPlaneTable(results: readonly RepResult[], index: SummaryIndex): string | undefined {
+  if (!results.some((r) => r.events.connectionRestored !== undefined)) return undefined;
+  const med = (v: number[]) => {
+    const a = [...v].sort((p, q) => p - q);
+    return a.length ? (a.length % 2 ? a[(a.length - 1) / 2]! : (a[a.length / 2 - 1]! + a[a.length / 2]!) / 2) : null;
+  };
+  const lines = [
+    '## User plane after the UPF pod is Ready (scenario 5g)',
+    '',
+    `Medians over repetitions of each one's own difference, seconds. Target: connection restored within ${MAX_RESTORED_AFTER_READY_S} s of UPF ready.`,
+    '',
+    '| DN, pods/node | configuration | n | PFCP association − UPF ready | connection restored − UPF ready | |',
+    '|---|---|---:|---:|---:|---|',
+  ];
+  for (const c of cellsOf(index))
+    for (const k of index.configs) {
+      const cell = { ...c, ...parseConfigKey(k) };
+      const rs = results.filter((r) => cellKey(r) === cellKey(cell));
+      const diff = (e: EventName) => rs.flatMap((r) => (r.events[e] != null && r.events.prioReady != null ? [r.events[e]! - r.events.prioReady] : []));
+      const restored = med(diff('connectionRestored'));
+      const verdict = restored === null ? 'n/a' : restored <= MAX_RESTORED_AFTER_READY_S ? 'met' : '**missed**';
+      if (rs.length) lines.push(`| DN ${c.dn}, ${c.podsPerNode} | ${k} | ${diff('connectionRestored').length} | ${s(med(diff('upfAssociation')), 3)} | ${s(restored, 3)} | ${verdict} |`);
+    }
+  return lines.join('\n');
+}
+
 /** Configuration 1 differs from upstream by more than this on Prio ready or Last ready: it is not stock Kubernetes. */
 export const FIDELITY_LIMIT = 0.15;
 
@@ -448,7 +484,9 @@ function upstreamEvents(index: SummaryIndex): EventName[] {
   const withService = index.rows.some((r) => r.event === SERVICE_EVENT && r.median !== null);
   // failure frozen-node: how long the cluster took to find the failure comes first
   const detection = DETECTION_EVENTS.filter((e) => index.rows.some((r) => r.event === e));
-  return [...detection, 'prioScheduled', 'prioReady', 'prioUp', ...(withService ? [SERVICE_EVENT] : []), 'prioEndpointReady', 'lastReady'] as EventName[];
+  // scenario 5g: the user plane's protocol events after the pod's
+  const userPlane = USER_PLANE_EVENTS.filter((e) => index.rows.some((r) => r.event === e && r.median !== null));
+  return [...detection, 'prioScheduled', 'prioReady', 'prioUp', ...(withService ? [SERVICE_EVENT] : []), 'prioEndpointReady', ...userPlane, 'lastReady'] as EventName[];
 }
 
 const ci = (v: [number, number] | null | undefined) => (v ? `${v[0].toFixed(2)}–${v[1].toFixed(2)}x` : '–');
@@ -501,7 +539,7 @@ export function upstreamTable(results: readonly RepResult[], index: SummaryIndex
           const verdict = measured === null ? 'n/a' : (ok(measured) ? 'met' : '**missed**') + (interval && ok(interval[0]) !== ok(interval[1]) ? ' (inconclusive)' : '');
           lines.push(`| ${dn} | ${what} | ${measured === null ? '–' : v(measured)} | ${interval ? `${v(interval[0])}–${v(interval[1])}` : '–'} | ${limit} | ${verdict} |`);
         };
-        for (const e of ['prioReady', 'prioUp', ...(upstreamEvents(index).includes(SERVICE_EVENT) ? [SERVICE_EVENT] : [])] as EventName[]) {
+        for (const e of ['prioReady', 'prioUp', ...upstreamEvents(index).filter((x) => x === SERVICE_EVENT || x === 'connectionRestored')] as EventName[]) {
           const r = ratio(index.median(five, e), index.median(up, e));
           const iv = bootstrapMedianRatio(cellValues(results, five, e), cellValues(results, up, e));
           row(`${EVENT_LABELS[e]}: reduction of config 5 vs ${b}`, r === null ? null : 1 - r, iv && [1 - iv[1], 1 - iv[0]], `>= ${TARGETS.criticalReduction * 100}%`, (v) => v >= TARGETS.criticalReduction, true);

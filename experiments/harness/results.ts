@@ -24,8 +24,16 @@ export const SERVICE_EVENT = 'prioUpService' as const;
  */
 export const DETECTION_EVENTS = ['detected', 'taint'] as const;
 export type DetectionEventName = (typeof DETECTION_EVENTS)[number];
-export type EventName = (typeof EVENTS)[number] | typeof SERVICE_EVENT | DetectionEventName;
-export type FailoverEvents = Record<(typeof EVENTS)[number], number | null> & { prioUpService?: number | null } & Partial<Record<DetectionEventName, number | null>>;
+/**
+ * The 5G user plane's protocol events (scenario 5g, experiments/5g/user-plane.ts; absent otherwise), each
+ * about the new UPF pod: the SMF's PFCP association with it, its sessions established (the same UE IP
+ * and TEIDs), the gNB switched to its N3 address, and connection restored (the first downlink GTP-U
+ * reply through it: thesis §6.1.2's "connection restored").
+ */
+export const USER_PLANE_EVENTS = ['upfAssociation', 'upfSession', 'gnbUpdated', 'connectionRestored'] as const;
+export type UserPlaneEventName = (typeof USER_PLANE_EVENTS)[number];
+export type EventName = (typeof EVENTS)[number] | typeof SERVICE_EVENT | DetectionEventName | UserPlaneEventName;
+export type FailoverEvents = Record<(typeof EVENTS)[number], number | null> & { prioUpService?: number | null } & Partial<Record<DetectionEventName | UserPlaneEventName, number | null>>;
 
 export const EVENT_LABELS: Record<EventName, string> = {
   detected: 'Detected',
@@ -37,6 +45,10 @@ export const EVENT_LABELS: Record<EventName, string> = {
   prioEndpointReady: 'Prio in EndpointSlice',
   lastScheduled: 'Last scheduled',
   lastReady: 'Last ready',
+  upfAssociation: 'PFCP association',
+  upfSession: 'PFCP sessions',
+  gnbUpdated: 'gNB updated',
+  connectionRestored: 'Connection restored',
 };
 
 /**
@@ -46,7 +58,7 @@ export const EVENT_LABELS: Record<EventName, string> = {
  */
 export function resultEvents(results: readonly { events: FailoverEvents }[]): EventName[] {
   const has = (e: EventName) => results.some((r) => r.events[e] !== undefined);
-  return [...DETECTION_EVENTS.filter(has), ...EVENTS, ...(has(SERVICE_EVENT) ? [SERVICE_EVENT] : [])];
+  return [...DETECTION_EVENTS.filter(has), ...EVENTS, ...(has(SERVICE_EVENT) ? [SERVICE_EVENT] : []), ...USER_PLANE_EVENTS.filter(has)];
 }
 
 /** Table 6.1 configurations of Ulysses. */
@@ -116,6 +128,7 @@ export const RepResultSchema = z.object({
       [SERVICE_EVENT]: seconds.optional(),
       detected: seconds.optional(),
       taint: seconds.optional(),
+      ...(Object.fromEntries(USER_PLANE_EVENTS.map((e) => [e, seconds.optional()])) as Record<UserPlaneEventName, ReturnType<typeof seconds.optional>>),
     })
     .strict(),
   /** the critical Deployment's position among the load Deployments in creation order */
@@ -188,8 +201,13 @@ export const RepResultSchema = z.object({
   shimPolicy: z.string().regex(SHIM_POLICY_NAME).optional(),
   /** false: "rate limiting off" run (the controller manager's client-side limiter disabled) */
   clientRateLimit: z.boolean().optional(),
-  /** the scenario ("5g": UPF stand-in + multi-service low-priority app); absent: failover */
+  /** the scenario ("5g": the UPF + multi-service low-priority app); absent: failover */
   scenario: z.enum(SCENARIOS).optional(),
+  /**
+   * scenario 5g: what the UPF is. "eupf": eUPF with PFCP and GTP-U from the stand-ins (the user-plane
+   * events); absent: the UDP echo stand-in of the older 5g runs
+   */
+  userPlane: z.enum(['eupf']).optional(),
   /** true: control plane and nodes on separate CPUs (profile pinCpus) */
   pinnedCpus: z.boolean().optional(),
   /**

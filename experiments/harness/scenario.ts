@@ -11,28 +11,31 @@
  * namespace on its own, EndpointSlices) and a UDP client on the host that sends a datagram every
  * 50 ms to the new critical pod ("Prio up").
  */
+import { join } from 'node:path';
 import { AppsV1Api, CoreV1Api, type CoreV1Event, type KubeConfig, type V1Deployment, type V1EndpointSlice, type V1Node, type V1Pod, type V1Toleration } from '@kubernetes/client-node';
 import { ResilientInformer } from '../../core/informer.ts';
 import { isNodeReady, isPodReady } from '../../core/objects.ts';
-import { pollUntil, TimeoutError } from '../testbed/processes.ts';
+import { FatalError, pollUntil, TimeoutError } from '../testbed/processes.ts';
 import { PodStartWatch } from '../pod-start.ts';
 import { ECHO_PORT, HTTP_PORT, applyDeployment, deployment, ensureNamespace, taintNoExecuteTimed, udpFirstAnswer, untaint } from '../workloads.ts';
 import { grantLabels } from '../../core/claims.ts';
-import { DETECTION_EVENTS, EVENTS, SERVICE_EVENT, emptyEvents, type EventName, type FailoverEvents, type ScenarioName } from './results.ts';
+import { DETECTION_EVENTS, EVENTS, SERVICE_EVENT, USER_PLANE_EVENTS, emptyEvents, type EventName, type FailoverEvents, type ScenarioName } from './results.ts';
 import { DETECTION_TAINTS, NODE_FAILURE_DETECTED_REASON, ULYSSES_UNREACHABLE_TAINT, detectionEvents, detectionTaintsOf, type DetectionObservation } from './failure-detection.ts';
 import type { FailureMode } from './profile.ts';
 import { failureTolerationSeconds } from './upstream-tuned.ts';
+import { eupfDeployment, eupfService, eupfStartProblem } from '../5g/eupf.ts';
+import { UserPlane, userPlaneTimes } from '../5g/user-plane.ts';
 
 export const EXPERIMENT_LABEL = 'ulysses.io/experiment';
 export const FAILURE_TAINT = 'ulysses.io/failure';
 export const PRIO_NAME = 'prio';
 
 /**
- * The 5G scenario of thesis §6.1.2 on the testbed: the critical pod stands for the 5G user plane
- * function (Deployment and Service `upf`; the UDP echo server answers the "Prio up" probe as a
- * GTP-U peer would answer traffic) and the low-priority load is a multi-service application (one
- * Service per Deployment, named after train-ticket's microservices as in the thesis). The real
- * Open5GS UPF + UERANSIM manifests are in experiments/5g/.
+ * The 5G scenario of thesis §6.1.2 on the testbed: the critical pod is the 5G user plane function,
+ * eUPF (Deployment and Service `upf`, experiments/5g/eupf.ts), with the SMF and gNB/UE stand-ins and
+ * the data network on the host (experiments/5g/user-plane.ts) giving it a PFCP session and GTP-U
+ * traffic; the low-priority load is a multi-service application (one Service per Deployment, named
+ * after train-ticket's microservices as in the thesis).
  */
 export const UPF_NAME = 'upf';
 export const TRAIN_TICKET_SERVICES = [
@@ -101,8 +104,10 @@ export interface ScenarioOptions {
   baselineIgnoresNamespaces?: string[];
   /** Pods outside those namespaces that are not part of it either: those carrying all these labels (e.g. the kcm handback's static pods, gone in upstream). */
   baselineIgnoresPods?: Record<string, string>;
-  /** failover (default) or 5g: the UPF stand-in and a multi-service low-priority app (one Service per Deployment) */
+  /** failover (default) or 5g: eUPF with the user plane's stand-ins, and a multi-service low-priority app (one Service per Deployment) */
   scenario?: ScenarioName;
+  /** scenario 5g: where the user plane's stand-ins write their logs, one directory per repetition (default /tmp/u5g-user-plane) */
+  userPlaneDir?: string;
   /**
    * Whether the controllers are idle (nothing queued or running, no client-side limiter debt); the
    * setup waits for it before t=0 as well as for the Deployments' status (in-process controller manager).
@@ -205,10 +210,13 @@ export async function prepareScenario(kc: KubeConfig, o: ScenarioOptions): Promi
   try {
     await core.createNamespacedService({
       namespace: o.criticalNamespace,
-      body: {
-        metadata: { name, namespace: o.criticalNamespace, labels: { [EXPERIMENT_LABEL]: 'failover' } },
-        spec: { selector: { app: name }, ports: [{ name: 'echo', protocol: 'UDP', port: ECHO_PORT, targetPort: ECHO_PORT }] },
-      },
+      body:
+        o.scenario === '5g'
+          ? eupfService({ namespace: o.criticalNamespace, name, labels: LABELS })
+          : {
+              metadata: { name, namespace: o.criticalNamespace, labels: LABELS },
+              spec: { selector: { app: name }, ports: [{ name: 'echo', protocol: 'UDP', port: ECHO_PORT, targetPort: ECHO_PORT }] },
+            },
     });
   } catch (err) {
     if ((err as { code?: number }).code !== 409) throw err;
@@ -234,8 +242,8 @@ export function loadDeployments(total: number): number[] {
  * The events a repetition waits for: all of them, but Prio up only when the UDP client probes, and
  * the cluster's own detection (detected, taint) only with failure frozen-node.
  */
-export function awaitedEvents(udpProbe: boolean, serviceProbe = false, failureMode: FailureMode = 'taint'): EventName[] {
-  return [...(failureMode === 'frozen-node' ? DETECTION_EVENTS : []), ...EVENTS.filter((e) => udpProbe || e !== 'prioUp'), ...(serviceProbe ? [SERVICE_EVENT] : [])];
+export function awaitedEvents(udpProbe: boolean, serviceProbe = false, failureMode: FailureMode = 'taint', userPlane = false): EventName[] {
+  return [...(failureMode === 'frozen-node' ? DETECTION_EVENTS : []), ...EVENTS.filter((e) => udpProbe || e !== 'prioUp'), ...(serviceProbe ? [SERVICE_EVENT] : []), ...(userPlane ? USER_PLANE_EVENTS : [])];
 }
 
 const onNode = (p: V1Pod, nodes: string[]) => nodes.includes(p.spec?.nodeName ?? '') && !p.metadata?.deletionTimestamp;
@@ -256,8 +264,15 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
   const position = Math.min(o.criticalPosition ?? 0, load.length);
   const both = [...(o.tolerations ?? []), ...(o.criticalTolerations ?? [])];
   const criticalTolerations = both.length ? both : undefined;
+  const fiveG = o.scenario === '5g';
+  const criticalNodes = [...sources, destinations[0]!];
   const critical = () =>
-    applyDeployment(apps, deployment({ namespace: o.criticalNamespace, name: prioName, replicas: 1, criticality: 'high', image: 'udp-echo', nodes: [...sources, destinations[0]!], labels: LABELS, tolerations: criticalTolerations }));
+    applyDeployment(
+      apps,
+      fiveG
+        ? eupfDeployment({ namespace: o.criticalNamespace, name: prioName, nodes: criticalNodes, labels: LABELS, tolerations: criticalTolerations })
+        : deployment({ namespace: o.criticalNamespace, name: prioName, replicas: 1, criticality: 'high', image: 'udp-echo', nodes: criticalNodes, labels: LABELS, tolerations: criticalTolerations }),
+    );
   for (const [i, replicas] of load.entries()) {
     if (i === position) await critical();
     await applyDeployment(apps, deployment({ namespace: o.loadNamespace, name: names[i]!, replicas, criticality: 'low', image: 'http-server', nodes: [...sources, ...destinations], labels: LABELS, tolerations: o.tolerations }));
@@ -279,6 +294,9 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     async () => {
       const pods = (await core.listPodForAllNamespaces({ labelSelector: SELECTOR })).items;
       await podStart.check(pods);
+      // 5g: a UPF that exits at start (XDP attach, bpffs mount) ends the run with eUPF's reason
+      const upfProblem = fiveG ? pods.filter((p) => p.metadata?.namespace === o.criticalNamespace).map(eupfStartProblem).find(Boolean) : undefined;
+      if (upfProblem) throw new FatalError(upfProblem);
       return pods.filter((p) => isPodReady(p) && onNode(p, sources)).length === total;
     },
     { timeoutMs: setupTimeoutMs, intervalMs: 250 },
@@ -290,9 +308,14 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
   const frozenNode = o.failureMode === 'frozen-node';
   if (frozenNode && !o.failure) throw new Error('failure frozen-node needs a NodeFailure that stops the source nodes');
   const events = emptyEvents();
+  let userPlane: UserPlane | undefined;
   if (frozenNode) Object.assign(events, { detected: null, taint: null });
-  if (o.serviceProbe) events.prioUpService = null;
-  const awaited = awaitedEvents(o.udpProbe ?? true, o.serviceProbe, o.failureMode);
+  // 5g: the UPF answers GTP-U, not the UDP echo probes; its "up" is the user plane's connection restored
+  const udpProbe = (o.udpProbe ?? true) && !fiveG;
+  const serviceProbe = !!o.serviceProbe && !fiveG;
+  if (serviceProbe) events.prioUpService = null;
+  if (fiveG) for (const e of USER_PLANE_EVENTS) events[e] = null;
+  const awaited = awaitedEvents(udpProbe, serviceProbe, o.failureMode, fiveG);
   const criticalPath = awaited.filter((e) => e !== 'lastScheduled' && e !== 'lastReady');
   let criticalPathDone = false;
   const scheduled = new Map<string, number>();
@@ -311,7 +334,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     if (isPodReady(p) && !ready.has(uid)) ready.set(uid, now);
     if (p.metadata?.namespace === o.criticalNamespace) {
       prioUid ??= uid;
-      if (p.status?.podIP && !probe && (o.udpProbe ?? true)) {
+      if (p.status?.podIP && !probe && udpProbe) {
         probe = udpFirstAnswer(p.status.podIP, ECHO_PORT, { intervalMs: 50, timeoutMs });
         probe.then(
           (t) => (events.prioUp = (t - t0) / 1000),
@@ -389,6 +412,14 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
       const waitMs = created + 1000 + o.minCriticalAgeMs - Date.now();
       if (waitMs > 0) await new Promise((r) => setTimeout(r, waitMs));
     }
+    // 5g: the user plane's stand-ins on the host, a session through the UPF on its source node and
+    // GTP-U replies through it before t = 0
+    let upfBefore: string | undefined;
+    if (fiveG) {
+      userPlane = await UserPlane.start({ kc, namespace: o.criticalNamespace, service: prioName, dir: join(o.userPlaneDir ?? '/tmp/u5g-user-plane', `rep-${Date.now()}`) });
+      const reply = await userPlane.waitFor((e) => e.src === 'gnb' && e.event === 'first-reply', 'a GTP-U reply through the UPF before the failure', setupTimeoutMs);
+      upfBefore = reply.via as string;
+    }
     await o.beforeFailure?.();
     // the quiet spell is the condition under study, not a synchronisation
     if (o.quietBeforeFailureMs) await new Promise((r) => setTimeout(r, o.quietBeforeFailureMs));
@@ -397,8 +428,8 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     let error: string | undefined;
     const prioSource = prio?.spec?.nodeName;
     const readClusterIP = async () => {
-      const ip = o.serviceProbe ? (await core.readNamespacedService({ name: prioName, namespace: o.criticalNamespace })).spec?.clusterIP : undefined;
-      if (o.serviceProbe && !ip) throw new Error(`Service ${o.criticalNamespace}/${prioName} has no ClusterIP`);
+      const ip = serviceProbe ? (await core.readNamespacedService({ name: prioName, namespace: o.criticalNamespace })).spec?.clusterIP : undefined;
+      if (serviceProbe && !ip) throw new Error(`Service ${o.criticalNamespace}/${prioName} has no ClusterIP`);
       return ip;
     };
     let clusterIP: string | undefined;
@@ -433,6 +464,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     const detectionNodes = prioSource ? [prioSource] : sources;
     const collect = () => {
       if (frozenNode) Object.assign(events, detectionEvents(detection, detectionNodes, t0));
+      if (userPlane && upfBefore) Object.assign(events, userPlaneTimes(userPlane.events, upfBefore, t0));
       if (prioUid) {
         events.prioScheduled = rel(scheduled.get(prioUid));
         events.prioReady = rel(ready.get(prioUid));
@@ -449,13 +481,15 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     try {
       await pollUntil('every failover event', () => {
         if (probeError) throw new Error(probeError);
+        if (userPlane?.problem) throw new Error(userPlane.problem);
         return collect();
       }, { timeoutMs, intervalMs: 50 });
     } catch (err) {
-      if (!(err instanceof TimeoutError) && !probeError) throw err;
+      const upProblem = userPlane?.problem;
+      if (!(err instanceof TimeoutError) && !probeError && !upProblem) throw err;
       collect();
       const missing = awaited.filter((e) => events[e] === null || events[e] === undefined);
-      error = `${missing.join(', ')} not seen within ${timeoutMs / 1000} s (${ready.size}/${total} pods Ready on the destinations${probeError ? `; ${probeError}` : ''})`;
+      error = `${missing.join(', ')} not seen ${upProblem ? '' : `within ${timeoutMs / 1000} s `}(${ready.size}/${total} pods Ready on the destinations${probeError ? `; ${probeError}` : ''}${upProblem ? `; ${upProblem}` : ''})`;
     }
     const podReady = [...ready.values()].map((t) => Math.max(0, Math.round(t - t0) / 1000)).sort((a, b) => a - b);
     return {
@@ -467,6 +501,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
       error,
     };
   } finally {
+    await userPlane?.stop();
     pods.stop();
     prioPods.stop();
     slices.stop();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { EUPF_IMAGE, EUPF_PORTS, eupfDeployment, eupfService } from '../../experiments/5g/eupf.ts';
+import { EUPF_IMAGE, EUPF_PORTS, eupfDeployment, eupfService, eupfStartProblem } from '../../experiments/5g/eupf.ts';
 
 describe('eUPF as the critical Deployment', () => {
   const d = eupfDeployment({ namespace: 'ulysses-critical', nodes: ['real-2'] });
@@ -30,5 +30,23 @@ describe('eUPF as the critical Deployment', () => {
     const s = eupfService({ namespace: 'ulysses-critical' });
     expect(s.spec!.selector).toEqual({ app: 'upf' });
     expect(s.spec!.ports!.map((p) => [p.name, p.port, p.protocol])).toEqual([['pfcp', 8805, 'UDP'], ['gtpu', 2152, 'UDP']]);
+  });
+});
+
+describe('eupfStartProblem', () => {
+  const pod = (status: object) => ({ metadata: { namespace: 'ulysses-critical', name: 'upf-1' }, spec: { nodeName: 'real-1', containers: [] }, status: { containerStatuses: [{ name: 'eupf', ...status }] } }) as never;
+  it('names eUPF\'s exit and its last log lines (a failed XDP attach)', () => {
+    const message = 'INF loading\nFTL Can\'t attach XDP program to iface "nosuch": link not found\n';
+    expect(eupfStartProblem(pod({ state: { waiting: { reason: 'CrashLoopBackOff' } }, lastState: { terminated: { exitCode: 1, reason: 'Error', message } } }))).toBe(
+      'eUPF in pod ulysses-critical/upf-1 on real-1 exited with 1 (Error): INF loading | FTL Can\'t attach XDP program to iface "nosuch": link not found',
+    );
+  });
+  it('is undefined while eUPF runs or has not started, and for a clean exit', () => {
+    expect(eupfStartProblem(pod({ state: { running: {} } }))).toBeUndefined();
+    expect(eupfStartProblem(pod({ state: { waiting: { reason: 'ContainerCreating' } } }))).toBeUndefined();
+    expect(eupfStartProblem(pod({ state: { terminated: { exitCode: 0 } } }))).toBeUndefined();
+  });
+  it('sends a failed start to the container status', () => {
+    expect(eupfDeployment({ namespace: 'x' }).spec!.template.spec!.containers[0]!.terminationMessagePolicy).toBe('FallbackToLogsOnError');
   });
 });
