@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
 import { useSharedTestbed } from './harness.ts';
-import { EUPF_PORTS, buildEupfImage, eupfDeployment, eupfService, standinBinary } from '../../experiments/5g/eupf.ts';
+import { EUPF_PORTS, buildEupfImage, eupfDeployment, eupfService, eupfStartProblem, standinBinary } from '../../experiments/5g/eupf.ts';
 import { UE_IP, UL_TEID, DL_TEID, UserPlane, type StandinEvent } from '../../experiments/5g/user-plane.ts';
 import { applyDeployment, podReady, taintNoExecute, untaint } from '../../experiments/workloads.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
@@ -134,5 +134,25 @@ describe('a 5G failover with eUPF', () => {
       await up.stop();
       await untaint(t.kc, 'real-1');
     }
+  });
+});
+
+describe('an eUPF that cannot start', () => {
+  it("is named with eUPF's own reason from its container status (XDP on an interface the pod does not have)", async () => {
+    const name = 'upf-bad';
+    await applyDeployment(t.apps, eupfDeployment({ namespace: ns, name, nodes: ['real-2'], iface: 'nosuch0' }));
+    let last: V1Pod | undefined;
+    const problem = await pollUntil(
+      'the failed eUPF start in its pod status',
+      async () => {
+        last = (await t.core.listNamespacedPod({ namespace: ns, labelSelector: `app=${name}` })).items[0];
+        return last ? eupfStartProblem(last) : undefined;
+      },
+      { timeoutMs: 120_000, explain: () => JSON.stringify(last?.status?.containerStatuses) },
+    );
+    expect(problem).toMatch(new RegExp(`^eUPF in pod ${ns}/${name}-[a-z0-9-]+ on real-2 exited with [1-9]`));
+    expect(problem).toContain('nosuch0');
+    expect(last && podReady(last)).toBe(false);
+    await t.apps.deleteNamespacedDeployment({ name, namespace: ns });
   });
 });
