@@ -6,8 +6,8 @@
  * (N4) go to the pod IP. Their events (one JSON line each, experiments/5g/standin-events) are
  * collected with the host clock the harness uses.
  *
- *   host N3/N4/N6 address HOST_ADDRESS (a /32 on the dummy link u5g0, reached by every pod through its
- *   default route):  gNB :2152 + control :9999, SMF :8805, data-network echo :7777
+ *   host N3/N4/N6 address HOST_ADDRESS (a /32 on loopback, label lo:u5g, reached by every pod through
+ *   its default route):  gNB :2152 + control :9999, SMF :8805, data-network echo :7777
  *   UE pool UE_POOL:  routed via the current UPF pod's IP (set by the SMF on every new UPF)
  */
 import { execFile, spawn, type ChildProcessByStdio } from 'node:child_process';
@@ -23,9 +23,9 @@ import { EUPF_PORTS, standinBinary } from './eupf.ts';
 
 const run = promisify(execFile);
 
-/** The host's address for N3 (gNB), N4 (SMF) and N6 (the data network): on its own link, so no node's bridge going down takes it away. */
+/** The host's address for N3 (gNB), N4 (SMF) and N6 (the data network): on loopback, so no node's bridge going down takes it away. */
 export const HOST_ADDRESS = '10.203.0.1';
-export const HOST_LINK = 'u5g0';
+export const HOST_LABEL = 'lo:u5g';
 /** The UEs' addresses: the data network routes them via the current UPF (N6 routing, set by the SMF). */
 export const UE_POOL = '10.204.0.0/16';
 export const UE_IP = '10.204.0.10';
@@ -228,7 +228,7 @@ export class UserPlane extends EventEmitter {
       .join('\n');
   }
 
-  /** Stops the stand-ins and the feed; takes the UE pool's route away. Safe to call twice. */
+  /** Stops the stand-ins and the feed; takes the UE pool's route and the host address away. Safe to call twice. */
   async stop(): Promise<void> {
     this.stopped = true;
     this.slices?.stop();
@@ -243,26 +243,27 @@ export class UserPlane extends EventEmitter {
         await new Promise<void>((r) => s.log.end(r));
       }),
     );
-    await run('ip', ['route', 'del', UE_POOL]).catch(() => undefined);
+    await removeHostAddress();
   }
 }
 
 /** The stand-ins' clock: Unix nanoseconds (here with millisecond resolution). */
 const nowNs = () => Date.now() * 1e6;
 
-/** The host address on its own dummy link (idempotent). */
+/**
+ * The host address on the loopback device under its own label (idempotent): local to the host whatever
+ * happens to the nodes' bridges, reached by every pod through its default route. (No dummy link: the
+ * kernel here has no dummy driver.)
+ */
 export async function ensureHostAddress(): Promise<void> {
-  const links = (await run('ip', ['-o', 'link', 'show'])).stdout;
-  if (!links.includes(` ${HOST_LINK}:`)) await run('ip', ['link', 'add', HOST_LINK, 'type', 'dummy']);
-  const addrs = (await run('ip', ['-o', '-4', 'addr', 'show', 'dev', HOST_LINK])).stdout;
-  if (!addrs.includes(` ${HOST_ADDRESS}/32 `)) await run('ip', ['addr', 'add', `${HOST_ADDRESS}/32`, 'dev', HOST_LINK]);
-  await run('ip', ['link', 'set', HOST_LINK, 'up']);
+  const addrs = (await run('ip', ['-o', '-4', 'addr', 'show', 'dev', 'lo'])).stdout;
+  if (!addrs.includes(` ${HOST_ADDRESS}/32 `)) await run('ip', ['addr', 'add', `${HOST_ADDRESS}/32`, 'dev', 'lo', 'label', HOST_LABEL]);
 }
 
-/** Takes the host address and its link away (the testbed's teardown). */
+/** Takes the UE pool's route and the host address away. */
 export async function removeHostAddress(): Promise<void> {
   await run('ip', ['route', 'del', UE_POOL]).catch(() => undefined);
-  await run('ip', ['link', 'del', HOST_LINK]).catch(() => undefined);
+  await run('ip', ['addr', 'del', `${HOST_ADDRESS}/32`, 'dev', 'lo']).catch(() => undefined);
 }
 
 /** The user plane's failover events (results.ts USER_PLANE_EVENTS), seconds after t0Ms. */
