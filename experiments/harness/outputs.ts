@@ -42,7 +42,7 @@ export async function writeOutputs(dir: string, log: (l: string) => void = () =>
   const origin = results.some((r) => r.failure === 'frozen-node') ? 't = 0' : 'taint';
   // the events the report discusses; the others are in summary.csv and the report's tables
   const fig61Events: EventName[] = ['prioUp', 'prioReady', 'lastReady'];
-  for (const e of fig61Events) figures.push({ file: `fig6.1-${e}`, caption: `Fig 6.1 style: ${e} vs pods per destination node (median, p25-p75)`, svg: fig61Svg(index, e, origin) });
+  for (const e of fig61Events.filter((ev) => results.some((r) => r.events[ev] != null))) figures.push({ file: `fig6.1-${e}`, caption: `Fig 6.1 style: ${e} vs pods per destination node (median, p25-p75)`, svg: fig61Svg(index, e, origin) });
   const heaviest = Math.max(...index.podsPerNode);
   const panels = index.dns.map((dn) => ({ dn, podsPerNode: heaviest }));
   figures.push({ file: 'fig6.5-ready', caption: `Fig 6.5 style: distribution of Prio ready (solid) and Last ready (dashed) at ${heaviest} pods/node`, svg: fig65Svg(results, panels, undefined, origin) });
