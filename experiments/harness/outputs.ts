@@ -42,12 +42,14 @@ export async function writeOutputs(dir: string, log: (l: string) => void = () =>
   const origin = results.some((r) => r.failure === 'frozen-node') ? 't = 0' : 'taint';
   // the events the report discusses; the others are in summary.csv and the report's tables
   const fig61Events: EventName[] = ['prioUp', 'prioReady', 'lastReady'];
-  for (const e of fig61Events.filter((ev) => results.some((r) => r.events[ev] != null))) figures.push({ file: `fig6.1-${e}`, caption: `Fig 6.1 style: ${e} vs pods per destination node (median, p25-p75)`, svg: fig61Svg(index, e, origin) });
+  // scenario 5g: no UDP probe, its figure is connection restored's (below)
+  const fiveG = results.some((r) => r.events.connectionRestored != null) && !results.some((r) => r.events.prioUp != null);
+  for (const e of fig61Events.filter((ev) => ev !== 'prioUp' || !fiveG)) figures.push({ file: `fig6.1-${e}`, caption: `Fig 6.1 style: ${e} vs pods per destination node (median, p25-p75)`, svg: fig61Svg(index, e, origin) });
   const heaviest = Math.max(...index.podsPerNode);
   const panels = index.dns.map((dn) => ({ dn, podsPerNode: heaviest }));
   figures.push({ file: 'fig6.5-ready', caption: `Fig 6.5 style: distribution of Prio ready (solid) and Last ready (dashed) at ${heaviest} pods/node`, svg: fig65Svg(results, panels, undefined, origin) });
   // scenario 5g (thesis Fig 6.6: the UPF's events and connection restored)
-  if (results.some((r) => r.events.connectionRestored != null)) {
+  if (fiveG) {
     figures.push({ file: 'fig6.1-connectionRestored', caption: 'Fig 6.1 style: connection restored (first GTP-U reply through the new UPF) vs pods per destination node (median, p25-p75)', svg: fig61Svg(index, 'connectionRestored', origin) });
     figures.push({ file: 'fig6.6-upf', caption: `Fig 6.6 style: distribution of UPF ready (solid) and connection restored (dashed) at ${heaviest} pods/node`, svg: fig65Svg(results, panels, ['prioReady', 'connectionRestored'], origin) });
   }

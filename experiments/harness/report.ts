@@ -78,6 +78,17 @@ export interface TargetCheck {
 }
 
 /**
+ * The event that says the critical service answers again: Prio up (the UDP probe), or in scenario 5g,
+ * whose UPF answers GTP-U rather than the probe, connection restored.
+ */
+export function upEvent(index: SummaryIndex): EventName {
+  const measured = (e: EventName) => index.rows.some((r) => r.event === e && r.median !== null);
+  return !measured('prioUp') && measured('connectionRestored') ? 'connectionRestored' : 'prioUp';
+}
+/** `events` with Prio up standing for {@link upEvent}. */
+const withUp = (index: SummaryIndex, events: readonly EventName[]): EventName[] => events.map((e) => (e === 'prioUp' ? upEvent(index) : e));
+
+/**
  * The issue's targets at the heaviest load of the run (largest DN, then largest pods per node),
  * configuration 5 against `baseline` (1, Ulysses' vanilla mode, or upstream, stock Kubernetes). With
  * the repetitions (`results`), each check also carries the 90% bootstrap interval of its ratio and
@@ -109,12 +120,12 @@ export function checkTargets(
     ...(ci !== undefined ? { ci, inconclusive: ci !== null && ok(ci[0]) !== ok(ci[1]) } : {}),
   });
   const checks: TargetCheck[] = [];
-  for (const e of withBase ? (['prioReady', 'prioUp'] as const) : []) {
+  for (const e of withBase ? withUp(index, ['prioReady', 'prioUp']) : []) {
     const r = vsBase(e);
     const ci = interval(c5, cBase, e);
     checks.push(check(`${EVENT_LABELS[e]}: reduction of config 5 vs ${base}`, r === null ? null : 1 - r, `>= ${TARGETS.criticalReduction * 100}%`, (v) => v >= TARGETS.criticalReduction, ci && [1 - ci[1], 1 - ci[0]]));
   }
-  for (const e of inflationTargets) {
+  for (const e of withUp(index, inflationTargets)) {
     checks.push(check(`${EVENT_LABELS[e]}: config 5 at load / config 5 idle`, index.inflation(c5, e), `<= ${TARGETS.maxInflation}x`, (v) => v <= TARGETS.maxInflation, interval(c5, idle5, e)));
   }
   if (withBase)
@@ -162,17 +173,18 @@ export function renderReport(results: readonly RepResult[], rows: readonly Summa
   }
 
   out.push('', '## Events per configuration and load', '');
-  for (const e of resultEvents(results)) out.push(eventTable(index, e, frozenNode ? 't = 0' : undefined), '');
+  // Prio up only where the UDP probe ran (not in scenario 5g)
+  for (const e of resultEvents(results).filter((ev) => ev !== 'prioUp' || upEvent(index) === 'prioUp')) out.push(eventTable(index, e, frozenNode ? 't = 0' : undefined), '');
 
   const base = index.baselineKey();
   const others = index.configs.filter((c) => c !== base);
   if (base && others.length) {
     out.push(`## Ratios vs configuration ${base} (median / median of config ${base}, same cell, same run)`, '');
-    out.push(ratioTable(index, (c, e) => index.ratioVsVanilla(c, e), ['prioScheduled', 'prioReady', 'prioUp', 'prioEndpointReady', 'lastReady'], others, true), '');
+    out.push(ratioTable(index, (c, e) => index.ratioVsVanilla(c, e), withUp(index, ['prioScheduled', 'prioReady', 'prioUp', 'prioEndpointReady', 'lastReady']), others, true), '');
   }
   if (index.podsPerNode.includes(0) && index.podsPerNode.some((p) => p > 0)) {
     out.push('## Critical-path inflation T(load) / T(idle) (same configuration, idle = 0 pods/node)', '');
-    out.push(ratioTable(index, (c, e) => index.inflation(c, e), ['prioScheduled', 'prioReady', 'prioUp', 'prioEndpointReady'], index.configs, false), '');
+    out.push(ratioTable(index, (c, e) => index.inflation(c, e), withUp(index, ['prioScheduled', 'prioReady', 'prioUp', 'prioEndpointReady']), index.configs, false), '');
   }
   const api = apiPathTable(results);
   if (api) out.push(api, '');
@@ -402,7 +414,7 @@ export function renderVerdict(results: readonly RepResult[], rows: readonly Summ
   const out = [`verdict at DN ${cell.dn}, ${cell.podsPerNode} pods per node${what} (${reps} repetitions of configuration 5; medians):`];
   baselines.forEach((baseline, i) => {
     const { checks } = checkTargets(index, i === 0 ? ['prioReady', 'prioUp'] : [], results, baseline);
-    for (const e of ['prioReady', 'prioUp', 'lastReady'] as const) {
+    for (const e of withUp(index, ['prioReady', 'prioUp', 'lastReady'])) {
       const c5 = index.median({ config: 5, ...cell }, e);
       const cb = index.median({ config: baseline, ...cell }, e);
       out.push(`  ${EVENT_LABELS[e].padEnd(12)} ${names[String(baseline)]} ${sec(cb).padStart(8)}   Ulysses (5) ${sec(c5).padStart(8)}   ${x(ratio(c5, cb))}`);
@@ -486,7 +498,8 @@ function upstreamEvents(index: SummaryIndex): EventName[] {
   const detection = DETECTION_EVENTS.filter((e) => index.rows.some((r) => r.event === e));
   // scenario 5g: the user plane's protocol events after the pod's
   const userPlane = USER_PLANE_EVENTS.filter((e) => index.rows.some((r) => r.event === e && r.median !== null));
-  return [...detection, 'prioScheduled', 'prioReady', 'prioUp', ...(withService ? [SERVICE_EVENT] : []), 'prioEndpointReady', ...userPlane, 'lastReady'] as EventName[];
+  const probed = index.rows.some((r) => r.event === 'prioUp' && r.median !== null);
+  return [...detection, 'prioScheduled', 'prioReady', ...(probed ? ['prioUp'] : []), ...(withService ? [SERVICE_EVENT] : []), 'prioEndpointReady', ...userPlane, 'lastReady'] as EventName[];
 }
 
 const ci = (v: [number, number] | null | undefined) => (v ? `${v[0].toFixed(2)}–${v[1].toFixed(2)}x` : '–');
@@ -539,14 +552,14 @@ export function upstreamTable(results: readonly RepResult[], index: SummaryIndex
           const verdict = measured === null ? 'n/a' : (ok(measured) ? 'met' : '**missed**') + (interval && ok(interval[0]) !== ok(interval[1]) ? ' (inconclusive)' : '');
           lines.push(`| ${dn} | ${what} | ${measured === null ? '–' : v(measured)} | ${interval ? `${v(interval[0])}–${v(interval[1])}` : '–'} | ${limit} | ${verdict} |`);
         };
-        for (const e of ['prioReady', 'prioUp', ...upstreamEvents(index).filter((x) => x === SERVICE_EVENT || x === 'connectionRestored')] as EventName[]) {
+        for (const e of [...withUp(index, ['prioReady', 'prioUp']), ...upstreamEvents(index).filter((x) => x === SERVICE_EVENT)]) {
           const r = ratio(index.median(five, e), index.median(up, e));
           const iv = bootstrapMedianRatio(cellValues(results, five, e), cellValues(results, up, e));
           row(`${EVENT_LABELS[e]}: reduction of config 5 vs ${b}`, r === null ? null : 1 - r, iv && [1 - iv[1], 1 - iv[0]], `>= ${TARGETS.criticalReduction * 100}%`, (v) => v >= TARGETS.criticalReduction, true);
         }
         row(`Last ready: config 5 / ${b}`, ratio(index.median(five, 'lastReady'), index.median(up, 'lastReady')), bootstrapMedianRatio(cellValues(results, five, 'lastReady'), cellValues(results, up, 'lastReady')), `<= ${TARGETS.maxLastReadySlowdown}x`, (v) => v <= TARGETS.maxLastReadySlowdown, false);
         if (withIdle)
-          for (const e of ['prioReady', 'prioUp'] as EventName[])
+          for (const e of withUp(index, ['prioReady', 'prioUp']))
             row(`${EVENT_LABELS[e]}: config 5 at load / config 5 idle`, index.inflation(five, e), bootstrapMedianRatio(cellValues(results, five, e), cellValues(results, idle5, e)), `<= ${TARGETS.maxInflation}x`, (v) => v <= TARGETS.maxInflation, false);
       }
     });
