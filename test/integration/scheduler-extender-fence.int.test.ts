@@ -229,12 +229,16 @@ describe('reservation epoch: the apiserver admits a reservation only with the Le
     // other writes of the extender (the routing label) are not matched
     await asExtender.mergePatch(podPath('p'), { metadata: { labels: { 'ulysses.io/scheduler-extender-leader': 'true' } } });
 
-    // another holder takes the Lease: 5 is refused from the moment the apiserver has seen it
+    // another holder takes the Lease: 5 is refused from the moment the apiserver has seen it. Dry runs
+    // (admission, nothing stored) until then: a real PATCH admitted before the apiserver's copy of the
+    // Lease caught up would store [1,0], and the same PATCH again would change nothing and never be matched
     await setLease('other', 6);
-    const moved = await pollUntil('epoch 5 refused after the takeover', () => refusal(asExtender.mergePatch(podPath('p'), { metadata: { annotations: { 'ulysses.io/tdma-slots': '[1,0]', [RESERVATION_EPOCH_ANNOTATION]: '5' } } })), {
+    const epoch5 = { metadata: { annotations: { 'ulysses.io/tdma-slots': '[1,0]', [RESERVATION_EPOCH_ANNOTATION]: '5' } } };
+    await pollUntil('epoch 5 refused after the takeover (dry run)', () => refusal(asExtender.request('PATCH', podPath('p'), { query: { dryRun: 'All' }, body: epoch5, contentType: 'application/merge-patch+json' })), {
       timeoutMs: 30_000,
       intervalMs: 100,
     });
+    const moved = await refusal(asExtender.mergePatch(podPath('p'), epoch5));
     expect(moved).toContain('reservation epoch "5" is not the current one: Lease ulysses-system/ulysses-scheduler-extender spec.leaseTransitions is 6 (holder "other")');
     expect((await admin.get<V1Pod>(podPath('p'))).metadata?.annotations?.['ulysses.io/tdma-slots']).toBe('[0,1]');
     // a dry run with the new epoch (the new leader's confirmation) is admitted and stores nothing
