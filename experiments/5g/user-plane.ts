@@ -72,6 +72,8 @@ export interface UserPlaneOptions {
   sessions?: number;
   /** the UE's uplink period, default 20 ms */
   intervalMs?: number;
+  /** a started watch of the Service's EndpointSlices to share (the harness' own); default: one of its own */
+  endpointSlices?: ResilientInformer<V1EndpointSlice>;
   /** SMF heartbeat period / timeout (default 2 s / 1 s, Open5GS-like seconds) and misses before heartbeat-lost (3) */
   heartbeat?: { intervalMs: number; timeoutMs: number; retries: number };
 }
@@ -92,6 +94,7 @@ export class UserPlane extends EventEmitter {
   readonly events: StandinEvent[] = [];
   private readonly streams: Stream[] = [];
   private slices?: ResilientInformer<V1EndpointSlice>;
+  private onSlices?: () => void;
   private address: string | undefined;
   private stopped = false;
 
@@ -133,12 +136,15 @@ export class UserPlane extends EventEmitter {
 
     // the address source: the Service's ready endpoint, written as the SMF's --upf-file (renamed into place)
     const service = o.service ?? 'upf';
-    this.slices = new ResilientInformer<V1EndpointSlice>(o.kc, {
-      path: `/apis/discovery.k8s.io/v1/namespaces/${o.namespace}/endpointslices`,
-      labelSelector: `kubernetes.io/service-name=${service}`,
-    });
+    const slices =
+      o.endpointSlices ??
+      new ResilientInformer<V1EndpointSlice>(o.kc, {
+        path: `/apis/discovery.k8s.io/v1/namespaces/${o.namespace}/endpointslices`,
+        labelSelector: `kubernetes.io/service-name=${service}`,
+      });
+    this.slices = slices;
     const onSlices = () => {
-      const next = upfAddressFrom(this.slices!.list(), this.address);
+      const next = upfAddressFrom(slices.list(), this.address);
       if (!next || next === this.address) return;
       const previous = this.address;
       this.address = next;
@@ -146,8 +152,9 @@ export class UserPlane extends EventEmitter {
       renameSync(`${addressFile}.tmp`, addressFile);
       this.push({ t_ns: nowNs(), src: 'harness', event: 'upf-endpoint', upf: next, previous: previous ?? null });
     };
-    for (const ev of ['add', 'update', 'delete'] as const) this.slices.on(ev, onSlices);
-    await this.slices.start();
+    this.onSlices = onSlices;
+    for (const ev of ['add', 'update', 'delete'] as const) slices.on(ev, onSlices);
+    if (!o.endpointSlices) await slices.start();
     onSlices();
   }
 
@@ -231,7 +238,9 @@ export class UserPlane extends EventEmitter {
   /** Stops the stand-ins and the feed; takes the UE pool's route and the host address away. Safe to call twice. */
   async stop(): Promise<void> {
     this.stopped = true;
-    this.slices?.stop();
+    // a shared watch stays with its owner; only this one's handlers leave it
+    if (!this.o.endpointSlices) this.slices?.stop();
+    else if (this.onSlices) for (const ev of ['add', 'update', 'delete'] as const) this.slices?.off(ev, this.onSlices);
     await Promise.all(
       this.streams.map(async (s) => {
         if (!s.exit) {

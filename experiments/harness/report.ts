@@ -223,6 +223,8 @@ function repsByCell(results: readonly RepResult[]): Map<string, RepResult[]> {
 
 /** Median of numbers (0 for none). */
 const medianNum = (values: number[]): number => (values.length ? quantile([...values].sort((a, b) => a - b), 0.5) : 0);
+/** {@link medianNum}, null for no values. */
+const medianOrNull = (values: number[]): number | null => (values.length ? medianNum(values) : null);
 
 /** Median of the numbers among `values`, formatted; "–" when there is none. */
 function med(values: Array<number | null | undefined>, digits = 2): string {
@@ -447,7 +449,7 @@ export function recoveryMetricTable(results: readonly RepResult[]): string | und
   ];
   for (const [c, rs] of [...byConfig].sort(([a], [b]) => a.localeCompare(b))) {
     const d = rs.map((r) => r.recoveryMetricDiffMs).filter((x): x is number => x !== undefined).sort((a, b) => a - b);
-    const median = d.length ? (d.length % 2 ? d[(d.length - 1) / 2]! : (d[d.length / 2 - 1]! + d[d.length / 2]!) / 2) : null;
+    const median = medianOrNull(d);
     const maxAbs = d.length ? Math.max(...d.map(Math.abs)) : null;
     lines.push(`| ${c} | ${d.length} | ${d.filter((x) => Math.abs(x) <= 50).length} | ${median === null ? '–' : median.toFixed(1)} | ${maxAbs === null ? '–' : maxAbs.toFixed(1)} | ${rs.filter((r) => r.recoveryMetricS === null).length} |`);
   }
@@ -464,10 +466,6 @@ export const MAX_RESTORED_AFTER_READY_S = 0.2;
  */
 export function userPlaneTable(results: readonly RepResult[], index: SummaryIndex): string | undefined {
   if (!results.some((r) => r.events.connectionRestored !== undefined)) return undefined;
-  const med = (v: number[]) => {
-    const a = [...v].sort((p, q) => p - q);
-    return a.length ? (a.length % 2 ? a[(a.length - 1) / 2]! : (a[a.length / 2 - 1]! + a[a.length / 2]!) / 2) : null;
-  };
   const lines = [
     '## User plane after the UPF pod is Ready (scenario 5g)',
     '',
@@ -481,9 +479,9 @@ export function userPlaneTable(results: readonly RepResult[], index: SummaryInde
       const cell = { ...c, ...parseConfigKey(k) };
       const rs = results.filter((r) => cellKey(r) === cellKey(cell));
       const diff = (e: EventName) => rs.flatMap((r) => (r.events[e] != null && r.events.prioReady != null ? [r.events[e]! - r.events.prioReady] : []));
-      const restored = med(diff('connectionRestored'));
+      const restored = medianOrNull(diff('connectionRestored'));
       const verdict = restored === null ? 'n/a' : restored <= MAX_RESTORED_AFTER_READY_S ? 'met' : '**missed**';
-      if (rs.length) lines.push(`| DN ${c.dn}, ${c.podsPerNode} | ${k} | ${diff('connectionRestored').length} | ${s(med(diff('upfAssociation')), 3)} | ${s(restored, 3)} | ${verdict} |`);
+      if (rs.length) lines.push(`| DN ${c.dn}, ${c.podsPerNode} | ${k} | ${diff('connectionRestored').length} | ${s(medianOrNull(diff('upfAssociation')), 3)} | ${s(restored, 3)} | ${verdict} |`);
     }
   return lines.join('\n');
 }

@@ -416,7 +416,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
     // GTP-U replies through it before t = 0
     let upfBefore: string | undefined;
     if (fiveG) {
-      userPlane = await UserPlane.start({ kc, namespace: o.criticalNamespace, service: prioName, dir: join(o.userPlaneDir ?? '/tmp/u5g-user-plane', `rep-${Date.now()}`) });
+      userPlane = await UserPlane.start({ kc, namespace: o.criticalNamespace, service: prioName, endpointSlices: slices, dir: join(o.userPlaneDir ?? '/tmp/u5g-user-plane', `rep-${Date.now()}`) });
       const reply = await userPlane.waitFor((e) => e.src === 'gnb' && e.event === 'first-reply', 'a GTP-U reply through the UPF before the failure', setupTimeoutMs);
       upfBefore = reply.via as string;
     }
