@@ -89,8 +89,8 @@ const CLK_TCK = 100;
 export function processGroup(comm: string, cmdline: string, cgroup: string, isKernelThread: boolean, isHarness: boolean): string {
   if (isKernelThread) return 'kernel';
   const node = /\b(real-\d+)\b/.exec(cmdline)?.[1] ?? /\/ulysses-(real-\d+)\//.exec(cgroup)?.[1];
-  // our TypeScript components run as "node .../<component>/main.ts"
-  const name = comm === 'node' ? (/([\w-]+)\/main\.ts\b/.exec(cmdline)?.[1] ?? comm) : comm;
+  // our TypeScript components run as "node .../<component>/main.ts" (comm "MainThread" where Node.js names its main thread)
+  const name = comm === 'node' || comm === 'MainThread' ? (/([\w-]+)\/main\.ts\b/.exec(cmdline)?.[1] ?? comm) : comm;
   // a testbed the harness brought up itself is its child: its processes keep their own groups
   if (isHarness && !node && !TESTBED_GROUPS.has(name)) return 'harness';
   return node ? `${node}/${name}` : name;
@@ -236,6 +236,31 @@ export function summarizeProfile(profile: Profiler.Profile, topN = 12): NonNulla
   };
 }
 
+/** The window from reading `start` to a reading taken now (`windowMs` apart). */
+function windowFrom(start: MachineSnapshot, groups: Map<number, string>, windowMs: number): CpuWindow {
+  const t = performance.now();
+  const after = snapshotMachine(groups);
+  return {
+    windowMs,
+    busyCpuS: Math.max(0, after.ticks.busy - start.ticks.busy) / CLK_TCK,
+    byGroup: cpuByGroup(start.procs, after.procs),
+    snapshotMs: Math.round((performance.now() - t) * 10) / 10,
+  };
+}
+
+/**
+ * CPU per process group while `spell` runs: what each component costs the machine while nothing
+ * happens (the quiet spell before a failure, issue 40's idle CPU of Ulysses against kcm +
+ * kube-scheduler). This machine's /proc: the testbeds whose nodes run here.
+ */
+export async function cpuDuring(spell: () => Promise<void>): Promise<CpuWindow> {
+  const groups = new Map<number, string>();
+  const start = snapshotMachine(groups);
+  const t0 = performance.now();
+  await spell();
+  return windowFrom(start, groups, Math.round(performance.now() - t0));
+}
+
 /**
  * Arms at the taint, snapshots again `windowMs` later; `result()` gives the window (null when not
  * armed or the second snapshot has not been taken yet). Arming again drops a pending snapshot.
@@ -290,15 +315,8 @@ export class CpuWindowProbe {
     const start = before ?? snapshotMachine(this.groups);
     this.startProfiler();
     this.timer = setTimeout(() => {
-      const t = performance.now();
-      const after = snapshotMachine(this.groups);
       this.timer = undefined;
-      this.publish({
-        windowMs: this.windowMs,
-        busyCpuS: Math.max(0, after.ticks.busy - start.ticks.busy) / CLK_TCK,
-        byGroup: cpuByGroup(start.procs, after.procs),
-        snapshotMs: Math.round((performance.now() - t) * 10) / 10,
-      });
+      this.publish(windowFrom(start, this.groups, this.windowMs));
     }, this.windowMs);
     this.timer.unref();
   }

@@ -328,6 +328,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<OutputFiles &
         }
         if (outcome.criticalTaintWrittenMs !== undefined) result.criticalTaintWrittenMs = outcome.criticalTaintWrittenMs;
         if (outcome.criticalTolerationSeconds) result.criticalTolerationSeconds = outcome.criticalTolerationSeconds;
+        if (outcome.quietCpu) result.quietCpu = outcome.quietCpu;
         const trace = o.nodeTrace?.(outcome.taintAtMs);
         if (trace) result.prioNode = trace;
         const api = o.apiTrace?.(outcome.taintAtMs);

@@ -146,6 +146,8 @@ export const RepResultSchema = z.object({
   apiTrace: ApiTraceSchema.optional(),
   /** CPU time per process group in the first windowMs after the taint (local testbed, profile cpuWindowMs) */
   cpuWindow: CpuWindowSchema.optional(),
+  /** CPU per process group over the quiet spell before t = 0 (profile quietBeforeFailureSeconds): the idle cluster's cost per component */
+  quietCpu: CpuWindowSchema.optional(),
   /** the machine from the taint to the last event: busy, stolen, testbed's and everyone else's CPU (local testbed) */
   repCpu: RepCpuSchema.optional(),
   /** times this repetition was run again because other work shared the machine (the recorded run is the last) */

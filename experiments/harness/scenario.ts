@@ -25,6 +25,7 @@ import type { FailureMode } from './profile.ts';
 import { failureTolerationSeconds } from './upstream-tuned.ts';
 import { eupfDeployment, eupfService, eupfStartProblem } from '../5g/eupf.ts';
 import { UserPlane, userPlaneTimes } from '../5g/user-plane.ts';
+import { cpuDuring, type CpuWindow } from './cpu-window.ts';
 
 export const EXPERIMENT_LABEL = 'ulysses.io/experiment';
 export const FAILURE_TAINT = 'ulysses.io/failure';
@@ -189,6 +190,8 @@ export interface RepOutcome {
   criticalTaintWrittenMs?: number;
   /** the critical pod's NoExecute tolerations of kcm's failure taints as admitted (failureTolerationSeconds) */
   criticalTolerationSeconds?: Record<string, number | null>;
+  /** CPU per process group over the quiet spell before t = 0 (quietBeforeFailureMs) */
+  quietCpu?: CpuWindow;
   error?: string;
 }
 
@@ -421,8 +424,10 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
       upfBefore = reply.via as string;
     }
     await o.beforeFailure?.();
-    // the quiet spell is the condition under study, not a synchronisation
-    if (o.quietBeforeFailureMs) await new Promise((r) => setTimeout(r, o.quietBeforeFailureMs));
+    // the quiet spell is the condition under study, not a synchronisation; what the idle cluster's
+    // processes cost over it is read from /proc
+    const quiet = o.quietBeforeFailureMs;
+    const quietCpu = quiet ? await cpuDuring(() => new Promise((r) => setTimeout(r, quiet))) : undefined;
 
     // --- t = 0
     let error: string | undefined;
@@ -498,6 +503,7 @@ export async function runRep(kc: KubeConfig, o: RepOptions): Promise<RepOutcome>
       taintAtMs: t0,
       ...(criticalTaintWrittenMs === undefined ? {} : { criticalTaintWrittenMs }),
       ...(prio ? { criticalTolerationSeconds: failureTolerationSeconds(prio.spec?.tolerations) } : {}),
+      ...(quietCpu ? { quietCpu } : {}),
       error,
     };
   } finally {

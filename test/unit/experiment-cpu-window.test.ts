@@ -5,9 +5,9 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CpuWindowProbe, MachineCpuAudit, codeOrigin, cpuByGroup, harnessFamily, isTestbedGroup, machineTicks, parseStat, processGroup, sharedMachine, summarizeProfile } from '../../experiments/harness/cpu-window.ts';
+import { CpuWindowProbe, MachineCpuAudit, codeOrigin, cpuByGroup, cpuDuring, harnessFamily, isTestbedGroup, machineTicks, parseStat, processGroup, sharedMachine, summarizeProfile } from '../../experiments/harness/cpu-window.ts';
 import { emptyEvents, parseResults, type RepResult } from '../../experiments/harness/results.ts';
-import { cpuWindowTable, machineTable } from '../../experiments/harness/report.ts';
+import { cpuWindowTable, idleCpuTable, machineTable } from '../../experiments/harness/report.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 
 /** A node -e program that burns `ms` of its own CPU time (not wall time: on a busy machine a spin gets part of a CPU). */
@@ -33,6 +33,9 @@ describe('parsing /proc', () => {
     expect(processGroup('kubelet', '/cache/kubelet --config /tmp/run/nodes/real-2/kubelet.yaml', '', false, true)).toBe('real-2/kubelet');
     expect(processGroup('esbuild', '/w/node_modules/esbuild/bin/esbuild --service', '', false, true)).toBe('harness');
     expect(processGroup('node', 'node --import tsx /w/kubelet-shim/main.ts --listen /run/nodes/real-2/kubelet-shim.sock', '', false, false)).toBe('real-2/kubelet-shim');
+    // a Node.js that names its main thread (the Ulysses image): comm MainThread, the component from main.ts
+    expect(processGroup('MainThread', 'node --import /app/node_modules/tsx/dist/loader.mjs /app/controller-manager/main.ts --leader-elect=true', '', false, false)).toBe('controller-manager');
+    expect(processGroup('MainThread', 'node /app/cli/other.js', '', false, false)).toBe('MainThread');
     // "real-12" is a node of its own, not real-1
     expect(processGroup('containerd', 'containerd --config /run/nodes/real-12/containerd.toml', '', false, false)).toBe('real-12/containerd');
   });
@@ -179,6 +182,52 @@ describe('CpuWindowProbe on this machine', { timeout: 120_000 }, () => {
   });
   it('rejects a window that is not a positive integer', () => {
     expect(() => new CpuWindowProbe(0)).toThrow(/windowMs/);
+  });
+});
+
+describe('cpuDuring on this machine', { timeout: 120_000 }, () => {
+  it('counts what a child of this process burns during the spell, and the spell\'s length', async () => {
+    const t0 = performance.now();
+    const w = await cpuDuring(async () => {
+      spawnSync(process.execPath, ['-e', burnCpu(250)]);
+    });
+    expect(w.windowMs).toBeGreaterThan(0);
+    expect(w.windowMs).toBeLessThanOrEqual(Math.ceil(performance.now() - t0));
+    expect(w.byGroup.harness).toBeGreaterThanOrEqual(150);
+    expect(w.busyCpuS).toBeGreaterThanOrEqual(0.15);
+  });
+});
+
+describe('the idle CPU table (quiet spell before t = 0)', () => {
+  const rep = (config: RepResult['config'], r: number, byGroup: Record<string, number>): RepResult => ({
+    config,
+    dn: 1,
+    podsPerNode: 0,
+    rep: r,
+    events: { ...emptyEvents(), prioReady: 0.3 },
+    quietCpu: { windowMs: 100_000, busyCpuS: 10, byGroup, snapshotMs: 5 },
+  });
+  it('sums pod control per configuration and divides by stock\'s at the same cell', () => {
+    const results = parseResults(
+      [
+        // stock: kcm 1.0%, scheduler 0.5% of a CPU (ms over 100 s)
+        rep('upstream', 0, { 'kube-controller': 1000, 'kube-scheduler': 500, 'kube-apiserver': 4000 }),
+        rep('upstream', 1, { 'kube-controller': 1000, 'kube-scheduler': 500, 'kube-apiserver': 4200 }),
+        // Ulysses: kcm 0.5%, scheduler 0.5%, controller manager 1.5%, extender 0.5%, shims 0.25%
+        rep(5, 0, { 'kube-controller': 500, 'kube-scheduler': 500, 'controller-manager': 1500, extender: 500, 'kubelet-shim': 250, harness: 9000 }),
+      ]
+        .map((r) => JSON.stringify(r))
+        .join('\n'),
+    );
+    const table = idleCpuTable(results)!;
+    expect(table).toContain('## CPU of the idle cluster (the 100 s quiet spell before t = 0');
+    expect(table).toContain('| kube-controller | 1.00 | 0.50 |');
+    expect(table).toContain('| controller-manager | 0.00 | 1.50 |');
+    expect(table).toContain('| kube-apiserver | 4.10 | 0.00 |');
+    expect(table).toContain('| **pod control (sum)** | 1.50 | 3.25 |');
+    expect(table).toContain('| pod control : upstream\'s | 1.00x | 2.17x |');
+    expect(table).not.toContain('harness'); // the harness is not a component
+    expect(idleCpuTable([{ ...rep(5, 0, {}), quietCpu: undefined }])).toBeUndefined();
   });
 });
 
