@@ -14,6 +14,8 @@ import { metricsRegistry, registeredMetric } from './metrics.ts';
 
 /** Longest a deferred write waits for the critical writes in flight. */
 export const MAX_DEFER_MS = 250;
+/** Longest a critical write that is due ({@link CriticalWrites.expect}) keeps the others waiting before it starts. */
+export const MAX_EXPECT_MS = 100;
 
 const deferred = () =>
   registeredMetric('ulysses_deferred_writes_total', () => new Counter({
@@ -26,26 +28,52 @@ const deferred = () =>
 export class CriticalWrites {
   private inFlight = 0;
   private waiters: Array<() => void> = [];
+  /** a critical write is due ({@link expect}): until it starts, or this timer ends the wait */
+  private expected: NodeJS.Timeout | undefined;
 
-  constructor(private readonly maxDeferMs = MAX_DEFER_MS) {}
+  constructor(
+    private readonly maxDeferMs = MAX_DEFER_MS,
+    private readonly maxExpectMs = MAX_EXPECT_MS,
+  ) {}
 
-  /** A critical write is in flight. */
+  /** A critical write is in flight, or due. */
   get busy(): boolean {
-    return this.inFlight > 0;
+    return this.inFlight > 0 || this.expected !== undefined;
+  }
+
+  /**
+   * A critical write is due: the replacement's create after a critical pod's eviction, which the
+   * writes the eviction sets off (the EndpointSlice without the evicted pod, Events) must not
+   * overtake. They wait as if it were in flight, until it starts and settles, or at most
+   * maxExpectMs when it never comes (the pod had no ReplicaSet of this process).
+   */
+  expect(): void {
+    if (this.expected) return;
+    this.expected = setTimeout(() => {
+      this.expected = undefined;
+      this.wakeIfClear();
+    }, this.maxExpectMs);
+    this.expected.unref();
   }
 
   /** Runs a critical write; deferred writes wait until it (and every other critical one) settles. */
   async critical<T>(write: () => Promise<T>): Promise<T> {
     this.inFlight++;
+    clearTimeout(this.expected); // the write that was due has come
+    this.expected = undefined;
     try {
       return await write();
     } finally {
-      if (--this.inFlight === 0) {
-        const waiters = this.waiters;
-        this.waiters = [];
-        for (const wake of waiters) wake();
-      }
+      this.inFlight--;
+      this.wakeIfClear();
     }
+  }
+
+  private wakeIfClear(): void {
+    if (this.busy) return;
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const wake of waiters) wake();
   }
 
   /** Resolves when no critical write is in flight, or after maxDeferMs (at once when none is). */

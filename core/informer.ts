@@ -204,11 +204,12 @@ export class ResilientInformer<T extends KubernetesObject> extends InformerCache
     for (const item of list.items) {
       const key = objectKey(item);
       seen.add(key);
-      this.store(item);
+      if (!this.behindDeletion(item)) this.store(item);
     }
     for (const [key, old] of this.cache) {
       if (!seen.has(key)) {
         this.cache.delete(key);
+        this.deletionsAhead.delete(key);
         this.emit('delete', old);
       }
     }
@@ -220,7 +221,44 @@ export class ResilientInformer<T extends KubernetesObject> extends InformerCache
   }
 
   private upsert(raw: T): void {
+    if (this.behindDeletion(raw)) return;
     this.store(this.transform ? this.transform(raw) : raw);
+  }
+
+  /** Objects (key -> uid) whose DELETE response was cached ahead of the watch ({@link observeDeletion}). */
+  private readonly deletionsAhead = new Map<string, string | undefined>();
+
+  /**
+   * Whether `obj` from the watch or a list is a version from before a deletion already cached by
+   * observeDeletion: same uid and not yet marked for deletion. Such a version is skipped, or the
+   * cache would go back to "not terminating" until the watch catches up.
+   */
+  private behindDeletion(obj: T): boolean {
+    const key = objectKey(obj);
+    if (!this.deletionsAhead.has(key)) return false;
+    if (this.deletionsAhead.get(key) === obj.metadata?.uid && !obj.metadata?.deletionTimestamp) return true;
+    this.deletionsAhead.delete(key); // the watch caught up (or the name is another object's now)
+    return false;
+  }
+
+  /**
+   * A DELETE's response this process got: the object marked for deletion (`deletionTimestamp`), cached
+   * and emitted as an update now instead of when the watch delivers it (a critical pod's eviction:
+   * the ReplicaSet controller creates the replacement without waiting for the watch). Why it is safe:
+   * `deletionTimestamp` is set once and never removed, so the response is newer than a cached version
+   * without it, and any version without it that the watch or a relist still delivers is older and is
+   * skipped ({@link behindDeletion}); the watch's own event for the response's resourceVersion
+   * changes nothing and emits nothing (store() compares resourceVersions). Returns whether the cache
+   * changed: not for an object it does not hold (same uid), one already marked, or a response that is
+   * not marked (deleted at once, or a Status).
+   */
+  observeDeletion(raw: T): boolean {
+    const key = objectKey(raw);
+    const cached = this.cache.get(key);
+    if (!raw.metadata?.deletionTimestamp || !cached || cached.metadata?.uid !== raw.metadata.uid || cached.metadata?.deletionTimestamp) return false;
+    this.deletionsAhead.set(key, raw.metadata.uid);
+    this.store(this.transform ? this.transform(raw) : raw);
+    return true;
   }
 
   /** Caches an already transformed object and emits add/update. */
@@ -267,6 +305,7 @@ export class ResilientInformer<T extends KubernetesObject> extends InformerCache
               break;
             case 'DELETED': {
               const key = objectKey(obj);
+              this.deletionsAhead.delete(key);
               const old = this.cache.get(key);
               this.cache.delete(key);
               this.emit('delete', old ?? (this.transform ? this.transform(obj) : obj));

@@ -12,6 +12,8 @@ import { criticalityRank, podCriticality } from '../../core/criticality.ts';
 import { objectKey } from '../../core/objects.ts';
 import { isNotFound } from '../../core/kube.ts';
 import { NO_EVENTS } from '../../core/events.ts';
+import { criticalWrites } from '../../core/critical-writes.ts';
+import { controllerRef } from './claim.ts';
 import type { ReconcileResult } from '../queue/index.ts';
 import type { ControllerDeps } from './deps.ts';
 import { NODE_UNREACHABLE_TAINT, type NodeFailureScope } from '../node-failure.ts';
@@ -218,7 +220,15 @@ export class TaintEvictionController {
         critical,
       });
       const patched = this.now();
-      await this.d.client.delete(`/api/v1/namespaces/${ns}/pods/${name}`, { preconditions: { uid: pod.metadata!.uid } }, { critical });
+      const deleted = await this.d.client.delete<V1Pod | undefined>(`/api/v1/namespaces/${ns}/pods/${name}`, { preconditions: { uid: pod.metadata!.uid } }, { critical });
+      // a critical pod: the controllers act on the DELETE's response (the pod marked for deletion)
+      // instead of waiting for the watch; the ReplicaSet controller creates the replacement now
+      // (core/informer.ts observeDeletion says why that is safe)
+      if (critical && deleted?.kind === 'Pod') {
+        // the replacement's create is the next critical write: what the deletion sets off waits for it
+        if (controllerRef(pod.metadata)?.kind === 'ReplicaSet') criticalWrites.expect();
+        this.d.informers.pods.observeDeletion(deleted);
+      }
       // where a failover's first step spends its time: since the taint was seen, and per API call
       const timing = { sinceTaintMs: seen === undefined ? undefined : started - seen, patchMs: patched - started, deleteMs: this.now() - patched };
       log.info(timing, 'evicted pod from a node with an untolerated NoExecute taint');

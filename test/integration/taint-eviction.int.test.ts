@@ -75,11 +75,34 @@ describe('taint eviction on the real testbed', () => {
       return pods.length === 4 && new Set(pods.map((p) => p.spec?.nodeName)).size === 2 && pods;
     }, { timeoutMs: 90_000 });
     expect(before.filter((p) => p.spec?.nodeName === 'real-1').length).toBe(2);
+    // every echo pod the failover makes or deletes: the ReplicaSet controller acts on the eviction's
+    // DELETE response before the watch delivers it, and must still create exactly one replacement
+    // per evicted pod (the watch's later events for it must not count it active again)
+    const seen = new Set<string>();
+    const deleted = new Set<string>();
+    const watch = new ResilientInformer<V1Pod>(kc, { path: `/api/v1/namespaces/${ns}/pods`, labelSelector: 'app=echo' });
+    const onPod = (p: V1Pod) => {
+      seen.add(p.metadata!.name!);
+      if (p.metadata?.deletionTimestamp) deleted.add(p.metadata.name!);
+    };
+    watch.on('add', onPod);
+    watch.on('update', onPod);
+    watch.on('delete', (p) => deleted.add(p.metadata!.name!));
+    await watch.start();
     await taintNoExecute(kc, 'real-1');
     const after = await pollUntil('4 echo pods Ready on real-2', async () => {
       const pods = await ready();
       return pods.length === 4 && pods.every((p) => p.spec?.nodeName === 'real-2') && pods;
     }, { timeoutMs: 90_000 });
     await Promise.all(after.map((p) => udpFirstAnswer(p.status!.podIP!, undefined, { timeoutMs: 10_000 })));
+    // the ReplicaSet is synced with its pods (status written after the last watch event it acted on)
+    const rsName = after[0]!.metadata!.ownerReferences![0]!.name;
+    await pollUntil('ReplicaSet status: 4 ready replicas', async () => {
+      const rs = await apps.readNamespacedReplicaSet({ name: rsName, namespace: ns });
+      return rs.status?.replicas === 4 && rs.status.readyReplicas === 4;
+    }, { timeoutMs: 30_000 });
+    watch.stop();
+    expect([...deleted].sort()).toEqual(before.filter((p) => p.spec?.nodeName === 'real-1').map((p) => p.metadata!.name!).sort());
+    expect(seen.size).toBe(6); // 4 + 2 replacements, no duplicate
   });
 });

@@ -42,6 +42,44 @@ describe('CriticalWrites', () => {
   });
 });
 
+describe('CriticalWrites.expect: a critical write that is due', () => {
+  it('holds the others until the due write has started and settled', async () => {
+    const w = new CriticalWrites(60_000, 60_000);
+    w.expect();
+    expect(w.busy).toBe(true);
+    let cleared = false;
+    void w.clear().then(() => (cleared = true));
+    await settle();
+    expect(cleared).toBe(false); // nothing in flight yet, but the create is due
+    let release!: () => void;
+    const create = w.critical(() => new Promise<void>((r) => (release = r)));
+    await settle();
+    expect(cleared).toBe(false);
+    release();
+    await create;
+    await settle();
+    expect(cleared).toBe(true);
+    expect(w.busy).toBe(false);
+  });
+
+  it('holds them at most maxExpectMs when the due write never comes', async () => {
+    vi.useFakeTimers();
+    try {
+      const w = new CriticalWrites(250, 100);
+      w.expect();
+      let cleared = false;
+      void w.clear().then(() => (cleared = true));
+      await vi.advanceTimersByTimeAsync(99);
+      expect(cleared).toBe(false);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(cleared).toBe(true);
+      expect(w.busy).toBe(false);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
+
 describe('KubeClient: writes on the critical path first', () => {
   let server: Server;
   let base = '';

@@ -5,6 +5,7 @@ import { controllerDeps } from './fake-cluster.ts';
 import type { V1Node, V1Pod, V1Taint } from '@kubernetes/client-node';
 import { TaintEvictionController, evictionDecision, toleratesTaint } from '../../controller-manager/controllers/taint-eviction.ts';
 import { CriticalityIndex } from '../../core/criticality.ts';
+import { criticalWrites } from '../../core/critical-writes.ts';
 
 const taint = { key: 'node.kubernetes.io/unreachable', value: '', effect: 'NoExecute' };
 
@@ -173,5 +174,38 @@ describe('TaintEvictionController logs where an eviction spent its time', () => 
     expect(calls).toEqual(['PATCH /api/v1/namespaces/ns/pods/crit/status (critical)', 'DELETE /api/v1/namespaces/ns/pods/crit (critical)', 'Event TaintManagerEviction']);
     const evicted = lines.find((l) => l.msg === 'evicted pod from a node with an untolerated NoExecute taint');
     expect(evicted).toMatchObject({ pod: 'ns/crit', node: 'n1', sinceTaintMs: 5, patchMs: 7, deleteMs: 11 });
+  });
+});
+
+describe('TaintEvictionController acts on a critical DELETE\'s response', () => {
+  const setup = (level: 'high' | 'low') => {
+    const pod: V1Pod = {
+      metadata: { name: 'p', namespace: 'ns', uid: 'u1', labels: { 'ulysses.io/criticality': level }, ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'rs', uid: 'r1', controller: true }] },
+      spec: { nodeName: 'n1', containers: [] },
+    };
+    const observed: V1Pod[] = [];
+    const podInformer = Object.assign(new EventEmitter(), { get: () => pod, observeDeletion: (p: V1Pod) => observed.push(p) > 0 });
+    const nodeInformer = Object.assign(new EventEmitter(), { get: () => ({ metadata: { name: 'n1' }, spec: { taints: [taint] } }) });
+    // the apiserver's answer to a graceful DELETE: the pod marked for deletion
+    const client = { request: async () => ({}), delete: async () => ({ ...pod, kind: 'Pod', metadata: { ...pod.metadata, deletionTimestamp: new Date(0) } }) };
+    const criticality = new CriticalityIndex();
+    criticality.upsertPod(pod);
+    const c = new TaintEvictionController(controllerDeps({ client, informers: { pods: podInformer, nodes: nodeInformer }, criticality }));
+    return { c, observed };
+  };
+
+  it('a critical pod: the response goes to the pod cache at once and the replacement\'s create is due', async () => {
+    const { c, observed } = setup('high');
+    await c.reconcile('ns/p');
+    expect(observed.map((p) => p.metadata?.deletionTimestamp !== undefined)).toEqual([true]);
+    expect(criticalWrites.busy).toBe(true); // other writes wait for the create (at most MAX_EXPECT_MS)
+    await criticalWrites.clear();
+  });
+
+  it('a low pod waits for the watch as before', async () => {
+    const { c, observed } = setup('low');
+    await c.reconcile('ns/p');
+    expect(observed).toEqual([]);
+    expect(criticalWrites.busy).toBe(false);
   });
 });
