@@ -911,6 +911,9 @@ export async function uninstall(o: InstallOptions): Promise<void> {
             await i.delete(own);
             await kubectl(o, ['delete', '--ignore-not-found', '-n', ULYSSES_NAMESPACE, 'secret', EXTENDER_TLS_SECRETS.ca, EXTENDER_TLS_SECRETS.serving]);
           });
+        } else {
+          // off the path means not running either: idle replicas would still watch every pod and node
+          await i.step('scheduler-extender: Deployment scaled to 0', () => i.scaleToZero('ulysses-scheduler-extender'));
         }
         break;
       case 'controller-manager':

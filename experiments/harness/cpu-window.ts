@@ -89,8 +89,9 @@ const CLK_TCK = 100;
 export function processGroup(comm: string, cmdline: string, cgroup: string, isKernelThread: boolean, isHarness: boolean): string {
   if (isKernelThread) return 'kernel';
   const node = /\b(real-\d+)\b/.exec(cmdline)?.[1] ?? /\/ulysses-(real-\d+)\//.exec(cgroup)?.[1];
-  // our TypeScript components run as "node .../<component>/main.ts" (comm "MainThread" where Node.js names its main thread)
-  const name = comm === 'node' || comm === 'MainThread' ? (/([\w-]+)\/main\.ts\b/.exec(cmdline)?.[1] ?? comm) : comm;
+  // our TypeScript components run as "node .../<component>/main.ts" or ".../<tool>.ts" (comm
+  // "MainThread" where Node.js names its main thread)
+  const name = comm === 'node' || comm === 'MainThread' ? (/([\w-]+)\/main\.ts\b/.exec(cmdline)?.[1] ?? /([\w-]+)\.ts\b/.exec(cmdline)?.[1] ?? comm) : comm;
   // a testbed the harness brought up itself is its child: its processes keep their own groups
   if (isHarness && !node && !TESTBED_GROUPS.has(name)) return 'harness';
   return node ? `${node}/${name}` : name;

@@ -68,7 +68,7 @@ import { buildUlyssesImage, importUlyssesImage } from '../testbed/ulysses-image.
 import { importEupfImage } from '../5g/eupf.ts';
 import { ULYSSES_IMAGE_PREREQUISITES, ensurePrerequisites } from '../testbed/prerequisites.ts';
 import { downCommand } from '../testbed/run-dir.ts';
-import { procPids } from './cpu-window.ts';
+import { CpuWindowProbe, procPids } from './cpu-window.ts';
 import { metricSamples, type MetricSample } from '../../core/metrics.ts';
 import { RECOVERY_METRIC } from '../../controller-manager/recovery-slo.ts';
 import type { RecoveryObservations } from './experiment.ts';
@@ -492,7 +492,7 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
   const unsupported = [
     o.kwokNodes !== undefined && '--kwok-nodes',
     o.pinCpus && 'profile pinCpus',
-    o.cpuWindowMs !== undefined && 'profile cpuWindowMs',
+    o.cluster && o.cpuWindowMs !== undefined && 'profile cpuWindowMs',
     o.plan.shimPolicies?.length && '--shim-policies',
     !o.cluster && o.sources?.length && '--sources',
   ].filter(Boolean);
@@ -545,6 +545,8 @@ export async function runKubeadmFailoverExperiment(o: FailoverExperimentOptions 
         topology,
         failure,
         apiTrace: target.apiTrace,
+        // the testbed's processes run on this machine: who used the CPUs right after t = 0
+        cpuWindow: o.cpuWindowMs !== undefined && !o.cluster ? new CpuWindowProbe(o.cpuWindowMs, o.cpuWindowProfile) : undefined,
         // through kube-proxy as a client reaches it; only meaningful when the old pod stops answering at t = 0
         serviceProbe: freeze === 'node',
         // the installed controller manager, scraped through the apiserver: its own recovery measurement

@@ -35,6 +35,7 @@ describe('parsing /proc', () => {
     expect(processGroup('node', 'node --import tsx /w/kubelet-shim/main.ts --listen /run/nodes/real-2/kubelet-shim.sock', '', false, false)).toBe('real-2/kubelet-shim');
     // a Node.js that names its main thread (the Ulysses image): comm MainThread, the component from main.ts
     expect(processGroup('MainThread', 'node --import /app/node_modules/tsx/dist/loader.mjs /app/controller-manager/main.ts --leader-elect=true', '', false, false)).toBe('controller-manager');
+    expect(processGroup('MainThread', 'node --import /app/node_modules/tsx/dist/loader.mjs /app/manifests/kcm-handback.ts --after=60s', '', false, false)).toBe('kcm-handback');
     expect(processGroup('MainThread', 'node /app/cli/other.js', '', false, false)).toBe('MainThread');
     // "real-12" is a node of its own, not real-1
     expect(processGroup('containerd', 'containerd --config /run/nodes/real-12/containerd.toml', '', false, false)).toBe('real-12/containerd');
@@ -211,7 +212,7 @@ describe('the idle CPU table (quiet spell before t = 0)', () => {
     const results = parseResults(
       [
         // stock: kcm 1.0%, scheduler 0.5% of a CPU (ms over 100 s)
-        rep('upstream', 0, { 'kube-controller': 1000, 'kube-scheduler': 500, 'kube-apiserver': 4000 }),
+        rep('upstream', 0, { 'kube-controller': 1000, 'kube-scheduler': 500, 'kube-apiserver': 4000, extender: 700 }), // an extender left running is off stock's path
         rep('upstream', 1, { 'kube-controller': 1000, 'kube-scheduler': 500, 'kube-apiserver': 4200 }),
         // Ulysses: kcm 0.5%, scheduler 0.5%, controller manager 1.5%, extender 0.5%, shims 0.25%
         rep(5, 0, { 'kube-controller': 500, 'kube-scheduler': 500, 'controller-manager': 1500, extender: 500, 'kubelet-shim': 250, harness: 9000 }),
@@ -223,6 +224,7 @@ describe('the idle CPU table (quiet spell before t = 0)', () => {
     expect(table).toContain('## CPU of the idle cluster (the 100 s quiet spell before t = 0');
     expect(table).toContain('| kube-controller | 1.00 | 0.50 |');
     expect(table).toContain('| controller-manager | 0.00 | 1.50 |');
+    expect(table).toContain('| extender | 0.35 | 0.50 |');
     expect(table).toContain('| kube-apiserver | 4.10 | 0.00 |');
     expect(table).toContain('| **pod control (sum)** | 1.50 | 3.25 |');
     expect(table).toContain('| pod control : upstream\'s | 1.00x | 2.17x |');
