@@ -159,17 +159,38 @@ export function snapshotProcesses(groups: Map<number, string>): Map<number, Proc
     if (st) stats.set(pid, st);
   }
   const harness = harnessFamily(process.pid, stats);
+  assignGroups(stats, harness, (pid) => ({ cmdline: readOr(`/proc/${pid}/cmdline`, '').replaceAll('\0', ' '), cgroup: readOr(`/proc/${pid}/cgroup`, '') }), groups);
   const out = new Map<number, ProcSample>();
-  for (const [pid, st] of stats) {
-    let group = groups.get(pid);
-    if (group === undefined) {
-      const kthread = (st.flags & PF_KTHREAD) !== 0 || st.ppid === 2 || pid === 2;
-      group = processGroup(st.comm, kthread ? '' : readOr(`/proc/${pid}/cmdline`, '').replaceAll('\0', ' '), kthread ? '' : readOr(`/proc/${pid}/cgroup`, ''), kthread, harness.has(pid));
-      groups.set(pid, group);
-    }
-    out.set(pid, { group, ticks: st.ticks });
-  }
+  for (const [pid, st] of stats) out.set(pid, { group: groups.get(pid)!, ticks: st.ticks });
   return out;
+}
+
+/**
+ * The group of every process of `stats` into `groups` (kept there for pids already named):
+ * {@link processGroup} from its comm, command line and cgroup (`read`), except tsx's transform
+ * service (`esbuild`), which counts in the Node.js process that started it.
+ */
+export function assignGroups(
+  stats: ReadonlyMap<number, { comm: string; ppid: number; flags: number }>,
+  harness: ReadonlySet<number>,
+  read: (pid: number) => { cmdline: string; cgroup: string },
+  groups: Map<number, string>,
+): void {
+  const groupOf = (pid: number, st: { comm: string; ppid: number; flags: number }): string => {
+    let group = groups.get(pid);
+    if (group !== undefined) return group;
+    const parent = stats.get(st.ppid);
+    if (st.comm === 'esbuild' && parent) {
+      group = groupOf(st.ppid, parent);
+    } else {
+      const kthread = (st.flags & PF_KTHREAD) !== 0 || st.ppid === 2 || pid === 2;
+      const { cmdline, cgroup } = kthread ? { cmdline: '', cgroup: '' } : read(pid);
+      group = processGroup(st.comm, cmdline, cgroup, kthread, harness.has(pid));
+    }
+    groups.set(pid, group);
+    return group;
+  };
+  for (const [pid, st] of stats) groupOf(pid, st);
 }
 
 /** Busy ticks (user, nice, system, irq, softirq, steal) and, of them, steal (the hypervisor ran someone else). */
@@ -185,7 +206,7 @@ export function machineTicks(procStat: string): { busy: number; steal: number } 
  * else on the machine (a build, a test run, an editor) competes with the testbed for the CPUs and
  * makes a repetition slower for reasons that are not the configuration's.
  */
-const TESTBED_GROUPS = new Set(['harness', 'kernel', 'etcd', 'kube-apiserver', 'kube-scheduler', 'kube-controller', 'kwok', 'controller-manager', 'kubelet-shim', 'extender', 'containerd', 'containerd-shim']);
+const TESTBED_GROUPS = new Set(['harness', 'kernel', 'etcd', 'kube-apiserver', 'kube-scheduler', 'kube-controller', 'kwok', 'controller-manager', 'kubelet-shim', 'extender', 'containerd', 'containerd-shim', 'kubelet', 'kube-proxy', 'coredns', 'kcm-handback']);
 
 export function isTestbedGroup(group: string): boolean {
   return TESTBED_GROUPS.has(group) || /^real-\d+\//.test(group) || group.startsWith('runc');

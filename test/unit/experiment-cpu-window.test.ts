@@ -5,7 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CpuWindowProbe, MachineCpuAudit, codeOrigin, cpuByGroup, cpuDuring, harnessFamily, isTestbedGroup, machineTicks, parseStat, processGroup, sharedMachine, summarizeProfile } from '../../experiments/harness/cpu-window.ts';
+import { CpuWindowProbe, MachineCpuAudit, assignGroups, codeOrigin, cpuByGroup, cpuDuring, harnessFamily, isTestbedGroup, machineTicks, parseStat, processGroup, sharedMachine, summarizeProfile } from '../../experiments/harness/cpu-window.ts';
 import { emptyEvents, parseResults, type RepResult } from '../../experiments/harness/results.ts';
 import { cpuWindowTable, idleCpuTable, machineTable } from '../../experiments/harness/report.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
@@ -39,6 +39,19 @@ describe('parsing /proc', () => {
     expect(processGroup('MainThread', 'node /app/cli/other.js', '', false, false)).toBe('MainThread');
     // "real-12" is a node of its own, not real-1
     expect(processGroup('containerd', 'containerd --config /run/nodes/real-12/containerd.toml', '', false, false)).toBe('real-12/containerd');
+  });
+  it('counts tsx\'s esbuild service in the Node.js process that started it, and a kubelet the harness restarted as kubelet', () => {
+    const stats = new Map([
+      [10, { comm: 'MainThread', ppid: 1, flags: 0 }],
+      [11, { comm: 'esbuild', ppid: 10, flags: 0 }],
+      [20, { comm: 'node', ppid: 1, flags: 0 }], // the harness
+      [21, { comm: 'esbuild', ppid: 20, flags: 0 }],
+      [22, { comm: 'kubelet', ppid: 20, flags: 0 }],
+    ]);
+    const cmdlines: Record<number, string> = { 10: 'node --import /app/node_modules/tsx/dist/loader.mjs /app/controller-manager/main.ts', 11: '/app/node_modules/esbuild/bin/esbuild --service', 20: 'node cli/ulysses.ts experiment failover', 21: 'esbuild --service', 22: '/cache/kubelet --config=/var/lib/kubelet/config.yaml' };
+    const groups = new Map<number, string>();
+    assignGroups(stats, new Set([20, 21, 22]), (pid) => ({ cmdline: cmdlines[pid]!, cgroup: '' }), groups);
+    expect(Object.fromEntries(groups)).toEqual({ 10: 'controller-manager', 11: 'controller-manager', 20: 'harness', 21: 'harness', 22: 'kubelet' });
   });
   it('counts busy ticks from /proc/stat without idle and iowait', () => {
     // cpu user nice system idle iowait irq softirq steal guest guest_nice
