@@ -45,6 +45,7 @@ import { pollUntil } from '../../core/poll.ts';
 import type { NodeFailure, Topology } from './scenario.ts';
 import {
   containerdShimPids,
+  withDescendants,
   CRITICAL_NAMESPACE,
   experimentTitle,
   failureMode,
@@ -340,6 +341,12 @@ export function podPids(uids: readonly string[]): number[] {
 }
 
 /**
+ * A node's kubelet-shim and its fallback with every process below them: the testbed runs the shim
+ * under its systemd unit's supervisor (unit-supervisor.ts), whose child is the shim itself.
+ */
+const shimTree = (tracked: (name: string) => number | undefined): number[] => withDescendants([tracked('kubelet-shim'), tracked('kubelet-shim-fallback')].filter((p): p is number => p !== undefined));
+
+/**
  * kubeadm testbed node failure: at t = 0 the source node's kubelet, kubelet-shim, containerd and
  * containerd-shims are stopped (SIGSTOP), and so are the processes of the experiment's pods on it
  * (`namespaces`), as on a failed machine: the old critical pod answers neither on its pod IP nor
@@ -360,7 +367,7 @@ export function kubeadmFrozenNode(kc: KubeConfig, runDir: string, readState: (ru
     const uids: string[] = [];
     for (const namespace of namespaces)
       for (const p of (await core.listNamespacedPod({ namespace, fieldSelector: `spec.nodeName=${node}` })).items) if (p.metadata?.uid) uids.push(p.metadata.uid);
-    const rest = [tracked('kubelet-shim'), tracked('containerd'), ...(spec ? containerdShimPids(spec.socket) : []), ...podPids(uids)].filter((p): p is number => p !== undefined);
+    const rest = [...shimTree(tracked), ...[tracked('containerd'), ...(spec ? containerdShimPids(spec.socket) : []), ...podPids(uids)].filter((p): p is number => p !== undefined)];
     return [kubelet, ...rest];
   };
   return stoppedNodeFailure({
@@ -387,7 +394,7 @@ export function kubeadmStoppedNode(runDir: string, readState: (runDir: string) =
     const kubelet = tracked('kubelet');
     const spec = state?.nodes.find((n) => n.spec.name === node)?.spec;
     if (!kubelet || !spec) throw new Error(`no kubelet of node ${node} in the kubeadm testbed of ${runDir}`);
-    const runtime = [tracked('kubelet-shim'), tracked('containerd'), ...containerdShimPids(spec.socket)].filter((p): p is number => p !== undefined);
+    const runtime = [...shimTree(tracked), ...[tracked('containerd'), ...containerdShimPids(spec.socket)].filter((p): p is number => p !== undefined)];
     return [kubelet, ...runtime, ...(pods ? kubepodsPids(spec.cgroupRoot) : [])];
   };
   return stoppedNodeFailure({

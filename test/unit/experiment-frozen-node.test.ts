@@ -17,7 +17,7 @@ import { conditionFields, conditionMismatch } from '../../experiments/harness/ex
 import { summarize, summaryCsv } from '../../experiments/harness/stats.ts';
 import { renderReport } from '../../experiments/harness/report.ts';
 import { awaitedEvents, otherPods } from '../../experiments/harness/scenario.ts';
-import { FROZEN_NODE_REP_TIMEOUT_MS, failoverRunOptions, failureMode, kubepodsPids, runFailoverExperiment, stoppedNodeFailure } from '../../experiments/harness/local.ts';
+import { FROZEN_NODE_REP_TIMEOUT_MS, failoverRunOptions, failureMode, kubepodsPids, runFailoverExperiment, stoppedNodeFailure, withDescendants } from '../../experiments/harness/local.ts';
 import { runKubeadmFailoverExperiment } from '../../experiments/harness/kubeadm-configurator.ts';
 import { processState } from '../../experiments/harness/cpu-window.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
@@ -256,6 +256,23 @@ describe('stopping a node', () => {
     writeFileSync(join(ctr, 'cgroup.procs'), `${process.pid}\n2147483646\n`);
     expect(kubepodsPids('/ulysses-real-1', root)).toEqual([2147483646]);
     expect(() => kubepodsPids('/ulysses-real-9', root)).toThrow(/no pod cgroup .*ulysses-real-9\/kubepods: cannot stop the node's pods/);
+  });
+
+  it('takes a supervised daemon with its supervisor: every process below a root, each after its parent', async () => {
+    // a supervisor (sh) whose child is the daemon (sh) whose child is a worker (sleep), as the
+    // kubelet-shim's unit supervisor -> tsx -> node: freezing the supervisor alone left the shim answering
+    const sup = spawn('sh', ['-c', 'sh -c "sleep 600; :" & wait'], { stdio: 'ignore' });
+    children.push(sup);
+    const tree = await pollUntil('the supervisor, its daemon and the daemon\'s worker', () => {
+      const t = withDescendants([sup.pid!]);
+      return t.length >= 3 && t;
+    }, { timeoutMs: 10_000, intervalMs: 20 });
+    expect(tree[0]).toBe(sup.pid);
+    expect(tree).toHaveLength(3);
+    expect(withDescendants([])).toEqual([]);
+    const other = child();
+    expect(withDescendants([other, other])).toEqual([other]); // a root named twice counts once
+    for (const pid of tree.slice(1)) process.kill(pid, 'SIGKILL');
   });
 
   it('stops what it names and what appears meanwhile; resumes it all, the last stopped first', async () => {
