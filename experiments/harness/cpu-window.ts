@@ -139,16 +139,33 @@ export function processState(pid: number): string {
 export function harnessFamily(self: number, procs: ReadonlyMap<number, { comm: string; ppid: number }>): Set<number> {
   let root = self;
   for (let p = procs.get(self)?.ppid; p !== undefined && p > 1 && /^(node|npm|npx|sh)$|^npm /.test(procs.get(p)?.comm ?? ''); p = procs.get(p)?.ppid) root = p;
-  const family = new Set([root]);
-  for (let grew = true; grew; ) {
-    grew = false;
-    for (const [pid, st] of procs) {
-      if (family.has(pid) || !family.has(st.ppid)) continue;
-      family.add(pid);
-      grew = true;
+  return new Set(withDescendants([root], procs));
+}
+
+/**
+ * `roots` and every process below them, each after its parent (`procs`: pid -> parent pid, this
+ * machine's /proc when absent). A node's supervised daemon (the kubelet-shim under its unit's
+ * supervisor) stops with its supervisor, as on a machine that died.
+ */
+export function withDescendants(roots: readonly number[], procs?: ReadonlyMap<number, { ppid: number }>): number[] {
+  const children = new Map<number, number[]>();
+  const add = (pid: number, ppid: number) => children.set(ppid, [...(children.get(ppid) ?? []), pid]);
+  if (procs) for (const [pid, st] of procs) add(pid, st.ppid);
+  else
+    for (const pid of procPids()) {
+      const st = parseStat(readOr(`/proc/${pid}/stat`, ''));
+      if (st) add(pid, st.ppid);
     }
-  }
-  return family;
+  const out: number[] = [];
+  const seen = new Set<number>();
+  const visit = (pid: number) => {
+    if (seen.has(pid)) return;
+    seen.add(pid);
+    out.push(pid);
+    for (const c of children.get(pid) ?? []) visit(c);
+  };
+  for (const r of roots) visit(r);
+  return out;
 }
 
 /** One snapshot: pid -> group and ticks. Processes that vanish while being read are skipped. */

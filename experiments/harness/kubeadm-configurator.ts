@@ -45,7 +45,7 @@ import { pollUntil } from '../../core/poll.ts';
 import type { NodeFailure, Topology } from './scenario.ts';
 import {
   containerdShimPids,
-  withDescendants,
+  shimTree,
   CRITICAL_NAMESPACE,
   experimentTitle,
   failureMode,
@@ -339,12 +339,6 @@ export function podPids(uids: readonly string[]): number[] {
   }
   return out;
 }
-
-/**
- * A node's kubelet-shim and its fallback with every process below them: the testbed runs the shim
- * under its systemd unit's supervisor (unit-supervisor.ts), whose child is the shim itself.
- */
-const shimTree = (tracked: (name: string) => number | undefined): number[] => withDescendants([tracked('kubelet-shim'), tracked('kubelet-shim-fallback')].filter((p): p is number => p !== undefined));
 
 /**
  * kubeadm testbed node failure: at t = 0 the source node's kubelet, kubelet-shim, containerd and

@@ -38,7 +38,7 @@ import type { ProgressBar } from './progress.ts';
 import { shimLogTracer, type NodeTrace } from './node-trace.ts';
 import { auditLogTracer, type ApiTrace } from './api-trace.ts';
 import { auditLogPath } from '../testbed/controlplane.ts';
-import { CpuWindowProbe, MachineCpuAudit, parseStat, processState, procPids } from './cpu-window.ts';
+import { CpuWindowProbe, MachineCpuAudit, processState, procPids, withDescendants } from './cpu-window.ts';
 import { UPF_NAME, type NodeFailure, type Topology } from './scenario.ts';
 import { importEupfImage } from '../5g/eupf.ts';
 import { SHIM_POLICY_NAME, UPSTREAM_TUNED, isStockConfig, type EventName, type ScenarioName } from './results.ts';
@@ -118,34 +118,11 @@ export function containerdShimPids(socket: string): number[] {
 }
 
 /**
- * `roots` and every process below them, each after its parent: a supervised daemon (the kubelet-shim
- * under its unit's supervisor) stops with its supervisor, as on a machine that died.
+ * A node's kubelet-shim and its fallback with every process below them (`tracked`: a testbed process
+ * by name): the kubeadm testbed runs the shim under its systemd unit's supervisor (unit-supervisor.ts),
+ * whose child is the shim itself.
  */
-export function withDescendants(roots: readonly number[]): number[] {
-  const children = new Map<number, number[]>();
-  for (const pid of procPids()) {
-    const st = parseStat(readOrEmpty(`/proc/${pid}/stat`));
-    if (st) children.set(st.ppid, [...(children.get(st.ppid) ?? []), pid]);
-  }
-  const out: number[] = [];
-  const seen = new Set<number>();
-  const visit = (pid: number) => {
-    if (seen.has(pid)) return;
-    seen.add(pid);
-    out.push(pid);
-    for (const c of children.get(pid) ?? []) visit(c);
-  };
-  for (const r of roots) visit(r);
-  return out;
-}
-
-const readOrEmpty = (path: string) => {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return ''; // exited meanwhile
-  }
-};
+export const shimTree = (tracked: (name: string) => number | undefined): number[] => withDescendants([tracked('kubelet-shim'), tracked('kubelet-shim-fallback')].filter((p): p is number => p !== undefined));
 
 /** The cgroup v1 freezer hierarchy, under which a node's pods are `<cgroupRoot>/kubepods/...` (cgroupfs driver). */
 export const FREEZER_CGROUPS = '/sys/fs/cgroup/freezer';
@@ -193,7 +170,7 @@ export function testbedNodePids(runDir: string, node: string, what: Exclude<Sour
   if (!kubelet) throw new Error(`no kubelet of node ${node} in the testbed of ${runDir}`);
   if (what === 'kubelet') return [kubelet];
   const spec = state!.realNodes.find((n) => n.name === node);
-  const runtime = [...withDescendants([tracked('kubelet-shim'), tracked('kubelet-shim-fallback')].filter((p): p is number => p !== undefined)), ...[tracked('containerd'), ...(spec ? containerdShimPids(spec.socket) : [])].filter((p): p is number => p !== undefined)];
+  const runtime = [...shimTree(tracked), ...[tracked('containerd'), ...(spec ? containerdShimPids(spec.socket) : [])].filter((p): p is number => p !== undefined)];
   if (what === 'node') return [kubelet, ...runtime];
   if (!spec) throw new Error(`no real node ${node} in the testbed of ${runDir}`);
   return [kubelet, ...runtime, ...kubepodsPids(spec.cgroupRoot)];

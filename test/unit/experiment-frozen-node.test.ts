@@ -17,9 +17,9 @@ import { conditionFields, conditionMismatch } from '../../experiments/harness/ex
 import { summarize, summaryCsv } from '../../experiments/harness/stats.ts';
 import { renderReport } from '../../experiments/harness/report.ts';
 import { awaitedEvents, otherPods } from '../../experiments/harness/scenario.ts';
-import { FROZEN_NODE_REP_TIMEOUT_MS, failoverRunOptions, failureMode, kubepodsPids, runFailoverExperiment, stoppedNodeFailure, withDescendants } from '../../experiments/harness/local.ts';
+import { FROZEN_NODE_REP_TIMEOUT_MS, failoverRunOptions, failureMode, kubepodsPids, runFailoverExperiment, stoppedNodeFailure } from '../../experiments/harness/local.ts';
 import { runKubeadmFailoverExperiment } from '../../experiments/harness/kubeadm-configurator.ts';
-import { processState } from '../../experiments/harness/cpu-window.ts';
+import { processState, withDescendants } from '../../experiments/harness/cpu-window.ts';
 import { pollUntil } from '../../experiments/testbed/processes.ts';
 
 const T0 = Date.parse('2026-12-01T10:00:00.400Z');
